@@ -1,0 +1,969 @@
+//! The declarative per-cluster input, `clusters/<name>/cluster.yaml`: strict serde types
+//! (unknown fields are errors), the version table, and cross-field validation.
+//!
+//! Parsing ([`ClusterConfig::from_value`]) checks shape: every unknown field, wrong type and
+//! missing required field is reported with its field path. Validation
+//! ([`ClusterConfig::validate`]) checks meaning and reports every problem at once. Nothing that
+//! touches the cluster's identity (issuer, audiences, encryption, endpoint, CIDRs) has a
+//! default. Fields needed only to render (vSphere placement, machine sizes) are optional at
+//! parse time so that `check` can run on the stub `import kubeadm` writes; render requires
+//! them ([`Purpose::Render`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// The `apiVersion` of `cluster.yaml`.
+pub const API_VERSION: &str = "capstan.dev/v1alpha1";
+/// The `kind` of `cluster.yaml`.
+pub const KIND: &str = "ClusterConfig";
+
+/// One problem in an input file: where (field path) and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Field path such as `spec.network.pods[0]`.
+    pub path: String,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// An input file that does not parse or validate; lists every problem found.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct ModelError {
+    /// The file, as the user named it.
+    pub file: String,
+    /// Every problem, in field order.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.problems.len() == 1 {
+            write!(f, "{}: {}", self.file, self.problems[0])
+        } else {
+            write!(f, "{}: {} problems", self.file, self.problems.len())?;
+            for p in &self.problems {
+                write!(f, "\n  - {p}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The whole `cluster.yaml` document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterConfig {
+    /// Must be [`API_VERSION`].
+    pub api_version: String,
+    /// Must be [`KIND`].
+    pub kind: String,
+    /// Name and management-cluster namespace.
+    pub metadata: Metadata,
+    /// Everything else.
+    pub spec: ClusterSpec,
+}
+
+/// Name and namespace of the cluster's Cluster API objects.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Metadata {
+    /// The cluster name: a DNS-1123 label; prefixes every object name.
+    pub name: String,
+    /// The management-cluster namespace the objects live in.
+    pub namespace: String,
+}
+
+/// Which Cluster API contract the objects are rendered for.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub enum Flavour {
+    /// CAPI `v1beta1`, TalosControlPlane `v1alpha3`, CABPT `v1alpha3`, CAPV `v1beta1`
+    /// (Sidero Labs CACPPT v0.5 / CABPT v0.6).
+    #[serde(rename = "v1beta1")]
+    V1beta1,
+    /// CAPI `v1beta2`, TalosControlPlane `v1beta1`, CABPT `v1beta1`, CAPV `v1beta2`
+    /// (community CACPPT v0.6+).
+    #[serde(rename = "v1beta2")]
+    V1beta2,
+}
+
+impl Flavour {
+    /// The name used in `cluster.yaml` and for the template directory.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavour::V1beta1 => "v1beta1",
+            Flavour::V1beta2 => "v1beta2",
+        }
+    }
+}
+
+/// The cluster's desired state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterSpec {
+    /// Provider flavour.
+    pub flavour: Flavour,
+    /// Talos and Kubernetes versions.
+    pub versions: Versions,
+    /// The control-plane endpoint (the existing load balancer).
+    pub endpoint: Endpoint,
+    /// Pod and service CIDRs and DNS domain, exactly as the kubeadm cluster has them.
+    pub network: Network,
+    /// Service-account issuers and audiences.
+    pub service_account: ServiceAccount,
+    /// etcd encryption at rest, as the kubeadm cluster has it.
+    pub encryption: Encryption,
+    /// vSphere placement; required to render.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vsphere: Option<VSphere>,
+    /// Control-plane machines; required to render.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlane>,
+    /// Worker pools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerPool>,
+    /// The in-place migration from kubeadm, while it is under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<Migration>,
+    /// age recipients (`age1…`) that secrets are encrypted to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipients: Vec<String>,
+    /// Public facts recorded by `import kubeadm`: CA fingerprints and the like.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+}
+
+/// Versions; both `vX.Y.Z`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Versions {
+    /// Talos version, e.g. `v1.10.6`.
+    pub talos: String,
+    /// Kubernetes version, e.g. `v1.30.4`.
+    pub kubernetes: String,
+}
+
+/// Host and port of the control-plane endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Endpoint {
+    /// DNS name or IP of the API server load balancer.
+    pub host: String,
+    /// Port, usually 6443.
+    pub port: u16,
+}
+
+impl Endpoint {
+    /// The endpoint as Talos uses it: `https://host:port`.
+    pub fn url(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("https://[{}]:{}", self.host, self.port)
+        } else {
+            format!("https://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Cluster networking.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Network {
+    /// Pod CIDRs.
+    pub pods: Vec<String>,
+    /// Service CIDRs.
+    pub services: Vec<String>,
+    /// Cluster DNS domain, e.g. `cluster.local`.
+    pub dns_domain: String,
+}
+
+/// Service-account token issuers and audiences.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ServiceAccount {
+    /// Issuers; the first signs new tokens, all are accepted.
+    pub issuers: Vec<String>,
+    /// Accepted audiences (`--api-audiences`).
+    pub audiences: Vec<String>,
+}
+
+/// etcd encryption provider.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EncryptionProvider {
+    /// secretbox (Talos names its key `key2`).
+    Secretbox,
+    /// aescbc (Talos names its key `key1`).
+    Aescbc,
+    /// No encryption at rest (identity).
+    None,
+}
+
+/// etcd encryption at rest.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Encryption {
+    /// The first provider for `secrets` in the kubeadm EncryptionConfiguration.
+    pub provider: EncryptionProvider,
+    /// That provider's first key name; absent for `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_name: Option<String>,
+}
+
+/// VM clone mode.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum CloneMode {
+    /// Linked clone (needs a template snapshot; disk size is ignored).
+    #[serde(rename = "linkedClone")]
+    LinkedClone,
+    /// Full clone.
+    #[serde(rename = "fullClone")]
+    FullClone,
+}
+
+/// Reference to the vSphere credentials.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IdentityRef {
+    /// `Secret` or `VSphereClusterIdentity`.
+    pub kind: IdentityKind,
+    /// Its name.
+    pub name: String,
+}
+
+/// Kinds of vSphere identity.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum IdentityKind {
+    /// A Secret in the cluster's namespace (owned and deleted with the cluster).
+    Secret,
+    /// A cluster-scoped VSphereClusterIdentity.
+    VSphereClusterIdentity,
+}
+
+/// vSphere placement shared by every machine.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VSphere {
+    /// vCenter address.
+    pub server: String,
+    /// SHA-1 thumbprint of the vCenter certificate (colon-separated hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thumbprint: Option<String>,
+    /// Datacenter.
+    pub datacenter: String,
+    /// Datastore.
+    pub datastore: String,
+    /// VM folder.
+    pub folder: String,
+    /// Resource pool.
+    pub resource_pool: String,
+    /// Port group the VMs attach to.
+    pub network: String,
+    /// The Talos VM template to clone.
+    pub template: String,
+    /// Clone mode.
+    pub clone_mode: CloneMode,
+    /// Storage policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_policy_name: Option<String>,
+    /// Credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_ref: Option<IdentityRef>,
+}
+
+/// VM size.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Machine {
+    /// vCPUs (at least 2).
+    #[serde(rename = "numCPUs")]
+    pub num_cpus: u32,
+    /// Memory in MiB.
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: u64,
+    /// Disk size in GiB (ignored by linked clones).
+    #[serde(rename = "diskGiB", default, skip_serializing_if = "Option::is_none")]
+    pub disk_gib: Option<u32>,
+    /// A VM template for these machines instead of `spec.vsphere.template`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+}
+
+/// Control-plane machines.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ControlPlane {
+    /// Target number of Talos control-plane machines.
+    pub replicas: u32,
+    /// Their size.
+    pub machine: Machine,
+}
+
+/// A pool of worker machines (one MachineDeployment).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkerPool {
+    /// Pool name: a DNS-1123 label, unique in the cluster.
+    pub name: String,
+    /// Target number of machines.
+    pub replicas: u32,
+    /// Their size.
+    pub machine: Machine,
+}
+
+/// Phases of an in-place migration from kubeadm.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Objects and secrets exist; no Talos machine yet (every replica count is 0).
+    Prepare,
+    /// Talos control-plane machines join the kubeadm etcd and control plane.
+    ControlPlane,
+    /// Worker pools move over.
+    Workers,
+    /// kubeadm is gone; Cluster API manages the cluster normally.
+    Complete,
+}
+
+impl Phase {
+    /// The name used in `cluster.yaml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Prepare => "prepare",
+            Phase::ControlPlane => "control-plane",
+            Phase::Workers => "workers",
+            Phase::Complete => "complete",
+        }
+    }
+}
+
+/// The migration state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Migration {
+    /// Current phase.
+    pub phase: Phase,
+    /// kubeadm machines still present.
+    #[serde(default)]
+    pub kubeadm: KubeadmNodes,
+}
+
+/// The kubeadm side that still exists.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeadmNodes {
+    /// kubeadm control-plane node names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control_plane_nodes: Vec<String>,
+    /// kubeadm etcd member names (`etcdctl member list`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etcd_members: Vec<String>,
+    /// kubeadm worker node names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_nodes: Vec<String>,
+}
+
+/// Public facts recorded at import, used to detect an accidental re-import.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Provenance {
+    /// Where the secrets came from (`kubeadm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<String>,
+    /// sha256 fingerprints of the CA certificates and the service-account public key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprints: Option<Fingerprints>,
+    /// The public id of the bootstrap token (the part before the dot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_token_id: Option<String>,
+    /// The kubeadm etcd image tag, e.g. `3.5.15-0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_version: Option<String>,
+}
+
+/// sha256 fingerprints, `sha256:<hex>`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Fingerprints {
+    /// Kubernetes CA certificate (DER).
+    pub kubernetes_ca: String,
+    /// etcd CA certificate (DER).
+    pub etcd_ca: String,
+    /// Front-proxy (aggregator) CA certificate (DER).
+    pub front_proxy_ca: String,
+    /// Service-account public key (SubjectPublicKeyInfo DER).
+    pub service_account_key: String,
+}
+
+/// What a validation is for: render needs more fields than check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Identity fields only (the stub written by import).
+    Check,
+    /// Everything needed to render objects.
+    Render,
+}
+
+/// One row of the Talos ↔ Kubernetes support table (`talos-facts.md` §7).
+#[derive(Debug, Clone, Copy)]
+pub struct TalosSupport {
+    /// Talos minor (1, minor).
+    pub talos_minor: u32,
+    /// Lowest Kubernetes minor supported.
+    pub k8s_min: u32,
+    /// Highest Kubernetes minor supported.
+    pub k8s_max: u32,
+}
+
+/// Kubernetes versions accepted per Talos minor (upper bound inclusive, minor-level).
+pub const TALOS_SUPPORT: &[TalosSupport] = &[
+    TalosSupport { talos_minor: 8, k8s_min: 26, k8s_max: 31 },
+    TalosSupport { talos_minor: 9, k8s_min: 27, k8s_max: 32 },
+    TalosSupport { talos_minor: 10, k8s_min: 28, k8s_max: 33 },
+    TalosSupport { talos_minor: 11, k8s_min: 29, k8s_max: 34 },
+    TalosSupport { talos_minor: 12, k8s_min: 30, k8s_max: 35 },
+    TalosSupport { talos_minor: 13, k8s_min: 31, k8s_max: 36 },
+    TalosSupport { talos_minor: 14, k8s_min: 32, k8s_max: 37 },
+];
+
+/// A parsed `vX.Y.Z` version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SemVer {
+    /// Major.
+    pub major: u32,
+    /// Minor.
+    pub minor: u32,
+    /// Patch.
+    pub patch: u32,
+}
+
+impl SemVer {
+    /// Parse `vX.Y.Z` (the `v` is required; no pre-release suffix).
+    pub fn parse(s: &str) -> Option<SemVer> {
+        let rest = s.strip_prefix('v')?;
+        let mut parts = rest.split('.');
+        let num = |p: Option<&str>| -> Option<u32> {
+            let p = p?;
+            if p.is_empty() || (p.len() > 1 && p.starts_with('0')) || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            p.parse().ok()
+        };
+        let v = SemVer { major: num(parts.next())?, minor: num(parts.next())?, patch: num(parts.next())? };
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(v)
+    }
+}
+
+impl fmt::Display for SemVer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// Talos minors each flavour's providers support (CABPT/CACPPT READMEs, `talos-facts.md` §7).
+pub fn flavour_talos_range(flavour: Flavour) -> (u32, u32) {
+    match flavour {
+        // CACPPT v0.5 (v0.5.13 added Talos 1.13) + CABPT v0.6 (Talos 1.2–1.13); the table starts at 1.8.
+        Flavour::V1beta1 => (8, 13),
+        // CABPT v0.7 (Talos 1.9–1.13).
+        Flavour::V1beta2 => (9, 13),
+    }
+}
+
+impl ClusterConfig {
+    /// Parse a YAML-derived value strictly. `file` names the source in errors.
+    pub fn from_value(file: &str, value: Value) -> Result<ClusterConfig, ModelError> {
+        let fail = |path: String, message: String| ModelError {
+            file: file.to_string(),
+            problems: vec![Problem { path, message }],
+        };
+        // Check the header first so a wrong file gets a clear message, not a list of fields.
+        let api = value.get("apiVersion").and_then(Value::as_str);
+        let kind = value.get("kind").and_then(Value::as_str);
+        if api != Some(API_VERSION) {
+            return Err(fail(
+                "apiVersion".into(),
+                format!("expected `{API_VERSION}`, found {}", describe(value.get("apiVersion"))),
+            ));
+        }
+        if kind != Some(KIND) {
+            return Err(fail("kind".into(), format!("expected `{KIND}`, found {}", describe(value.get("kind")))));
+        }
+        serde_path_to_error::deserialize::<_, ClusterConfig>(value).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { "(document)".to_string() } else { path };
+            fail(path, e.inner().to_string())
+        })
+    }
+
+    /// Check meaning across fields; returns every problem found.
+    pub fn validate(&self, purpose: Purpose) -> Vec<Problem> {
+        let mut v = Validator::default();
+        let s = &self.spec;
+        v.dns_label("metadata.name", &self.metadata.name, 40);
+        v.dns_label("metadata.namespace", &self.metadata.namespace, 63);
+
+        let talos = v.version("spec.versions.talos", &s.versions.talos);
+        let k8s = v.version("spec.versions.kubernetes", &s.versions.kubernetes);
+        if let (Some(t), Some(k)) = (talos, k8s) {
+            match TALOS_SUPPORT.iter().find(|r| t.major == 1 && r.talos_minor == t.minor) {
+                None => v.push(
+                    "spec.versions.talos",
+                    format!(
+                        "Talos {t} is not in capstan's support table (Talos v1.8 to v1.14); \
+                         choose a supported Talos version"
+                    ),
+                ),
+                Some(row) => {
+                    if k.major != 1 || k.minor < row.k8s_min || k.minor > row.k8s_max {
+                        v.push(
+                            "spec.versions.kubernetes",
+                            format!(
+                                "Kubernetes {k} is not supported by Talos v1.{}: it supports \
+                                 Kubernetes v1.{} to v1.{}",
+                                row.talos_minor, row.k8s_min, row.k8s_max
+                            ),
+                        );
+                    }
+                    let (lo, hi) = flavour_talos_range(s.flavour);
+                    if t.major != 1 || t.minor < lo || t.minor > hi {
+                        v.push(
+                            "spec.versions.talos",
+                            format!(
+                                "flavour `{}` providers support Talos v1.{lo} to v1.{hi}, not {t}",
+                                s.flavour.as_str()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+
+        v.non_empty("spec.endpoint.host", &s.endpoint.host);
+        if s.endpoint.port == 0 {
+            v.push("spec.endpoint.port", "must be 1 to 65535, got 0".into());
+        }
+
+        v.cidrs("spec.network.pods", &s.network.pods);
+        v.cidrs("spec.network.services", &s.network.services);
+        v.dns_name("spec.network.dnsDomain", &s.network.dns_domain);
+
+        v.list_of_tokens("spec.serviceAccount.issuers", &s.service_account.issuers);
+        v.list_of_tokens("spec.serviceAccount.audiences", &s.service_account.audiences);
+        if let Some(t) = talos {
+            if t.major == 1 && t.minor < 13 && s.service_account.issuers.len() > 1 {
+                v.push(
+                    "spec.serviceAccount.issuers",
+                    format!(
+                        "Talos {t} accepts a single service-account issuer (extraArgs is a string map \
+                         before Talos v1.13), {} are listed; keep only the issuer that signs tokens \
+                         or use Talos v1.13 or later",
+                        s.service_account.issuers.len()
+                    ),
+                );
+            }
+        }
+
+        match (s.encryption.provider, s.encryption.key_name.as_deref()) {
+            (EncryptionProvider::None, Some(_)) => {
+                v.push("spec.encryption.keyName", "must be absent when provider is `none`".into())
+            }
+            (EncryptionProvider::None, None) => {}
+            (p, None) => v.push(
+                "spec.encryption.keyName",
+                format!("required for provider `{}`", provider_name(p)),
+            ),
+            (p, Some(name)) => {
+                let want = talos_key_name(p);
+                if name != want {
+                    v.push(
+                        "spec.encryption.keyName",
+                        format!(
+                            "Talos names its {} key `{want}`, the kubeadm key is `{name}`: Talos apiservers \
+                             would fail with `no matching prefix found`; rename the key to `{want}` in the \
+                             kubeadm EncryptionConfiguration and re-encrypt all Secrets \
+                             (`kubectl get secrets -A -o json | kubectl replace -f -`) first",
+                            provider_name(p)
+                        ),
+                    );
+                }
+                if p == EncryptionProvider::Aescbc {
+                    if let Some(t) = talos {
+                        if t.major == 1 && t.minor >= 3 {
+                            v.push(
+                                "spec.encryption.provider",
+                                format!(
+                                    "Talos {t} drops an aescbc-only secrets bundle (it generates configs with \
+                                     secretbox only): add a secretbox key `key2` as the first provider on the \
+                                     kubeadm side, re-encrypt all Secrets, then import again"
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+
+        for (i, r) in s.recipients.iter().enumerate() {
+            if !(r.starts_with("age1") && r.len() > 10 && r.bytes().all(|b| b.is_ascii_alphanumeric())) {
+                v.push(&format!("spec.recipients[{i}]"), format!("expected an age recipient `age1…`, found `{r}`"));
+            }
+        }
+
+        if purpose == Purpose::Render {
+            match &s.vsphere {
+                None => v.push("spec.vsphere", "required to render: fill in the vSphere placement".into()),
+                Some(vs) => {
+                    for (field, value) in [
+                        ("server", &vs.server),
+                        ("datacenter", &vs.datacenter),
+                        ("datastore", &vs.datastore),
+                        ("folder", &vs.folder),
+                        ("resourcePool", &vs.resource_pool),
+                        ("network", &vs.network),
+                        ("template", &vs.template),
+                    ] {
+                        v.non_empty(&format!("spec.vsphere.{field}"), value);
+                    }
+                    if let Some(t) = &vs.thumbprint {
+                        let ok = t.split(':').count() == 20
+                            && t.split(':').all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()));
+                        if !ok {
+                            v.push(
+                                "spec.vsphere.thumbprint",
+                                "expected the SHA-1 thumbprint as 20 colon-separated hex pairs".into(),
+                            );
+                        }
+                    }
+                    if let Some(p) = &vs.storage_policy_name {
+                        v.non_empty("spec.vsphere.storagePolicyName", p);
+                    }
+                    if let Some(id) = &vs.identity_ref {
+                        v.dns_subdomain("spec.vsphere.identityRef.name", &id.name);
+                    }
+                }
+            }
+            match &s.control_plane {
+                None => v.push("spec.controlPlane", "required to render: replicas and machine size".into()),
+                Some(cp) => {
+                    if cp.replicas % 2 == 0 && cp.replicas > 0 {
+                        v.push(
+                            "spec.controlPlane.replicas",
+                            format!("must be odd to keep etcd quorum, got {}", cp.replicas),
+                        );
+                    }
+                    v.machine("spec.controlPlane.machine", &cp.machine);
+                }
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for (i, pool) in s.workers.iter().enumerate() {
+            let path = format!("spec.workers[{i}]");
+            v.dns_label(&format!("{path}.name"), &pool.name, 63);
+            if !seen.insert(pool.name.as_str()) {
+                v.push(&format!("{path}.name"), format!("duplicate pool name `{}`", pool.name));
+            }
+            if pool.name == "cp" {
+                v.push(&format!("{path}.name"), "`cp` is reserved for the control plane".into());
+            }
+            let md = format!("{}-{}", self.metadata.name, pool.name);
+            if md.len() > 63 {
+                v.push(
+                    &format!("{path}.name"),
+                    format!("`{md}` (cluster and pool name) must be at most 63 characters"),
+                );
+            }
+            v.machine(&format!("{path}.machine"), &pool.machine);
+        }
+        if let Some(m) = &s.migration {
+            for (field, names) in [
+                ("controlPlaneNodes", &m.kubeadm.control_plane_nodes),
+                ("etcdMembers", &m.kubeadm.etcd_members),
+                ("workerNodes", &m.kubeadm.worker_nodes),
+            ] {
+                for (i, n) in names.iter().enumerate() {
+                    v.non_empty(&format!("spec.migration.kubeadm.{field}[{i}]"), n);
+                }
+            }
+        }
+        v.problems
+    }
+}
+
+fn describe(v: Option<&Value>) -> String {
+    match v {
+        None => "nothing".into(),
+        Some(Value::String(s)) => format!("`{s}`"),
+        Some(other) => format!("`{other}`"),
+    }
+}
+
+/// The YAML name of a provider.
+pub fn provider_name(p: EncryptionProvider) -> &'static str {
+    match p {
+        EncryptionProvider::Secretbox => "secretbox",
+        EncryptionProvider::Aescbc => "aescbc",
+        EncryptionProvider::None => "none",
+    }
+}
+
+/// The key name Talos hard-codes for a provider (`talos-facts.md` §2).
+pub fn talos_key_name(p: EncryptionProvider) -> &'static str {
+    match p {
+        EncryptionProvider::Secretbox => "key2",
+        EncryptionProvider::Aescbc => "key1",
+        EncryptionProvider::None => "",
+    }
+}
+
+#[derive(Default)]
+struct Validator {
+    problems: Vec<Problem>,
+}
+
+impl Validator {
+    fn push(&mut self, path: &str, message: String) {
+        self.problems.push(Problem { path: path.to_string(), message });
+    }
+    fn non_empty(&mut self, path: &str, value: &str) {
+        if value.trim().is_empty() {
+            self.push(path, "must not be empty".into());
+        }
+    }
+    fn version(&mut self, path: &str, value: &str) -> Option<SemVer> {
+        let parsed = SemVer::parse(value);
+        if parsed.is_none() {
+            self.push(path, format!("expected a version `vX.Y.Z` (with the `v`), found `{value}`"));
+        }
+        parsed
+    }
+    fn dns_label(&mut self, path: &str, value: &str, max: usize) {
+        let ok = !value.is_empty()
+            && value.len() <= max
+            && value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !value.starts_with('-')
+            && !value.ends_with('-');
+        if !ok {
+            self.push(
+                path,
+                format!(
+                    "expected a DNS label (lowercase letters, digits and `-`, at most {max} characters), \
+                     found `{value}`"
+                ),
+            );
+        }
+    }
+    fn dns_subdomain(&mut self, path: &str, value: &str) {
+        let ok = !value.is_empty()
+            && value.len() <= 253
+            && value.split('.').all(|l| {
+                !l.is_empty()
+                    && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            });
+        if !ok {
+            self.push(path, format!("expected a DNS subdomain name, found `{value}`"));
+        }
+    }
+    fn dns_name(&mut self, path: &str, value: &str) {
+        let ok = !value.is_empty()
+            && value.len() <= 253
+            && value.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            });
+        if !ok {
+            self.push(path, format!("expected a DNS domain such as `cluster.local`, found `{value}`"));
+        }
+    }
+    fn cidrs(&mut self, path: &str, values: &[String]) {
+        if values.is_empty() {
+            self.push(path, "at least one CIDR is required".into());
+        }
+        if values.len() > 2 {
+            self.push(path, "at most two CIDRs (one per IP family)".into());
+        }
+        for (i, c) in values.iter().enumerate() {
+            match c.parse::<ipnet::IpNet>() {
+                Err(_) => self.push(&format!("{path}[{i}]"), format!("expected a CIDR such as `10.96.0.0/12`, found `{c}`")),
+                Ok(net) if net.trunc() != net => self.push(
+                    &format!("{path}[{i}]"),
+                    format!("`{c}` has host bits set; the network is `{}`", net.trunc()),
+                ),
+                Ok(_) => {}
+            }
+        }
+    }
+    fn list_of_tokens(&mut self, path: &str, values: &[String]) {
+        if values.is_empty() {
+            self.push(path, "at least one value is required (no default: it is part of the cluster's identity)".into());
+        }
+        let mut seen = BTreeSet::new();
+        for (i, s) in values.iter().enumerate() {
+            if s.is_empty() || s.contains(',') || s.chars().any(char::is_whitespace) {
+                self.push(&format!("{path}[{i}]"), format!("expected a non-empty value without commas or spaces, found `{s}`"));
+            }
+            if !seen.insert(s) {
+                self.push(&format!("{path}[{i}]"), format!("`{s}` is listed twice"));
+            }
+        }
+    }
+    fn machine(&mut self, path: &str, m: &Machine) {
+        if m.num_cpus < 2 {
+            self.push(&format!("{path}.numCPUs"), format!("must be at least 2, got {}", m.num_cpus));
+        }
+        if m.memory_mib < 1024 {
+            self.push(&format!("{path}.memoryMiB"), format!("must be at least 1024, got {}", m.memory_mib));
+        }
+        if m.disk_gib == Some(0) {
+            self.push(&format!("{path}.diskGiB"), "must be at least 1".into());
+        }
+        if let Some(t) = &m.template {
+            self.non_empty(&format!("{path}.template"), t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::yaml;
+
+    pub(crate) const MINIMAL: &str = r#"
+apiVersion: capstan.dev/v1alpha1
+kind: ClusterConfig
+metadata: {name: lab-f, namespace: lab-f}
+spec:
+  flavour: v1beta1
+  versions: {talos: v1.10.6, kubernetes: v1.30.4}
+  endpoint: {host: lab-f.example.internal, port: 6443}
+  network: {pods: [10.244.0.0/16], services: [10.96.0.0/12], dnsDomain: cluster.local}
+  serviceAccount:
+    issuers: [https://kubernetes.default.svc.cluster.local]
+    audiences: [https://kubernetes.default.svc.cluster.local]
+  encryption: {provider: secretbox, keyName: key2}
+  vsphere:
+    server: vcenter.example.internal
+    datacenter: dc1
+    datastore: ds1
+    folder: /dc1/vm/lab-f
+    resourcePool: /dc1/host/c1/Resources/lab-f
+    network: vm-net
+    template: talos-v1.10.6
+    cloneMode: linkedClone
+  controlPlane:
+    replicas: 3
+    machine: {numCPUs: 4, memoryMiB: 8192, diskGiB: 40}
+"#;
+
+    fn parse(text: &str) -> Result<ClusterConfig, ModelError> {
+        ClusterConfig::from_value("cluster.yaml", yaml::parse_one(text).unwrap())
+    }
+
+    #[test]
+    fn minimal_parses_and_validates() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(c.validate(Purpose::Render), vec![]);
+        assert_eq!(c.spec.endpoint.url(), "https://lab-f.example.internal:6443");
+    }
+
+    #[test]
+    fn unknown_field_names_its_path() {
+        let text = MINIMAL.replace("dnsDomain: cluster.local}", "dnsDomain: cluster.local, podCidr: x}");
+        let e = parse(&text).unwrap_err();
+        assert_eq!(e.problems[0].path, "spec.network.podCidr");
+        assert!(e.problems[0].message.contains("unknown field `podCidr`"), "{e}");
+        assert!(e.to_string().starts_with("cluster.yaml: spec.network.podCidr: unknown field"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_and_missing_field() {
+        let e = parse(&MINIMAL.replace("port: 6443", "port: high")).unwrap_err();
+        assert_eq!(e.problems[0].path, "spec.endpoint.port", "{e}");
+        let e = parse(&MINIMAL.replace("    audiences: [https://kubernetes.default.svc.cluster.local]\n", "")).unwrap_err();
+        assert_eq!(e.problems[0].path, "spec.serviceAccount", "{e}");
+        assert!(e.problems[0].message.contains("missing field `audiences`"), "{e}");
+    }
+
+    #[test]
+    fn header_is_checked_first() {
+        let e = parse(&MINIMAL.replace("kind: ClusterConfig", "kind: Cluster")).unwrap_err();
+        assert_eq!(e.problems[0].path, "kind");
+        assert!(e.problems[0].message.contains("expected `ClusterConfig`"));
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        parse(text).unwrap().validate(Purpose::Render).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn version_rules() {
+        let p = problems(&MINIMAL.replace("kubernetes: v1.30.4", "kubernetes: 1.30.4"));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("spec.versions.kubernetes: expected a version `vX.Y.Z`"));
+        let p = problems(&MINIMAL.replace("kubernetes: v1.30.4", "kubernetes: v1.34.1"));
+        assert!(p[0].contains("Kubernetes v1.34.1 is not supported by Talos v1.10: it supports Kubernetes v1.28 to v1.33"), "{p:?}");
+        let p = problems(&MINIMAL.replace("talos: v1.10.6", "talos: v1.7.0"));
+        assert!(p[0].contains("not in capstan's support table"), "{p:?}");
+        let p = problems(&MINIMAL.replace("flavour: v1beta1", "flavour: v1beta2").replace("talos: v1.10.6", "talos: v1.8.3"));
+        assert!(p.iter().any(|m| m.contains("flavour `v1beta2` providers support Talos v1.9 to v1.13")), "{p:?}");
+    }
+
+    #[test]
+    fn identity_rules() {
+        let p = problems(&MINIMAL.replace("keyName: key2", "keyName: key0"));
+        assert!(p[0].starts_with("spec.encryption.keyName: Talos names its secretbox key `key2`"), "{p:?}");
+        let p = problems(&MINIMAL.replace("provider: secretbox, keyName: key2", "provider: aescbc, keyName: key1"));
+        assert!(p[0].contains("drops an aescbc-only secrets bundle"), "{p:?}");
+        let p = problems(&MINIMAL.replace(
+            "issuers: [https://kubernetes.default.svc.cluster.local]",
+            "issuers: [https://lab-f.example.internal:6443, https://kubernetes.default.svc.cluster.local]",
+        ));
+        assert!(p[0].contains("accepts a single service-account issuer"), "{p:?}");
+        let p = problems(&MINIMAL.replace("pods: [10.244.0.0/16]", "pods: [10.244.0.1/16, nope]"));
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].contains("spec.network.pods[0]: `10.244.0.1/16` has host bits set"));
+        assert!(p[1].contains("spec.network.pods[1]: expected a CIDR"));
+    }
+
+    #[test]
+    fn render_needs_placement_but_check_does_not() {
+        let stub: String = MINIMAL.split("  vsphere:").next().unwrap().to_string();
+        let c = parse(&stub).unwrap();
+        assert_eq!(c.validate(Purpose::Check), vec![]);
+        let p: Vec<String> = c.validate(Purpose::Render).iter().map(ToString::to_string).collect();
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].starts_with("spec.vsphere: required to render"));
+    }
+
+    #[test]
+    fn machine_and_pool_rules() {
+        let text = MINIMAL.replace("numCPUs: 4", "numCPUs: 1").replace("replicas: 3", "replicas: 2")
+            + "  workers:\n  - {name: a, replicas: 1, machine: {numCPUs: 2, memoryMiB: 4096}}\n  - {name: a, replicas: 1, machine: {numCPUs: 2, memoryMiB: 4096}}\n";
+        let p = problems(&text);
+        assert!(p.iter().any(|m| m == "spec.controlPlane.replicas: must be odd to keep etcd quorum, got 2"), "{p:?}");
+        assert!(p.iter().any(|m| m == "spec.controlPlane.machine.numCPUs: must be at least 2, got 1"), "{p:?}");
+        assert!(p.iter().any(|m| m == "spec.workers[1].name: duplicate pool name `a`"), "{p:?}");
+    }
+
+    #[test]
+    fn semver_parse() {
+        assert_eq!(SemVer::parse("v1.30.4"), Some(SemVer { major: 1, minor: 30, patch: 4 }));
+        for bad in ["1.30.4", "v1.30", "v1.30.4.1", "v01.2.3", "v1.2.x", "v1.2.3-rc.1"] {
+            assert_eq!(SemVer::parse(bad), None, "{bad}");
+        }
+    }
+}
