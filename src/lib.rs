@@ -1,3 +1,20 @@
-//! capstan: renders Cluster API + Talos manifests for kubeadm clusters migrated in place.
+//! capstan renders the Cluster API + Talos manifests that migrate a long-lived kubeadm
+//! cluster on vSphere in place, and manage it afterwards through GitOps.
+//!
+//! The pipeline (see `ARCHITECTURE.md`): [`inputs`] reads files once, [`model`] parses and
+//! validates `cluster.yaml`, [`render`] turns it into objects (with [`names`] giving immutable
+//! templates content-hash names), [`bundle`] lays them out and is the only writer; [`schema`]
+//! validates objects against CRDs; [`commands`] and `main.rs` are the CLI edge.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod bundle;
+pub mod cli;
+pub mod commands;
+pub mod inputs;
 pub mod model;
+pub mod names;
+pub mod render;
+pub mod resource;
+pub mod schema;
 pub mod yaml;

@@ -423,13 +423,41 @@ pub struct TalosSupport {
 
 /// Kubernetes versions accepted per Talos minor (upper bound inclusive, minor-level).
 pub const TALOS_SUPPORT: &[TalosSupport] = &[
-    TalosSupport { talos_minor: 8, k8s_min: 26, k8s_max: 31 },
-    TalosSupport { talos_minor: 9, k8s_min: 27, k8s_max: 32 },
-    TalosSupport { talos_minor: 10, k8s_min: 28, k8s_max: 33 },
-    TalosSupport { talos_minor: 11, k8s_min: 29, k8s_max: 34 },
-    TalosSupport { talos_minor: 12, k8s_min: 30, k8s_max: 35 },
-    TalosSupport { talos_minor: 13, k8s_min: 31, k8s_max: 36 },
-    TalosSupport { talos_minor: 14, k8s_min: 32, k8s_max: 37 },
+    TalosSupport {
+        talos_minor: 8,
+        k8s_min: 26,
+        k8s_max: 31,
+    },
+    TalosSupport {
+        talos_minor: 9,
+        k8s_min: 27,
+        k8s_max: 32,
+    },
+    TalosSupport {
+        talos_minor: 10,
+        k8s_min: 28,
+        k8s_max: 33,
+    },
+    TalosSupport {
+        talos_minor: 11,
+        k8s_min: 29,
+        k8s_max: 34,
+    },
+    TalosSupport {
+        talos_minor: 12,
+        k8s_min: 30,
+        k8s_max: 35,
+    },
+    TalosSupport {
+        talos_minor: 13,
+        k8s_min: 31,
+        k8s_max: 36,
+    },
+    TalosSupport {
+        talos_minor: 14,
+        k8s_min: 32,
+        k8s_max: 37,
+    },
 ];
 
 /// A parsed `vX.Y.Z` version.
@@ -450,12 +478,19 @@ impl SemVer {
         let mut parts = rest.split('.');
         let num = |p: Option<&str>| -> Option<u32> {
             let p = p?;
-            if p.is_empty() || (p.len() > 1 && p.starts_with('0')) || !p.bytes().all(|b| b.is_ascii_digit()) {
+            if p.is_empty()
+                || (p.len() > 1 && p.starts_with('0'))
+                || !p.bytes().all(|b| b.is_ascii_digit())
+            {
                 return None;
             }
             p.parse().ok()
         };
-        let v = SemVer { major: num(parts.next())?, minor: num(parts.next())?, patch: num(parts.next())? };
+        let v = SemVer {
+            major: num(parts.next())?,
+            minor: num(parts.next())?,
+            patch: num(parts.next())?,
+        };
         if parts.next().is_some() {
             return None;
         }
@@ -492,15 +527,25 @@ impl ClusterConfig {
         if api != Some(API_VERSION) {
             return Err(fail(
                 "apiVersion".into(),
-                format!("expected `{API_VERSION}`, found {}", describe(value.get("apiVersion"))),
+                format!(
+                    "expected `{API_VERSION}`, found {}",
+                    describe(value.get("apiVersion"))
+                ),
             ));
         }
         if kind != Some(KIND) {
-            return Err(fail("kind".into(), format!("expected `{KIND}`, found {}", describe(value.get("kind")))));
+            return Err(fail(
+                "kind".into(),
+                format!("expected `{KIND}`, found {}", describe(value.get("kind"))),
+            ));
         }
         serde_path_to_error::deserialize::<_, ClusterConfig>(value).map_err(|e| {
             let path = e.path().to_string();
-            let path = if path == "." { "(document)".to_string() } else { path };
+            let path = if path == "." {
+                "(document)".to_string()
+            } else {
+                path
+            };
             fail(path, e.inner().to_string())
         })
     }
@@ -515,7 +560,10 @@ impl ClusterConfig {
         let talos = v.version("spec.versions.talos", &s.versions.talos);
         let k8s = v.version("spec.versions.kubernetes", &s.versions.kubernetes);
         if let (Some(t), Some(k)) = (talos, k8s) {
-            match TALOS_SUPPORT.iter().find(|r| t.major == 1 && r.talos_minor == t.minor) {
+            match TALOS_SUPPORT
+                .iter()
+                .find(|r| t.major == 1 && r.talos_minor == t.minor)
+            {
                 None => v.push(
                     "spec.versions.talos",
                     format!(
@@ -558,7 +606,10 @@ impl ClusterConfig {
         v.dns_name("spec.network.dnsDomain", &s.network.dns_domain);
 
         v.list_of_tokens("spec.serviceAccount.issuers", &s.service_account.issuers);
-        v.list_of_tokens("spec.serviceAccount.audiences", &s.service_account.audiences);
+        v.list_of_tokens(
+            "spec.serviceAccount.audiences",
+            &s.service_account.audiences,
+        );
         if let Some(t) = talos {
             if t.major == 1 && t.minor < 13 && s.service_account.issuers.len() > 1 {
                 v.push(
@@ -574,9 +625,10 @@ impl ClusterConfig {
         }
 
         match (s.encryption.provider, s.encryption.key_name.as_deref()) {
-            (EncryptionProvider::None, Some(_)) => {
-                v.push("spec.encryption.keyName", "must be absent when provider is `none`".into())
-            }
+            (EncryptionProvider::None, Some(_)) => v.push(
+                "spec.encryption.keyName",
+                "must be absent when provider is `none`".into(),
+            ),
             (EncryptionProvider::None, None) => {}
             (p, None) => v.push(
                 "spec.encryption.keyName",
@@ -614,14 +666,23 @@ impl ClusterConfig {
         }
 
         for (i, r) in s.recipients.iter().enumerate() {
-            if !(r.starts_with("age1") && r.len() > 10 && r.bytes().all(|b| b.is_ascii_alphanumeric())) {
-                v.push(&format!("spec.recipients[{i}]"), format!("expected an age recipient `age1…`, found `{r}`"));
+            if !(r.starts_with("age1")
+                && r.len() > 10
+                && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+            {
+                v.push(
+                    &format!("spec.recipients[{i}]"),
+                    format!("expected an age recipient `age1…`, found `{r}`"),
+                );
             }
         }
 
         if purpose == Purpose::Render {
             match &s.vsphere {
-                None => v.push("spec.vsphere", "required to render: fill in the vSphere placement".into()),
+                None => v.push(
+                    "spec.vsphere",
+                    "required to render: fill in the vSphere placement".into(),
+                ),
                 Some(vs) => {
                     for (field, value) in [
                         ("server", &vs.server),
@@ -636,11 +697,13 @@ impl ClusterConfig {
                     }
                     if let Some(t) = &vs.thumbprint {
                         let ok = t.split(':').count() == 20
-                            && t.split(':').all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()));
+                            && t.split(':')
+                                .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()));
                         if !ok {
                             v.push(
                                 "spec.vsphere.thumbprint",
-                                "expected the SHA-1 thumbprint as 20 colon-separated hex pairs".into(),
+                                "expected the SHA-1 thumbprint as 20 colon-separated hex pairs"
+                                    .into(),
                             );
                         }
                     }
@@ -653,7 +716,10 @@ impl ClusterConfig {
                 }
             }
             match &s.control_plane {
-                None => v.push("spec.controlPlane", "required to render: replicas and machine size".into()),
+                None => v.push(
+                    "spec.controlPlane",
+                    "required to render: replicas and machine size".into(),
+                ),
                 Some(cp) => {
                     if cp.replicas % 2 == 0 && cp.replicas > 0 {
                         v.push(
@@ -670,10 +736,16 @@ impl ClusterConfig {
             let path = format!("spec.workers[{i}]");
             v.dns_label(&format!("{path}.name"), &pool.name, 63);
             if !seen.insert(pool.name.as_str()) {
-                v.push(&format!("{path}.name"), format!("duplicate pool name `{}`", pool.name));
+                v.push(
+                    &format!("{path}.name"),
+                    format!("duplicate pool name `{}`", pool.name),
+                );
             }
             if pool.name == "cp" {
-                v.push(&format!("{path}.name"), "`cp` is reserved for the control plane".into());
+                v.push(
+                    &format!("{path}.name"),
+                    "`cp` is reserved for the control plane".into(),
+                );
             }
             let md = format!("{}-{}", self.metadata.name, pool.name);
             if md.len() > 63 {
@@ -732,7 +804,10 @@ struct Validator {
 
 impl Validator {
     fn push(&mut self, path: &str, message: String) {
-        self.problems.push(Problem { path: path.to_string(), message });
+        self.problems.push(Problem {
+            path: path.to_string(),
+            message,
+        });
     }
     fn non_empty(&mut self, path: &str, value: &str) {
         if value.trim().is_empty() {
@@ -742,14 +817,19 @@ impl Validator {
     fn version(&mut self, path: &str, value: &str) -> Option<SemVer> {
         let parsed = SemVer::parse(value);
         if parsed.is_none() {
-            self.push(path, format!("expected a version `vX.Y.Z` (with the `v`), found `{value}`"));
+            self.push(
+                path,
+                format!("expected a version `vX.Y.Z` (with the `v`), found `{value}`"),
+            );
         }
         parsed
     }
     fn dns_label(&mut self, path: &str, value: &str, max: usize) {
         let ok = !value.is_empty()
             && value.len() <= max
-            && value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !value.starts_with('-')
             && !value.ends_with('-');
         if !ok {
@@ -767,12 +847,16 @@ impl Validator {
             && value.len() <= 253
             && value.split('.').all(|l| {
                 !l.is_empty()
-                    && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && l.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                     && !l.starts_with('-')
                     && !l.ends_with('-')
             });
         if !ok {
-            self.push(path, format!("expected a DNS subdomain name, found `{value}`"));
+            self.push(
+                path,
+                format!("expected a DNS subdomain name, found `{value}`"),
+            );
         }
     }
     fn dns_name(&mut self, path: &str, value: &str) {
@@ -786,7 +870,10 @@ impl Validator {
                     && !l.ends_with('-')
             });
         if !ok {
-            self.push(path, format!("expected a DNS domain such as `cluster.local`, found `{value}`"));
+            self.push(
+                path,
+                format!("expected a DNS domain such as `cluster.local`, found `{value}`"),
+            );
         }
     }
     fn cidrs(&mut self, path: &str, values: &[String]) {
@@ -798,7 +885,10 @@ impl Validator {
         }
         for (i, c) in values.iter().enumerate() {
             match c.parse::<ipnet::IpNet>() {
-                Err(_) => self.push(&format!("{path}[{i}]"), format!("expected a CIDR such as `10.96.0.0/12`, found `{c}`")),
+                Err(_) => self.push(
+                    &format!("{path}[{i}]"),
+                    format!("expected a CIDR such as `10.96.0.0/12`, found `{c}`"),
+                ),
                 Ok(net) if net.trunc() != net => self.push(
                     &format!("{path}[{i}]"),
                     format!("`{c}` has host bits set; the network is `{}`", net.trunc()),
@@ -809,12 +899,19 @@ impl Validator {
     }
     fn list_of_tokens(&mut self, path: &str, values: &[String]) {
         if values.is_empty() {
-            self.push(path, "at least one value is required (no default: it is part of the cluster's identity)".into());
+            self.push(
+                path,
+                "at least one value is required (no default: it is part of the cluster's identity)"
+                    .into(),
+            );
         }
         let mut seen = BTreeSet::new();
         for (i, s) in values.iter().enumerate() {
             if s.is_empty() || s.contains(',') || s.chars().any(char::is_whitespace) {
-                self.push(&format!("{path}[{i}]"), format!("expected a non-empty value without commas or spaces, found `{s}`"));
+                self.push(
+                    &format!("{path}[{i}]"),
+                    format!("expected a non-empty value without commas or spaces, found `{s}`"),
+                );
             }
             if !seen.insert(s) {
                 self.push(&format!("{path}[{i}]"), format!("`{s}` is listed twice"));
@@ -823,10 +920,16 @@ impl Validator {
     }
     fn machine(&mut self, path: &str, m: &Machine) {
         if m.num_cpus < 2 {
-            self.push(&format!("{path}.numCPUs"), format!("must be at least 2, got {}", m.num_cpus));
+            self.push(
+                &format!("{path}.numCPUs"),
+                format!("must be at least 2, got {}", m.num_cpus),
+            );
         }
         if m.memory_mib < 1024 {
-            self.push(&format!("{path}.memoryMiB"), format!("must be at least 1024, got {}", m.memory_mib));
+            self.push(
+                &format!("{path}.memoryMiB"),
+                format!("must be at least 1024, got {}", m.memory_mib),
+            );
         }
         if m.disk_gib == Some(0) {
             self.push(&format!("{path}.diskGiB"), "must be at least 1".into());
@@ -838,7 +941,7 @@ impl Validator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::yaml;
 
@@ -882,20 +985,37 @@ spec:
 
     #[test]
     fn unknown_field_names_its_path() {
-        let text = MINIMAL.replace("dnsDomain: cluster.local}", "dnsDomain: cluster.local, podCidr: x}");
+        let text = MINIMAL.replace(
+            "dnsDomain: cluster.local}",
+            "dnsDomain: cluster.local, podCidr: x}",
+        );
         let e = parse(&text).unwrap_err();
         assert_eq!(e.problems[0].path, "spec.network.podCidr");
-        assert!(e.problems[0].message.contains("unknown field `podCidr`"), "{e}");
-        assert!(e.to_string().starts_with("cluster.yaml: spec.network.podCidr: unknown field"), "{e}");
+        assert!(
+            e.problems[0].message.contains("unknown field `podCidr`"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("cluster.yaml: spec.network.podCidr: unknown field"),
+            "{e}"
+        );
     }
 
     #[test]
     fn wrong_type_and_missing_field() {
         let e = parse(&MINIMAL.replace("port: 6443", "port: high")).unwrap_err();
         assert_eq!(e.problems[0].path, "spec.endpoint.port", "{e}");
-        let e = parse(&MINIMAL.replace("    audiences: [https://kubernetes.default.svc.cluster.local]\n", "")).unwrap_err();
+        let e = parse(&MINIMAL.replace(
+            "    audiences: [https://kubernetes.default.svc.cluster.local]\n",
+            "",
+        ))
+        .unwrap_err();
         assert_eq!(e.problems[0].path, "spec.serviceAccount", "{e}");
-        assert!(e.problems[0].message.contains("missing field `audiences`"), "{e}");
+        assert!(
+            e.problems[0].message.contains("missing field `audiences`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -906,7 +1026,12 @@ spec:
     }
 
     fn problems(text: &str) -> Vec<String> {
-        parse(text).unwrap().validate(Purpose::Render).iter().map(ToString::to_string).collect()
+        parse(text)
+            .unwrap()
+            .validate(Purpose::Render)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]
@@ -918,21 +1043,41 @@ spec:
         assert!(p[0].contains("Kubernetes v1.34.1 is not supported by Talos v1.10: it supports Kubernetes v1.28 to v1.33"), "{p:?}");
         let p = problems(&MINIMAL.replace("talos: v1.10.6", "talos: v1.7.0"));
         assert!(p[0].contains("not in capstan's support table"), "{p:?}");
-        let p = problems(&MINIMAL.replace("flavour: v1beta1", "flavour: v1beta2").replace("talos: v1.10.6", "talos: v1.8.3"));
-        assert!(p.iter().any(|m| m.contains("flavour `v1beta2` providers support Talos v1.9 to v1.13")), "{p:?}");
+        let p = problems(
+            &MINIMAL
+                .replace("flavour: v1beta1", "flavour: v1beta2")
+                .replace("talos: v1.10.6", "talos: v1.8.3"),
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.contains("flavour `v1beta2` providers support Talos v1.9 to v1.13")),
+            "{p:?}"
+        );
     }
 
     #[test]
     fn identity_rules() {
         let p = problems(&MINIMAL.replace("keyName: key2", "keyName: key0"));
-        assert!(p[0].starts_with("spec.encryption.keyName: Talos names its secretbox key `key2`"), "{p:?}");
-        let p = problems(&MINIMAL.replace("provider: secretbox, keyName: key2", "provider: aescbc, keyName: key1"));
-        assert!(p[0].contains("drops an aescbc-only secrets bundle"), "{p:?}");
+        assert!(
+            p[0].starts_with("spec.encryption.keyName: Talos names its secretbox key `key2`"),
+            "{p:?}"
+        );
+        let p = problems(&MINIMAL.replace(
+            "provider: secretbox, keyName: key2",
+            "provider: aescbc, keyName: key1",
+        ));
+        assert!(
+            p[0].contains("drops an aescbc-only secrets bundle"),
+            "{p:?}"
+        );
         let p = problems(&MINIMAL.replace(
             "issuers: [https://kubernetes.default.svc.cluster.local]",
             "issuers: [https://lab-f.example.internal:6443, https://kubernetes.default.svc.cluster.local]",
         ));
-        assert!(p[0].contains("accepts a single service-account issuer"), "{p:?}");
+        assert!(
+            p[0].contains("accepts a single service-account issuer"),
+            "{p:?}"
+        );
         let p = problems(&MINIMAL.replace("pods: [10.244.0.0/16]", "pods: [10.244.0.1/16, nope]"));
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].contains("spec.network.pods[0]: `10.244.0.1/16` has host bits set"));
@@ -944,7 +1089,11 @@ spec:
         let stub: String = MINIMAL.split("  vsphere:").next().unwrap().to_string();
         let c = parse(&stub).unwrap();
         assert_eq!(c.validate(Purpose::Check), vec![]);
-        let p: Vec<String> = c.validate(Purpose::Render).iter().map(ToString::to_string).collect();
+        let p: Vec<String> = c
+            .validate(Purpose::Render)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].starts_with("spec.vsphere: required to render"));
     }
@@ -954,15 +1103,41 @@ spec:
         let text = MINIMAL.replace("numCPUs: 4", "numCPUs: 1").replace("replicas: 3", "replicas: 2")
             + "  workers:\n  - {name: a, replicas: 1, machine: {numCPUs: 2, memoryMiB: 4096}}\n  - {name: a, replicas: 1, machine: {numCPUs: 2, memoryMiB: 4096}}\n";
         let p = problems(&text);
-        assert!(p.iter().any(|m| m == "spec.controlPlane.replicas: must be odd to keep etcd quorum, got 2"), "{p:?}");
-        assert!(p.iter().any(|m| m == "spec.controlPlane.machine.numCPUs: must be at least 2, got 1"), "{p:?}");
-        assert!(p.iter().any(|m| m == "spec.workers[1].name: duplicate pool name `a`"), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|m| m == "spec.controlPlane.replicas: must be odd to keep etcd quorum, got 2"),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m == "spec.controlPlane.machine.numCPUs: must be at least 2, got 1"),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m == "spec.workers[1].name: duplicate pool name `a`"),
+            "{p:?}"
+        );
     }
 
     #[test]
     fn semver_parse() {
-        assert_eq!(SemVer::parse("v1.30.4"), Some(SemVer { major: 1, minor: 30, patch: 4 }));
-        for bad in ["1.30.4", "v1.30", "v1.30.4.1", "v01.2.3", "v1.2.x", "v1.2.3-rc.1"] {
+        assert_eq!(
+            SemVer::parse("v1.30.4"),
+            Some(SemVer {
+                major: 1,
+                minor: 30,
+                patch: 4
+            })
+        );
+        for bad in [
+            "1.30.4",
+            "v1.30",
+            "v1.30.4.1",
+            "v01.2.3",
+            "v1.2.x",
+            "v1.2.3-rc.1",
+        ] {
             assert_eq!(SemVer::parse(bad), None, "{bad}");
         }
     }

@@ -26,8 +26,8 @@ pub fn parse_stream(text: &str) -> Result<Vec<Value>, YamlError> {
     let options = serde_saphyr::options! {
         with_snippet: false,
     };
-    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options)
-        .map_err(|e| YamlError {
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| YamlError {
             message: e.to_string(),
         })?;
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
@@ -231,8 +231,22 @@ fn plain_ok(s: &str) -> bool {
         c.is_ascii_alphanumeric()
             || matches!(
                 c,
-                ' ' | '.' | '_' | '/' | ':' | '-' | '+' | '=' | ',' | '(' | ')' | '~' | '$' | '^'
-                    | ';' | '<' | '\\'
+                ' ' | '.'
+                    | '_'
+                    | '/'
+                    | ':'
+                    | '-'
+                    | '+'
+                    | '='
+                    | ','
+                    | '('
+                    | ')'
+                    | '~'
+                    | '$'
+                    | '^'
+                    | ';'
+                    | '<'
+                    | '\\'
             )
     }) {
         return false;
@@ -287,10 +301,44 @@ mod tests {
     #[test]
     fn quotes_ambiguous_scalars() {
         for s in [
-            "", "true", "No", "on", "null", "~", "1.30", "3.5.15-0", "0x1F", "1e3", "12:30", "-1",
-            " lead", "trail ", "a: b", "a #b", "#c", "*alias", "&anchor", "!tag", "%x", "@x",
-            "`x", "[x]", "{x}", "x:", "- x", "?", "'q'", "\"q\"", "tab\there", "ümlaut", ".5",
-            "2026-01-01", "key2", "v1.30.4", "https://lb.example:6443", "10.96.0.0/12",
+            "",
+            "true",
+            "No",
+            "on",
+            "null",
+            "~",
+            "1.30",
+            "3.5.15-0",
+            "0x1F",
+            "1e3",
+            "12:30",
+            "-1",
+            " lead",
+            "trail ",
+            "a: b",
+            "a #b",
+            "#c",
+            "*alias",
+            "&anchor",
+            "!tag",
+            "%x",
+            "@x",
+            "`x",
+            "[x]",
+            "{x}",
+            "x:",
+            "- x",
+            "?",
+            "'q'",
+            "\"q\"",
+            "tab\there",
+            "ümlaut",
+            ".5",
+            "2026-01-01",
+            "key2",
+            "v1.30.4",
+            "https://lb.example:6443",
+            "10.96.0.0/12",
         ] {
             round_trip(&json!({ "k": s }));
             round_trip(&json!([s]));
@@ -310,8 +358,18 @@ mod tests {
         );
         round_trip(&v);
         for s in [
-            "a\nb", "a\nb\n", "a\nb\n\n", "a\n\nb\n", "a\n  \nb", " a\nb", "\na", "a\n#b\n",
-            "a\r\nb", "x: y\n- z\n", "a\n\tb\n", "a\n\n\n",
+            "a\nb",
+            "a\nb\n",
+            "a\nb\n\n",
+            "a\n\nb\n",
+            "a\n  \nb",
+            " a\nb",
+            "\na",
+            "a\n#b\n",
+            "a\r\nb",
+            "x: y\n- z\n",
+            "a\n\tb\n",
+            "a\n\n\n",
         ] {
             round_trip(&json!({"k": s, "l": [s], "m": {"n": s}}));
         }
@@ -319,7 +377,10 @@ mod tests {
 
     #[test]
     fn streams_and_numbers() {
-        let docs = vec![json!({"a": 1, "b": -2.5, "c": null, "d": true}), json!({"e": [[1, 2], []]})];
+        let docs = vec![
+            json!({"a": 1, "b": -2.5, "c": null, "d": true}),
+            json!({"e": [[1, 2], []]}),
+        ];
         let text = to_stream(&docs);
         assert_eq!(parse_stream(&text).unwrap(), docs);
         assert!(text.contains("\n---\n"));
@@ -331,7 +392,11 @@ mod tests {
         assert!(!err.message.contains("s3cr3t"), "{}", err.message);
         assert!(err.message.contains("line 2"), "{}", err.message);
         let dup = parse_stream("a: 1\na: 2\n").unwrap_err();
-        assert!(dup.message.to_lowercase().contains("duplicate"), "{}", dup.message);
+        assert!(
+            dup.message.to_lowercase().contains("duplicate"),
+            "{}",
+            dup.message
+        );
     }
 
     #[test]

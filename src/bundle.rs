@@ -1,0 +1,360 @@
+//! The output bundle: one directory per cluster with one file per object, a
+//! `kustomization.yaml` and a `capstan.lock`; and the only code that writes output.
+//!
+//! [`Bundle::build`] is pure. [`write_all`] first checks every target directory (refusing
+//! any file capstan did not write, named), then replaces each cluster directory as a whole:
+//! the new content is written to a hidden sibling directory and swapped in by rename, so an
+//! error leaves the previous output in place. A bundle identical to what is on disk is not
+//! rewritten. Files capstan wrote before and no longer renders disappear with the old
+//! directory. Nothing is fsynced: the guarantee is about failed renders, not power loss.
+
+use crate::inputs::{sha256_hex, Digest256};
+use crate::render::Rendered;
+use crate::yaml;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Name of the lock file in each cluster directory.
+pub const LOCK_FILE: &str = "capstan.lock";
+/// Name of the kustomization in each cluster directory.
+pub const KUSTOMIZATION: &str = "kustomization.yaml";
+
+/// Why output could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// An IO error on a path.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The target holds files capstan did not write.
+    #[error("{dir}: refusing to write: {} not written by capstan ({}); move {} away or choose another output directory", if files.len() == 1 { "this file was" } else { "these files were" }, files.join(", "), if files.len() == 1 { "it" } else { "them" })]
+    Foreign {
+        /// The cluster directory.
+        dir: String,
+        /// The foreign entries.
+        files: Vec<String>,
+    },
+    /// The lock file exists but cannot be read.
+    #[error("{path}: not a capstan lock file: {message}")]
+    BadLock {
+        /// The lock path.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two objects map to the same file name.
+    #[error("cluster `{cluster}`: two objects would both be written to `{file}`")]
+    FileClash {
+        /// Cluster.
+        cluster: String,
+        /// File name.
+        file: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
+    move |source| BundleError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// One cluster's output files, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bundle {
+    /// Cluster name: the directory name under the output root.
+    pub name: String,
+    /// (file name, content), objects first in render order, then the kustomization and lock.
+    pub files: Vec<(String, String)>,
+}
+
+/// File name for an object: `<kind>-<name>.yaml`, lowercase kind.
+pub fn file_name(kind: &str, name: &str) -> String {
+    format!("{}-{}.yaml", kind.to_ascii_lowercase(), name)
+}
+
+impl Bundle {
+    /// Lay out a rendered cluster as files. `inputs` are the digests of what was read.
+    pub fn build(rendered: &Rendered, inputs: &[Digest256]) -> Result<Bundle, BundleError> {
+        let mut files: Vec<(String, String)> = Vec::with_capacity(rendered.resources.len() + 2);
+        let mut seen = BTreeSet::new();
+        for r in &rendered.resources {
+            let f = file_name(r.kind(), r.name());
+            if !seen.insert(f.clone()) || f == KUSTOMIZATION || f == LOCK_FILE {
+                return Err(BundleError::FileClash {
+                    cluster: rendered.name.clone(),
+                    file: f,
+                });
+            }
+            files.push((f, yaml::to_string(&r.value)));
+        }
+        let kustomization = json!({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "sortOptions": {"order": "fifo"},
+            "resources": files.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>(),
+        });
+        files.push((KUSTOMIZATION.to_string(), yaml::to_string(&kustomization)));
+        let lock = json!({
+            "apiVersion": "capstan.dev/v1alpha1",
+            "kind": "Lock",
+            "cluster": rendered.name,
+            "inputs": inputs.iter().map(|d| json!({"path": d.path, "sha256": d.sha256})).collect::<Vec<_>>(),
+            "files": files.iter().map(|(f, c)| json!({"path": f, "sha256": sha256_hex(c.as_bytes())})).collect::<Vec<_>>(),
+        });
+        files.push((LOCK_FILE.to_string(), yaml::to_string(&lock)));
+        Ok(Bundle {
+            name: rendered.name.clone(),
+            files,
+        })
+    }
+}
+
+/// What [`write_all`] did per cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The directory was created.
+    Created,
+    /// The directory was replaced.
+    Updated,
+    /// The content was already identical; nothing was written.
+    Unchanged,
+}
+
+/// The files listed in an existing lock (`None` when there is no directory).
+fn previous_files(dir: &Path) -> Result<Option<BTreeSet<String>>, BundleError> {
+    if !dir.exists() {
+        return Ok(None);
+    }
+    let lock_path = dir.join(LOCK_FILE);
+    let mut listed = BTreeSet::new();
+    if lock_path.is_file() {
+        let text = std::fs::read_to_string(&lock_path).map_err(io(&lock_path))?;
+        let bad = |message: String| BundleError::BadLock {
+            path: lock_path.display().to_string(),
+            message,
+        };
+        let v = yaml::parse_one(&text).map_err(|e| bad(e.message))?;
+        if v.get("kind").and_then(Value::as_str) != Some("Lock") {
+            return Err(bad("expected `kind: Lock`".into()));
+        }
+        for f in v
+            .get("files")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            match f.get("path").and_then(Value::as_str) {
+                Some(p) if !p.contains('/') && !p.starts_with('.') => {
+                    listed.insert(p.to_string());
+                }
+                _ => return Err(bad("`files[].path` must be plain file names".into())),
+            }
+        }
+        listed.insert(LOCK_FILE.to_string());
+    }
+    Ok(Some(listed))
+}
+
+fn foreign_entries(dir: &Path, listed: &BTreeSet<String>) -> Result<Vec<String>, BundleError> {
+    let mut foreign = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let entry = entry.map_err(io(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_file = entry.file_type().map_err(io(&entry.path()))?.is_file();
+        if !is_file || !listed.contains(&name) {
+            foreign.push(if is_file { name } else { format!("{name}/") });
+        }
+    }
+    foreign.sort();
+    Ok(foreign)
+}
+
+fn same_content(dir: &Path, bundle: &Bundle) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    if entries.count() != bundle.files.len() {
+        return false;
+    }
+    bundle
+        .files
+        .iter()
+        .all(|(f, c)| std::fs::read(dir.join(f)).is_ok_and(|b| b == c.as_bytes()))
+}
+
+/// Write every bundle under `root`, all-or-nothing per cluster directory; every target is
+/// checked for foreign files before anything is written.
+pub fn write_all(root: &Path, bundles: &[Bundle]) -> Result<Vec<(String, Outcome)>, BundleError> {
+    std::fs::create_dir_all(root).map_err(io(root))?;
+    let mut plans: Vec<(PathBuf, bool)> = Vec::with_capacity(bundles.len());
+    for b in bundles {
+        let dir = root.join(&b.name);
+        let exists = match previous_files(&dir)? {
+            None => false,
+            Some(listed) => {
+                let foreign = foreign_entries(&dir, &listed)?;
+                if !foreign.is_empty() {
+                    return Err(BundleError::Foreign {
+                        dir: dir.display().to_string(),
+                        files: foreign,
+                    });
+                }
+                true
+            }
+        };
+        plans.push((dir, exists));
+    }
+    let pid = std::process::id();
+    let mut report = Vec::with_capacity(bundles.len());
+    for (b, (dir, exists)) in bundles.iter().zip(plans) {
+        if exists && same_content(&dir, b) {
+            report.push((b.name.clone(), Outcome::Unchanged));
+            continue;
+        }
+        let tmp = root.join(format!(".{}.capstan-new-{pid}", b.name));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+        }
+        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+        let written = (|| {
+            for (f, c) in &b.files {
+                let p = tmp.join(f);
+                std::fs::write(&p, c).map_err(io(&p))?;
+            }
+            Ok::<(), BundleError>(())
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+        if exists {
+            let old = root.join(format!(".{}.capstan-old-{pid}", b.name));
+            std::fs::rename(&dir, &old).map_err(io(&dir))?;
+            if let Err(e) = std::fs::rename(&tmp, &dir) {
+                // Put the previous output back.
+                let _ = std::fs::rename(&old, &dir);
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(BundleError::Io {
+                    path: dir.display().to_string(),
+                    source: e,
+                });
+            }
+            std::fs::remove_dir_all(&old).map_err(io(&old))?;
+            report.push((b.name.clone(), Outcome::Updated));
+        } else {
+            std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+            report.push((b.name.clone(), Outcome::Created));
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Resource;
+
+    fn rendered(n: u32) -> Rendered {
+        let resources = (0..n)
+            .map(|i| Resource {
+                value: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("m{i}")}}),
+                origin: "t".into(),
+            })
+            .collect();
+        Rendered {
+            name: "c1".into(),
+            namespace: "ns".into(),
+            resources,
+        }
+    }
+
+    #[test]
+    fn layout_and_lock() {
+        let b = Bundle::build(
+            &rendered(2),
+            &[Digest256 {
+                path: "clusters/c1/cluster.yaml".into(),
+                sha256: "ab".into(),
+            }],
+        )
+        .unwrap();
+        let names: Vec<&str> = b.files.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "configmap-m0.yaml",
+                "configmap-m1.yaml",
+                KUSTOMIZATION,
+                LOCK_FILE
+            ]
+        );
+        assert!(b.files[2]
+            .1
+            .contains("resources:\n- configmap-m0.yaml\n- configmap-m1.yaml\n"));
+        let lock = &b.files[3].1;
+        assert!(
+            lock.contains("path: clusters/c1/cluster.yaml\n  sha256: ab\n"),
+            "{lock}"
+        );
+        assert!(lock.contains(&format!(
+            "path: configmap-m0.yaml\n  sha256: {}\n",
+            sha256_hex(b.files[0].1.as_bytes())
+        )));
+    }
+
+    #[test]
+    fn writes_replaces_and_removes_stale_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let b2 = Bundle::build(&rendered(2), &[]).unwrap();
+        assert_eq!(
+            write_all(tmp.path(), &[b2.clone()]).unwrap()[0].1,
+            Outcome::Created
+        );
+        assert_eq!(
+            write_all(tmp.path(), &[b2]).unwrap()[0].1,
+            Outcome::Unchanged
+        );
+        let b1 = Bundle::build(&rendered(1), &[]).unwrap();
+        assert_eq!(write_all(tmp.path(), &[b1]).unwrap()[0].1, Outcome::Updated);
+        assert!(!tmp.path().join("c1/configmap-m1.yaml").exists());
+        assert!(tmp.path().join("c1/configmap-m0.yaml").exists());
+        let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("c1")]);
+    }
+
+    #[test]
+    fn refuses_foreign_files_and_touches_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_all(tmp.path(), &[Bundle::build(&rendered(2), &[]).unwrap()]).unwrap();
+        std::fs::write(tmp.path().join("c1/notes.txt"), "mine").unwrap();
+        let before = std::fs::read(tmp.path().join("c1/configmap-m1.yaml")).unwrap();
+        let e = write_all(tmp.path(), &[Bundle::build(&rendered(1), &[]).unwrap()]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("this file was not written by capstan (notes.txt)"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(tmp.path().join("c1/configmap-m1.yaml")).unwrap(),
+            before
+        );
+        // A directory without a lock is not ours either.
+        let other = tmp.path().join("x");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("a.yaml"), "a").unwrap();
+        let mut r = rendered(1);
+        r.name = "x".into();
+        let e = write_all(tmp.path(), &[Bundle::build(&r, &[]).unwrap()]).unwrap_err();
+        assert!(matches!(e, BundleError::Foreign { .. }), "{e}");
+    }
+}

@@ -1,0 +1,365 @@
+//! The only module that reads project files: finds cluster directories, reads and parses
+//! `cluster.yaml`, and reads template overrides. Everything after this is a pure function
+//! of what it returns. Paths recorded for the lock file are relative to the repository
+//! root, so the lock does not depend on how the user spelled the path.
+
+use crate::model::{ClusterConfig, ModelError};
+use crate::render::TemplateOverride;
+use crate::yaml;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The per-cluster input file name.
+pub const CLUSTER_FILE: &str = "cluster.yaml";
+
+/// Why inputs could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// A file or directory could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not valid YAML.
+    #[error("{file}: invalid YAML: {message}")]
+    Yaml {
+        /// The file.
+        file: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// `cluster.yaml` does not parse.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A directory holds no cluster.
+    #[error("{dir}: no `cluster.yaml` here, in `clusters/*/` or in `*/`; expected a cluster directory or a repository of clusters")]
+    NoClusters {
+        /// The directory.
+        dir: String,
+    },
+    /// Two directories declare the same cluster name.
+    #[error("{second}: cluster name `{name}` is already used by {first}")]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// First file.
+        first: String,
+        /// Second file.
+        second: String,
+    },
+    /// Something in a templates directory that is not a template.
+    #[error("{path}: templates must be `.yaml` files under `<flavour>/` or `talos/`")]
+    NotATemplate {
+        /// The path.
+        path: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InputError + '_ {
+    move |source| InputError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// One input file's digest, for the lock file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digest256 {
+    /// Path relative to the repository root.
+    pub path: String,
+    /// Lowercase hex sha256.
+    pub sha256: String,
+}
+
+/// Lowercase hex sha256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let d = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in d.iter() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Everything read for one cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterInput {
+    /// The cluster directory as given.
+    pub dir: PathBuf,
+    /// `cluster.yaml` as the user can find it (for messages).
+    pub file: String,
+    /// The parsed configuration.
+    pub config: ClusterConfig,
+    /// The repository root (the parent of `clusters/`), or the cluster directory.
+    pub root: PathBuf,
+    /// Digests of the inputs read for this cluster.
+    pub digests: Vec<Digest256>,
+}
+
+/// The clusters found under `dir`: `dir` itself when it holds `cluster.yaml`, else the
+/// directories of `dir/clusters/*/cluster.yaml`, else of `dir/*/cluster.yaml`; sorted.
+pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
+    if dir.join(CLUSTER_FILE).is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let meta = std::fs::metadata(dir).map_err(io(dir))?;
+    if !meta.is_dir() {
+        return Err(InputError::NoClusters {
+            dir: dir.display().to_string(),
+        });
+    }
+    for base in [dir.join("clusters"), dir.to_path_buf()] {
+        if !base.is_dir() {
+            continue;
+        }
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&base).map_err(io(&base))? {
+            let entry = entry.map_err(io(&base))?;
+            let p = entry.path();
+            if p.join(CLUSTER_FILE).is_file() {
+                found.push(p);
+            }
+        }
+        if !found.is_empty() {
+            found.sort();
+            return Ok(found);
+        }
+    }
+    Err(InputError::NoClusters {
+        dir: dir.display().to_string(),
+    })
+}
+
+/// The repository root of a cluster directory: the parent of its `clusters/` directory.
+pub fn repo_root(cluster_dir: &Path) -> PathBuf {
+    let parent = cluster_dir.parent();
+    match parent {
+        Some(p) if p.file_name().is_some_and(|n| n == "clusters") => p
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        _ => cluster_dir.to_path_buf(),
+    }
+}
+
+fn rel(root: &Path, path: &Path) -> String {
+    let r = path.strip_prefix(root).unwrap_or(path);
+    let s: Vec<String> = r
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    s.join("/")
+}
+
+/// Read a file as UTF-8 text.
+pub fn read_text(path: &Path) -> Result<String, InputError> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    String::from_utf8(bytes).map_err(|_| InputError::Yaml {
+        file: path.display().to_string(),
+        message: "not UTF-8 text".into(),
+    })
+}
+
+/// Read and parse one cluster directory.
+pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
+    let path = dir.join(CLUSTER_FILE);
+    let file = path.display().to_string();
+    let text = read_text(&path)?;
+    let value = yaml::parse_one(&text).map_err(|e| InputError::Yaml {
+        file: file.clone(),
+        message: e.message,
+    })?;
+    let config = ClusterConfig::from_value(&file, value)?;
+    let root = repo_root(dir);
+    let digests = vec![Digest256 {
+        path: rel(&root, &path),
+        sha256: sha256_hex(text.as_bytes()),
+    }];
+    Ok(ClusterInput {
+        dir: dir.to_path_buf(),
+        file,
+        config,
+        root,
+        digests,
+    })
+}
+
+/// Load every cluster under the given directories (see [`discover`]); names must be unique.
+pub fn load_clusters(dirs: &[PathBuf]) -> Result<Vec<ClusterInput>, InputError> {
+    let mut out: Vec<ClusterInput> = Vec::new();
+    for d in dirs {
+        for c in discover(d)? {
+            let input = load_cluster(&c)?;
+            if let Some(prev) = out
+                .iter()
+                .find(|p| p.config.metadata.name == input.config.metadata.name)
+            {
+                return Err(InputError::DuplicateName {
+                    name: input.config.metadata.name.clone(),
+                    first: prev.file.clone(),
+                    second: input.file.clone(),
+                });
+            }
+            out.push(input);
+        }
+    }
+    Ok(out)
+}
+
+/// Every YAML document in a file, or in the `.yaml`/`.yml` files of a directory (below it
+/// too when `recursive`; sorted; a bundle's `kustomization.yaml` is skipped), each with the
+/// file it came from.
+pub fn read_yaml_documents(
+    path: &Path,
+    recursive: bool,
+) -> Result<Vec<(String, serde_json::Value)>, InputError> {
+    let mut files = Vec::new();
+    if path.is_dir() {
+        let depth = if recursive { usize::MAX } else { 1 };
+        for entry in walkdir::WalkDir::new(path)
+            .max_depth(depth)
+            .sort_by_file_name()
+        {
+            let entry = entry.map_err(|e| {
+                let p = e.path().unwrap_or(path).display().to_string();
+                InputError::Io {
+                    path: p,
+                    source: e
+                        .into_io_error()
+                        .unwrap_or_else(|| std::io::Error::other("walk failed")),
+                }
+            })?;
+            let name = entry.file_name().to_string_lossy();
+            if entry.file_type().is_file()
+                && (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && name != "kustomization.yaml"
+            {
+                files.push(entry.path().to_path_buf());
+            }
+        }
+    } else {
+        files.push(path.to_path_buf());
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let label = f.display().to_string();
+        out.extend(parse_documents(&label, &read_text(&f)?)?);
+    }
+    Ok(out)
+}
+
+/// Parse a YAML stream read from elsewhere (such as stdin), labelling each document.
+pub fn parse_documents(
+    label: &str,
+    text: &str,
+) -> Result<Vec<(String, serde_json::Value)>, InputError> {
+    let docs = yaml::parse_stream(text).map_err(|e| InputError::Yaml {
+        file: label.to_string(),
+        message: e.message,
+    })?;
+    Ok(docs.into_iter().map(|d| (label.to_string(), d)).collect())
+}
+
+/// Template overrides from a directory (`<dir>/<flavour>/*.yaml`, `<dir>/talos/*.yaml`),
+/// with their digests (paths relative to `root`). A missing directory means no overrides.
+pub fn load_templates(
+    dir: &Path,
+    root: &Path,
+) -> Result<(Vec<TemplateOverride>, Vec<Digest256>), InputError> {
+    let mut overrides = Vec::new();
+    let mut digests = Vec::new();
+    if !dir.is_dir() {
+        return Ok((overrides, digests));
+    }
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(dir).display().to_string();
+            InputError::Io {
+                path,
+                source: e
+                    .into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("walk failed")),
+            }
+        })?;
+        if entry.file_type().is_dir() {
+            continue;
+        }
+        let path = entry.path();
+        let name = rel(dir, path);
+        let base = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if base.starts_with('.') || base.eq_ignore_ascii_case("README.md") {
+            continue;
+        }
+        if !name.ends_with(".yaml") || !name.contains('/') {
+            return Err(InputError::NotATemplate {
+                path: path.display().to_string(),
+            });
+        }
+        let source = read_text(path)?;
+        digests.push(Digest256 {
+            path: rel(root, path),
+            sha256: sha256_hex(source.as_bytes()),
+        });
+        overrides.push(TemplateOverride {
+            name,
+            origin: path.display().to_string(),
+            source,
+        });
+    }
+    Ok((overrides, digests))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_and_roots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for c in ["b", "a"] {
+            std::fs::create_dir_all(root.join("clusters").join(c)).unwrap();
+            std::fs::write(root.join("clusters").join(c).join(CLUSTER_FILE), "x").unwrap();
+        }
+        let found = discover(root).unwrap();
+        assert_eq!(
+            found,
+            vec![root.join("clusters/a"), root.join("clusters/b")]
+        );
+        assert_eq!(repo_root(&found[0]), root);
+        assert_eq!(
+            discover(&root.join("clusters/a")).unwrap(),
+            vec![root.join("clusters/a")]
+        );
+        let empty = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            discover(empty.path()),
+            Err(InputError::NoClusters { .. })
+        ));
+    }
+
+    #[test]
+    fn template_dir_rules() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().join("templates");
+        std::fs::create_dir_all(t.join("v1beta1")).unwrap();
+        std::fs::write(t.join("v1beta1/cluster.yaml"), "a: 1\n").unwrap();
+        std::fs::write(t.join("README.md"), "docs").unwrap();
+        let (o, d) = load_templates(&t, tmp.path()).unwrap();
+        assert_eq!(o.len(), 1);
+        assert_eq!(o[0].name, "v1beta1/cluster.yaml");
+        assert_eq!(d[0].path, "templates/v1beta1/cluster.yaml");
+        std::fs::write(t.join("stray.txt"), "x").unwrap();
+        assert!(matches!(
+            load_templates(&t, tmp.path()),
+            Err(InputError::NotATemplate { .. })
+        ));
+    }
+}

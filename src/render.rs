@@ -1,0 +1,737 @@
+//! Templating: turns one validated `cluster.yaml` into Kubernetes objects. A pure function
+//! of its inputs; reads no files and prints nothing.
+//!
+//! The built-in templates in `templates/` are embedded in the binary; a repository may
+//! override any of them by name (`templates/<flavour>/<file>`, `templates/talos/<file>`).
+//! One minijinja `Environment` is configured once: undefined values are errors (strict),
+//! every `{{ … }}` is emitted as JSON (valid YAML, so no value can break the document
+//! structure), and block tags on their own line leave no trace (trim/lstrip blocks).
+//!
+//! Per cluster: the Talos patches are rendered first and passed to the object templates as
+//! strings; each object template's output is parsed as YAML; then immutable templates get
+//! content-hash names ([`crate::names`]) and the objects are put in the fixed kind order
+//! ([`crate::resource::kind_rank`]).
+
+use crate::model::{ClusterConfig, Flavour, ModelError, Phase, Purpose, SemVer};
+use crate::names;
+use crate::resource::{self, ResId, Resource};
+use crate::yaml;
+use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// The built-in templates, by name.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "talos/controlplane-patch.yaml",
+        include_str!("../templates/talos/controlplane-patch.yaml"),
+    ),
+    (
+        "talos/worker-patch.yaml",
+        include_str!("../templates/talos/worker-patch.yaml"),
+    ),
+    (
+        "v1beta1/cluster.yaml",
+        include_str!("../templates/v1beta1/cluster.yaml"),
+    ),
+    (
+        "v1beta1/vspherecluster.yaml",
+        include_str!("../templates/v1beta1/vspherecluster.yaml"),
+    ),
+    (
+        "v1beta1/vspheremachinetemplate.yaml",
+        include_str!("../templates/v1beta1/vspheremachinetemplate.yaml"),
+    ),
+    (
+        "v1beta1/taloscontrolplane.yaml",
+        include_str!("../templates/v1beta1/taloscontrolplane.yaml"),
+    ),
+    (
+        "v1beta1/talosconfigtemplate.yaml",
+        include_str!("../templates/v1beta1/talosconfigtemplate.yaml"),
+    ),
+    (
+        "v1beta1/machinedeployment.yaml",
+        include_str!("../templates/v1beta1/machinedeployment.yaml"),
+    ),
+    (
+        "v1beta2/cluster.yaml",
+        include_str!("../templates/v1beta2/cluster.yaml"),
+    ),
+    (
+        "v1beta2/vspherecluster.yaml",
+        include_str!("../templates/v1beta2/vspherecluster.yaml"),
+    ),
+    (
+        "v1beta2/vspheremachinetemplate.yaml",
+        include_str!("../templates/v1beta2/vspheremachinetemplate.yaml"),
+    ),
+    (
+        "v1beta2/taloscontrolplane.yaml",
+        include_str!("../templates/v1beta2/taloscontrolplane.yaml"),
+    ),
+    (
+        "v1beta2/talosconfigtemplate.yaml",
+        include_str!("../templates/v1beta2/talosconfigtemplate.yaml"),
+    ),
+    (
+        "v1beta2/machinedeployment.yaml",
+        include_str!("../templates/v1beta2/machinedeployment.yaml"),
+    ),
+];
+
+/// A template that replaces a built-in one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateOverride {
+    /// Template name, e.g. `v1beta2/cluster.yaml`.
+    pub name: String,
+    /// Where it was read from, for messages.
+    pub origin: String,
+    /// Its source text.
+    pub source: String,
+}
+
+/// Why a cluster could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// `cluster.yaml` is not valid for rendering.
+    #[error(transparent)]
+    Invalid(#[from] ModelError),
+    /// An override names a template capstan does not have.
+    #[error("{origin}: `{name}` is not a template capstan knows; known templates: {known}")]
+    UnknownTemplate {
+        /// The override's file.
+        origin: String,
+        /// The name it would have.
+        name: String,
+        /// Comma-separated known names.
+        known: String,
+    },
+    /// A template failed to compile or render.
+    #[error("template `{name}` ({origin}){}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Template {
+        /// Template name.
+        name: String,
+        /// `built-in` or the override's file.
+        origin: String,
+        /// Line in the template, when known.
+        line: Option<usize>,
+        /// What went wrong.
+        message: String,
+    },
+    /// A template produced text that is not YAML, or not Kubernetes objects.
+    #[error("template `{name}` ({origin}) produced {message}")]
+    Output {
+        /// Template name.
+        name: String,
+        /// `built-in` or the override's file.
+        origin: String,
+        /// What is wrong with the output.
+        message: String,
+    },
+    /// Two objects with the same group, kind, namespace and name.
+    #[error("{file}: two objects are both {id} (from `{first}` and `{second}`)")]
+    Duplicate {
+        /// The cluster file.
+        file: String,
+        /// The identity.
+        id: ResId,
+        /// Where the first came from.
+        first: String,
+        /// Where the second came from.
+        second: String,
+    },
+    /// The migration phase does not allow what `cluster.yaml` asks for.
+    #[error("{file}: spec.migration.phase: {message}")]
+    Phase {
+        /// The cluster file.
+        file: String,
+        /// Why, and what to do.
+        message: String,
+    },
+}
+
+/// A configured template environment; build once, render many clusters.
+pub struct Renderer {
+    env: Environment<'static>,
+    origins: BTreeMap<String, String>,
+}
+
+/// The objects of one cluster, in output order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// Cluster name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Objects in the fixed output order.
+    pub resources: Vec<Resource>,
+}
+
+impl Renderer {
+    /// Compile the built-in templates, replaced by `overrides` where given.
+    pub fn new(overrides: &[TemplateOverride]) -> Result<Renderer, RenderError> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_auto_escape_callback(|_| AutoEscape::Json);
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| template_error("(syntax)", "built-in", &e))?;
+        env.set_syntax(syntax);
+        let mut sources: BTreeMap<String, (String, String)> = BUILTIN
+            .iter()
+            .map(|(n, s)| (n.to_string(), ("built-in".to_string(), s.to_string())))
+            .collect();
+        for o in overrides {
+            if !sources.contains_key(&o.name) {
+                return Err(RenderError::UnknownTemplate {
+                    origin: o.origin.clone(),
+                    name: o.name.clone(),
+                    known: BUILTIN
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+            sources.insert(o.name.clone(), (o.origin.clone(), o.source.clone()));
+        }
+        let mut origins = BTreeMap::new();
+        for (name, (origin, source)) in sources {
+            env.add_template_owned(name.clone(), source)
+                .map_err(|e| template_error(&name, &origin, &e))?;
+            origins.insert(name, origin);
+        }
+        Ok(Renderer { env, origins })
+    }
+
+    fn origin(&self, name: &str) -> &str {
+        self.origins
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or("built-in")
+    }
+
+    fn render_text(&self, name: &str, ctx: &Value) -> Result<String, RenderError> {
+        let tmpl = self
+            .env
+            .get_template(name)
+            .map_err(|e| template_error(name, self.origin(name), &e))?;
+        tmpl.render(minijinja::Value::from(minijinja::value::Serde(ctx)))
+            .map_err(|e| template_error(name, self.origin(name), &e))
+    }
+
+    fn render_objects(
+        &self,
+        name: &str,
+        ctx: &Value,
+        out: &mut Vec<Resource>,
+    ) -> Result<(), RenderError> {
+        let text = self.render_text(name, ctx)?;
+        let docs = yaml::parse_stream(&text).map_err(|e| RenderError::Output {
+            name: name.into(),
+            origin: self.origin(name).into(),
+            message: format!("invalid YAML: {e} (line numbers are of the rendered output)"),
+        })?;
+        for (i, doc) in docs.into_iter().enumerate() {
+            let problem = if !doc.is_object() {
+                Some("a document that is not a mapping".to_string())
+            } else {
+                ["apiVersion", "kind"]
+                    .iter()
+                    .find(|k| {
+                        doc.get(**k)
+                            .and_then(Value::as_str)
+                            .is_none_or(str::is_empty)
+                    })
+                    .map(|k| format!("document {} without `{k}`", i + 1))
+                    .or_else(|| {
+                        doc.pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .is_none_or(str::is_empty)
+                            .then(|| format!("document {} without `metadata.name`", i + 1))
+                    })
+            };
+            if let Some(message) = problem {
+                return Err(RenderError::Output {
+                    name: name.into(),
+                    origin: self.origin(name).into(),
+                    message,
+                });
+            }
+            out.push(Resource {
+                value: doc,
+                origin: format!("template {name}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Render a Talos patch template and return it in canonical YAML form.
+    fn render_patch(&self, name: &str, ctx: &Value) -> Result<String, RenderError> {
+        let text = self.render_text(name, ctx)?;
+        let doc = yaml::parse_one(&text).map_err(|e| RenderError::Output {
+            name: name.into(),
+            origin: self.origin(name).into(),
+            message: format!("an invalid Talos patch: {e}"),
+        })?;
+        if !doc.is_object() {
+            return Err(RenderError::Output {
+                name: name.into(),
+                origin: self.origin(name).into(),
+                message: "a Talos patch that is not a mapping".into(),
+            });
+        }
+        Ok(yaml::to_string(&doc))
+    }
+
+    /// Render one cluster. `file` names its `cluster.yaml` in errors.
+    pub fn render(&self, file: &str, config: &ClusterConfig) -> Result<Rendered, RenderError> {
+        let problems = config.validate(Purpose::Render);
+        if !problems.is_empty() {
+            return Err(ModelError {
+                file: file.into(),
+                problems,
+            }
+            .into());
+        }
+        let plan = Plan::new(file, config)?;
+        let mut ctx = context(config, &plan);
+        let cp_patch = self.render_patch("talos/controlplane-patch.yaml", &ctx)?;
+        let worker_patch = self.render_patch("talos/worker-patch.yaml", &ctx)?;
+        ctx["talos"]["controlPlanePatch"] = Value::String(cp_patch);
+        ctx["talos"]["workerPatch"] = Value::String(worker_patch);
+
+        let fl = config.spec.flavour.as_str();
+        let t = |n: &str| format!("{fl}/{n}");
+        let mut out = Vec::with_capacity(4 + 3 * config.spec.workers.len());
+        self.render_objects(&t("cluster.yaml"), &ctx, &mut out)?;
+        self.render_objects(&t("vspherecluster.yaml"), &ctx, &mut out)?;
+        let vsphere_template = config
+            .spec
+            .vsphere
+            .as_ref()
+            .map(|v| v.template.clone())
+            .unwrap_or_default();
+        if let Some(cp) = &config.spec.control_plane {
+            ctx["machine"] = machine_ctx(
+                "controlplane",
+                &plan.names.control_plane_machine_template,
+                &cp.machine,
+                &vsphere_template,
+            );
+            self.render_objects(&t("vspheremachinetemplate.yaml"), &ctx, &mut out)?;
+        }
+        for (pool, pool_ctx) in config.spec.workers.iter().zip(plan.pools.iter()) {
+            ctx["machine"] = machine_ctx(
+                "worker",
+                &format!("{}-{}", config.metadata.name, pool.name),
+                &pool.machine,
+                &vsphere_template,
+            );
+            ctx["pool"] = pool_ctx.clone();
+            self.render_objects(&t("vspheremachinetemplate.yaml"), &ctx, &mut out)?;
+        }
+        ctx["machine"] = Value::Null;
+        self.render_objects(&t("taloscontrolplane.yaml"), &ctx, &mut out)?;
+        for pool_ctx in &plan.pools {
+            ctx["pool"] = pool_ctx.clone();
+            self.render_objects(&t("talosconfigtemplate.yaml"), &ctx, &mut out)?;
+            self.render_objects(&t("machinedeployment.yaml"), &ctx, &mut out)?;
+        }
+
+        names::apply(&mut out);
+        resource::sort(&mut out);
+        let mut seen: HashSet<ResId> = HashSet::with_capacity(out.len());
+        for (i, r) in out.iter().enumerate() {
+            let id = r.id();
+            if !seen.insert(id.clone()) {
+                let first = out
+                    .iter()
+                    .take(i)
+                    .find(|o| o.id() == id)
+                    .map(|o| o.origin.clone())
+                    .unwrap_or_default();
+                return Err(RenderError::Duplicate {
+                    file: file.into(),
+                    id,
+                    first,
+                    second: r.origin.clone(),
+                });
+            }
+        }
+        Ok(Rendered {
+            name: config.metadata.name.clone(),
+            namespace: config.metadata.namespace.clone(),
+            resources: out,
+        })
+    }
+}
+
+fn template_error(name: &str, origin: &str, e: &minijinja::Error) -> RenderError {
+    let mut message = e.kind().to_string();
+    if let Some(detail) = e.detail() {
+        message.push_str(": ");
+        message.push_str(detail);
+    }
+    RenderError::Template {
+        name: e.name().unwrap_or(name).to_string(),
+        origin: origin.to_string(),
+        line: e.line(),
+        message,
+    }
+}
+
+/// Names and replica counts derived from the inputs and the migration phase.
+struct Plan {
+    names: Names,
+    cp_replicas: u32,
+    pools: Vec<Value>,
+}
+
+struct Names {
+    control_plane: String,
+    control_plane_machine_template: String,
+}
+
+impl Plan {
+    fn new(file: &str, config: &ClusterConfig) -> Result<Plan, RenderError> {
+        let name = &config.metadata.name;
+        let declared_cp = config.spec.control_plane.as_ref().map_or(0, |c| c.replicas);
+        // Until the migration interlocks (bootstrapped-status mechanism, etcd-audit guard) are
+        // rendered, only the phases without Talos machines, or after kubeadm is gone, are safe.
+        let scale = match config.spec.migration.as_ref().map(|m| m.phase) {
+            None | Some(Phase::Complete) => true,
+            Some(Phase::Prepare) => false,
+            Some(p @ (Phase::ControlPlane | Phase::Workers)) => {
+                return Err(RenderError::Phase {
+                    file: file.into(),
+                    message: format!(
+                        "phase `{}` would create Talos machines next to the kubeadm control plane, and this \
+                         capstan does not yet render the interlocks that make that safe (the \
+                         `status.bootstrapped` mechanism and the etcd-audit guard); keep the phase at \
+                         `prepare` (every replica count rendered as 0)",
+                        p.as_str()
+                    ),
+                })
+            }
+        };
+        let pools = config
+            .spec
+            .workers
+            .iter()
+            .map(|p| {
+                let base = format!("{name}-{}", p.name);
+                json!({
+                    "name": p.name,
+                    "replicas": if scale { p.replicas } else { 0 },
+                    "machineDeployment": base,
+                    "machineTemplate": base,
+                    "configTemplate": base,
+                })
+            })
+            .collect();
+        Ok(Plan {
+            names: Names {
+                control_plane: format!("{name}-cp"),
+                control_plane_machine_template: format!("{name}-cp"),
+            },
+            cp_replicas: if scale { declared_cp } else { 0 },
+            pools,
+        })
+    }
+}
+
+fn machine_ctx(role: &str, name: &str, m: &crate::model::Machine, default_template: &str) -> Value {
+    json!({
+        "role": role,
+        "name": name,
+        "numCPUs": m.num_cpus,
+        "memoryMiB": m.memory_mib,
+        "diskGiB": m.disk_gib,
+        "template": m.template.clone().unwrap_or_else(|| default_template.to_string()),
+    })
+}
+
+/// The template context. Every key is always present (absent optional inputs are `null`),
+/// so strict undefined checking catches typos in templates without tripping on `if`.
+fn context(config: &ClusterConfig, plan: &Plan) -> Value {
+    let s = &config.spec;
+    let name = &config.metadata.name;
+    let talos_v = SemVer::parse(&s.versions.talos);
+    // Talos accepts a list for an extraArgs value from v1.13 on; before, one string.
+    let issuer_arg = match talos_v {
+        Some(v) if v.major == 1 && v.minor >= 13 => json!(s.service_account.issuers),
+        _ => json!(s
+            .service_account
+            .issuers
+            .first()
+            .cloned()
+            .unwrap_or_default()),
+    };
+    let vsphere = s.vsphere.as_ref().map(|v| {
+        json!({
+            "server": v.server,
+            "thumbprint": v.thumbprint,
+            "datacenter": v.datacenter,
+            "datastore": v.datastore,
+            "folder": v.folder,
+            "resourcePool": v.resource_pool,
+            "network": v.network,
+            "template": v.template,
+            "cloneMode": v.clone_mode,
+            "storagePolicyName": v.storage_policy_name,
+            "identityRef": v.identity_ref.as_ref().map(|i| json!({"kind": i.kind, "name": i.name})),
+        })
+    });
+    json!({
+        "cluster": {"name": name, "namespace": config.metadata.namespace},
+        "flavour": s.flavour.as_str(),
+        "labels": {"cluster.x-k8s.io/cluster-name": name},
+        "names": {
+            "cluster": name,
+            "vsphereCluster": name,
+            "controlPlane": plan.names.control_plane,
+        },
+        "talos": {"version": s.versions.talos, "controlPlanePatch": Value::Null, "workerPatch": Value::Null},
+        "kubernetes": {"version": s.versions.kubernetes},
+        "endpoint": {"host": s.endpoint.host, "port": s.endpoint.port, "url": s.endpoint.url()},
+        "network": {"pods": s.network.pods, "services": s.network.services, "dnsDomain": s.network.dns_domain},
+        "serviceAccount": {
+            "issuers": s.service_account.issuers,
+            "audiences": s.service_account.audiences,
+            "issuerArg": issuer_arg,
+            "audiencesArg": s.service_account.audiences.join(","),
+        },
+        "vsphere": vsphere,
+        "controlPlane": {
+            "replicas": plan.cp_replicas,
+            "machineTemplate": plan.names.control_plane_machine_template,
+        },
+        "migration": s.migration.as_ref().map(|m| json!({"phase": m.phase.as_str()})),
+        "machine": Value::Null,
+        "pool": Value::Null,
+        "flavourIsV1beta1": s.flavour == Flavour::V1beta1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::tests::MINIMAL;
+
+    fn config(text: &str) -> ClusterConfig {
+        ClusterConfig::from_value("cluster.yaml", yaml::parse_one(text).unwrap()).unwrap()
+    }
+
+    fn kinds(r: &Rendered) -> Vec<(String, String)> {
+        r.resources
+            .iter()
+            .map(|x| (x.kind().to_string(), x.name().to_string()))
+            .collect()
+    }
+
+    const POOLS: &str = "  workers:\n  - {name: general, replicas: 3, machine: {numCPUs: 4, memoryMiB: 16384, diskGiB: 80}}\n";
+
+    #[test]
+    fn renders_both_flavours_in_order() {
+        let r = Renderer::new(&[]).unwrap();
+        for flavour in ["v1beta1", "v1beta2"] {
+            let c = config(
+                &(MINIMAL.replace("flavour: v1beta1", &format!("flavour: {flavour}")) + POOLS),
+            );
+            let out = r.render("cluster.yaml", &c).unwrap();
+            let k = kinds(&out);
+            let kinds_only: Vec<&str> = k.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(
+                kinds_only,
+                [
+                    "Cluster",
+                    "VSphereCluster",
+                    "VSphereMachineTemplate",
+                    "VSphereMachineTemplate",
+                    "TalosControlPlane",
+                    "TalosConfigTemplate",
+                    "MachineDeployment"
+                ],
+                "{flavour}"
+            );
+            assert!(k[2].1.starts_with("lab-f-cp-") && k[2].1.len() == "lab-f-cp-".len() + 10);
+            let tcp = &out.resources[4].value;
+            let patch = tcp
+                .pointer("/spec/controlPlaneConfig/controlplane/strategicPatches/0")
+                .unwrap()
+                .as_str()
+                .unwrap();
+            assert!(patch.contains("cni:\n      name: none"), "{patch}");
+            assert!(
+                patch.contains(
+                    "service-account-issuer: https://kubernetes.default.svc.cluster.local\n"
+                ),
+                "{patch}"
+            );
+            let md = &out.resources[6].value;
+            assert_eq!(
+                md.pointer("/spec/template/spec/version").unwrap(),
+                "v1.30.4"
+            );
+            assert_eq!(md.pointer("/spec/replicas").unwrap(), 3);
+            // References follow the hash names.
+            let infra_name = md
+                .pointer("/spec/template/spec/infrastructureRef/name")
+                .unwrap()
+                .as_str()
+                .unwrap();
+            assert_eq!(infra_name, k[3].1);
+            let cfg_name = md
+                .pointer("/spec/template/spec/bootstrap/configRef/name")
+                .unwrap()
+                .as_str()
+                .unwrap();
+            assert_eq!(cfg_name, k[5].1);
+        }
+    }
+
+    #[test]
+    fn issuer_list_from_talos_1_13() {
+        let r = Renderer::new(&[]).unwrap();
+        let c = config(
+            &MINIMAL
+                .replace("talos: v1.10.6, kubernetes: v1.30.4", "talos: v1.13.2, kubernetes: v1.34.1")
+                .replace(
+                    "issuers: [https://kubernetes.default.svc.cluster.local]",
+                    "issuers: [https://kubernetes.default.svc.cluster.local, https://lab-f.example.internal:6443]",
+                ),
+        );
+        let out = r.render("cluster.yaml", &c).unwrap();
+        let tcp = out
+            .resources
+            .iter()
+            .find(|x| x.kind() == "TalosControlPlane")
+            .unwrap();
+        let patch = tcp
+            .value
+            .pointer("/spec/controlPlaneConfig/controlplane/strategicPatches/0")
+            .unwrap()
+            .as_str()
+            .unwrap();
+        let parsed = yaml::parse_one(patch).unwrap();
+        assert_eq!(
+            parsed
+                .pointer("/cluster/apiServer/extraArgs/service-account-issuer")
+                .unwrap(),
+            &json!([
+                "https://kubernetes.default.svc.cluster.local",
+                "https://lab-f.example.internal:6443"
+            ])
+        );
+    }
+
+    #[test]
+    fn spec_change_renames_template() {
+        let r = Renderer::new(&[]).unwrap();
+        let a = r.render("c", &config(MINIMAL)).unwrap();
+        let b = r
+            .render("c", &config(&MINIMAL.replace("numCPUs: 4", "numCPUs: 8")))
+            .unwrap();
+        assert_ne!(a.resources[2].name(), b.resources[2].name());
+        let c = r.render("c", &config(MINIMAL)).unwrap();
+        assert_eq!(a, c, "same input, same output");
+    }
+
+    #[test]
+    fn prepare_phase_renders_zero_replicas_and_later_phases_are_refused() {
+        let r = Renderer::new(&[]).unwrap();
+        let prep = MINIMAL.to_string() + POOLS + "  migration:\n    phase: prepare\n";
+        let out = r.render("c", &config(&prep)).unwrap();
+        for x in &out.resources {
+            if let Some(n) = x.value.pointer("/spec/replicas") {
+                assert_eq!(n, 0, "{}", x.kind());
+            }
+        }
+        let e = r
+            .render(
+                "c",
+                &config(&prep.replace("phase: prepare", "phase: control-plane")),
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("spec.migration.phase: phase `control-plane`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn template_errors_name_template_and_line() {
+        let o = TemplateOverride {
+            name: "v1beta1/cluster.yaml".into(),
+            origin: "templates/v1beta1/cluster.yaml".into(),
+            source: "apiVersion: v1\nkind: X\nmetadata:\n  name: {{ cluster.nmae }}\n".into(),
+        };
+        let r = Renderer::new(&[o]).unwrap();
+        let e = r.render("c", &config(MINIMAL)).unwrap_err().to_string();
+        assert!(e.starts_with("template `v1beta1/cluster.yaml` (templates/v1beta1/cluster.yaml) line 4: undefined value"), "{e}");
+        let bad = TemplateOverride {
+            name: "v1beta1/nope.yaml".into(),
+            origin: "templates/v1beta1/nope.yaml".into(),
+            source: String::new(),
+        };
+        let e = Renderer::new(&[bad]).err().unwrap().to_string();
+        assert!(
+            e.contains("`v1beta1/nope.yaml` is not a template capstan knows"),
+            "{e}"
+        );
+        let syntax = TemplateOverride {
+            name: "v1beta1/cluster.yaml".into(),
+            origin: "t".into(),
+            source: "a: {{ x \n".into(),
+        };
+        let e = Renderer::new(&[syntax]).err().unwrap().to_string();
+        assert!(
+            e.starts_with("template `v1beta1/cluster.yaml` (t) line 1: syntax error"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn invalid_input_is_refused_before_rendering() {
+        let r = Renderer::new(&[]).unwrap();
+        let e = r
+            .render(
+                "clusters/x/cluster.yaml",
+                &config(&MINIMAL.replace("numCPUs: 4", "numCPUs: 1")),
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "clusters/x/cluster.yaml: spec.controlPlane.machine.numCPUs: must be at least 2, got 1"
+        );
+    }
+
+    #[test]
+    fn templates_yield_valid_yaml_for_hostile_values() {
+        let r = Renderer::new(&[]).unwrap();
+        let c = config(
+            &MINIMAL
+                .replace("folder: /dc1/vm/lab-f", "folder: \"a: b\\n- c # d\"")
+                .replace("datastore: ds1", "datastore: \"{{ x }}\""),
+        );
+        let out = r.render("c", &c).unwrap();
+        let vmt = out
+            .resources
+            .iter()
+            .find(|x| x.kind() == "VSphereMachineTemplate")
+            .unwrap();
+        assert_eq!(
+            vmt.value.pointer("/spec/template/spec/folder").unwrap(),
+            "a: b\n- c # d"
+        );
+        assert_eq!(
+            vmt.value.pointer("/spec/template/spec/datastore").unwrap(),
+            "{{ x }}"
+        );
+    }
+}

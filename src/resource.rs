@@ -1,0 +1,149 @@
+//! A rendered Kubernetes object (`Resource`), its identity (`ResId`) and the fixed output
+//! order of kinds. Objects are plain JSON values, like kube-core's `DynamicObject`.
+
+use serde_json::Value;
+use std::fmt;
+
+/// One Kubernetes object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    /// The whole object.
+    pub value: Value,
+    /// Where it came from (template name or file), for error messages.
+    pub origin: String,
+}
+
+/// Group, kind, namespace and name: what identifies an object in a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResId {
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace (`""` when cluster-scoped or unset).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl fmt::Display for ResId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        if self.namespace.is_empty() {
+            write!(f, "{}.{}/{}", self.kind, group, self.name)
+        } else {
+            write!(
+                f,
+                "{}.{} {}/{}",
+                self.kind, group, self.namespace, self.name
+            )
+        }
+    }
+}
+
+/// The API group of an `apiVersion` (`cluster.x-k8s.io/v1beta2` → `cluster.x-k8s.io`, `v1` → ``).
+pub fn group_of(api_version: &str) -> &str {
+    match api_version.rsplit_once('/') {
+        Some((g, _)) => g,
+        None => "",
+    }
+}
+
+impl Resource {
+    /// `apiVersion`, or `""`.
+    pub fn api_version(&self) -> &str {
+        self.value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    /// `kind`, or `""`.
+    pub fn kind(&self) -> &str {
+        self.value.get("kind").and_then(Value::as_str).unwrap_or("")
+    }
+    /// `metadata.name`, or `""`.
+    pub fn name(&self) -> &str {
+        self.value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    /// `metadata.namespace`, or `""`.
+    pub fn namespace(&self) -> &str {
+        self.value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    /// The object's identity.
+    pub fn id(&self) -> ResId {
+        ResId {
+            group: group_of(self.api_version()).to_string(),
+            kind: self.kind().to_string(),
+            namespace: self.namespace().to_string(),
+            name: self.name().to_string(),
+        }
+    }
+    /// Set `metadata.name`.
+    pub fn set_name(&mut self, name: &str) {
+        if let Some(meta) = self
+            .value
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+        {
+            meta.insert("name".into(), Value::String(name.to_string()));
+        }
+    }
+}
+
+/// Position of a kind in the output: secrets first, then the Cluster, its infrastructure, the
+/// machine templates, the control plane, the worker bootstrap templates and the
+/// MachineDeployments; any other kind after them, in the order it was rendered.
+pub fn kind_rank(kind: &str) -> u8 {
+    match kind {
+        "Namespace" => 0,
+        "ServiceAccount" | "Role" | "RoleBinding" => 1,
+        "Secret" => 2,
+        "Cluster" => 3,
+        "VSphereCluster" => 4,
+        "VSphereMachineTemplate" => 5,
+        "TalosControlPlane" => 6,
+        "TalosConfigTemplate" => 7,
+        "MachineDeployment" => 8,
+        _ => 9,
+    }
+}
+
+/// Sort by [`kind_rank`], keeping render order within a rank (a stable sort).
+pub fn sort(resources: &mut [Resource]) {
+    resources.sort_by_key(|r| kind_rank(r.kind()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn identity_and_order() {
+        let r = |kind: &str, api: &str, name: &str| Resource {
+            value: json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": "ns"}}),
+            origin: "t".into(),
+        };
+        let mut v = vec![
+            r("MachineDeployment", "cluster.x-k8s.io/v1beta2", "a"),
+            r("Widget", "example.com/v1", "w"),
+            r("Cluster", "cluster.x-k8s.io/v1beta2", "c"),
+            r("Secret", "v1", "s"),
+        ];
+        sort(&mut v);
+        let kinds: Vec<&str> = v.iter().map(Resource::kind).collect();
+        assert_eq!(kinds, ["Secret", "Cluster", "MachineDeployment", "Widget"]);
+        assert_eq!(v[0].id().group, "");
+        assert_eq!(v[1].id().to_string(), "Cluster.cluster.x-k8s.io ns/c");
+    }
+}
