@@ -314,7 +314,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let b2 = Bundle::build(&rendered(2), &[]).unwrap();
         assert_eq!(
-            write_all(tmp.path(), &[b2.clone()]).unwrap()[0].1,
+            write_all(tmp.path(), std::slice::from_ref(&b2)).unwrap()[0].1,
             Outcome::Created
         );
         assert_eq!(

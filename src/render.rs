@@ -135,7 +135,7 @@ pub enum RenderError {
         /// The cluster file.
         file: String,
         /// The identity.
-        id: ResId,
+        id: Box<ResId>,
         /// Where the first came from.
         first: String,
         /// Where the second came from.
@@ -356,7 +356,7 @@ impl Renderer {
                     .unwrap_or_default();
                 return Err(RenderError::Duplicate {
                     file: file.into(),
-                    id,
+                    id: Box::new(id),
                     first,
                     second: r.origin.clone(),
                 });
