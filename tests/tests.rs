@@ -1,1 +1,8 @@
-//! integration
+//! capstan's integration tests: one binary, one module per area.
+
+// Shared helpers: running the binary, temp copies of the example repository.
+mod util;
+// `capstan render`: golden output, determinism, the bundle directory, error paths.
+mod render;
+// `capstan validate`: strict CRD validation from the command line.
+mod validate;

@@ -1,0 +1,360 @@
+//! `capstan render` end to end: golden output for both flavours, byte-for-byte determinism,
+//! the bundle directory (kustomization, lock, stale-file removal) and every error class,
+//! each with exit code 2, a message naming the file and field, and the output untouched.
+
+use crate::util::*;
+use std::path::Path;
+
+#[test]
+fn golden_v1beta1_lab_f() {
+    let o = capstan(&["render", "examples/gitops/clusters/lab-f"], &root());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_golden("render-lab-f.yaml", &stdout(&o));
+}
+
+#[test]
+fn golden_v1beta2_lab_g() {
+    let o = capstan(&["render", "examples/gitops/clusters/lab-g"], &root());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_golden("render-lab-g.yaml", &stdout(&o));
+}
+
+#[test]
+fn repository_renders_every_cluster_in_name_order() {
+    let o = capstan(&["render", "examples/gitops"], &root());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f = std::fs::read_to_string(root().join("tests/golden/render-lab-f.yaml")).unwrap();
+    let g = std::fs::read_to_string(root().join("tests/golden/render-lab-g.yaml")).unwrap();
+    assert_eq!(stdout(&o), format!("{f}---\n{g}"));
+    assert!(
+        stderr(&o).is_empty(),
+        "nothing but YAML is printed: {}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn output_is_byte_identical_across_runs_and_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    for out in [&a, &b] {
+        let o = capstan(
+            &["render", "examples/gitops", "-o", out.to_str().unwrap()],
+            &root(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let (sa, sb) = (snapshot(&a), snapshot(&b));
+    assert_eq!(
+        sa.len(),
+        2 * 2 + 10 + 7,
+        "files: {:?}",
+        sa.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    assert_eq!(sa, sb);
+    let s1 = stdout(&capstan(&["render", "examples/gitops"], &root()));
+    let s2 = stdout(&capstan(&["render", "examples/gitops"], &root()));
+    assert_eq!(s1, s2);
+    // The same inputs reached through another path give the same lock (paths are repo-relative).
+    let (_t, repo) = example_copy();
+    let c = tmp.path().join("c");
+    let o = capstan(
+        &[
+            "render",
+            "clusters/lab-f",
+            "clusters/lab-g",
+            "-o",
+            c.to_str().unwrap(),
+        ],
+        &repo,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(snapshot(&c), sa);
+}
+
+#[test]
+fn bundle_files_match_the_stream_in_kustomization_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let o = capstan(
+        &[
+            "render",
+            "examples/gitops/clusters/lab-f",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &root(),
+    );
+    assert!(o.status.success());
+    assert!(stdout(&o).is_empty(), "with -o nothing goes to stdout");
+    let dir = out.join("lab-f");
+    let kustomization = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+    let files: Vec<&str> = kustomization
+        .lines()
+        .filter_map(|l| l.strip_prefix("- "))
+        .collect();
+    assert_eq!(files.len(), 10);
+    let joined: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(dir.join(f)).unwrap())
+        .collect();
+    let stream = stdout(&capstan(
+        &["render", "examples/gitops/clusters/lab-f"],
+        &root(),
+    ));
+    assert_eq!(joined.join("---\n"), stream);
+    let lock = std::fs::read_to_string(dir.join("capstan.lock")).unwrap();
+    for f in &files {
+        assert!(
+            lock.contains(&format!("- path: {f}\n")),
+            "{f} missing from lock"
+        );
+    }
+    assert!(lock.contains("- path: clusters/lab-f/cluster.yaml\n"));
+}
+
+#[test]
+fn stale_files_are_removed_and_foreign_files_refused() {
+    let (_t, repo) = example_copy();
+    let out = repo.join("out");
+    let o = capstan(&["render", "clusters/lab-f", "-o", "out"], &repo);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out
+        .join("lab-f/machinedeployment-lab-f-ingress.yaml")
+        .exists());
+    // Drop the ingress pool: its files disappear, the rest is rewritten.
+    let file = repo.join("clusters/lab-f/cluster.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let start = text.find("  - name: ingress").unwrap();
+    let end = text.find("  # The migration").unwrap();
+    std::fs::write(&file, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    let o = capstan(&["render", "clusters/lab-f", "-o", "out"], &repo);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("lab-f: updated"), "{}", stderr(&o));
+    assert!(!out
+        .join("lab-f/machinedeployment-lab-f-ingress.yaml")
+        .exists());
+    let names: Vec<String> = snapshot(&out).into_iter().map(|f| f.0).collect();
+    assert!(!names.iter().any(|n| n.contains("ingress")), "{names:?}");
+}
+
+/// Run render into `out` expecting exit 2; returns stderr after checking stdout is empty
+/// and the previous output is untouched.
+fn render_fails(repo: &Path, args: &[&str]) -> String {
+    let out = repo.join("out");
+    let before = snapshot(&out);
+    let mut all = vec!["render"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "out"]);
+    let o = capstan(&all, repo);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stdout: {}\nstderr: {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert!(stdout(&o).is_empty());
+    assert_eq!(snapshot(&out), before, "output changed by a failed render");
+    let err = stderr(&o);
+    assert!(err.starts_with("error: "), "{err}");
+    err
+}
+
+fn prepared_repo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (t, repo) = example_copy();
+    let o = capstan(
+        &["render", "clusters/lab-f", "clusters/lab-g", "-o", "out"],
+        &repo,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    (t, repo)
+}
+
+fn edit(repo: &Path, cluster: &str, from: &str, to: &str) {
+    let file = repo.join("clusters").join(cluster).join("cluster.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(from), "{from} not in {cluster}");
+    std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
+}
+
+#[test]
+fn error_bad_field_value() {
+    let (_t, repo) = prepared_repo();
+    edit(&repo, "lab-f", "numCPUs: 4", "numCPUs: 1");
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("clusters/lab-f/cluster.yaml: spec.controlPlane.machine.numCPUs: must be at least 2, got 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_unknown_field() {
+    let (_t, repo) = prepared_repo();
+    edit(
+        &repo,
+        "lab-g",
+        "    dnsDomain: cluster.local",
+        "    dnsDomain: cluster.local\n    podCIDR: 10.0.0.0/8",
+    );
+    let err = render_fails(&repo, &["clusters/lab-g"]);
+    assert!(
+        err.contains("clusters/lab-g/cluster.yaml: spec.network.podCIDR: unknown field `podCIDR`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_wrong_type() {
+    let (_t, repo) = prepared_repo();
+    edit(&repo, "lab-g", "replicas: 4", "replicas: four");
+    let err = render_fails(&repo, &["clusters/lab-g"]);
+    assert!(
+        err.contains("clusters/lab-g/cluster.yaml: spec.workers[0].replicas: invalid type"),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_unsupported_version_pair() {
+    let (_t, repo) = prepared_repo();
+    edit(&repo, "lab-f", "kubernetes: v1.30.4", "kubernetes: v1.34.1");
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("clusters/lab-f/cluster.yaml: spec.versions.kubernetes: Kubernetes v1.34.1 is not supported by Talos v1.10"),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_identity_mismatch_blocks_render() {
+    let (_t, repo) = prepared_repo();
+    edit(&repo, "lab-f", "keyName: key2", "keyName: key0");
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("spec.encryption.keyName: Talos names its secretbox key `key2`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("no matching prefix found"),
+        "names the error the cluster would show: {err}"
+    );
+}
+
+#[test]
+fn error_template() {
+    let (_t, repo) = prepared_repo();
+    std::fs::create_dir_all(repo.join("templates/v1beta1")).unwrap();
+    let builtin =
+        std::fs::read_to_string(root().join("templates/v1beta1/vspherecluster.yaml")).unwrap();
+    std::fs::write(
+        repo.join("templates/v1beta1/vspherecluster.yaml"),
+        builtin.replace("{{ vsphere.server }}", "{{ vsphere.sever }}"),
+    )
+    .unwrap();
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("template `v1beta1/vspherecluster.yaml` ("),
+        "{err}"
+    );
+    assert!(
+        err.contains("templates/v1beta1/vspherecluster.yaml) line "),
+        "{err}"
+    );
+    assert!(err.contains("undefined value"), "{err}");
+}
+
+#[test]
+fn error_template_override_that_does_not_exist() {
+    let (_t, repo) = prepared_repo();
+    std::fs::create_dir_all(repo.join("templates/v1beta1")).unwrap();
+    std::fs::write(repo.join("templates/v1beta1/clustr.yaml"), "x: 1\n").unwrap();
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("`v1beta1/clustr.yaml` is not a template capstan knows"),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_template_override_applies_when_valid() {
+    let (_t, repo) = example_copy();
+    std::fs::create_dir_all(repo.join("templates/v1beta2")).unwrap();
+    let builtin =
+        std::fs::read_to_string(root().join("templates/v1beta2/vspherecluster.yaml")).unwrap();
+    std::fs::write(
+        repo.join("templates/v1beta2/vspherecluster.yaml"),
+        builtin.replace("spec:\n", "spec:\n  disableClusterModule: true\n"),
+    )
+    .unwrap();
+    let o = capstan(&["render", "clusters/lab-g"], &repo);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("  disableClusterModule: true\n"));
+}
+
+#[test]
+fn error_foreign_file_in_output() {
+    let (_t, repo) = prepared_repo();
+    std::fs::write(repo.join("out/lab-g/extra.yaml"), "kind: Mine\n").unwrap();
+    let err = render_fails(&repo, &["clusters/lab-f", "clusters/lab-g"]);
+    assert!(
+        err.contains(
+            "out/lab-g: refusing to write: this file was not written by capstan (extra.yaml)"
+        ),
+        "{err}"
+    );
+    // lab-f was checked and written all-or-nothing too: its files are unchanged (render_fails checked).
+}
+
+#[test]
+fn error_missing_directory_and_yaml_syntax() {
+    let (_t, repo) = prepared_repo();
+    let err = render_fails(&repo, &["clusters/nope"]);
+    assert!(err.contains("clusters/nope"), "{err}");
+    std::fs::write(
+        repo.join("clusters/lab-f/cluster.yaml"),
+        "spec: [unclosed\n",
+    )
+    .unwrap();
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("clusters/lab-f/cluster.yaml: invalid YAML"),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_duplicate_cluster_names() {
+    let (_t, repo) = prepared_repo();
+    copy_tree(&repo.join("clusters/lab-f"), &repo.join("clusters/lab-f2"));
+    let err = render_fails(&repo, &["."]);
+    assert!(
+        err.contains("cluster name `lab-f` is already used by"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unsafe_migration_phase_is_refused() {
+    let (_t, repo) = prepared_repo();
+    edit(&repo, "lab-f", "phase: prepare", "phase: control-plane");
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("spec.migration.phase: phase `control-plane`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_lists_commands() {
+    let o = capstan(&["--help"], &root());
+    assert!(o.status.success());
+    let out = stdout(&o);
+    for cmd in ["render", "validate"] {
+        assert!(out.contains(cmd), "{out}");
+    }
+    let o = capstan(&["render", "--bogus"], &root());
+    assert_eq!(o.status.code(), Some(2));
+}

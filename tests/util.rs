@@ -1,0 +1,98 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The example GitOps repository.
+pub fn example() -> PathBuf {
+    root().join("examples/gitops")
+}
+
+/// Run the capstan binary with arguments in a working directory.
+pub fn capstan(args: &[&str], cwd: &Path) -> Output {
+    assert_cmd::Command::cargo_bin("capstan")
+        .expect("binary built")
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("capstan runs")
+}
+
+/// stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Copy a directory tree.
+pub fn copy_tree(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.unwrap();
+        let rel = entry.path().strip_prefix(from).unwrap();
+        let dest = to.join(rel);
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A temporary copy of the example repository.
+pub fn example_copy() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    copy_tree(&example(), &repo);
+    (tmp, repo)
+}
+
+/// Every file under a directory with its bytes, sorted by relative path.
+pub fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Compare text with a golden file; `CAPSTAN_BLESS=1` rewrites the golden file instead.
+pub fn assert_golden(name: &str, actual: &str) {
+    let path = root().join("tests/golden").join(name);
+    if std::env::var_os("CAPSTAN_BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing: run with CAPSTAN_BLESS=1 and review it",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let diff = similar::TextDiff::from_lines(&expected, actual);
+        panic!(
+            "{name} differs from the golden file (review, then CAPSTAN_BLESS=1 to accept):\n{}",
+            diff.unified_diff().header("golden", "actual")
+        );
+    }
+}
