@@ -48,6 +48,12 @@ pub enum BundleError {
         /// What is wrong.
         message: String,
     },
+    /// A file that must not be overwritten exists.
+    #[error("{path}: already exists; capstan never overwrites it")]
+    Exists {
+        /// The path.
+        path: String,
+    },
     /// Two objects map to the same file name.
     #[error("cluster `{cluster}`: two objects would both be written to `{file}`")]
     FileClash {
@@ -114,6 +120,49 @@ impl Bundle {
             files,
         })
     }
+}
+
+/// Create new files in `dir` (created if needed), all or none: each file is written to a
+/// temporary file beside it and linked into place only if no file of that name exists.
+/// Existing files are never overwritten; on any error the files created so far are removed.
+pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    for (name, _) in files {
+        let p = dir.join(name);
+        if p.exists() {
+            return Err(BundleError::Exists {
+                path: p.display().to_string(),
+            });
+        }
+    }
+    let mut created: Vec<PathBuf> = Vec::new();
+    let result = (|| {
+        for (name, bytes) in files {
+            let p = dir.join(name);
+            let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+            std::io::Write::write_all(&mut tmp, bytes).map_err(io(&p))?;
+            tmp.persist_noclobber(&p).map_err(|e| {
+                if e.error.kind() == std::io::ErrorKind::AlreadyExists {
+                    BundleError::Exists {
+                        path: p.display().to_string(),
+                    }
+                } else {
+                    BundleError::Io {
+                        path: p.display().to_string(),
+                        source: e.error,
+                    }
+                }
+            })?;
+            created.push(p);
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        for p in created {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    result
 }
 
 /// What [`write_all`] did per cluster.

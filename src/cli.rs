@@ -23,6 +23,95 @@ pub enum Command {
     Render(RenderArgs),
     /// Validate objects strictly against CRD schemas (unknown fields are errors).
     Validate(ValidateArgs),
+    /// Import an existing cluster's PKI and settings.
+    #[command(subcommand)]
+    Import(ImportCommand),
+    /// Work with encrypted secrets.
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
+}
+
+/// Environment variable naming an age identity file (capstan's own).
+pub const ENV_AGE_KEY_FILE: &str = "CAPSTAN_AGE_KEY_FILE";
+/// SOPS's environment variable naming an age keys file.
+pub const ENV_SOPS_AGE_KEY_FILE: &str = "SOPS_AGE_KEY_FILE";
+/// SOPS's environment variable holding age identities.
+pub const ENV_SOPS_AGE_KEY: &str = "SOPS_AGE_KEY";
+
+/// `capstan import` sources.
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// Import a kubeadm control plane (a copy of `/etc/kubernetes` from one control-plane
+    /// node) into an age-encrypted Talos secrets bundle (`secrets.age`) and a `cluster.yaml`
+    /// stub holding what the files say. Nothing is written unless everything checks out.
+    Kubeadm(Box<ImportKubeadmArgs>),
+}
+
+/// Arguments of `capstan import kubeadm`.
+#[derive(Debug, clap::Args)]
+pub struct ImportKubeadmArgs {
+    /// The kubeadm PKI directory (`/etc/kubernetes/pki` layout).
+    #[arg(long, value_name = "DIR")]
+    pub pki: PathBuf,
+    /// The kube-apiserver static pod manifest (`/etc/kubernetes/manifests/kube-apiserver.yaml`).
+    #[arg(long, value_name = "FILE")]
+    pub apiserver_manifest: PathBuf,
+    /// The kubeadm ClusterConfiguration (`kubectl -n kube-system get cm kubeadm-config -o jsonpath='{.data.ClusterConfiguration}'`), v1beta3 or v1beta4.
+    #[arg(long, value_name = "FILE")]
+    pub kubeadm_config: PathBuf,
+    /// The EncryptionConfiguration the apiserver uses (required when the manifest sets `--encryption-provider-config`).
+    #[arg(long, value_name = "FILE")]
+    pub encryption_config: Option<PathBuf>,
+    /// An age recipient (`age1…`) to encrypt to; repeatable.
+    #[arg(long = "recipient", short = 'r', value_name = "RECIPIENT")]
+    pub recipients: Vec<String>,
+    /// A file of age recipients, one per line.
+    #[arg(long, short = 'R', value_name = "FILE")]
+    pub recipients_file: Vec<PathBuf>,
+    /// The kubeadm join token to carry over (`kubeadm token create --ttl 0`); generated when absent.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "CAPSTAN_BOOTSTRAP_TOKEN",
+        hide_env_values = true
+    )]
+    pub bootstrap_token: Option<String>,
+    /// The Talos version the nodes will run (`vX.Y.Z`).
+    #[arg(long, value_name = "VERSION")]
+    pub talos_version: String,
+    /// Provider flavour for the stub: `v1beta1` or `v1beta2`.
+    #[arg(long, default_value = "v1beta1", value_name = "FLAVOUR")]
+    pub flavour: String,
+    /// Cluster name (default: the kubeadm `clusterName`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Management-cluster namespace (default: the cluster name).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// The cluster directory to write `secrets.age` and `cluster.yaml` into.
+    #[arg(long, value_name = "CLUSTER_DIR")]
+    pub out: PathBuf,
+    /// Print the workload cluster's `bootstrap-token-<id>` Secret (plaintext) on stdout.
+    #[arg(long)]
+    pub print_bootstrap_secret: bool,
+}
+
+/// `capstan secrets` commands.
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// Decrypt an age file (such as `secrets.age`) and print the plaintext on stdout.
+    Decrypt(DecryptArgs),
+}
+
+/// Arguments of `capstan secrets decrypt`.
+#[derive(Debug, clap::Args)]
+pub struct DecryptArgs {
+    /// age identity file (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// The file to decrypt.
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
 }
 
 /// Arguments of `capstan render`.

@@ -3,7 +3,10 @@
 //! `main.rs`) that uses `anyhow`.
 
 use crate::bundle::{self, Bundle, Outcome};
-use crate::cli::{Cli, Command, RenderArgs, ValidateArgs};
+use crate::cli::{
+    Cli, Command, DecryptArgs, ImportCommand, ImportKubeadmArgs, RenderArgs, SecretsCommand,
+    ValidateArgs,
+};
 use crate::inputs::{self, ClusterInput};
 use crate::render::{Rendered, Renderer};
 use crate::schema::CrdSet;
@@ -37,6 +40,8 @@ pub fn run(cli: Cli) -> Result<Status> {
     match cli.command {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),
+        Command::Import(ImportCommand::Kubeadm(args)) => import_kubeadm(*args),
+        Command::Secrets(SecretsCommand::Decrypt(args)) => decrypt(args),
     }
 }
 
@@ -189,4 +194,97 @@ fn validate(args: ValidateArgs) -> Result<Status> {
     } else {
         Status::Success
     })
+}
+
+fn identities(flag: Option<&std::path::Path>) -> Result<Vec<age::x25519::Identity>> {
+    let (label, text) = inputs::read_identity_text(flag, |k| std::env::var(k).ok())?;
+    Ok(crate::secrets::parse_identities(&label, &text)?)
+}
+
+fn decrypt(args: DecryptArgs) -> Result<Status> {
+    let ids = identities(args.identity.as_deref())?;
+    let bytes = inputs::read_bytes(&args.path)?;
+    let plain = crate::secrets::decrypt(&args.path.display().to_string(), &bytes, &ids)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&plain)?;
+    out.flush()?;
+    Ok(Status::Success)
+}
+
+fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
+    use crate::import::{self, ImportOptions, SECRETS_FILE};
+    let secrets_path = args.out.join(SECRETS_FILE);
+    anyhow::ensure!(
+        !secrets_path.exists(),
+        "{}: already exists; capstan never overwrites an imported bundle (a second import would create new \
+         cluster secrets and lock the cluster out); move it away only if you mean to start over",
+        secrets_path.display()
+    );
+    let mut recipients: Vec<(String, String)> = args
+        .recipients
+        .iter()
+        .map(|r| ("--recipient".to_string(), r.clone()))
+        .collect();
+    for f in &args.recipients_file {
+        let label = f.display().to_string();
+        for r in crate::secrets::parse_recipients_file(&label, &inputs::read_text(f)?)? {
+            recipients.push((label.clone(), r));
+        }
+    }
+    let files = inputs::read_kubeadm_files(
+        &args.pki,
+        &args.apiserver_manifest,
+        &args.kubeadm_config,
+        args.encryption_config.as_deref(),
+    )?;
+    let imported = import::import_kubeadm(
+        files,
+        ImportOptions {
+            talos_version: args.talos_version,
+            flavour: args.flavour,
+            name: args.name,
+            namespace: args.namespace,
+            recipients,
+            bootstrap_token: args.bootstrap_token.map(zeroize::Zeroizing::new),
+            now: std::time::SystemTime::now(),
+        },
+    )?;
+    let cluster_path = args.out.join(inputs::CLUSTER_FILE);
+    let write_stub = !cluster_path.exists();
+    let mut files: Vec<(&str, &[u8])> = vec![(SECRETS_FILE, imported.secrets_age.as_bytes())];
+    if write_stub {
+        files.push((inputs::CLUSTER_FILE, imported.cluster_yaml.as_bytes()));
+    }
+    bundle::create_files(&args.out, &files)?;
+    let mut err = std::io::stderr().lock();
+    for w in &imported.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    writeln!(
+        err,
+        "wrote {} (encrypted to {} recipients)",
+        secrets_path.display(),
+        imported.config.spec.recipients.len()
+    )?;
+    if write_stub {
+        writeln!(err, "wrote {}", cluster_path.display())?;
+    } else {
+        writeln!(
+            err,
+            "kept the existing {}: merge these facts into it by hand:\n{}",
+            cluster_path.display(),
+            imported.cluster_yaml
+        )?;
+    }
+    writeln!(
+        err,
+        "bootstrap token id: {} (Secret kube-system/bootstrap-token-{})",
+        imported.token_id, imported.token_id
+    )?;
+    if args.print_bootstrap_secret {
+        let mut out = std::io::stdout().lock();
+        out.write_all(imported.bootstrap_secret.as_bytes())?;
+        out.flush()?;
+    }
+    Ok(Status::Success)
 }

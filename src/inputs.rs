@@ -51,6 +51,9 @@ pub enum InputError {
         /// Second file.
         second: String,
     },
+    /// No age identity was given.
+    #[error("an age identity is required: pass --identity FILE or set CAPSTAN_AGE_KEY_FILE, SOPS_AGE_KEY_FILE or SOPS_AGE_KEY")]
+    NoIdentity,
     /// Something in a templates directory that is not a template.
     #[error("{path}: templates must be `.yaml` files under `<flavour>/` or `talos/`")]
     NotATemplate {
@@ -262,6 +265,77 @@ pub fn parse_documents(
         message: e.message,
     })?;
     Ok(docs.into_iter().map(|d| (label.to_string(), d)).collect())
+}
+
+/// Where age identities come from, in order of precedence: a flag, `CAPSTAN_AGE_KEY_FILE`,
+/// `SOPS_AGE_KEY_FILE` (files), `SOPS_AGE_KEY` (the identities themselves). Returns a label
+/// for messages and the text; the text is secret and zeroized when dropped.
+pub fn read_identity_text(
+    flag: Option<&Path>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(String, zeroize::Zeroizing<String>), InputError> {
+    use crate::cli::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
+    let file =
+        |p: &Path, label: String| -> Result<(String, zeroize::Zeroizing<String>), InputError> {
+            Ok((label, zeroize::Zeroizing::new(read_text(p)?)))
+        };
+    if let Some(p) = flag {
+        return file(p, p.display().to_string());
+    }
+    for var in [ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY_FILE] {
+        if let Some(p) = env(var).filter(|v| !v.is_empty()) {
+            return file(Path::new(&p), format!("{p} (from ${var})"));
+        }
+    }
+    if let Some(text) = env(ENV_SOPS_AGE_KEY).filter(|v| !v.is_empty()) {
+        return Ok((
+            format!("${ENV_SOPS_AGE_KEY}"),
+            zeroize::Zeroizing::new(text),
+        ));
+    }
+    Err(InputError::NoIdentity)
+}
+
+fn input_file(path: &Path) -> Result<crate::import::InputFile, InputError> {
+    Ok(crate::import::InputFile {
+        label: path.display().to_string(),
+        bytes: zeroize::Zeroizing::new(std::fs::read(path).map_err(io(path))?),
+    })
+}
+
+/// Read the files `import kubeadm` needs (`pki` in the `/etc/kubernetes/pki` layout).
+pub fn read_kubeadm_files(
+    pki: &Path,
+    apiserver_manifest: &Path,
+    kubeadm_config: &Path,
+    encryption_config: Option<&Path>,
+) -> Result<crate::import::KubeadmFiles, InputError> {
+    if !pki.is_dir() {
+        return Err(InputError::Io {
+            path: pki.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "not a directory (expected the kubeadm pki directory)",
+            ),
+        });
+    }
+    Ok(crate::import::KubeadmFiles {
+        ca_crt: input_file(&pki.join("ca.crt"))?,
+        ca_key: input_file(&pki.join("ca.key"))?,
+        etcd_ca_crt: input_file(&pki.join("etcd/ca.crt"))?,
+        etcd_ca_key: input_file(&pki.join("etcd/ca.key"))?,
+        front_proxy_ca_crt: input_file(&pki.join("front-proxy-ca.crt"))?,
+        front_proxy_ca_key: input_file(&pki.join("front-proxy-ca.key"))?,
+        sa_key: input_file(&pki.join("sa.key"))?,
+        apiserver_manifest: input_file(apiserver_manifest)?,
+        kubeadm_config: input_file(kubeadm_config)?,
+        encryption_config: encryption_config.map(input_file).transpose()?,
+    })
+}
+
+/// Read a file's bytes.
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>, InputError> {
+    std::fs::read(path).map_err(io(path))
 }
 
 /// Template overrides from a directory (`<dir>/<flavour>/*.yaml`, `<dir>/talos/*.yaml`),

@@ -11,10 +11,16 @@
 pub mod bundle;
 pub mod cli;
 pub mod commands;
+pub mod import;
 pub mod inputs;
+pub mod kubeadm;
 pub mod model;
 pub mod names;
+pub mod pki;
 pub mod render;
 pub mod resource;
 pub mod schema;
+pub mod secrets;
+pub mod sops;
+pub mod talos;
 pub mod yaml;

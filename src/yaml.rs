@@ -1,7 +1,8 @@
 //! The only module that names the YAML crate: parsing YAML streams into JSON values, and
 //! emitting JSON values as canonical, deterministic YAML.
 //!
-//! Parsing uses `serde-saphyr` (YAML 1.2, duplicate keys are errors). Source snippets are
+//! Parsing uses `serde-saphyr` (YAML 1.2: only `true`/`false` are booleans; duplicate keys
+//! are errors). Source snippets are
 //! switched off in parse errors because the text may be secret material; errors carry the
 //! line and column instead. Emitting is done here, not by the crate's serializer, so the
 //! byte layout is ours to guarantee: block style, two-space indentation, sequences at
@@ -25,6 +26,9 @@ pub struct YamlError {
 pub fn parse_stream(text: &str) -> Result<Vec<Value>, YamlError> {
     let options = serde_saphyr::options! {
         with_snippet: false,
+        non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::AsString,
+        // YAML 1.2: only true/false are booleans (`no`, `n`, `off` stay strings).
+        strict_booleans: true,
     };
     let docs: Vec<Value> =
         serde_saphyr::from_multiple_with_options(text, options).map_err(|e| YamlError {
@@ -396,6 +400,15 @@ mod tests {
             dup.message.to_lowercase().contains("duplicate"),
             "{}",
             dup.message
+        );
+    }
+
+    #[test]
+    fn yaml_1_1_booleans_are_strings() {
+        let docs = parse_stream("a: n\nb: no\nc: off\nd: yes\ne: true\nf: false\n").unwrap();
+        assert_eq!(
+            docs[0],
+            json!({"a": "n", "b": "no", "c": "off", "d": "yes", "e": true, "f": false})
         );
     }
 

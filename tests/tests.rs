@@ -6,3 +6,5 @@ mod util;
 mod render;
 // `capstan validate`: strict CRD validation from the command line.
 mod validate;
+// `capstan import kubeadm` and `capstan secrets decrypt`, on fixtures the project builds.
+mod import;

@@ -1,0 +1,334 @@
+//! `capstan import kubeadm` and `capstan secrets decrypt` end to end, on kubeadm files built
+//! by the project's own test kit: the happy path (decrypt, compare with the source files,
+//! render the completed stub) and every error class (exit 2, the file named, nothing
+//! created or changed in `--out`).
+
+use crate::util::*;
+use capstan::pki::testkit::{self, Alg, TestKey};
+use std::path::Path;
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    identity: std::path::PathBuf,
+    recipient: String,
+}
+
+fn setup(alg: Alg) -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    testkit::write_kubeadm_dir(&dir.join("kubeadm"), alg, "secretbox", "key2");
+    let id = age::x25519::Identity::generate();
+    let identity = dir.join("identity.txt");
+    use age::secrecy::ExposeSecret;
+    std::fs::write(&identity, format!("{}\n", id.to_string().expose_secret())).unwrap();
+    Setup {
+        _tmp: tmp,
+        dir,
+        identity,
+        recipient: id.to_public().to_string(),
+    }
+}
+
+fn import(s: &Setup, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "import",
+        "kubeadm",
+        "--pki",
+        "kubeadm/pki",
+        "--apiserver-manifest",
+        "kubeadm/kube-apiserver.yaml",
+        "--kubeadm-config",
+        "kubeadm/kubeadm-config.yaml",
+        "--encryption-config",
+        "kubeadm/encryption-config.yaml",
+        "--talos-version",
+        "v1.10.6",
+        "--out",
+        "clusters/lab-f",
+    ];
+    let r = s.recipient.clone();
+    args.extend_from_slice(&["--recipient", &r]);
+    args.extend_from_slice(extra);
+    capstan(&args, &s.dir)
+}
+
+#[test]
+fn import_then_decrypt_then_render() {
+    for alg in [Alg::Rsa, Alg::P256] {
+        let s = setup(alg);
+        let o = import(&s, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(
+            stdout(&o).is_empty(),
+            "nothing secret on stdout unless asked"
+        );
+        let out = s.dir.join("clusters/lab-f");
+        assert!(std::fs::read_to_string(out.join("secrets.age"))
+            .unwrap()
+            .starts_with("-----BEGIN AGE ENCRYPTED FILE-----"));
+        // Decrypt with capstan and compare every carried key with its source file.
+        let o = capstan(
+            &[
+                "secrets",
+                "decrypt",
+                "--identity",
+                s.identity.to_str().unwrap(),
+                "clusters/lab-f/secrets.age",
+            ],
+            &s.dir,
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let bundle = capstan::talos::SecretsBundle::parse("bundle", &o.stdout).unwrap();
+        let certs = bundle.certs.as_ref().unwrap();
+        let src = |f: &str| std::fs::read(s.dir.join("kubeadm/pki").join(f)).unwrap();
+        assert_eq!(certs.k8s.as_ref().unwrap().crt, src("ca.crt"));
+        assert_eq!(certs.k8s.as_ref().unwrap().key.to_vec(), src("ca.key"));
+        assert_eq!(
+            certs.etcd.as_ref().unwrap().key.to_vec(),
+            src("etcd/ca.key")
+        );
+        assert_eq!(
+            certs.k8saggregator.as_ref().unwrap().crt,
+            src("front-proxy-ca.crt")
+        );
+        assert_eq!(
+            certs.k8sserviceaccount.as_ref().unwrap().key.to_vec(),
+            src("sa.key")
+        );
+        assert_eq!(
+            bundle
+                .secrets
+                .as_ref()
+                .unwrap()
+                .secretboxencryptionsecret
+                .as_deref()
+                .map(|x| x.as_str()),
+            Some(testkit::ENCRYPTION_SECRET)
+        );
+        // The identity also comes from the SOPS environment variable.
+        let o = assert_cmd::Command::cargo_bin("capstan")
+            .unwrap()
+            .args(["secrets", "decrypt", "clusters/lab-f/secrets.age"])
+            .env("SOPS_AGE_KEY_FILE", &s.identity)
+            .current_dir(&s.dir)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        // The stub renders once the placement is filled in.
+        let stub = std::fs::read_to_string(out.join("cluster.yaml")).unwrap();
+        assert!(
+            stub.contains("kubernetesCa: sha256:") && stub.contains("bootstrapTokenId: "),
+            "{stub}"
+        );
+        let completed = format!(
+            "{stub}  vsphere:\n    server: vc\n    datacenter: dc\n    datastore: ds\n    folder: f\n    resourcePool: rp\n    network: n\n    template: t\n    cloneMode: linkedClone\n  controlPlane:\n    replicas: 3\n    machine: {{numCPUs: 2, memoryMiB: 4096}}\n"
+        );
+        std::fs::write(out.join("cluster.yaml"), completed).unwrap();
+        let o = capstan(&["render", "clusters/lab-f"], &s.dir);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).contains("kind: TalosControlPlane"));
+    }
+}
+
+#[test]
+fn bootstrap_secret_only_on_request() {
+    let s = setup(Alg::P256);
+    let o = import(
+        &s,
+        &[
+            "--print-bootstrap-secret",
+            "--bootstrap-token",
+            "abcdef.0123456789abcdef",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("name: bootstrap-token-abcdef\n  namespace: kube-system\ntype: bootstrap.kubernetes.io/token\n"), "{out}");
+    assert!(out.contains("auth-extra-groups: system:bootstrappers:nodes"));
+    assert!(
+        !stderr(&o).contains("0123456789abcdef"),
+        "the token secret never reaches stderr"
+    );
+    let files: Vec<String> = snapshot(&s.dir.join("clusters/lab-f"))
+        .into_iter()
+        .map(|f| f.0)
+        .collect();
+    assert_eq!(
+        files,
+        ["cluster.yaml", "secrets.age"],
+        "no plaintext file written"
+    );
+    for (_, bytes) in snapshot(&s.dir.join("clusters")) {
+        assert!(!String::from_utf8_lossy(&bytes).contains("0123456789abcdef"));
+    }
+}
+
+/// Expect exit 2 naming `needle`, with nothing created under clusters/.
+fn fails(s: &Setup, extra: &[&str], needle: &str) {
+    let before = snapshot(&s.dir.join("clusters"));
+    let o = import(s, extra);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stdout {} stderr {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let err = stderr(&o);
+    assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    assert!(stdout(&o).is_empty());
+    assert_eq!(
+        snapshot(&s.dir.join("clusters")),
+        before,
+        "files changed by a failed import"
+    );
+    for line in std::fs::read_to_string(s.dir.join("kubeadm/pki/ca.key"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+    {
+        assert!(!err.contains(line), "key material in an error message");
+    }
+}
+
+fn pki(s: &Setup, f: &str) -> std::path::PathBuf {
+    s.dir.join("kubeadm/pki").join(f)
+}
+
+#[test]
+fn error_missing_file() {
+    let s = setup(Alg::P256);
+    std::fs::remove_file(pki(&s, "front-proxy-ca.key")).unwrap();
+    fails(&s, &[], "kubeadm/pki/front-proxy-ca.key");
+}
+
+#[test]
+fn error_key_does_not_match_certificate() {
+    let s = setup(Alg::P256);
+    std::fs::copy(pki(&s, "etcd/ca.key"), pki(&s, "ca.key")).unwrap();
+    fails(&s, &[], "kubeadm/pki/ca.");
+}
+
+#[test]
+fn error_not_a_ca_and_intermediate_ca() {
+    for is_ca in [false, true] {
+        let s = setup(Alg::P256);
+        let root = TestKey::new(Alg::P256, 0);
+        let params = testkit::ca_params(
+            "root",
+            testkit::days_from_now(-1),
+            testkit::days_from_now(100),
+        );
+        let sub = TestKey::new(Alg::P256, 1);
+        std::fs::write(
+            pki(&s, "ca.crt"),
+            testkit::signed_by(&sub, "kubernetes", is_ca, &params, &root),
+        )
+        .unwrap();
+        std::fs::write(pki(&s, "ca.key"), sub.traditional_pem()).unwrap();
+        fails(&s, &[], "kubeadm/pki/ca.crt");
+        if is_ca {
+            let o = import(&s, &[]);
+            assert!(
+                stderr(&o).to_lowercase().contains("intermediate"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
+}
+
+#[test]
+fn error_expired_ca() {
+    let s = setup(Alg::P256);
+    let k = TestKey::new(Alg::P256, 0);
+    let p = testkit::ca_params(
+        "etcd-ca",
+        testkit::days_from_now(-400),
+        testkit::days_from_now(-2),
+    );
+    std::fs::write(
+        pki(&s, "etcd/ca.crt"),
+        capstan::pki::encode_certificate_pem(p.self_signed(&k).unwrap().der()),
+    )
+    .unwrap();
+    std::fs::write(pki(&s, "etcd/ca.key"), k.traditional_pem()).unwrap();
+    fails(&s, &[], "kubeadm/pki/etcd/ca.crt");
+}
+
+#[test]
+fn error_encryption_provider_talos_cannot_carry() {
+    let s = setup(Alg::P256);
+    std::fs::write(
+        s.dir.join("kubeadm/encryption-config.yaml"),
+        testkit::encryption_configuration("aesgcm", "key1"),
+    )
+    .unwrap();
+    fails(&s, &[], "kubeadm/encryption-config.yaml");
+}
+
+#[test]
+fn error_malformed_recipient() {
+    let s = setup(Alg::P256);
+    fails(
+        &s,
+        &["--recipient", "age1bogus"],
+        "`age1bogus` is not an age recipient",
+    );
+}
+
+#[test]
+fn error_existing_bundle_is_never_overwritten() {
+    let s = setup(Alg::P256);
+    assert_eq!(import(&s, &[]).status.code(), Some(0));
+    fails(&s, &[], "clusters/lab-f/secrets.age: already exists");
+}
+
+#[test]
+fn decrypt_errors() {
+    let s = setup(Alg::P256);
+    assert_eq!(import(&s, &[]).status.code(), Some(0));
+    let o = assert_cmd::Command::cargo_bin("capstan")
+        .unwrap()
+        .args(["secrets", "decrypt", "clusters/lab-f/secrets.age"])
+        .env_remove("SOPS_AGE_KEY_FILE")
+        .env_remove("SOPS_AGE_KEY")
+        .env_remove("CAPSTAN_AGE_KEY_FILE")
+        .current_dir(&s.dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("an age identity is required"),
+        "{}",
+        stderr(&o)
+    );
+    let other = s.dir.join("other.txt");
+    use age::secrecy::ExposeSecret;
+    std::fs::write(
+        &other,
+        age::x25519::Identity::generate()
+            .to_string()
+            .expose_secret(),
+    )
+    .unwrap();
+    let o = capstan(
+        &[
+            "secrets",
+            "decrypt",
+            "-i",
+            other.to_str().unwrap(),
+            "clusters/lab-f/secrets.age",
+        ],
+        &s.dir,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("clusters/lab-f/secrets.age: no identity matches"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stdout(&o).is_empty());
+    let _ = Path::new("");
+}
