@@ -98,7 +98,7 @@ impl Bundle {
                     file: f,
                 });
             }
-            files.push((f, yaml::to_string(&r.value)));
+            files.push((f, r.to_yaml()));
         }
         let kustomization = json!({
             "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -139,7 +139,9 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
     let result = (|| {
         for (name, bytes) in files {
             let p = dir.join(name);
-            let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+            let parent = p.parent().unwrap_or(dir);
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+            let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
             std::io::Write::write_all(&mut tmp, bytes).map_err(io(&p))?;
             tmp.persist_noclobber(&p).map_err(|e| {
                 if e.error.kind() == std::io::ErrorKind::AlreadyExists {
@@ -163,6 +165,29 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
         }
     }
     result
+}
+
+/// Replace files under `dir` (relative paths; parents created), each atomically (written
+/// beside it, then renamed over it). A file whose content is already identical is left
+/// alone. Returns the paths actually written.
+pub fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<String>, BundleError> {
+    let mut written = Vec::new();
+    for (name, bytes) in files {
+        let p = dir.join(name);
+        if std::fs::read(&p).is_ok_and(|old| &old == bytes) {
+            continue;
+        }
+        let parent = p.parent().unwrap_or(dir);
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
+        std::io::Write::write_all(&mut tmp, bytes).map_err(io(&p))?;
+        tmp.persist(&p).map_err(|e| BundleError::Io {
+            path: p.display().to_string(),
+            source: e.error,
+        })?;
+        written.push(name.clone());
+    }
+    Ok(written)
 }
 
 /// What [`write_all`] did per cluster.
@@ -315,6 +340,7 @@ mod tests {
             .map(|i| Resource {
                 value: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("m{i}")}}),
                 origin: "t".into(),
+                raw: None,
             })
             .collect();
         Rendered {

@@ -99,8 +99,26 @@ pub struct ImportKubeadmArgs {
 /// `capstan secrets` commands.
 #[derive(Debug, Subcommand)]
 pub enum SecretsCommand {
-    /// Decrypt an age file (such as `secrets.age`) and print the plaintext on stdout.
+    /// Decrypt an age file (such as `secrets.age`) or a SOPS file and print the plaintext on
+    /// stdout (the SOPS MAC is verified).
     Decrypt(DecryptArgs),
+    /// Seal the Secrets the providers read from `secrets.age` into `CLUSTER_DIR/secrets/` as
+    /// SOPS files encrypted to `spec.recipients`; unchanged plaintext keeps its ciphertext.
+    Seal(ClusterSecretsArgs),
+    /// Re-wrap `secrets.age` and the data key of every sealed file for the current
+    /// `spec.recipients`, without re-encrypting the sealed values.
+    Rekey(ClusterSecretsArgs),
+}
+
+/// Arguments of `capstan secrets seal` and `rekey`.
+#[derive(Debug, clap::Args)]
+pub struct ClusterSecretsArgs {
+    /// age identity file (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// The cluster directory (holding `cluster.yaml` and `secrets.age`).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
 }
 
 /// Arguments of `capstan secrets decrypt`.
@@ -128,6 +146,13 @@ pub struct RenderArgs {
     /// Template overrides directory (default: `templates/` at each repository root).
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
+    /// Emit the sealed Secrets decrypted (plaintext, stdout only; needs an identity), for
+    /// pipelines that decrypt at apply time. Refused with `-o`.
+    #[arg(long, conflicts_with = "output")]
+    pub decrypt: bool,
+    /// age identity file for `--decrypt` (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
+    #[arg(long, short = 'i', value_name = "FILE", requires = "decrypt")]
+    pub identity: Option<PathBuf>,
 }
 
 /// Arguments of `capstan validate`.

@@ -4,8 +4,8 @@
 
 use crate::bundle::{self, Bundle, Outcome};
 use crate::cli::{
-    Cli, Command, DecryptArgs, ImportCommand, ImportKubeadmArgs, RenderArgs, SecretsCommand,
-    ValidateArgs,
+    Cli, ClusterSecretsArgs, Command, DecryptArgs, ImportCommand, ImportKubeadmArgs, RenderArgs,
+    SecretsCommand, ValidateArgs,
 };
 use crate::inputs::{self, ClusterInput};
 use crate::render::{Rendered, Renderer};
@@ -42,16 +42,19 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Validate(args) => validate(args),
         Command::Import(ImportCommand::Kubeadm(args)) => import_kubeadm(*args),
         Command::Secrets(SecretsCommand::Decrypt(args)) => decrypt(args),
+        Command::Secrets(SecretsCommand::Seal(args)) => seal(args),
+        Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
     }
 }
 
-/// Render every cluster, in input order; one renderer per templates directory.
-pub fn render_all(
+/// Render every cluster, in input order (one renderer per templates directory), handing
+/// each result to `sink` right away so that no cluster's objects outlive its turn.
+pub fn render_each(
     clusters: &[ClusterInput],
     templates: Option<&PathBuf>,
-) -> Result<Vec<(Rendered, Vec<inputs::Digest256>)>> {
+    mut sink: impl FnMut(Rendered, Vec<inputs::Digest256>) -> Result<()>,
+) -> Result<()> {
     let mut renderers: BTreeMap<PathBuf, (Renderer, Vec<inputs::Digest256>)> = BTreeMap::new();
-    let mut out = Vec::with_capacity(clusters.len());
     for c in clusters {
         let tdir = templates
             .cloned()
@@ -61,12 +64,29 @@ pub fn render_all(
             renderers.insert(tdir.clone(), (Renderer::new(&overrides)?, digests));
         }
         let (renderer, tdigests) = &renderers[&tdir];
-        let rendered = renderer.render(&c.file, &c.config)?;
+        let rendered = build(c, renderer)?;
         let mut digests = c.digests.clone();
         digests.extend(tdigests.iter().cloned());
-        out.push((rendered, digests));
+        sink(rendered, digests)?;
     }
-    Ok(out)
+    Ok(())
+}
+
+/// One cluster's objects: the checked sealed Secrets, then the rendered objects, in the
+/// fixed output order.
+pub fn build(c: &ClusterInput, renderer: &Renderer) -> Result<Rendered> {
+    let mut rendered = renderer.render(&c.file, &c.config)?;
+    let mut resources = crate::seal::sealed_resources(
+        &c.config,
+        &c.file,
+        &c.dir.display().to_string(),
+        c.secrets_age_sha256.as_deref(),
+        &c.sealed,
+    )?;
+    resources.append(&mut rendered.resources);
+    crate::resource::sort(&mut resources);
+    rendered.resources = resources;
+    Ok(rendered)
 }
 
 fn render(args: RenderArgs) -> Result<Status> {
@@ -76,23 +96,43 @@ fn render(args: RenderArgs) -> Result<Status> {
         args.dirs
     };
     let clusters = inputs::load_clusters(&dirs)?;
-    let rendered = render_all(&clusters, args.templates.as_ref())?;
+    let ids = if args.decrypt {
+        Some(identities(args.identity.as_deref())?)
+    } else {
+        None
+    };
     match args.output {
         None => {
-            let docs: Vec<serde_json::Value> = rendered
-                .iter()
-                .flat_map(|(r, _)| r.resources.iter().map(|x| x.value.clone()))
-                .collect();
-            let text = yaml::to_stream(&docs);
+            // The whole stream is built before anything is printed: a failure prints nothing.
+            let mut text = String::with_capacity(8192 * clusters.len());
+            render_each(&clusters, args.templates.as_ref(), |mut r, _| {
+                if let Some(ids) = &ids {
+                    for res in &mut r.resources {
+                        if let Some(raw) = res.raw.take() {
+                            let file = crate::sops::SopsFile::parse(&res.origin, &raw)?;
+                            res.value =
+                                plaintext_object(file.decrypt(&res.origin, ids)?.into_tree());
+                        }
+                    }
+                }
+                for res in &r.resources {
+                    if !text.is_empty() {
+                        text.push_str("---\n");
+                    }
+                    res.write_yaml(&mut text);
+                }
+                Ok(())
+            })?;
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())?;
             out.flush()?;
         }
         Some(root) => {
-            let bundles = rendered
-                .iter()
-                .map(|(r, d)| Bundle::build(r, d))
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut bundles = Vec::with_capacity(clusters.len());
+            render_each(&clusters, args.templates.as_ref(), |r, d| {
+                bundles.push(Bundle::build(&r, &d)?);
+                Ok(())
+            })?;
             let report = bundle::write_all(&root, &bundles)?;
             let mut err = std::io::stderr().lock();
             for (name, outcome) in report {
@@ -196,6 +236,14 @@ fn validate(args: ValidateArgs) -> Result<Status> {
     })
 }
 
+/// A decrypted SOPS document as the object it stands for (without the `sops` block).
+fn plaintext_object(mut tree: serde_json::Value) -> serde_json::Value {
+    if let Some(m) = tree.as_object_mut() {
+        m.remove("sops");
+    }
+    tree
+}
+
 fn identities(flag: Option<&std::path::Path>) -> Result<Vec<age::x25519::Identity>> {
     let (label, text) = inputs::read_identity_text(flag, |k| std::env::var(k).ok())?;
     Ok(crate::secrets::parse_identities(&label, &text)?)
@@ -204,10 +252,183 @@ fn identities(flag: Option<&std::path::Path>) -> Result<Vec<age::x25519::Identit
 fn decrypt(args: DecryptArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
     let bytes = inputs::read_bytes(&args.path)?;
-    let plain = crate::secrets::decrypt(&args.path.display().to_string(), &bytes, &ids)?;
+    let label = args.path.display().to_string();
+    let is_age = bytes.starts_with(b"-----BEGIN AGE ENCRYPTED FILE-----")
+        || bytes.starts_with(b"age-encryption.org/");
+    let plain: zeroize::Zeroizing<Vec<u8>> = if is_age {
+        crate::secrets::decrypt(&label, &bytes, &ids)?
+    } else {
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| anyhow::anyhow!("{label}: neither an age file nor a SOPS YAML file"))?;
+        let file = crate::sops::SopsFile::parse(&label, text)?;
+        let tree = plaintext_object(file.decrypt(&label, &ids)?.into_tree());
+        zeroize::Zeroizing::new(yaml::to_string(&tree).into_bytes())
+    };
     let mut out = std::io::stdout().lock();
     out.write_all(&plain)?;
     out.flush()?;
+    Ok(Status::Success)
+}
+
+/// Decrypt `secrets.age` of a cluster and check it against the provenance in `cluster.yaml`.
+fn open_bundle(
+    c: &ClusterInput,
+    ids: &[age::x25519::Identity],
+) -> Result<(Vec<u8>, crate::talos::SecretsBundle)> {
+    let path = c.dir.join(crate::import::SECRETS_FILE);
+    anyhow::ensure!(
+        path.is_file(),
+        "{}: missing; import the cluster first (`capstan import kubeadm`)",
+        path.display()
+    );
+    let bytes = inputs::read_bytes(&path)?;
+    let label = path.display().to_string();
+    let plain = crate::secrets::decrypt(&label, &bytes, ids)?;
+    let bundle = crate::talos::SecretsBundle::parse(&label, &plain)?;
+    if let Some(fps) = c
+        .config
+        .spec
+        .provenance
+        .as_ref()
+        .and_then(|p| p.fingerprints.as_ref())
+    {
+        let got = bundle.fingerprints()?;
+        anyhow::ensure!(
+            got.k8s == fps.kubernetes_ca && got.etcd == fps.etcd_ca && got.k8saggregator == fps.front_proxy_ca,
+            "{label}: its CA fingerprints differ from {} spec.provenance: this bundle comes from a different import; \
+             sealing it would replace the cluster's CA and lock the cluster out",
+            c.file
+        );
+    }
+    Ok((bytes, bundle))
+}
+
+/// Read and decrypt the existing sealed files (all of them, workload ones included).
+fn open_sealed(
+    c: &ClusterInput,
+    ids: &[age::x25519::Identity],
+) -> Result<Vec<(String, crate::sops::SopsFile, crate::sops::Plain)>> {
+    let mut out = Vec::new();
+    for s in inputs::read_sealed(&c.dir, true)? {
+        let file = crate::sops::SopsFile::parse(&s.path, &s.text)?;
+        let plain = file.decrypt(&s.path, ids)?;
+        out.push((s.rel, file, plain));
+    }
+    Ok(out)
+}
+
+fn report_written(
+    dir: &std::path::Path,
+    all: &[(String, Vec<u8>)],
+    written: &[String],
+) -> Result<()> {
+    let mut err = std::io::stderr().lock();
+    for (rel, _) in all {
+        let what = if written.contains(rel) {
+            "written"
+        } else {
+            "unchanged"
+        };
+        writeln!(err, "{}: {what}", dir.join(rel).display())?;
+    }
+    Ok(())
+}
+
+fn seal(args: ClusterSecretsArgs) -> Result<Status> {
+    let ids = identities(args.identity.as_deref())?;
+    let c = inputs::load_cluster(&args.dir)?;
+    let (bytes, bundle) = open_bundle(&c, &ids)?;
+    let previous = open_sealed(&c, &ids)?;
+    let files = crate::seal::seal(crate::seal::SealRequest {
+        config: &c.config,
+        cluster_file: &c.file,
+        secrets_age_sha256: &inputs::sha256_hex(&bytes),
+        bundle: &bundle,
+        previous,
+        lastmodified: &crate::sops::lastmodified_now(),
+    })?;
+    let files: Vec<(String, Vec<u8>)> = files
+        .into_iter()
+        .map(|(p, t)| (p, t.into_bytes()))
+        .collect();
+    let written = bundle::replace_files(&args.dir, &files)?;
+    report_written(&args.dir, &files, &written)?;
+    Ok(Status::Success)
+}
+
+fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
+    let ids = identities(args.identity.as_deref())?;
+    let c = inputs::load_cluster(&args.dir)?;
+    anyhow::ensure!(
+        !c.config.spec.recipients.is_empty(),
+        "{}: spec.recipients: at least one age recipient is required",
+        c.file
+    );
+    let recipients = c
+        .config
+        .spec
+        .recipients
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            crate::secrets::parse_recipient(&format!("{} spec.recipients[{i}]", c.file), r)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let age_path = c.dir.join(crate::import::SECRETS_FILE);
+    let age_label = age_path.display().to_string();
+    let old = inputs::read_bytes(&age_path)?;
+    let plain = crate::secrets::decrypt(&age_label, &old, &ids)?;
+    let new_age = crate::secrets::encrypt_armored(&plain, &recipients)?;
+    let digest = inputs::sha256_hex(new_age.as_bytes());
+    let now = crate::sops::lastmodified_now();
+    let mut files = vec![(
+        crate::import::SECRETS_FILE.to_string(),
+        new_age.into_bytes(),
+    )];
+    let mut err = std::io::stderr().lock();
+    for (rel, file, plain) in open_sealed(&c, &ids)? {
+        let before: std::collections::BTreeSet<String> = file.recipients().into_iter().collect();
+        let tree = crate::seal::with_bundle_digest(plain.tree(), &digest);
+        let meta = file.metadata();
+        let text = crate::sops::encrypt(
+            &rel,
+            &tree,
+            &recipients,
+            meta.rule.clone(),
+            meta.mac_only_encrypted,
+            &now,
+            Some((&file, &plain)),
+        )?;
+        let after: std::collections::BTreeSet<String> =
+            c.config.spec.recipients.iter().cloned().collect();
+        let added: Vec<&String> = after.difference(&before).collect();
+        let removed: Vec<&String> = before.difference(&after).collect();
+        writeln!(
+            err,
+            "{rel}: {} recipient(s) added, {} removed",
+            added.len(),
+            removed.len()
+        )?;
+        files.push((rel, text.into_bytes()));
+    }
+    let written = bundle::replace_files(&args.dir, &files)?;
+    report_written(&args.dir, &files, &written)?;
+    // Every file must now be wrapped exactly for spec.recipients.
+    let wanted: std::collections::BTreeSet<String> =
+        c.config.spec.recipients.iter().cloned().collect();
+    let mut stale = Vec::new();
+    for s in inputs::read_sealed(&c.dir, true)? {
+        let f = crate::sops::SopsFile::parse(&s.path, &s.text)?;
+        let have: std::collections::BTreeSet<String> = f.recipients().into_iter().collect();
+        if have != wanted {
+            stale.push(s.path);
+        }
+    }
+    anyhow::ensure!(
+        stale.is_empty(),
+        "still wrapped for other recipients than spec.recipients: {}",
+        stale.join(", ")
+    );
     Ok(Status::Success)
 }
 
@@ -252,6 +473,9 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
     let cluster_path = args.out.join(inputs::CLUSTER_FILE);
     let write_stub = !cluster_path.exists();
     let mut files: Vec<(&str, &[u8])> = vec![(SECRETS_FILE, imported.secrets_age.as_bytes())];
+    for (rel, text) in &imported.sealed {
+        files.push((rel.as_str(), text.as_bytes()));
+    }
     if write_stub {
         files.push((inputs::CLUSTER_FILE, imported.cluster_yaml.as_bytes()));
     }
@@ -266,6 +490,9 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
         secrets_path.display(),
         imported.config.spec.recipients.len()
     )?;
+    for (rel, _) in &imported.sealed {
+        writeln!(err, "wrote {} (SOPS, sealed)", args.out.join(rel).display())?;
+    }
     if write_stub {
         writeln!(err, "wrote {}", cluster_path.display())?;
     } else {

@@ -118,6 +118,8 @@ pub struct Imported {
     pub token_id: String,
     /// The stub as parsed values.
     pub config: ClusterConfig,
+    /// The sealed Secrets (relative path, SOPS text), written with `secrets.age`.
+    pub sealed: Vec<(String, String)>,
     /// Things the user must know (expiring CAs, key names Talos will not read, …).
     pub warnings: Vec<String>,
 }
@@ -245,8 +247,25 @@ pub fn import_kubeadm(files: KubeadmFiles, opts: ImportOptions) -> Result<Import
         message: e.to_string(),
     })?;
     cluster_yaml.push_str(&yaml::to_string(&value));
+    // Seal right away: the plaintext is in memory now and never needs to be again.
+    let sealed = crate::seal::seal(crate::seal::SealRequest {
+        config: &config,
+        cluster_file: "cluster.yaml",
+        secrets_age_sha256: &crate::inputs::sha256_hex(secrets_age.as_bytes()),
+        bundle: &bundle,
+        previous: Vec::new(),
+        lastmodified: &crate::sops::rfc3339_utc(
+            crate::pki::unix_seconds(opts.now).max(0).unsigned_abs(),
+        ),
+    })
+    .map_err(|e| ImportError::Fact {
+        file: "secrets/".into(),
+        field: "seal".into(),
+        message: e.to_string(),
+    })?;
 
     Ok(Imported {
+        sealed,
         secrets_age,
         cluster_yaml,
         bootstrap_secret: bootstrap_secret(&token),

@@ -101,6 +101,10 @@ pub struct ClusterInput {
     pub root: PathBuf,
     /// Digests of the inputs read for this cluster.
     pub digests: Vec<Digest256>,
+    /// sha256 of `secrets.age`, when the cluster has one.
+    pub secrets_age_sha256: Option<String>,
+    /// The sealed management-cluster Secrets (`secrets/*.yaml`), sorted by name.
+    pub sealed: Vec<crate::seal::SealedFile>,
 }
 
 /// The clusters found under `dir`: `dir` itself when it holds `cluster.yaml`, else the
@@ -178,17 +182,73 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
     })?;
     let config = ClusterConfig::from_value(&file, value)?;
     let root = repo_root(dir);
-    let digests = vec![Digest256 {
+    let mut digests = vec![Digest256 {
         path: rel(&root, &path),
         sha256: sha256_hex(text.as_bytes()),
     }];
+    let age_path = dir.join(crate::import::SECRETS_FILE);
+    let secrets_age_sha256 = if age_path.is_file() {
+        let d = sha256_hex(&read_bytes(&age_path)?);
+        digests.push(Digest256 {
+            path: rel(&root, &age_path),
+            sha256: d.clone(),
+        });
+        Some(d)
+    } else {
+        None
+    };
+    let sealed = read_sealed(dir, false)?;
+    for s in &sealed {
+        digests.push(Digest256 {
+            path: rel(&root, &dir.join(&s.rel)),
+            sha256: sha256_hex(s.text.as_bytes()),
+        });
+    }
     Ok(ClusterInput {
         dir: dir.to_path_buf(),
         file,
         config,
         root,
         digests,
+        secrets_age_sha256,
+        sealed,
     })
+}
+
+/// The sealed files of a cluster directory: `secrets/*.yaml`, and with `workload` also
+/// `secrets/workload/*.yaml`; sorted by relative path.
+pub fn read_sealed(dir: &Path, workload: bool) -> Result<Vec<crate::seal::SealedFile>, InputError> {
+    use crate::seal::{SealedFile, SEALED_DIR, WORKLOAD_DIR};
+    let mut out = Vec::new();
+    let mut dirs = vec![(dir.join(SEALED_DIR), SEALED_DIR.to_string())];
+    if workload {
+        dirs.push((
+            dir.join(SEALED_DIR).join(WORKLOAD_DIR),
+            format!("{SEALED_DIR}/{WORKLOAD_DIR}"),
+        ));
+    }
+    for (d, prefix) in dirs {
+        if !d.is_dir() {
+            continue;
+        }
+        for entry in std::fs::read_dir(&d).map_err(io(&d))? {
+            let entry = entry.map_err(io(&d))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let p = entry.path();
+            if p.is_file()
+                && (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && !name.starts_with('.')
+            {
+                out.push(SealedFile {
+                    rel: format!("{prefix}/{name}"),
+                    path: p.display().to_string(),
+                    text: read_text(&p)?,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
 }
 
 /// Load every cluster under the given directories (see [`discover`]); names must be unique.

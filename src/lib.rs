@@ -20,6 +20,7 @@ pub mod pki;
 pub mod render;
 pub mod resource;
 pub mod schema;
+pub mod seal;
 pub mod secrets;
 pub mod sops;
 pub mod talos;

@@ -115,6 +115,7 @@ mod tests {
         Resource {
             value: v,
             origin: "test".into(),
+            raw: None,
         }
     }
 

@@ -264,6 +264,7 @@ impl Renderer {
             out.push(Resource {
                 value: doc,
                 origin: format!("template {name}"),
+                raw: None,
             });
         }
         Ok(())

@@ -11,6 +11,9 @@ pub struct Resource {
     pub value: Value,
     /// Where it came from (template name or file), for error messages.
     pub origin: String,
+    /// The exact text to emit instead of serializing `value` (sealed SOPS files pass through
+    /// verbatim: re-serializing would break nothing in SOPS, but byte-identity is the point).
+    pub raw: Option<String>,
 }
 
 /// Group, kind, namespace and name: what identifies an object in a cluster.
@@ -88,6 +91,28 @@ impl Resource {
             name: self.name().to_string(),
         }
     }
+    /// The object as YAML text: `raw` when set, else the canonical serialization.
+    pub fn to_yaml(&self) -> String {
+        match &self.raw {
+            Some(raw) if raw.ends_with('\n') => raw.clone(),
+            Some(raw) => format!("{raw}\n"),
+            None => crate::yaml::to_string(&self.value),
+        }
+    }
+
+    /// Append the object as YAML text to `out`.
+    pub fn write_yaml(&self, out: &mut String) {
+        match &self.raw {
+            Some(raw) => {
+                out.push_str(raw);
+                if !raw.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            None => crate::yaml::write_document(out, &self.value),
+        }
+    }
+
     /// Set `metadata.name`.
     pub fn set_name(&mut self, name: &str) {
         if let Some(meta) = self
@@ -133,6 +158,7 @@ mod tests {
         let r = |kind: &str, api: &str, name: &str| Resource {
             value: json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": "ns"}}),
             origin: "t".into(),
+            raw: None,
         };
         let mut v = vec![
             r("MachineDeployment", "cluster.x-k8s.io/v1beta2", "a"),

@@ -265,6 +265,11 @@ fn plain_ok(s: &str) -> bool {
     ) {
         return false;
     }
+    // YAML 1.1 timestamps (`2026-01-01`, `2026-01-01T10:00:00Z`, …) would be read as dates.
+    let b = s.as_bytes();
+    if b.len() >= 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' {
+        return false;
+    }
     // Anything that might be a number, a sexagesimal, a date or a version-like float.
     let numberish = s.chars().all(|c| {
         c.is_ascii_hexdigit() || matches!(c, '.' | '_' | ':' | '+' | '-' | 'x' | 'X' | 'o' | 'O')
@@ -349,6 +354,10 @@ mod tests {
             round_trip(&json!({ s: 1 }));
         }
         assert_eq!(to_string(&json!({"k": "1.30"})), "k: \"1.30\"\n");
+        assert_eq!(
+            to_string(&json!({"k": "2026-12-02T15:33:26Z"})),
+            "k: \"2026-12-02T15:33:26Z\"\n"
+        );
         assert_eq!(to_string(&json!({"k": "v1.30.4"})), "k: v1.30.4\n");
     }
 

@@ -156,8 +156,14 @@ fn bootstrap_secret_only_on_request() {
         .collect();
     assert_eq!(
         files,
-        ["cluster.yaml", "secrets.age"],
-        "no plaintext file written"
+        [
+            "cluster.yaml",
+            "secrets.age",
+            "secrets/lab-f-ca.yaml",
+            "secrets/lab-f-talos.yaml",
+            "secrets/workload/bootstrap-token-abcdef.yaml"
+        ],
+        "sealed right away, and no plaintext file written"
     );
     for (_, bytes) in snapshot(&s.dir.join("clusters")) {
         assert!(!String::from_utf8_lossy(&bytes).contains("0123456789abcdef"));

@@ -48,7 +48,7 @@ fn output_is_byte_identical_across_runs_and_directories() {
     let (sa, sb) = (snapshot(&a), snapshot(&b));
     assert_eq!(
         sa.len(),
-        2 * 2 + 10 + 7,
+        2 * 2 + 12 + 9,
         "files: {:?}",
         sa.iter().map(|f| &f.0).collect::<Vec<_>>()
     );
@@ -94,7 +94,11 @@ fn bundle_files_match_the_stream_in_kustomization_order() {
         .lines()
         .filter_map(|l| l.strip_prefix("- "))
         .collect();
-    assert_eq!(files.len(), 10);
+    assert_eq!(files.len(), 12);
+    assert!(
+        files[0].starts_with("secret-lab-f-") && files[1].starts_with("secret-lab-f-"),
+        "{files:?}"
+    );
     let joined: Vec<String> = files
         .iter()
         .map(|f| std::fs::read_to_string(dir.join(f)).unwrap())

@@ -8,3 +8,5 @@ mod render;
 mod validate;
 // `capstan import kubeadm` and `capstan secrets decrypt`, on fixtures the project builds.
 mod import;
+// Sealed secrets: seal, render passthrough and refusals, rekey, decrypt, leak scan.
+mod secrets;

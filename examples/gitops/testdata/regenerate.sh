@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# How the example's secrets were made (run from the repository root, with ../shared present):
+# kubeadm-style files from the shared openssl script, imported with capstan to the
+# published example key; the provenance printed in each new cluster.yaml stub was then
+# copied into examples/gitops/clusters/<name>/cluster.yaml by hand. Rerunning makes a
+# new PKI: every fingerprint and golden file changes.
+set -euo pipefail
+pub=$(grep -o 'age1[0-9a-z]*' examples/gitops/testdata/age-identity.txt)
+for c in lab-f lab-g; do
+  work=$(mktemp -d)
+  bash ../shared/tools/make-kubeadm-pki.sh "$work/kubeadm" ecdsa https://kubernetes.default.svc.cluster.local secretbox key2 v1beta4
+  sed -i "s/lab-f/$c/g" "$work/kubeadm/kubeadm-config.yaml"
+  cargo run -q -- import kubeadm --pki "$work/kubeadm/pki" --apiserver-manifest "$work/kubeadm/manifests/kube-apiserver.yaml" \
+    --kubeadm-config "$work/kubeadm/kubeadm-config.yaml" --encryption-config "$work/kubeadm/encryption-config.yaml" \
+    --recipient "$pub" --talos-version v1.10.6 --out "$work/out"
+  rm -rf "examples/gitops/clusters/$c/secrets" "examples/gitops/clusters/$c/secrets.age"
+  cp -r "$work/out/secrets" "$work/out/secrets.age" "examples/gitops/clusters/$c/"
+  sed -n '/^  recipients:/,$p' "$work/out/cluster.yaml"
+  rm -rf "$work"
+done

@@ -1,0 +1,455 @@
+//! Sealed Secrets: the Secrets the Cluster API providers read, built from the Talos secrets
+//! bundle and stored in the cluster's directory as SOPS files (age recipients, values
+//! encrypted, keys and metadata readable), and the checks render makes on them.
+//!
+//! Sealing needs the plaintext bundle (an identity, or the import that holds it in memory);
+//! rendering never does: it passes the sealed documents through verbatim after checking,
+//! from their readable annotations, that they were sealed from the current `secrets.age`
+//! and carry the CA fingerprints recorded in `cluster.yaml`. Re-sealing unchanged plaintext
+//! returns the previous file byte for byte (see [`crate::sops::encrypt`]).
+//!
+//! Layout in `clusters/<name>/secrets/`:
+//! - `<name>-talos.yaml`: Secret `<name>-talos`, key `bundle` (the secrets bundle YAML);
+//! - `<name>-ca.yaml`: Secret `<name>-ca`, keys `tls.crt`, `tls.key` (the Kubernetes CA);
+//! - `workload/bootstrap-token-<id>.yaml`: the join token Secret for the *workload*
+//!   cluster's `kube-system` (kept apart: never part of the management-cluster bundle).
+//!
+//! Any other `*.yaml` directly in `secrets/` must be a SOPS-encrypted Secret (for example
+//! the vSphere credentials) and is passed through too.
+
+use crate::model::ClusterConfig;
+use crate::resource::Resource;
+use crate::sops::{self, CryptRule, Plain, SopsFile};
+use crate::talos::SecretsBundle;
+use crate::yaml;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+
+/// Directory of sealed files inside a cluster directory.
+pub const SEALED_DIR: &str = "secrets";
+/// Sub-directory for Secrets applied to the workload (kubeadm) cluster.
+pub const WORKLOAD_DIR: &str = "workload";
+/// Annotation: sha256 of the `secrets.age` a file was sealed from.
+pub const ANN_BUNDLE: &str = "capstan.dev/secrets-age-sha256";
+/// Annotations with the CA fingerprints (public), checked against `cluster.yaml`.
+pub const ANN_FINGERPRINTS: [(&str, FingerprintField); 4] = [
+    ("capstan.dev/kubernetes-ca", FingerprintField::KubernetesCa),
+    ("capstan.dev/etcd-ca", FingerprintField::EtcdCa),
+    ("capstan.dev/front-proxy-ca", FingerprintField::FrontProxyCa),
+    (
+        "capstan.dev/service-account-key",
+        FingerprintField::ServiceAccountKey,
+    ),
+];
+/// The values SOPS encrypts: everything under `data` and `stringData`.
+pub const ENCRYPTED_REGEX: &str = "^(data|stringData)$";
+
+/// Which fingerprint an annotation holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FingerprintField {
+    /// Kubernetes CA.
+    KubernetesCa,
+    /// etcd CA.
+    EtcdCa,
+    /// Front-proxy CA.
+    FrontProxyCa,
+    /// Service-account public key.
+    ServiceAccountKey,
+}
+
+fn fingerprint_of(f: &crate::model::Fingerprints, which: FingerprintField) -> &str {
+    match which {
+        FingerprintField::KubernetesCa => &f.kubernetes_ca,
+        FingerprintField::EtcdCa => &f.etcd_ca,
+        FingerprintField::FrontProxyCa => &f.front_proxy_ca,
+        FingerprintField::ServiceAccountKey => &f.service_account_key,
+    }
+}
+
+/// Why sealing or the render-time check failed. Never contains secret material.
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    /// The cluster has no imported bundle.
+    #[error("{dir}/secrets.age is missing: import the cluster first (`capstan import kubeadm`); rendering without the imported secrets would let the providers generate a new PKI and lock the cluster out")]
+    NoBundle {
+        /// The cluster directory.
+        dir: String,
+    },
+    /// A sealed file is missing.
+    #[error("{path} is missing: run `capstan secrets seal {dir}`")]
+    Missing {
+        /// The expected file.
+        path: String,
+        /// The cluster directory.
+        dir: String,
+    },
+    /// A sealed file was sealed from another `secrets.age`.
+    #[error("{path} is stale: it was sealed from another secrets.age (sha256 {found}, now {expected}); run `capstan secrets seal {dir}`")]
+    Stale {
+        /// The file.
+        path: String,
+        /// Recorded digest.
+        found: String,
+        /// Current digest.
+        expected: String,
+        /// The cluster directory.
+        dir: String,
+    },
+    /// The sealed CA fingerprints differ from `cluster.yaml`'s provenance.
+    #[error("{path}: metadata.annotations.{annotation} is {found} but {cluster_file} spec.provenance records {expected}: these secrets come from a different import, and applying them would replace the cluster's CA and lock it out; restore the original secrets.age, or fix the provenance only if the CA really changed")]
+    Fingerprint {
+        /// The file.
+        path: String,
+        /// The annotation.
+        annotation: String,
+        /// What the file says.
+        found: String,
+        /// What `cluster.yaml` says.
+        expected: String,
+        /// The cluster file.
+        cluster_file: String,
+    },
+    /// A file in `secrets/` is not what it must be.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No recipients to seal to.
+    #[error("{file}: spec.recipients: at least one age recipient is required to seal secrets")]
+    NoRecipients {
+        /// The cluster file.
+        file: String,
+    },
+    /// A SOPS error.
+    #[error(transparent)]
+    Sops(#[from] sops::SopsError),
+    /// A recipient error.
+    #[error(transparent)]
+    Secrets(#[from] crate::secrets::SecretsError),
+    /// A bundle error.
+    #[error(transparent)]
+    Bundle(#[from] crate::talos::BundleError),
+}
+
+/// One sealed file as read from disk.
+#[derive(Debug, Clone)]
+pub struct SealedFile {
+    /// Path relative to the cluster directory (`secrets/lab-f-talos.yaml`).
+    pub rel: String,
+    /// The path as the user can find it.
+    pub path: String,
+    /// Its text (ciphertext and public metadata only).
+    pub text: String,
+}
+
+/// The file names sealing produces for a cluster (relative to the cluster directory).
+pub fn management_files(name: &str) -> [String; 2] {
+    [
+        format!("{SEALED_DIR}/{name}-talos.yaml"),
+        format!("{SEALED_DIR}/{name}-ca.yaml"),
+    ]
+}
+
+fn annotations(secrets_age_sha256: &str, fps: &crate::talos::CaFingerprints) -> Map<String, Value> {
+    let mut a = Map::new();
+    a.insert(ANN_BUNDLE.into(), json!(secrets_age_sha256));
+    a.insert(ANN_FINGERPRINTS[0].0.into(), json!(fps.k8s));
+    a.insert(ANN_FINGERPRINTS[1].0.into(), json!(fps.etcd));
+    a.insert(ANN_FINGERPRINTS[2].0.into(), json!(fps.k8saggregator));
+    a.insert(ANN_FINGERPRINTS[3].0.into(), json!(fps.k8sserviceaccount));
+    a
+}
+
+/// A plaintext tree whose strings are overwritten when it is dropped.
+struct Scrubbed(Value);
+
+impl Drop for Scrubbed {
+    fn drop(&mut self) {
+        fn scrub(v: &mut Value) {
+            match v {
+                Value::String(s) => zeroize::Zeroize::zeroize(s),
+                Value::Array(items) => items.iter_mut().for_each(scrub),
+                Value::Object(m) => m.values_mut().for_each(scrub),
+                _ => {}
+            }
+        }
+        scrub(&mut self.0);
+    }
+}
+
+fn b64(bytes: &[u8]) -> String {
+    B64.encode(bytes)
+}
+
+/// Everything sealing needs.
+pub struct SealRequest<'a> {
+    /// The cluster.
+    pub config: &'a ClusterConfig,
+    /// `cluster.yaml` as the user can find it.
+    pub cluster_file: &'a str,
+    /// sha256 (hex) of the `secrets.age` bytes.
+    pub secrets_age_sha256: &'a str,
+    /// The decrypted bundle.
+    pub bundle: &'a SecretsBundle,
+    /// Previous sealed files, decrypted, by relative path (for stable ciphertext).
+    pub previous: Vec<(String, SopsFile, Plain)>,
+    /// RFC 3339 UTC time for `sops.lastmodified` of files whose content changes.
+    pub lastmodified: &'a str,
+}
+
+/// Seal the provider Secrets and the workload join-token Secret. Returns (relative path,
+/// text) per file; files whose plaintext did not change come back byte-identical.
+pub fn seal(req: SealRequest<'_>) -> Result<Vec<(String, String)>, SealError> {
+    let cfg = req.config;
+    if cfg.spec.recipients.is_empty() {
+        return Err(SealError::NoRecipients {
+            file: req.cluster_file.into(),
+        });
+    }
+    let recipients = cfg
+        .spec
+        .recipients
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            crate::secrets::parse_recipient(
+                &format!("{} spec.recipients[{i}]", req.cluster_file),
+                r,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let fps = req.bundle.fingerprints()?;
+    let ann = annotations(req.secrets_age_sha256, &fps);
+    let name = &cfg.metadata.name;
+    let labels = json!({"cluster.x-k8s.io/cluster-name": name});
+    let bundle_yaml = req.bundle.to_yaml();
+    let invalid = |message: &str| SealError::Invalid {
+        path: "secrets.age".into(),
+        message: message.into(),
+    };
+    let certs = req
+        .bundle
+        .certs
+        .as_ref()
+        .ok_or_else(|| invalid("the bundle has no certs"))?;
+    let k8s = certs
+        .k8s
+        .as_ref()
+        .ok_or_else(|| invalid("the bundle has no certs.k8s"))?;
+    let token = req
+        .bundle
+        .secrets
+        .as_ref()
+        .map(|s| s.bootstraptoken.clone())
+        .ok_or_else(|| invalid("the bundle has no secrets.bootstraptoken"))?;
+    let (token_id, token_secret) = token
+        .split_once('.')
+        .ok_or_else(|| invalid("malformed bootstrap token"))?;
+
+    // Plaintext trees live only for the duration of this function.
+    let talos = Scrubbed(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": format!("{name}-talos"), "namespace": cfg.metadata.namespace, "labels": labels, "annotations": ann},
+        "type": "Opaque",
+        "data": {"bundle": b64(bundle_yaml.as_bytes())},
+    }));
+    let ca = Scrubbed(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": format!("{name}-ca"), "namespace": cfg.metadata.namespace, "labels": labels, "annotations": ann},
+        "type": "cluster.x-k8s.io/secret",
+        "data": {"tls.crt": b64(&k8s.crt), "tls.key": b64(&k8s.key)},
+    }));
+    let join = Scrubbed(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": format!("bootstrap-token-{token_id}"), "namespace": "kube-system", "annotations": ann},
+        "type": "bootstrap.kubernetes.io/token",
+        "data": {
+            "auth-extra-groups": b64(b"system:bootstrappers:nodes"),
+            "token-id": b64(token_id.as_bytes()),
+            "token-secret": b64(token_secret.as_bytes()),
+            "usage-bootstrap-authentication": b64(b"true"),
+            "usage-bootstrap-signing": b64(b"true"),
+        },
+    }));
+    let [talos_path, ca_path] = management_files(name);
+    let join_path = format!("{SEALED_DIR}/{WORKLOAD_DIR}/bootstrap-token-{token_id}.yaml");
+    let mut out = Vec::with_capacity(3);
+    for (rel, tree) in [(talos_path, &talos), (ca_path, &ca), (join_path, &join)] {
+        let prev = req
+            .previous
+            .iter()
+            .find(|(p, _, _)| *p == rel)
+            .map(|(_, f, p)| (f, p));
+        // When only the readable digest annotation moves (another Secret of the bundle
+        // changed), keep `lastmodified`: with the MAC over encrypted values only, values,
+        // MAC and age stanzas then stay byte-identical.
+        let lastmodified = match prev {
+            Some((f, p)) if without_digest(p.tree()) == without_digest(&tree.0) => {
+                f.metadata().lastmodified.clone()
+            }
+            _ => req.lastmodified.to_string(),
+        };
+        let text = sops::encrypt(
+            &rel,
+            &tree.0,
+            &recipients,
+            CryptRule::EncryptedRegex(ENCRYPTED_REGEX.into()),
+            true,
+            &lastmodified,
+            prev,
+        )?;
+        out.push((rel, text));
+    }
+    Ok(out)
+}
+
+fn without_digest(tree: &Value) -> Value {
+    let mut t = tree.clone();
+    if let Some(ann) = t
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        ann.remove(ANN_BUNDLE);
+    }
+    t
+}
+
+/// Set the bundle digest annotation of a decrypted sealed file's tree (for rekey).
+pub fn with_bundle_digest(tree: &Value, sha256: &str) -> Value {
+    let mut t = tree.clone();
+    if let Some(ann) = t
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        if ann.contains_key(ANN_BUNDLE) {
+            ann.insert(ANN_BUNDLE.into(), json!(sha256));
+        }
+    }
+    t
+}
+
+/// The sealed management-cluster Secrets of a cluster, checked without any key: present,
+/// SOPS-encrypted, sealed from `secrets_age_sha256`, with the CA fingerprints recorded in
+/// `cluster.yaml`. Returns them as verbatim resources, expected files first.
+pub fn sealed_resources(
+    config: &ClusterConfig,
+    cluster_file: &str,
+    dir: &str,
+    secrets_age_sha256: Option<&str>,
+    sealed: &[SealedFile],
+) -> Result<Vec<Resource>, SealError> {
+    let Some(digest) = secrets_age_sha256 else {
+        return Err(SealError::NoBundle { dir: dir.into() });
+    };
+    let expected = management_files(&config.metadata.name);
+    let mut ordered: Vec<&SealedFile> = Vec::with_capacity(sealed.len());
+    for rel in &expected {
+        match sealed.iter().find(|s| &s.rel == rel) {
+            Some(s) => ordered.push(s),
+            None => {
+                return Err(SealError::Missing {
+                    path: format!("{dir}/{rel}"),
+                    dir: dir.into(),
+                })
+            }
+        }
+    }
+    ordered.extend(sealed.iter().filter(|s| !expected.contains(&s.rel)));
+    let mut out = Vec::with_capacity(ordered.len());
+    for s in ordered {
+        let invalid = |message: String| SealError::Invalid {
+            path: s.path.clone(),
+            message,
+        };
+        let doc = yaml::parse_one(&s.text).map_err(|e| invalid(format!("invalid YAML: {e}")))?;
+        if doc.get("sops").is_none() {
+            return Err(invalid(
+                "not SOPS-encrypted: a plaintext Secret must never be committed; encrypt it with sops \
+                 (encrypted_regex `^(data|stringData)$`) or let `capstan secrets seal` write it"
+                    .into(),
+            ));
+        }
+        if doc.get("apiVersion").and_then(Value::as_str) != Some("v1")
+            || doc.get("kind").and_then(Value::as_str) != Some("Secret")
+        {
+            return Err(invalid("expected a v1 Secret".into()));
+        }
+        let ns = doc.pointer("/metadata/namespace").and_then(Value::as_str);
+        if ns != Some(config.metadata.namespace.as_str()) {
+            return Err(invalid(format!(
+                "metadata.namespace: expected `{}` (the cluster's namespace), found {}",
+                config.metadata.namespace,
+                ns.map_or("nothing".to_string(), |n| format!("`{n}`"))
+            )));
+        }
+        if expected.contains(&s.rel) {
+            let ann = |k: &str| {
+                doc.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(k))
+                    .and_then(Value::as_str)
+            };
+            match ann(ANN_BUNDLE) {
+                Some(d) if d == digest => {}
+                found => {
+                    return Err(SealError::Stale {
+                        path: s.path.clone(),
+                        found: found.unwrap_or("none").into(),
+                        expected: digest.into(),
+                        dir: dir.into(),
+                    })
+                }
+            }
+            if let Some(fps) = config
+                .spec
+                .provenance
+                .as_ref()
+                .and_then(|p| p.fingerprints.as_ref())
+            {
+                for (key, which) in ANN_FINGERPRINTS {
+                    let want = fingerprint_of(fps, which);
+                    let found = ann(key).unwrap_or("none");
+                    if found != want {
+                        return Err(SealError::Fingerprint {
+                            path: s.path.clone(),
+                            annotation: key.into(),
+                            found: found.into(),
+                            expected: want.into(),
+                            cluster_file: cluster_file.into(),
+                        });
+                    }
+                }
+            }
+        }
+        out.push(Resource {
+            value: doc,
+            origin: s.path.clone(),
+            raw: Some(s.text.clone()),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_annotation_is_replaced_only_where_present() {
+        let t = json!({"metadata": {"annotations": {ANN_BUNDLE: "old", "x": "y"}}});
+        assert_eq!(
+            with_bundle_digest(&t, "new")
+                .pointer("/metadata/annotations")
+                .unwrap(),
+            &json!({ANN_BUNDLE: "new", "x": "y"})
+        );
+        let u = json!({"metadata": {"annotations": {"x": "y"}}});
+        assert_eq!(with_bundle_digest(&u, "new"), u);
+    }
+}

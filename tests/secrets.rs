@@ -1,0 +1,507 @@
+//! Sealed secrets end to end on a copy of the example repository (which carries an imported
+//! `secrets.age`, sealed files and a published test identity).
+
+use crate::util::*;
+use base64::Engine as _;
+use std::path::{Path, PathBuf};
+
+fn identity(repo: &Path) -> PathBuf {
+    repo.join("testdata/age-identity.txt")
+}
+
+fn run_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> std::process::Output {
+    let mut c = assert_cmd::Command::cargo_bin("capstan").unwrap();
+    c.args(args).current_dir(cwd);
+    for v in ["CAPSTAN_AGE_KEY_FILE", "SOPS_AGE_KEY_FILE", "SOPS_AGE_KEY"] {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));
+    stdout(o)
+}
+
+fn bundle(repo: &Path, cluster: &str) -> capstan::talos::SecretsBundle {
+    let o = capstan(
+        &[
+            "secrets",
+            "decrypt",
+            "-i",
+            identity(repo).to_str().unwrap(),
+            &format!("clusters/{cluster}/secrets.age"),
+        ],
+        repo,
+    );
+    capstan::talos::SecretsBundle::parse("bundle", ok(&o).as_bytes()).unwrap()
+}
+
+#[test]
+fn render_decrypt_matches_the_bundle() {
+    let (_t, repo) = example_copy();
+    let id = identity(&repo);
+    let out = ok(&capstan(
+        &[
+            "render",
+            "clusters/lab-f",
+            "--decrypt",
+            "-i",
+            id.to_str().unwrap(),
+        ],
+        &repo,
+    ));
+    let docs = capstan::yaml::parse_stream(&out).unwrap();
+    let talos = docs
+        .iter()
+        .find(|d| d.pointer("/metadata/name").unwrap() == "lab-f-talos")
+        .unwrap();
+    let ca = docs
+        .iter()
+        .find(|d| d.pointer("/metadata/name").unwrap() == "lab-f-ca")
+        .unwrap();
+    assert!(
+        talos.get("sops").is_none(),
+        "decrypted objects carry no sops block"
+    );
+    let b64 = |v: &serde_json::Value| {
+        base64::engine::general_purpose::STANDARD
+            .decode(v.as_str().unwrap())
+            .unwrap()
+    };
+    let b = bundle(&repo, "lab-f");
+    assert_eq!(
+        b64(talos.pointer("/data/bundle").unwrap()),
+        b.to_yaml().as_bytes()
+    );
+    assert_eq!(
+        b64(ca.pointer("/data/tls.crt").unwrap()),
+        b.certs.as_ref().unwrap().k8s.as_ref().unwrap().crt
+    );
+    assert_eq!(
+        talos
+            .pointer("/metadata/labels/cluster.x-k8s.io~1cluster-name")
+            .unwrap(),
+        "lab-f"
+    );
+    // Without --decrypt the same objects are ciphertext, and stdout never holds plaintext.
+    let sealed = ok(&capstan(&["render", "clusters/lab-f"], &repo));
+    assert!(sealed.contains("ENC[AES256_GCM,data:") && !sealed.contains("PRIVATE KEY"));
+    // --decrypt never writes: it is refused with -o.
+    let o = capstan(
+        &["render", "clusters/lab-f", "--decrypt", "-o", "out"],
+        &repo,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!repo.join("out").exists());
+}
+
+#[test]
+fn renders_are_identical_with_and_without_an_identity() {
+    let (_t, repo) = example_copy();
+    let id = identity(&repo);
+    let a = ok(&run_env(&["render", "."], &repo, &[]));
+    let b = ok(&run_env(
+        &["render", "."],
+        &repo,
+        &[("SOPS_AGE_KEY_FILE", &id)],
+    ));
+    assert_eq!(a, b);
+}
+
+#[test]
+fn resealing_unchanged_plaintext_changes_no_byte() {
+    let (_t, repo) = example_copy();
+    let before = snapshot(&repo.join("clusters"));
+    let o = capstan(
+        &[
+            "secrets",
+            "seal",
+            "-i",
+            identity(&repo).to_str().unwrap(),
+            "clusters/lab-f",
+        ],
+        &repo,
+    );
+    ok(&o);
+    assert!(
+        stderr(&o).contains("lab-f-talos.yaml: unchanged"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(snapshot(&repo.join("clusters")), before);
+}
+
+fn changed_lines(a: &str, b: &str) -> Vec<String> {
+    let d = similar::TextDiff::from_lines(a, b);
+    d.iter_all_changes()
+        .filter(|c| c.tag() != similar::ChangeTag::Equal)
+        .map(|c| c.value().trim_end().to_string())
+        .collect()
+}
+
+#[test]
+fn a_changed_bundle_changes_only_the_affected_secret() {
+    let (_t, repo) = example_copy();
+    let id = identity(&repo);
+    let dir = repo.join("clusters/lab-f");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let (talos0, ca0) = (
+        read("secrets/lab-f-talos.yaml"),
+        read("secrets/lab-f-ca.yaml"),
+    );
+    // Rotate the trustd token inside the bundle (it is in lab-f-talos only).
+    let mut b = bundle(&repo, "lab-f");
+    b.trustdinfo.as_mut().unwrap().token =
+        zeroize::Zeroizing::new("abcdef.0123456789abcdef".to_string());
+    let text = capstan::sops::SopsFile::parse("x", &talos0).unwrap();
+    let recipients: Vec<age::x25519::Recipient> = text
+        .recipients()
+        .iter()
+        .map(|r| r.parse().unwrap())
+        .collect();
+    std::fs::write(
+        dir.join("secrets.age"),
+        capstan::secrets::encrypt_armored(b.to_yaml().as_bytes(), &recipients).unwrap(),
+    )
+    .unwrap();
+    // render refuses until the secrets are sealed again.
+    let o = capstan(&["render", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("lab-f-talos.yaml is stale")
+            && stderr(&o).contains("run `capstan secrets seal clusters/lab-f`"),
+        "{}",
+        stderr(&o)
+    );
+    ok(&capstan(
+        &[
+            "secrets",
+            "seal",
+            "-i",
+            id.to_str().unwrap(),
+            "clusters/lab-f",
+        ],
+        &repo,
+    ));
+    let (talos1, ca1) = (
+        read("secrets/lab-f-talos.yaml"),
+        read("secrets/lab-f-ca.yaml"),
+    );
+    let t = changed_lines(&talos0, &talos1);
+    assert!(
+        t.iter().any(|l| l.contains("bundle: ")),
+        "the bundle value changed: {t:?}"
+    );
+    // lab-f-ca: only the readable digest annotation moved; values, MAC, lastmodified, stanzas stay.
+    let c = changed_lines(&ca0, &ca1);
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert!(
+        c.iter()
+            .all(|l| l.contains("capstan.dev/secrets-age-sha256")),
+        "{c:?}"
+    );
+    ok(&capstan(&["render", "clusters/lab-f"], &repo));
+}
+
+#[test]
+fn rekey_rewraps_only_the_sops_metadata() {
+    let (_t, repo) = example_copy();
+    let id = identity(&repo);
+    let dir = repo.join("clusters/lab-g");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let before = read("secrets/lab-g-ca.yaml");
+    let new_id = age::x25519::Identity::generate();
+    let new_pub = new_id.to_public().to_string();
+    let cfg = read("cluster.yaml");
+    let old_pub = capstan::sops::SopsFile::parse("x", &before)
+        .unwrap()
+        .recipients()[0]
+        .clone();
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        cfg.replace(
+            &format!("  - {old_pub}\n"),
+            &format!("  - {old_pub}\n  - {new_pub}\n"),
+        ),
+    )
+    .unwrap();
+    let o = capstan(
+        &[
+            "secrets",
+            "rekey",
+            "-i",
+            id.to_str().unwrap(),
+            "clusters/lab-g",
+        ],
+        &repo,
+    );
+    ok(&o);
+    assert!(
+        stderr(&o).contains("1 recipient(s) added, 0 removed"),
+        "{}",
+        stderr(&o)
+    );
+    let after = read("secrets/lab-g-ca.yaml");
+    for line in changed_lines(&before, &after) {
+        let in_sops = after
+            .lines()
+            .skip_while(|l| *l != "sops:")
+            .any(|l| l.trim_end() == line)
+            || before
+                .lines()
+                .skip_while(|l| *l != "sops:")
+                .any(|l| l.trim_end() == line);
+        assert!(
+            in_sops || line.contains("capstan.dev/secrets-age-sha256"),
+            "changed outside the sops block: {line}"
+        );
+    }
+    let enc = |t: &str| {
+        t.lines()
+            .filter(|l| l.contains("ENC["))
+            .filter(|l| !l.trim_start().starts_with("mac:"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(enc(&before), enc(&after), "no value re-encrypted");
+    // The new identity opens everything; rendering still works without any key.
+    use age::secrecy::ExposeSecret;
+    let new_file = repo.join("new-id.txt");
+    std::fs::write(&new_file, new_id.to_string().expose_secret()).unwrap();
+    ok(&capstan(
+        &[
+            "secrets",
+            "decrypt",
+            "-i",
+            new_file.to_str().unwrap(),
+            "clusters/lab-g/secrets/lab-g-ca.yaml",
+        ],
+        &repo,
+    ));
+    ok(&capstan(
+        &[
+            "secrets",
+            "decrypt",
+            "-i",
+            new_file.to_str().unwrap(),
+            "clusters/lab-g/secrets.age",
+        ],
+        &repo,
+    ));
+    ok(&capstan(&["render", "clusters/lab-g"], &repo));
+    // Remove the original recipient: its identity no longer opens anything.
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        cfg.replace(&format!("  - {old_pub}\n"), &format!("  - {new_pub}\n")),
+    )
+    .unwrap();
+    let o = capstan(
+        &[
+            "secrets",
+            "rekey",
+            "-i",
+            new_file.to_str().unwrap(),
+            "clusters/lab-g",
+        ],
+        &repo,
+    );
+    ok(&o);
+    assert!(
+        stderr(&o).contains("0 recipient(s) added, 1 removed"),
+        "{}",
+        stderr(&o)
+    );
+    let o = capstan(
+        &[
+            "secrets",
+            "decrypt",
+            "-i",
+            id.to_str().unwrap(),
+            "clusters/lab-g/secrets/lab-g-talos.yaml",
+        ],
+        &repo,
+    );
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn render_refuses_missing_foreign_and_plaintext_secrets() {
+    let cases: Vec<(&str, Box<dyn Fn(&Path)>, &str)> = vec![
+        (
+            "missing",
+            Box::new(|d: &Path| std::fs::remove_file(d.join("secrets/lab-f-ca.yaml")).unwrap()),
+            "lab-f-ca.yaml is missing: run `capstan secrets seal",
+        ),
+        (
+            "no bundle",
+            Box::new(|d: &Path| std::fs::remove_file(d.join("secrets.age")).unwrap()),
+            "secrets.age is missing: import the cluster first",
+        ),
+        (
+            "foreign CA",
+            Box::new(|d: &Path| {
+                let p = d.join("cluster.yaml");
+                let t = std::fs::read_to_string(&p).unwrap();
+                let i = t.find("kubernetesCa: sha256:").unwrap() + "kubernetesCa: sha256:".len();
+                std::fs::write(&p, format!("{}0000{}", &t[..i], &t[i + 4..])).unwrap();
+            }),
+            "come from a different import",
+        ),
+        (
+            "plaintext",
+            Box::new(|d: &Path| {
+                std::fs::write(d.join("secrets/extra.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: x, namespace: lab-f}\nstringData: {password: hunter2}\n").unwrap()
+            }),
+            "not SOPS-encrypted: a plaintext Secret must never be committed",
+        ),
+    ];
+    for (name, break_it, needle) in cases {
+        let (_t, repo) = example_copy();
+        break_it(&repo.join("clusters/lab-f"));
+        let o = capstan(&["render", "clusters/lab-f"], &repo);
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        assert!(stderr(&o).contains(needle), "{name}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{name}: nothing on stdout");
+        assert!(!stderr(&o).contains("hunter2"));
+    }
+}
+
+#[test]
+fn extra_sops_secrets_pass_through_verbatim_and_kustomize_style_bundle_keeps_them() {
+    let (_t, repo) = example_copy();
+    let src = std::fs::read_to_string(repo.join("clusters/lab-f/secrets/lab-f-ca.yaml")).unwrap();
+    // A user's own SOPS Secret (here: a copy under another name) is passed through as is.
+    let mut doc = src.replace("name: lab-f-ca", "name: lab-f-vsphere");
+    doc = doc.replace("capstan.dev/", "example.com/");
+    std::fs::write(repo.join("clusters/lab-f/secrets/lab-f-vsphere.yaml"), &doc).unwrap();
+    let out = ok(&capstan(&["render", "clusters/lab-f"], &repo));
+    assert!(out.contains(&doc), "verbatim");
+    ok(&capstan(&["render", "clusters/lab-f", "-o", "out"], &repo));
+    assert_eq!(
+        std::fs::read_to_string(repo.join("out/lab-f/secret-lab-f-vsphere.yaml")).unwrap(),
+        doc
+    );
+}
+
+/// Every output of a whole workflow (files written, stdout, stderr of every command,
+/// error paths included), except the commands whose job is to print plaintext, is scanned
+/// for private-key PEM headers and for every secret value of the bundles.
+#[test]
+fn no_plaintext_secret_anywhere() {
+    let (_t, repo) = example_copy();
+    let id = identity(&repo);
+    let ids = id.to_str().unwrap();
+    let mut secrets: Vec<String> = vec!["PRIVATE KEY-----".into()];
+    for c in ["lab-f", "lab-g"] {
+        let b = bundle(&repo, c);
+        let s = b.secrets.as_ref().unwrap();
+        secrets.push(b.cluster.as_ref().unwrap().secret.to_string());
+        secrets.push(s.bootstraptoken.split('.').nth(1).unwrap().to_string());
+        secrets.push(s.secretboxencryptionsecret.as_ref().unwrap().to_string());
+        secrets.push(b.trustdinfo.as_ref().unwrap().token.to_string());
+        for key in [
+            &b.certs.as_ref().unwrap().k8s.as_ref().unwrap().key,
+            &b.certs.as_ref().unwrap().os.as_ref().unwrap().key,
+        ] {
+            let pem = String::from_utf8(key.to_vec()).unwrap();
+            secrets.extend(
+                pem.lines()
+                    .filter(|l| !l.starts_with("-----") && l.len() > 20)
+                    .map(String::from),
+            );
+        }
+    }
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    let mut record = |what: &str, o: std::process::Output| {
+        outputs.push((format!("{what} stdout"), stdout(&o)));
+        outputs.push((format!("{what} stderr"), stderr(&o)));
+    };
+    record("render", capstan(&["render", "."], &repo));
+    record("render -o", capstan(&["render", ".", "-o", "out"], &repo));
+    record(
+        "seal",
+        capstan(&["secrets", "seal", "-i", ids, "clusters/lab-f"], &repo),
+    );
+    record(
+        "rekey",
+        capstan(&["secrets", "rekey", "-i", ids, "clusters/lab-g"], &repo),
+    );
+    record(
+        "validate",
+        capstan(&["validate", "--crds", "out", "out/lab-f"], &repo),
+    );
+    let other = repo.join("other.txt");
+    use age::secrecy::ExposeSecret;
+    std::fs::write(
+        &other,
+        age::x25519::Identity::generate()
+            .to_string()
+            .expose_secret(),
+    )
+    .unwrap();
+    record(
+        "decrypt with a wrong identity",
+        capstan(
+            &[
+                "secrets",
+                "decrypt",
+                "-i",
+                other.to_str().unwrap(),
+                "clusters/lab-f/secrets/lab-f-talos.yaml",
+            ],
+            &repo,
+        ),
+    );
+    record(
+        "render --decrypt with a wrong identity",
+        capstan(
+            &[
+                "render",
+                "clusters/lab-f",
+                "--decrypt",
+                "-i",
+                other.to_str().unwrap(),
+            ],
+            &repo,
+        ),
+    );
+    let t = repo.join("clusters/lab-f/secrets/lab-f-talos.yaml");
+    let text = std::fs::read_to_string(&t).unwrap();
+    std::fs::write(&t, text.replacen("data:", "data:x", 1)).unwrap();
+    record(
+        "decrypt a tampered file",
+        capstan(
+            &[
+                "secrets",
+                "decrypt",
+                "-i",
+                ids,
+                "clusters/lab-f/secrets/lab-f-talos.yaml",
+            ],
+            &repo,
+        ),
+    );
+    record(
+        "render a tampered file",
+        capstan(&["render", "clusters/lab-f", "--decrypt", "-i", ids], &repo),
+    );
+    for (path, bytes) in snapshot(&repo) {
+        if path.starts_with("testdata/") {
+            continue; // the published test identity
+        }
+        outputs.push((path, String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    for (what, text) in &outputs {
+        for s in &secrets {
+            assert!(
+                !text.contains(s.as_str()),
+                "{what} contains secret material"
+            );
+        }
+    }
+    assert!(outputs.len() > 40, "scanned {} outputs", outputs.len());
+}
