@@ -330,7 +330,8 @@ fn rekey_rewraps_only_the_sops_metadata() {
 
 #[test]
 fn render_refuses_missing_foreign_and_plaintext_secrets() {
-    let cases: Vec<(&str, Box<dyn Fn(&Path)>, &str)> = vec![
+    type Breaker = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Breaker, &str)> = vec![
         (
             "missing",
             Box::new(|d: &Path| std::fs::remove_file(d.join("secrets/lab-f-ca.yaml")).unwrap()),
