@@ -48,9 +48,16 @@ BIN="$ROOT/target/release/capstan"
 
 # ---------------------------------------------------------------- inputs
 gen_repo() { # gen_repo DIR COUNT   (clusters c0001..cCOUNT, variants of examples/.../lab-f)
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "$ROOT" <<'PY'
 import os, sys
-out, n = sys.argv[1], int(sys.argv[2])
+out, n, root = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+# Every cluster gets lab-f's imported secrets (renamed: "-" never occurs in base64 ciphertext,
+# and the sealed files' MAC covers only encrypted values), so render's checks all run.
+ex = os.path.join(root, "examples/gitops/clusters/lab-f")
+ex_yaml = open(os.path.join(ex, "cluster.yaml")).read()
+tail = ex_yaml[ex_yaml.index("  recipients:"):]
+age = open(os.path.join(ex, "secrets.age")).read()
+sealed = {f: open(os.path.join(ex, "secrets", f)).read() for f in ("lab-f-talos.yaml", "lab-f-ca.yaml")}
 width = max(4, len(str(n)))
 for i in range(1, n + 1):
     c = f"c{i:0{width}d}"
@@ -123,7 +130,13 @@ spec:
     kubeadm:
       controlPlaneNodes: [{c}-cp-1, {c}-cp-2, {c}-cp-3]
       etcdMembers: [{c}-cp-1, {c}-cp-2, {c}-cp-3]
-""")
+""" + tail)
+    with open(os.path.join(d, "secrets.age"), "w") as f:
+        f.write(age)
+    os.makedirs(os.path.join(d, "secrets"), exist_ok=True)
+    for name, text in sealed.items():
+        with open(os.path.join(d, "secrets", name.replace("lab-f", c)), "w") as f:
+            f.write(text.replace("lab-f", c))
 PY
 }
 log "generating $N clusters (and $N10 for the linearity check) under $W"

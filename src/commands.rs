@@ -47,29 +47,74 @@ pub fn run(cli: Cli) -> Result<Status> {
     }
 }
 
-/// Render every cluster, in input order (one renderer per templates directory), handing
-/// each result to `sink` right away so that no cluster's objects outlive its turn.
-pub fn render_each(
-    clusters: &[ClusterInput],
+/// Load and render every cluster directory and map each result with `f`, on all cores.
+/// Each worker reads its cluster, renders it and keeps only what `f` returns, so no
+/// cluster's inputs or objects outlive its turn. Results, the first error, and the
+/// duplicate-name check come back in input order: output never depends on scheduling.
+pub fn render_each<T: Send>(
+    dirs: &[PathBuf],
     templates: Option<&PathBuf>,
-    mut sink: impl FnMut(Rendered, Vec<inputs::Digest256>) -> Result<()>,
-) -> Result<()> {
-    let mut renderers: BTreeMap<PathBuf, (Renderer, Vec<inputs::Digest256>)> = BTreeMap::new();
-    for c in clusters {
-        let tdir = templates
+    f: impl Fn(Rendered, Vec<inputs::Digest256>) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let tdir_of = |d: &PathBuf| {
+        templates
             .cloned()
-            .unwrap_or_else(|| c.root.join("templates"));
-        if !renderers.contains_key(&tdir) {
-            let (overrides, digests) = inputs::load_templates(&tdir, &c.root)?;
-            renderers.insert(tdir.clone(), (Renderer::new(&overrides)?, digests));
+            .unwrap_or_else(|| inputs::repo_root(d).join("templates"))
+    };
+    let mut renderers: BTreeMap<PathBuf, (Renderer, Vec<inputs::Digest256>)> = BTreeMap::new();
+    for d in dirs {
+        let tdir = tdir_of(d);
+        if let std::collections::btree_map::Entry::Vacant(slot) = renderers.entry(tdir) {
+            let (overrides, digests) = inputs::load_templates(slot.key(), &inputs::repo_root(d))?;
+            slot.insert((Renderer::new(&overrides)?, digests));
         }
-        let (renderer, tdigests) = &renderers[&tdir];
-        let rendered = build(c, renderer)?;
-        let mut digests = c.digests.clone();
-        digests.extend(tdigests.iter().cloned());
-        sink(rendered, digests)?;
     }
-    Ok(())
+    let one = |d: &PathBuf| -> Result<(String, String, T)> {
+        let c = inputs::load_cluster(d)?;
+        let (renderer, tdigests) = &renderers[&tdir_of(d)];
+        let rendered = build(&c, renderer)?;
+        let mut digests = c.digests;
+        digests.extend(tdigests.iter().cloned());
+        Ok((c.config.metadata.name, c.file, f(rendered, digests)?))
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(dirs.len().max(1));
+    let results: Vec<Result<(String, String, T)>> = if workers <= 1 || dirs.len() < 8 {
+        dirs.iter().map(one).collect()
+    } else {
+        let chunk = dirs.len().div_ceil(workers);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = dirs
+                .chunks(chunk)
+                .map(|part| s.spawn(|| part.iter().map(&one).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| vec![Err(anyhow::anyhow!("a render worker panicked"))])
+                })
+                .collect()
+        })
+    };
+    let mut seen: std::collections::HashMap<String, String> =
+        std::collections::HashMap::with_capacity(results.len());
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        let (name, file, value) = r?;
+        if let Some(first) = seen.get(&name) {
+            return Err(inputs::InputError::DuplicateName {
+                name,
+                first: first.clone(),
+                second: file,
+            }
+            .into());
+        }
+        seen.insert(name, file);
+        out.push(value);
+    }
+    Ok(out)
 }
 
 /// One cluster's objects: the checked sealed Secrets, then the rendered objects, in the
@@ -95,7 +140,7 @@ fn render(args: RenderArgs) -> Result<Status> {
     } else {
         args.dirs
     };
-    let clusters = inputs::load_clusters(&dirs)?;
+    let clusters = inputs::discover_all(&dirs)?;
     let ids = if args.decrypt {
         Some(identities(args.identity.as_deref())?)
     } else {
@@ -104,8 +149,7 @@ fn render(args: RenderArgs) -> Result<Status> {
     match args.output {
         None => {
             // The whole stream is built before anything is printed: a failure prints nothing.
-            let mut text = String::with_capacity(8192 * clusters.len());
-            render_each(&clusters, args.templates.as_ref(), |mut r, _| {
+            let parts = render_each(&clusters, args.templates.as_ref(), |mut r, _| {
                 if let Some(ids) = &ids {
                     for res in &mut r.resources {
                         if let Some(raw) = res.raw.take() {
@@ -115,23 +159,27 @@ fn render(args: RenderArgs) -> Result<Status> {
                         }
                     }
                 }
+                let mut text = String::with_capacity(16384);
                 for res in &r.resources {
                     if !text.is_empty() {
                         text.push_str("---\n");
                     }
                     res.write_yaml(&mut text);
                 }
-                Ok(())
+                Ok(text)
             })?;
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b"---\n")?;
+                }
+                out.write_all(part.as_bytes())?;
+            }
             out.flush()?;
         }
         Some(root) => {
-            let mut bundles = Vec::with_capacity(clusters.len());
-            render_each(&clusters, args.templates.as_ref(), |r, d| {
-                bundles.push(Bundle::build(&r, &d)?);
-                Ok(())
+            let bundles = render_each(&clusters, args.templates.as_ref(), |r, d| {
+                Ok(Bundle::build(&r, &d)?)
             })?;
             let report = bundle::write_all(&root, &bundles)?;
             let mut err = std::io::stderr().lock();

@@ -251,6 +251,15 @@ pub fn read_sealed(dir: &Path, workload: bool) -> Result<Vec<crate::seal::Sealed
     Ok(out)
 }
 
+/// Every cluster directory under the given directories (see [`discover`]), in order.
+pub fn discover_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
+    let mut out = Vec::new();
+    for d in dirs {
+        out.extend(discover(d)?);
+    }
+    Ok(out)
+}
+
 /// Load every cluster under the given directories (see [`discover`]); names must be unique.
 pub fn load_clusters(dirs: &[PathBuf]) -> Result<Vec<ClusterInput>, InputError> {
     let mut out: Vec<ClusterInput> = Vec::new();
