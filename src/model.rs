@@ -349,9 +349,43 @@ impl Phase {
 pub struct Migration {
     /// Current phase.
     pub phase: Phase,
-    /// kubeadm machines still present.
-    #[serde(default)]
+    /// kubeadm machines still present (an empty `kubeadm:` means none).
+    #[serde(default, deserialize_with = "null_as_default")]
     pub kubeadm: KubeadmNodes,
+    /// Image for the migration Jobs (needs `kubectl` ≥ 1.27 and a POSIX `sh`), e.g. a mirror
+    /// of `docker.io/alpine/k8s:1.33.4`. Required while Jobs are rendered (`prepare`,
+    /// `control-plane`); no default, so air-gapped fleets name their own mirror.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_image: Option<String>,
+    /// Hazards the operator has read about in `capstan plan` and accepts; `control-plane`
+    /// requires `etcd-audit`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acknowledge: Vec<Acknowledgement>,
+}
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A hazard an operator acknowledges explicitly.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Acknowledgement {
+    /// The control-plane provider's etcd audit removes every etcd member that is not a
+    /// Cluster API machine once all control-plane machines have a node: the
+    /// TalosControlPlane stays paused until every kubeadm etcd member is removed by hand.
+    EtcdAudit,
+}
+
+impl Migration {
+    /// Whether the kubeadm side still has control-plane nodes or etcd members.
+    pub fn kubeadm_control_plane_present(&self) -> bool {
+        !self.kubeadm.etcd_members.is_empty() || !self.kubeadm.control_plane_nodes.is_empty()
+    }
 }
 
 /// The kubeadm side that still exists.
@@ -757,6 +791,63 @@ impl ClusterConfig {
             v.machine(&format!("{path}.machine"), &pool.machine);
         }
         if let Some(m) = &s.migration {
+            let needs_jobs = matches!(m.phase, Phase::Prepare | Phase::ControlPlane);
+            match (&m.job_image, needs_jobs) {
+                (None, true) => v.push(
+                    "spec.migration.jobImage",
+                    format!(
+                        "required in phase `{}`: an image with `kubectl` (1.27 or later) and a POSIX shell for \
+                         the migration Jobs, e.g. your mirror of `docker.io/alpine/k8s:1.33.4`",
+                        m.phase.as_str()
+                    ),
+                ),
+                (Some(i), _) => v.non_empty("spec.migration.jobImage", i),
+                (None, false) => {}
+            }
+            match m.phase {
+                Phase::Prepare => {}
+                Phase::ControlPlane => {
+                    if !m.acknowledge.contains(&Acknowledgement::EtcdAudit) {
+                        v.push(
+                            "spec.migration.acknowledge",
+                            "phase `control-plane` requires `etcd-audit`: the TalosControlPlane is paused as soon as \
+                             its machines exist and must stay paused until every kubeadm etcd member is removed, or \
+                             the provider's etcd audit removes them all at once (read `capstan plan`)"
+                                .into(),
+                        );
+                    }
+                    if m.kubeadm.etcd_members.is_empty() {
+                        v.push(
+                            "spec.migration.kubeadm.etcdMembers",
+                            "phase `control-plane` needs the kubeadm etcd member names (`etcdctl member list`); \
+                             when none is left, move on to phase `workers`"
+                                .into(),
+                        );
+                    }
+                }
+                Phase::Workers | Phase::Complete => {
+                    if m.kubeadm_control_plane_present() {
+                        v.push(
+                            "spec.migration.kubeadm",
+                            format!(
+                                "phase `{}` unpauses the TalosControlPlane, and its etcd audit would force-remove \
+                                 every etcd member that is not a Talos machine: remove the kubeadm control-plane \
+                                 nodes and etcd members first (see `capstan plan`), then empty \
+                                 `controlPlaneNodes` and `etcdMembers`",
+                                m.phase.as_str()
+                            ),
+                        );
+                    }
+                    if m.phase == Phase::Complete && !m.kubeadm.worker_nodes.is_empty() {
+                        v.push(
+                            "spec.migration.kubeadm.workerNodes",
+                            "phase `complete` means no kubeadm node is left: drain and remove the remaining \
+                             kubeadm workers first"
+                                .into(),
+                        );
+                    }
+                }
+            }
             for (field, names) in [
                 ("controlPlaneNodes", &m.kubeadm.control_plane_nodes),
                 ("etcdMembers", &m.kubeadm.etcd_members),

@@ -13,7 +13,8 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
 /// Kinds whose spec is immutable and whose names therefore carry a content hash.
-pub const IMMUTABLE_KINDS: &[&str] = &["VSphereMachineTemplate", "TalosConfigTemplate"];
+/// (A Job's pod template is immutable too.)
+pub const IMMUTABLE_KINDS: &[&str] = &["VSphereMachineTemplate", "TalosConfigTemplate", "Job"];
 
 /// Hex characters of the spec digest appended to names.
 pub const HASH_LEN: usize = 10;

@@ -31,6 +31,22 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../templates/talos/worker-patch.yaml"),
     ),
     (
+        "migration/rbac.yaml",
+        include_str!("../templates/migration/rbac.yaml"),
+    ),
+    (
+        "migration/pod.yaml",
+        include_str!("../templates/migration/pod.yaml"),
+    ),
+    (
+        "migration/bootstrapped-job.yaml",
+        include_str!("../templates/migration/bootstrapped-job.yaml"),
+    ),
+    (
+        "migration/scale-job.yaml",
+        include_str!("../templates/migration/scale-job.yaml"),
+    ),
+    (
         "v1beta1/cluster.yaml",
         include_str!("../templates/v1beta1/cluster.yaml"),
     ),
@@ -140,6 +156,14 @@ pub enum RenderError {
         first: String,
         /// Where the second came from.
         second: String,
+    },
+    /// The rendered objects lack a migration interlock.
+    #[error("{file}: migration interlock: {message}")]
+    Interlock {
+        /// The cluster file.
+        file: String,
+        /// What is missing and why it matters.
+        message: String,
     },
     /// The migration phase does not allow what `cluster.yaml` asks for.
     #[error("{file}: spec.migration.phase: {message}")]
@@ -343,8 +367,21 @@ impl Renderer {
             self.render_objects(&t("machinedeployment.yaml"), &ctx, &mut out)?;
         }
 
+        match config.spec.migration.as_ref().map(|m| m.phase) {
+            Some(Phase::Prepare) => {
+                self.render_objects("migration/rbac.yaml", &ctx, &mut out)?;
+                self.render_objects("migration/bootstrapped-job.yaml", &ctx, &mut out)?;
+            }
+            Some(Phase::ControlPlane) => {
+                self.render_objects("migration/rbac.yaml", &ctx, &mut out)?;
+                self.render_objects("migration/scale-job.yaml", &ctx, &mut out)?;
+            }
+            _ => {}
+        }
+
         names::apply(&mut out);
         resource::sort(&mut out);
+        check_interlocks(file, config, &out)?;
         let mut seen: HashSet<ResId> = HashSet::with_capacity(out.len());
         for (i, r) in out.iter().enumerate() {
             let id = r.id();
@@ -371,6 +408,69 @@ impl Renderer {
     }
 }
 
+/// The migration interlocks, checked on the final objects (so a template override cannot
+/// remove them): while kubeadm still runs the control plane, a TalosControlPlane with
+/// replicas > 0 must be paused and come with the one-shot scale Job (which refuses unless
+/// `status.bootstrapped` is true); in `prepare` it must have 0 replicas and come with the
+/// bootstrapped-status Job; and no worker pool scales before the control plane is done.
+fn check_interlocks(
+    file: &str,
+    config: &ClusterConfig,
+    out: &[Resource],
+) -> Result<(), RenderError> {
+    let Some(m) = &config.spec.migration else {
+        return Ok(());
+    };
+    let fail = |message: String| {
+        Err(RenderError::Interlock {
+            file: file.into(),
+            message,
+        })
+    };
+    let job = |prefix: &str| {
+        let prefix = format!("{}-capstan-migration-{prefix}", config.metadata.name);
+        out.iter()
+            .any(|r| r.kind() == "Job" && r.name().starts_with(&prefix))
+    };
+    for r in out {
+        let replicas = r
+            .value
+            .pointer("/spec/replicas")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        match (r.kind(), m.phase) {
+            ("TalosControlPlane", Phase::Prepare) => {
+                if replicas > 0 {
+                    return fail(format!("{} has replicas {replicas} in phase `prepare`: no Talos control-plane machine may exist before status.bootstrapped is set", r.name()));
+                }
+                if !job("bootstrapped") {
+                    return fail("phase `prepare` needs the bootstrapped-status Job (template migration/bootstrapped-job.yaml)".into());
+                }
+            }
+            ("TalosControlPlane", Phase::ControlPlane) if replicas > 0 => {
+                let paused = r
+                    .value
+                    .pointer("/metadata/annotations/cluster.x-k8s.io~1paused")
+                    .and_then(Value::as_str);
+                if paused != Some("true") {
+                    return fail(format!(
+                        "{} has replicas {replicas} while kubeadm etcd members remain but is not paused (`cluster.x-k8s.io/paused: \"true\"`): the provider's etcd audit would remove every kubeadm member",
+                        r.name()
+                    ));
+                }
+                if !job("scale-control-plane") {
+                    return fail("phase `control-plane` needs the scale Job (template migration/scale-job.yaml) that refuses unless status.bootstrapped is true".into());
+                }
+            }
+            ("MachineDeployment", Phase::Prepare | Phase::ControlPlane) if replicas > 0 => {
+                return fail(format!("{} has replicas {replicas}: worker pools scale only in phase `workers`, after the control plane", r.name()));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn template_error(name: &str, origin: &str, e: &minijinja::Error) -> RenderError {
     let mut message = e.kind().to_string();
     if let Some(detail) = e.detail() {
@@ -389,6 +489,7 @@ fn template_error(name: &str, origin: &str, e: &minijinja::Error) -> RenderError
 struct Plan {
     names: Names,
     cp_replicas: u32,
+    cp_paused: bool,
     pools: Vec<Value>,
 }
 
@@ -401,24 +502,17 @@ impl Plan {
     fn new(file: &str, config: &ClusterConfig) -> Result<Plan, RenderError> {
         let name = &config.metadata.name;
         let declared_cp = config.spec.control_plane.as_ref().map_or(0, |c| c.replicas);
-        // Until the migration interlocks (bootstrapped-status mechanism, etcd-audit guard) are
-        // rendered, only the phases without Talos machines, or after kubeadm is gone, are safe.
-        let scale = match config.spec.migration.as_ref().map(|m| m.phase) {
-            None | Some(Phase::Complete) => true,
-            Some(Phase::Prepare) => false,
-            Some(p @ (Phase::ControlPlane | Phase::Workers)) => {
-                return Err(RenderError::Phase {
-                    file: file.into(),
-                    message: format!(
-                        "phase `{}` would create Talos machines next to the kubeadm control plane, and this \
-                         capstan does not yet render the interlocks that make that safe (the \
-                         `status.bootstrapped` mechanism and the etcd-audit guard); keep the phase at \
-                         `prepare` (every replica count rendered as 0)",
-                        p.as_str()
-                    ),
-                })
-            }
+        // Replica counts per migration phase (see `capstan plan` for the reasoning):
+        // prepare: nothing scales; control-plane: the control plane gets its replicas but is
+        // rendered paused (the scale Job unpauses it only while it has no machine); workers
+        // and complete: everything as declared.
+        let phase = config.spec.migration.as_ref().map(|m| m.phase);
+        let (cp_scale, workers_scale, cp_paused) = match phase {
+            None | Some(Phase::Complete) | Some(Phase::Workers) => (true, true, false),
+            Some(Phase::Prepare) => (false, false, false),
+            Some(Phase::ControlPlane) => (true, false, true),
         };
+        let _ = file;
         let pools = config
             .spec
             .workers
@@ -427,7 +521,7 @@ impl Plan {
                 let base = format!("{name}-{}", p.name);
                 json!({
                     "name": p.name,
-                    "replicas": if scale { p.replicas } else { 0 },
+                    "replicas": if workers_scale { p.replicas } else { 0 },
                     "machineDeployment": base,
                     "machineTemplate": base,
                     "configTemplate": base,
@@ -439,7 +533,8 @@ impl Plan {
                 control_plane: format!("{name}-cp"),
                 control_plane_machine_template: format!("{name}-cp"),
             },
-            cp_replicas: if scale { declared_cp } else { 0 },
+            cp_replicas: if cp_scale { declared_cp } else { 0 },
+            cp_paused,
             pools,
         })
     }
@@ -495,6 +590,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "cluster": name,
             "vsphereCluster": name,
             "controlPlane": plan.names.control_plane,
+            "migration": format!("{name}-capstan-migration"),
         },
         "talos": {"version": s.versions.talos, "controlPlanePatch": Value::Null, "workerPatch": Value::Null},
         "kubernetes": {"version": s.versions.kubernetes},
@@ -509,9 +605,10 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         "vsphere": vsphere,
         "controlPlane": {
             "replicas": plan.cp_replicas,
+            "paused": plan.cp_paused,
             "machineTemplate": plan.names.control_plane_machine_template,
         },
-        "migration": s.migration.as_ref().map(|m| json!({"phase": m.phase.as_str()})),
+        "migration": s.migration.as_ref().map(|m| json!({"phase": m.phase.as_str(), "jobImage": m.job_image})),
         "machine": Value::Null,
         "pool": Value::Null,
         "flavourIsV1beta1": s.flavour == Flavour::V1beta1,
@@ -643,24 +740,136 @@ mod tests {
     }
 
     #[test]
-    fn prepare_phase_renders_zero_replicas_and_later_phases_are_refused() {
+    fn phases_set_replicas_pause_and_jobs() {
         let r = Renderer::new(&[]).unwrap();
-        let prep = MINIMAL.to_string() + POOLS + "  migration:\n    phase: prepare\n";
-        let out = r.render("c", &config(&prep)).unwrap();
-        for x in &out.resources {
-            if let Some(n) = x.value.pointer("/spec/replicas") {
-                assert_eq!(n, 0, "{}", x.kind());
-            }
-        }
-        let e = r
-            .render(
+        let base = MINIMAL.to_string()
+            + POOLS
+            + "  migration:\n    phase: PHASE\n    jobImage: mirror/alpine/k8s:1.33.4\n    acknowledge: [etcd-audit]\n    kubeadm:\n      etcdMembers: [ETCD]\n";
+        let render = |phase: &str, etcd: &str| {
+            r.render(
                 "c",
-                &config(&prep.replace("phase: prepare", "phase: control-plane")),
+                &config(&base.replace("PHASE", phase).replace("[ETCD]", etcd)),
             )
-            .unwrap_err();
+        };
+        let summary = |out: &Rendered| -> Vec<String> {
+            out.resources
+                .iter()
+                .map(|x| {
+                    let reps = x
+                        .value
+                        .pointer("/spec/replicas")
+                        .map(|v| format!(" replicas={v}"))
+                        .unwrap_or_default();
+                    let paused = x
+                        .value
+                        .pointer("/metadata/annotations/cluster.x-k8s.io~1paused")
+                        .map(|v| format!(" paused={v}"))
+                        .unwrap_or_default();
+                    let name = if x.kind() == "Job" {
+                        x.name().rsplit_once('-').unwrap().0.to_string()
+                    } else {
+                        x.name().to_string()
+                    };
+                    format!("{} {name}{reps}{paused}", x.kind())
+                })
+                .filter(|l| {
+                    !l.starts_with("VSphere")
+                        && !l.starts_with("TalosConfig")
+                        && !l.starts_with("Cluster ")
+                })
+                .collect()
+        };
+        assert_eq!(
+            summary(&render("prepare", "[cp-1]").unwrap()),
+            [
+                "ServiceAccount lab-f-capstan-migration",
+                "Role lab-f-capstan-migration",
+                "RoleBinding lab-f-capstan-migration",
+                "TalosControlPlane lab-f-cp replicas=0",
+                "MachineDeployment lab-f-general replicas=0",
+                "Job lab-f-capstan-migration-bootstrapped"
+            ]
+        );
+        assert_eq!(
+            summary(&render("control-plane", "[cp-1]").unwrap()),
+            [
+                "ServiceAccount lab-f-capstan-migration",
+                "Role lab-f-capstan-migration",
+                "RoleBinding lab-f-capstan-migration",
+                "TalosControlPlane lab-f-cp replicas=3 paused=\"true\"",
+                "MachineDeployment lab-f-general replicas=0",
+                "Job lab-f-capstan-migration-scale-control-plane"
+            ]
+        );
+        assert_eq!(
+            summary(&render("workers", "[]").unwrap()),
+            [
+                "TalosControlPlane lab-f-cp replicas=3",
+                "MachineDeployment lab-f-general replicas=3"
+            ]
+        );
+        // Unsafe states are refused with the reason.
+        let e = render("workers", "[cp-1]").unwrap_err().to_string();
         assert!(
-            e.to_string()
-                .contains("spec.migration.phase: phase `control-plane`"),
+            e.contains("spec.migration.kubeadm: phase `workers` unpauses the TalosControlPlane"),
+            "{e}"
+        );
+        let e = render("control-plane", "[]").unwrap_err().to_string();
+        assert!(e.contains("spec.migration.kubeadm.etcdMembers: phase `control-plane` needs the kubeadm etcd member names"), "{e}");
+        let no_ack = base
+            .replace("    acknowledge: [etcd-audit]\n", "")
+            .replace("PHASE", "control-plane")
+            .replace("[ETCD]", "[cp-1]");
+        let e = r.render("c", &config(&no_ack)).unwrap_err().to_string();
+        assert!(
+            e.contains("spec.migration.acknowledge: phase `control-plane` requires `etcd-audit`"),
+            "{e}"
+        );
+        let no_image = base
+            .replace("    jobImage: mirror/alpine/k8s:1.33.4\n", "")
+            .replace("PHASE", "prepare")
+            .replace("[ETCD]", "[cp-1]");
+        let e = r.render("c", &config(&no_image)).unwrap_err().to_string();
+        assert!(
+            e.contains("spec.migration.jobImage: required in phase `prepare`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn interlocks_survive_template_overrides() {
+        let base = MINIMAL.to_string()
+            + "  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit]\n    kubeadm:\n      etcdMembers: [cp-1]\n";
+        // An override that drops the pause annotation is refused.
+        let builtin = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == "v1beta1/taloscontrolplane.yaml")
+            .unwrap()
+            .1;
+        let o = TemplateOverride {
+            name: "v1beta1/taloscontrolplane.yaml".into(),
+            origin: "templates/v1beta1/taloscontrolplane.yaml".into(),
+            source: builtin.replace("{% if controlPlane.paused %}", "{% if false %}"),
+        };
+        let e = Renderer::new(&[o])
+            .unwrap()
+            .render("c", &config(&base))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("migration interlock: lab-f-cp has replicas 3 while kubeadm etcd members remain but is not paused"), "{e}");
+        // An override that empties the scale Job is refused.
+        let o = TemplateOverride {
+            name: "migration/scale-job.yaml".into(),
+            origin: "t".into(),
+            source: String::new(),
+        };
+        let e = Renderer::new(&[o])
+            .unwrap()
+            .render("c", &config(&base))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("phase `control-plane` needs the scale Job"),
             "{e}"
         );
     }

@@ -48,7 +48,7 @@ fn output_is_byte_identical_across_runs_and_directories() {
     let (sa, sb) = (snapshot(&a), snapshot(&b));
     assert_eq!(
         sa.len(),
-        2 * 2 + 12 + 9,
+        2 * 2 + 16 + 9,
         "files: {:?}",
         sa.iter().map(|f| &f.0).collect::<Vec<_>>()
     );
@@ -94,9 +94,9 @@ fn bundle_files_match_the_stream_in_kustomization_order() {
         .lines()
         .filter_map(|l| l.strip_prefix("- "))
         .collect();
-    assert_eq!(files.len(), 12);
+    assert_eq!(files.len(), 16);
     assert!(
-        files[0].starts_with("secret-lab-f-") && files[1].starts_with("secret-lab-f-"),
+        files[3].starts_with("secret-lab-f-") && files[4].starts_with("secret-lab-f-"),
         "{files:?}"
     );
     let joined: Vec<String> = files
@@ -341,12 +341,22 @@ fn error_duplicate_cluster_names() {
 }
 
 #[test]
-fn unsafe_migration_phase_is_refused() {
+fn unsafe_migration_phases_are_refused_with_the_reason() {
     let (_t, repo) = prepared_repo();
     edit(&repo, "lab-f", "phase: prepare", "phase: control-plane");
     let err = render_fails(&repo, &["clusters/lab-f"]);
     assert!(
-        err.contains("spec.migration.phase: phase `control-plane`"),
+        err.contains("spec.migration.acknowledge: phase `control-plane` requires `etcd-audit`"),
+        "{err}"
+    );
+    edit(&repo, "lab-f", "phase: control-plane", "phase: workers");
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("spec.migration.kubeadm: phase `workers` unpauses the TalosControlPlane"),
+        "{err}"
+    );
+    assert!(
+        err.contains("etcd audit would force-remove every etcd member"),
         "{err}"
     );
 }

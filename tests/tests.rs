@@ -10,3 +10,5 @@ mod validate;
 mod import;
 // Sealed secrets: seal, render passthrough and refusals, rekey, decrypt, leak scan.
 mod secrets;
+// The migration phases: the Jobs' shell scripts run against a simulated control plane.
+mod migration;
