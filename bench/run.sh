@@ -127,6 +127,7 @@ spec:
       diskGiB: 60
   migration:
     phase: prepare
+    jobImage: registry.example.internal/mirror/alpine/k8s:1.33.4
     kubeadm:
       controlPlaneNodes: [{c}-cp-1, {c}-cp-2, {c}-cp-3]
       etcdMembers: [{c}-cp-1, {c}-cp-2, {c}-cp-3]
@@ -142,7 +143,8 @@ PY
 log "generating $N clusters (and $N10 for the linearity check) under $W"
 gen_repo "$W/repo" "$N"
 gen_repo "$W/repo10" "$N10"
-ONE=$(cd "$W/repo/clusters" && ls | head -1)
+first=("$W/repo/clusters"/*)   # a glob, not `ls | head` (SIGPIPE under pipefail)
+ONE=$(basename "${first[0]}")
 ONE_DIR="$W/repo/clusters/$ONE"
 
 # ---------------------------------------------------------------- sanity (fail loudly before timing)

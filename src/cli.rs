@@ -23,6 +23,9 @@ pub enum Command {
     Render(RenderArgs),
     /// Validate objects strictly against CRD schemas (unknown fields are errors).
     Validate(ValidateArgs),
+    /// Print the migration runbook for the cluster's current phase (Markdown): what the bundle
+    /// does when synced, the commands around it, what to verify, how to roll back, and why.
+    Plan(PlanArgs),
     /// Import an existing cluster's PKI and settings.
     #[command(subcommand)]
     Import(ImportCommand),
@@ -153,6 +156,14 @@ pub struct RenderArgs {
     /// age identity file for `--decrypt` (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
     #[arg(long, short = 'i', value_name = "FILE", requires = "decrypt")]
     pub identity: Option<PathBuf>,
+}
+
+/// Arguments of `capstan plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The cluster directory (holding `cluster.yaml`).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
 }
 
 /// Arguments of `capstan validate`.

@@ -40,6 +40,13 @@ pub fn run(cli: Cli) -> Result<Status> {
     match cli.command {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),
+        Command::Plan(args) => {
+            let c = inputs::load_cluster(&args.dir)?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(crate::plan::runbook(&c.config).as_bytes())?;
+            out.flush()?;
+            Ok(Status::Success)
+        }
         Command::Import(ImportCommand::Kubeadm(args)) => import_kubeadm(*args),
         Command::Secrets(SecretsCommand::Decrypt(args)) => decrypt(args),
         Command::Secrets(SecretsCommand::Seal(args)) => seal(args),

@@ -17,6 +17,7 @@ pub mod kubeadm;
 pub mod model;
 pub mod names;
 pub mod pki;
+pub mod plan;
 pub mod render;
 pub mod resource;
 pub mod schema;

@@ -248,5 +248,11 @@ fn golden_per_phase() {
         let o = capstan(&["render", "clusters/lab-f"], &repo);
         assert_eq!(o.status.code(), Some(0), "{phase}: {}", stderr(&o));
         assert_golden(&format!("phase-{phase}-lab-f.yaml"), &stdout(&o));
+        let o = capstan(&["plan", "clusters/lab-f"], &repo);
+        assert_eq!(o.status.code(), Some(0), "{phase}: {}", stderr(&o));
+        assert_golden(&format!("plan-{phase}-lab-f.md"), &stdout(&o));
     }
+    let o = capstan(&["plan", "clusters/nope"], &root());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("clusters/nope"), "{}", stderr(&o));
 }
