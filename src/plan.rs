@@ -215,7 +215,7 @@ mod tests {
         assert!(prepare.starts_with("# Runbook: `lab-f`, phase `prepare`"));
         assert!(prepare.contains("status.bootstrapped=true") && prepare.contains("**0 replicas**"));
         assert!(
-            prepare.contains("too many learner member in cluster") == false,
+            !prepare.contains("too many learner member in cluster"),
             "Talos 1.10 runs etcd 3.5"
         );
         let cp = runbook(&cfg("  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit]\n    kubeadm:\n      etcdMembers: [cp-1]\n      controlPlaneNodes: [cp-1]\n"));
