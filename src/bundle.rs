@@ -263,71 +263,98 @@ fn same_content(dir: &Path, bundle: &Bundle) -> bool {
         .all(|(f, c)| std::fs::read(dir.join(f)).is_ok_and(|b| b == c.as_bytes()))
 }
 
-/// Write every bundle under `root`, all-or-nothing per cluster directory; every target is
-/// checked for foreign files before anything is written.
-pub fn write_all(root: &Path, bundles: &[Bundle]) -> Result<Vec<(String, Outcome)>, BundleError> {
-    std::fs::create_dir_all(root).map_err(io(root))?;
-    let mut plans: Vec<(PathBuf, bool)> = Vec::with_capacity(bundles.len());
-    for b in bundles {
-        let dir = root.join(&b.name);
-        let exists = match previous_files(&dir)? {
-            None => false,
-            Some(listed) => {
-                let foreign = foreign_entries(&dir, &listed)?;
-                if !foreign.is_empty() {
-                    return Err(BundleError::Foreign {
-                        dir: dir.display().to_string(),
-                        files: foreign,
-                    });
-                }
-                true
+/// A cluster directory written beside its target and not yet swapped in. Dropping it
+/// without [`commit`] removes it: a failed render leaves no trace.
+pub struct Staged {
+    name: String,
+    dir: PathBuf,
+    exists: bool,
+    tmp: Option<tempfile::TempDir>,
+}
+
+/// Check a cluster's target directory (refusing files capstan did not write) and write the
+/// bundle into a hidden staging directory beside it. Nothing visible changes until
+/// [`commit`]. Safe to call from several threads for different clusters.
+pub fn stage(root: &Path, bundle: &Bundle) -> Result<Staged, BundleError> {
+    let dir = root.join(&bundle.name);
+    let exists = match previous_files(&dir)? {
+        None => false,
+        Some(listed) => {
+            let foreign = foreign_entries(&dir, &listed)?;
+            if !foreign.is_empty() {
+                return Err(BundleError::Foreign {
+                    dir: dir.display().to_string(),
+                    files: foreign,
+                });
             }
-        };
-        plans.push((dir, exists));
+            true
+        }
+    };
+    if exists && same_content(&dir, bundle) {
+        return Ok(Staged {
+            name: bundle.name.clone(),
+            dir,
+            exists,
+            tmp: None,
+        });
     }
-    let pid = std::process::id();
-    let mut report = Vec::with_capacity(bundles.len());
-    for (b, (dir, exists)) in bundles.iter().zip(plans) {
-        if exists && same_content(&dir, b) {
-            report.push((b.name.clone(), Outcome::Unchanged));
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{}.capstan-new-", bundle.name))
+        .tempdir_in(root)
+        .map_err(io(root))?;
+    for (f, c) in &bundle.files {
+        let p = tmp.path().join(f);
+        std::fs::write(&p, c).map_err(io(&p))?;
+    }
+    Ok(Staged {
+        name: bundle.name.clone(),
+        dir,
+        exists,
+        tmp: Some(tmp),
+    })
+}
+
+/// Swap every staged directory into place (a rename each; the previous directory is
+/// renamed away first and removed after), in order.
+pub fn commit(staged: Vec<Staged>) -> Result<Vec<(String, Outcome)>, BundleError> {
+    let mut report = Vec::with_capacity(staged.len());
+    for s in staged {
+        let Some(tmp) = s.tmp else {
+            report.push((s.name, Outcome::Unchanged));
             continue;
-        }
-        let tmp = root.join(format!(".{}.capstan-new-{pid}", b.name));
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
-        }
-        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
-        let written = (|| {
-            for (f, c) in &b.files {
-                let p = tmp.join(f);
-                std::fs::write(&p, c).map_err(io(&p))?;
-            }
-            Ok::<(), BundleError>(())
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(e);
-        }
-        if exists {
-            let old = root.join(format!(".{}.capstan-old-{pid}", b.name));
-            std::fs::rename(&dir, &old).map_err(io(&dir))?;
-            if let Err(e) = std::fs::rename(&tmp, &dir) {
-                // Put the previous output back.
-                let _ = std::fs::rename(&old, &dir);
-                let _ = std::fs::remove_dir_all(&tmp);
+        };
+        let tmp_path = tmp.keep();
+        if s.exists {
+            let old =
+                tmp_path.with_file_name(format!(".{}.capstan-old-{}", s.name, std::process::id()));
+            std::fs::rename(&s.dir, &old).map_err(io(&s.dir))?;
+            if let Err(e) = std::fs::rename(&tmp_path, &s.dir) {
+                let _ = std::fs::rename(&old, &s.dir);
+                let _ = std::fs::remove_dir_all(&tmp_path);
                 return Err(BundleError::Io {
-                    path: dir.display().to_string(),
+                    path: s.dir.display().to_string(),
                     source: e,
                 });
             }
             std::fs::remove_dir_all(&old).map_err(io(&old))?;
-            report.push((b.name.clone(), Outcome::Updated));
+            report.push((s.name, Outcome::Updated));
         } else {
-            std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
-            report.push((b.name.clone(), Outcome::Created));
+            std::fs::rename(&tmp_path, &s.dir).map_err(io(&s.dir))?;
+            report.push((s.name, Outcome::Created));
         }
     }
     Ok(report)
+}
+
+/// Write every bundle under `root`: stage all (every target checked for foreign files,
+/// nothing visible changed), then commit all.
+pub fn write_all(root: &Path, bundles: &[Bundle]) -> Result<Vec<(String, Outcome)>, BundleError> {
+    std::fs::create_dir_all(root).map_err(io(root))?;
+    let staged = bundles
+        .iter()
+        .map(|b| stage(root, b))
+        .collect::<Result<Vec<_>, _>>()?;
+    commit(staged)
 }
 
 #[cfg(test)]

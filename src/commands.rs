@@ -185,10 +185,14 @@ fn render(args: RenderArgs) -> Result<Status> {
             out.flush()?;
         }
         Some(root) => {
-            let bundles = render_each(&clusters, args.templates.as_ref(), |r, d| {
-                Ok(Bundle::build(&r, &d)?)
+            // Each worker writes its cluster into a staging directory as soon as it is
+            // rendered; the directories are swapped in only once every cluster succeeded.
+            std::fs::create_dir_all(&root)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?;
+            let staged = render_each(&clusters, args.templates.as_ref(), |r, d| {
+                Ok(bundle::stage(&root, &Bundle::build(&r, &d)?)?)
             })?;
-            let report = bundle::write_all(&root, &bundles)?;
+            let report = bundle::commit(staged)?;
             let mut err = std::io::stderr().lock();
             for (name, outcome) in report {
                 let what = match outcome {
