@@ -32,6 +32,12 @@ pub enum Command {
     /// Work with encrypted secrets.
     #[command(subcommand)]
     Secrets(SecretsCommand),
+    /// Explain an error message seen during a migration: its cause, the `capstan check`
+    /// finding that catches it beforehand, and the fix. Paste a log line as it is (prefixes,
+    /// timestamps and escaped quotes are fine) or pipe a whole log with `-`.
+    ///
+    /// Exit codes: 0 something matched, 1 nothing matched, 2 error.
+    Explain(ExplainArgs),
 }
 
 /// Environment variable naming an age identity file (capstan's own).
@@ -164,6 +170,26 @@ pub struct PlanArgs {
     /// The cluster directory (holding `cluster.yaml`).
     #[arg(value_name = "CLUSTER_DIR")]
     pub dir: PathBuf,
+}
+
+/// Arguments of `capstan explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
+    pub format: ExplainFormat,
+    /// The message (the words are joined with spaces); `-` reads stdin, e.g. a whole log.
+    #[arg(value_name = "TEXT", required = true)]
+    pub text: Vec<String>,
+}
+
+/// Output formats of `capstan explain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainFormat {
+    /// For people: per match the title, cause, the finding that catches it, and the fix.
+    Text,
+    /// A JSON list of objects, one per match.
+    Json,
 }
 
 /// Arguments of `capstan validate`.

@@ -4,8 +4,8 @@
 
 use crate::bundle::{self, Bundle, Outcome};
 use crate::cli::{
-    Cli, ClusterSecretsArgs, Command, DecryptArgs, ImportCommand, ImportKubeadmArgs, RenderArgs,
-    SecretsCommand, ValidateArgs,
+    Cli, ClusterSecretsArgs, Command, DecryptArgs, ExplainArgs, ExplainFormat, ImportCommand,
+    ImportKubeadmArgs, RenderArgs, SecretsCommand, ValidateArgs,
 };
 use crate::inputs::{self, ClusterInput};
 use crate::render::{Rendered, Renderer};
@@ -51,6 +51,7 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Secrets(SecretsCommand::Decrypt(args)) => decrypt(args),
         Command::Secrets(SecretsCommand::Seal(args)) => seal(args),
         Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
+        Command::Explain(args) => explain(args),
     }
 }
 
@@ -571,6 +572,90 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
         let mut out = std::io::stdout().lock();
         out.write_all(imported.bootstrap_secret.as_bytes())?;
         out.flush()?;
+    }
+    Ok(Status::Success)
+}
+
+fn explain(args: ExplainArgs) -> Result<Status> {
+    let from_stdin = args.text.len() == 1 && args.text[0] == "-";
+    let text = if from_stdin {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)?;
+        String::from_utf8_lossy(&bytes).into_owned()
+    } else {
+        anyhow::ensure!(
+            !args.text.iter().any(|w| w == "-"),
+            "`-` (stdin) cannot be mixed with text"
+        );
+        args.text.join(" ")
+    };
+    let matches = crate::explain::explain(&text);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match args.format {
+        ExplainFormat::Json => {
+            let list: Vec<serde_json::Value> = matches
+                .iter()
+                .map(|m| {
+                    let e = m.entry;
+                    serde_json::json!({
+                        "id": e.id,
+                        "title": e.title,
+                        "source": e.source,
+                        "cause": e.cause,
+                        "caught_by": e.caught_by,
+                        "fix": e.fix,
+                        "line": m.line,
+                        "occurrences": m.occurrences,
+                    })
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut out, &list)?;
+            writeln!(out)?;
+        }
+        ExplainFormat::Text => {
+            for (i, m) in matches.iter().enumerate() {
+                let e = m.entry;
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                writeln!(out, "{}: {}", e.id, e.title)?;
+                writeln!(out, "  seen in: {}", e.source)?;
+                if from_stdin {
+                    writeln!(
+                        out,
+                        "  matched: line {} ({} line{})",
+                        m.line,
+                        m.occurrences,
+                        if m.occurrences == 1 { "" } else { "s" }
+                    )?;
+                }
+                writeln!(out, "  cause: {}", e.cause)?;
+                if e.caught_by.is_empty() {
+                    writeln!(
+                        out,
+                        "  caught by: no capstan check finding (a runtime condition)"
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "  caught by: capstan check ({})",
+                        e.caught_by.join(", ")
+                    )?;
+                }
+                writeln!(out, "  fix:")?;
+                for step in e.fix {
+                    writeln!(out, "    - {step}")?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    if matches.is_empty() {
+        eprintln!(
+            "capstan explain: no known migration error in the text; paste the whole message as printed \
+             (log prefixes are fine), or pipe the log: `kubectl -n kube-system logs <pod> | capstan explain -`"
+        );
+        return Ok(Status::Findings);
     }
     Ok(Status::Success)
 }

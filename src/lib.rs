@@ -4,13 +4,15 @@
 //! The pipeline (see `ARCHITECTURE.md`): [`inputs`] reads files once, [`model`] parses and
 //! validates `cluster.yaml`, [`render`] turns it into objects (with [`names`] giving immutable
 //! templates content-hash names), [`bundle`] lays them out and is the only writer; [`schema`]
-//! validates objects against CRDs; [`commands`] and `main.rs` are the CLI edge.
+//! validates objects against CRDs; [`explain`] maps error messages seen in the field to
+//! cause, check and fix; [`commands`] and `main.rs` are the CLI edge.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod bundle;
 pub mod cli;
 pub mod commands;
+pub mod explain;
 pub mod import;
 pub mod inputs;
 pub mod kubeadm;

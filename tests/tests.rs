@@ -12,3 +12,5 @@ mod import;
 mod secrets;
 // The migration phases: the Jobs' shell scripts run against a simulated control plane.
 mod migration;
+// `capstan explain`: known migration errors to cause, check finding and fix; exit codes.
+mod explain;

@@ -1,0 +1,1062 @@
+//! `capstan explain`: maps an error message seen during a kubeadm → Talos migration to its
+//! cause, the `capstan check` finding that catches it beforehand, and the fix.
+//!
+//! The knowledge is a static table ([`ENTRIES`]), one [`Entry`] per error string that the
+//! kube-apiserver, etcd, the kubelet, Talos, `talosctl` and the Cluster API Talos providers
+//! (CABPT, CACPPT) print when the two sides of a migration disagree. [`explain`] is pure: it
+//! normalises the text and returns every entry whose message fragments it contains.
+//!
+//! # Matching
+//!
+//! The text is split into logical lines (a line that starts with a blank continues the one
+//! before, so `talosctl`'s `1 error occurred:` / `\t* …` lists and wrapped `kubectl describe`
+//! messages stay together). Each line is normalised: JSON/klog escapes (`\"`, `\\\"`, `\n`,
+//! `\t`) and typographic quotes become plain characters, runs of whitespace become one
+//! space. Patterns are case-insensitive regular expressions searched anywhere in a line, so
+//! klog, JSON (zap/logr) and `talosctl logs` prefixes, timestamps, and the names, IPs and
+//! keys that vary between clusters do not matter. A pattern never spans two logical lines,
+//! so a whole log can be piped in without unrelated lines combining into a false match.
+//!
+//! # Order
+//!
+//! The table order is the priority order: where two entries can match the same line, the
+//! more specific one comes first (the audience mismatch before the `invalid bearer token`
+//! that wraps it, too many learners before `error adding member`). [`explain`] returns
+//! matches in table order.
+//!
+//! # The contract with `capstan check`
+//!
+//! Each entry names the `capstan check` findings (stable ids, [`FINDINGS`]) that report the
+//! condition before the cluster shows the error. `check` must use exactly these ids:
+//!
+//! | finding id | what `check` verifies |
+//! |---|---|
+//! | `service-account-issuer` | the Talos apiservers accept the kubeadm signing issuer and the kubeadm apiservers accept Talos's (several issuers need Talos ≥ 1.13) |
+//! | `service-account-audiences` | each side's `--api-audiences` accepts the audiences of the tokens the other side issues |
+//! | `encryption-key-name` | the provider and key name Talos renders (secretbox `key2`, aescbc `key1`; aescbc is dropped for Talos ≥ 1.3) are the ones kubeadm writes with |
+//! | `encryption-key-value` | the encryption secret carried into the Talos bundle is the kubeadm key, byte for byte |
+//! | `encryption-missing` | both sides encrypt Secrets or neither does (no invented Talos key on a plaintext cluster, no kubeadm key left behind) |
+//! | `etcd-version-skew` | the kubeadm etcd is ≥ v3.5.20 (blocking) and ≥ v3.5.26 (advised) before a Talos ≥ 1.11 (etcd 3.6) member joins |
+//! | `etcd-member-name` | no Talos hostname equals a kubeadm etcd member name |
+//! | `etcd-audit` | the TalosControlPlane (or Cluster) stays paused while kubeadm etcd members exist |
+//! | `bootstrapped-status` | `status.bootstrapped=true` is set on the TalosControlPlane before any Talos control-plane machine exists |
+//! | `bootstrap-token` | the bundle's bootstrap token has a non-expiring `kube-system/bootstrap-token-<id>` Secret |
+//! | `kube-proxy-labels` | the kube-proxy DaemonSet selector carries `tier: node` and `k8s-app: kube-proxy` |
+//! | `ca-intermediate` | the kubeadm CAs are self-signed roots (Talos cannot carry intermediate CAs) |
+//! | `secrets-bundle` | the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI (CAs, service-account key) |
+
+use regex::{Regex, RegexSet, RegexSetBuilder};
+use std::sync::LazyLock;
+
+/// One known error message: how to recognise it and what to do about it.
+#[derive(Debug)]
+pub struct Entry {
+    /// Stable kebab-case id, e.g. `invalid-bearer-token`.
+    pub id: &'static str,
+    /// One-line title.
+    pub title: &'static str,
+    /// Case-insensitive regular expressions over a normalised line; any one identifies the
+    /// entry.
+    pub patterns: &'static [&'static str],
+    /// Regular expressions that veto a match on the same line (another entry owns it).
+    pub unless: &'static [&'static str],
+    /// Where the message is printed.
+    pub source: &'static str,
+    /// Why it happens: what differs between the kubeadm side and Talos.
+    pub cause: &'static str,
+    /// The `capstan check` findings ([`FINDINGS`]) that catch it beforehand; empty for
+    /// runtime conditions no input file shows.
+    pub caught_by: &'static [&'static str],
+    /// The fix, one step per item, with commands (by Talos version where it matters).
+    pub fix: &'static [&'static str],
+}
+
+/// An entry found in a text.
+#[derive(Debug, Clone, Copy)]
+pub struct Match {
+    /// The entry.
+    pub entry: &'static Entry,
+    /// The first input line (1-based) of the first logical line it matched.
+    pub line: usize,
+    /// How many logical lines matched it.
+    pub occurrences: usize,
+}
+
+/// The `capstan check` finding ids entries refer to, with what each verifies (the contract
+/// documented at the top of this module).
+pub const FINDINGS: &[(&str, &str)] = &[
+    ("service-account-issuer", "the Talos apiservers accept the kubeadm signing issuer and the kubeadm apiservers accept Talos's"),
+    ("service-account-audiences", "each side's --api-audiences accepts the audiences of the tokens the other side issues"),
+    ("encryption-key-name", "the provider and key name Talos renders (secretbox key2, aescbc key1) are the ones kubeadm writes with"),
+    ("encryption-key-value", "the encryption secret carried into the Talos bundle is the kubeadm key"),
+    ("encryption-missing", "both sides encrypt Secrets or neither does"),
+    ("etcd-version-skew", "the kubeadm etcd is >= v3.5.20 (>= v3.5.26 advised) before a Talos >= 1.11 member joins"),
+    ("etcd-member-name", "no Talos hostname equals a kubeadm etcd member name"),
+    ("etcd-audit", "the TalosControlPlane stays paused while kubeadm etcd members exist"),
+    ("bootstrapped-status", "status.bootstrapped=true is set before any Talos control-plane machine exists"),
+    ("bootstrap-token", "the bundle's bootstrap token has a non-expiring bootstrap-token-<id> Secret"),
+    ("kube-proxy-labels", "the kube-proxy DaemonSet selector carries tier: node and k8s-app: kube-proxy"),
+    ("ca-intermediate", "the kubeadm CAs are self-signed roots"),
+    ("secrets-bundle", "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
+];
+
+/// `etcdctl` run inside a kubeadm etcd static pod, with the kubeadm client certificate.
+macro_rules! etcdctl {
+    ($rest:literal) => {
+        concat!(
+            "kubectl -n kube-system exec etcd-<kubeadm-node> -- etcdctl --endpoints https://127.0.0.1:2379 ",
+            "--cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/etcd/server.crt ",
+            "--key /etc/kubernetes/pki/etcd/server.key ",
+            $rest
+        )
+    };
+}
+
+/// Restarting one kubeadm kube-apiserver static pod (the kubelet recreates it).
+const RESTART_KUBEADM_APISERVER: &str = "restart one kubeadm apiserver at a time: `mv /etc/kubernetes/manifests/kube-apiserver.yaml /root/ && sleep 20 && mv /root/kube-apiserver.yaml /etc/kubernetes/manifests/` (a changed manifest restarts it by itself; a changed EncryptionConfiguration does not)";
+
+/// Every known error message, most specific first (see the module documentation).
+pub static ENTRIES: &[Entry] = &[
+    // ---- §8.1 service-account tokens -------------------------------------------------
+    Entry {
+        id: "service-account-key-mismatch",
+        title: "Service-account token signed with a key this apiserver does not have",
+        patterns: &[r"error in cryptographic primitive"],
+        unless: &[],
+        source: "kube-apiserver log (`authentication.go`, `Unable to authenticate the request`), usually inside `[invalid bearer token, …]`",
+        cause: "The token's issuer is accepted but its signature does not verify: the Talos apiservers sign with `certs.k8sserviceaccount.key` from the Talos secrets bundle, the kubeadm apiservers with `/etc/kubernetes/pki/sa.key`. They differ when the bundle was generated fresh (plain `talosctl gen secrets`, or CABPT creating `<cluster>-talos` because the imported Secret was not there first) instead of imported from the kubeadm PKI.",
+        caught_by: &["secrets-bundle"],
+        fix: &[
+            "import the kubeadm key into the bundle: `capstan import kubeadm --pki /etc/kubernetes/pki …` (or `talosctl gen secrets --from-kubernetes-pki /etc/kubernetes/pki`), which carries `sa.key` as `certs.k8sserviceaccount.key`",
+            "with Cluster API, apply the sealed `<cluster>-talos` Secret before any TalosConfig is reconciled; if CABPT already generated one, replace it and re-create the Talos machines that booted with it",
+            "compare the public keys: `openssl rsa -in /etc/kubernetes/pki/sa.key -pubout | sha256sum` on a kubeadm node against the key in the bundle (`capstan secrets decrypt clusters/<name>/secrets.age`)",
+        ],
+    },
+    Entry {
+        id: "token-audience-mismatch",
+        title: "Service-account token audience not accepted (issuer accepted)",
+        patterns: &[r"token audiences .*?is invalid for the target audiences"],
+        unless: &[],
+        source: "kube-apiserver log (`authentication.go`), often joined as `[invalid bearer token, token audiences … is invalid for the target audiences …]`",
+        cause: "The apiserver knows the token's issuer but not its audience. Talos sets `--api-audiences` to its control-plane endpoint (`https://<endpoint>:6443`); kubeadm sets none, so its audience is its first `--service-account-issuer` (`https://kubernetes.default.svc.<dnsDomain>`). Tokens issued by one side carry that side's audience. Typical after the Talos guide's step 8 (new first issuer on kubeadm): kubeadm's implicit audience moves to the new issuer and every older token fails.",
+        caught_by: &["service-account-audiences"],
+        fix: &[
+            "accept both audiences on both sides (the two URLs below are examples; use your endpoint and dnsDomain)",
+            "kubeadm: add `--api-audiences=https://kubernetes.default.svc.cluster.local,https://<endpoint>:6443` to `/etc/kubernetes/manifests/kube-apiserver.yaml` on every control-plane node (and to `apiServer.extraArgs` in the kubeadm ClusterConfiguration, so upgrades keep it)",
+            "Talos (every version): `cluster.apiServer.extraArgs.api-audiences: \"https://kubernetes.default.svc.cluster.local,https://<endpoint>:6443\"` (a comma-separated string); in capstan list both in `spec.serviceAccount.audiences` and re-render",
+            "Talos 1.14 multi-document config: `KubeServiceAccountConfig` `accepted.audiences: [both URLs]`",
+            "restart pods still failing so the kubelet requests fresh projected tokens",
+        ],
+    },
+    Entry {
+        id: "invalid-bearer-token",
+        title: "Bearer token rejected: service-account issuer mismatch between kubeadm and Talos",
+        patterns: &[r"invalid bearer token"],
+        unless: &[],
+        source: "kube-apiserver log: `\"Unable to authenticate the request\" err=\"invalid bearer token\"` (`authentication.go`)",
+        cause: "No authenticator accepted the token; an unknown `iss` makes the service-account authenticator skip it silently, so during a migration this is usually the issuer mismatch. Talos sets `--service-account-issuer` to `cluster.controlPlane.endpoint` (`https://<endpoint>:6443`), kubeadm to `https://kubernetes.default.svc.<dnsDomain>`. Tokens issued by one side are rejected by the other, so pods fail intermittently depending on which apiserver answers. If the message also names audiences or a cryptographic primitive, see those entries.",
+        caught_by: &["service-account-issuer"],
+        fix: &[
+            "see which issuer a token carries: `kubectl create token default | cut -d. -f2 | base64 -d 2>/dev/null; echo` and compare `iss`/`aud` with `kubectl -n kube-system get pod kube-apiserver-<node> -o yaml | grep -e service-account-issuer -e api-audiences` on a kubeadm and on a Talos node",
+            "any Talos version, no kubeadm change: make Talos keep the kubeadm issuer: `cluster.apiServer.extraArgs: {service-account-issuer: https://kubernetes.default.svc.cluster.local, api-audiences: https://kubernetes.default.svc.cluster.local}`; in capstan `spec.serviceAccount.issuers: [https://kubernetes.default.svc.<dnsDomain>]` (and the same audience), then re-render",
+            "Talos >= 1.13: accept both, kubeadm's first (the first one signs): `service-account-issuer: [https://kubernetes.default.svc.cluster.local, https://<endpoint>:6443]` and `api-audiences: \"https://kubernetes.default.svc.cluster.local,https://<endpoint>:6443\"`; Talos 1.14 multi-document config: `KubeServiceAccountConfig` `issuer.issuerURL` plus `accepted.issuers`/`accepted.audiences`",
+            "the Talos guide's way (kubeadm change): on every kubeadm apiserver add `--service-account-issuer=https://<endpoint>:6443` before the existing one and set `--api-audiences` to both URLs, one node at a time; without the audiences, old tokens fail with `token audiences … is invalid`",
+        ],
+    },
+    // ---- §8.2 encryption at rest ----------------------------------------------------
+    Entry {
+        id: "encryption-wrong-key",
+        title: "Secret encrypted with a different key under the same provider and key name",
+        patterns: &[r"output array was not large enough for encryption"],
+        unless: &[],
+        source: "kube-apiserver log: `\"failed to decrypt data\" err=\"output array was not large enough for encryption\"` (`transformer.go`, secretbox provider)",
+        cause: "The stored value carries the same provider and key name (Talos: secretbox `key2`) as this apiserver's key, but the secret differs, so secretbox cannot open it. `talosctl gen secrets --from-kubernetes-pki` always invents a new secretbox key; unless the kubeadm key is carried over, the Talos apiservers write Secrets the kubeadm ones cannot read, and the reverse.",
+        caught_by: &["encryption-key-value"],
+        fix: &[
+            "carry the kubeadm key over: `capstan import kubeadm --encryption-config <the file kube-apiserver's --encryption-provider-config names>`; with talosctl, set `cluster.secretboxEncryptionSecret` to the kubeadm `key2` secret",
+            "compare: the `secret:` of the secretbox key in the kubeadm EncryptionConfiguration against `talosctl -n <talos-cp> get machineconfig -o yaml | grep -i encryptionsecret`",
+            "Secrets already written with the wrong key (their paths are in the log, `/registry/secrets/<ns>/<name>`) can be read only with that key: add it as a second secretbox key on the kubeadm apiservers, restart them, rewrite the Secrets (`kubectl get secrets -A -o json | kubectl replace -f -`), then remove it; or delete and recreate those Secrets",
+        ],
+    },
+    Entry {
+        id: "encryption-short-data",
+        title: "Stored Secret too short for its encryption provider",
+        patterns: &[r"the stored data was shorter than the required size"],
+        unless: &[],
+        source: "kube-apiserver log: `\"failed to decrypt data\" err=\"the stored data was shorter than the required size\"` (secretbox/aescbc provider)",
+        cause: "The value in etcd has this apiserver's provider prefix and key name but is shorter than a nonce/IV, so it was not written by this key: a value written by something else under the same prefix, truncated, or restored from elsewhere. During a migration it goes with a key mismatch between the kubeadm and Talos apiservers.",
+        caught_by: &["encryption-key-value"],
+        fix: &[
+            "make both sides use the same key under the same name (see `encryption-wrong-key`: `capstan import kubeadm --encryption-config …`)",
+            concat!("find the object from the log (`/registry/secrets/<ns>/<name>`) and look at its prefix: ", etcdctl!("get /registry/secrets/<ns>/<name> --print-value-only"), " `| head -c 64 | od -c`"),
+            "recreate it: `kubectl -n <ns> delete secret <name>`, then re-apply it from its source",
+        ],
+    },
+    Entry {
+        id: "encryption-no-matching-prefix",
+        title: "Secret encrypted with a provider or key name this apiserver does not know",
+        patterns: &[r"no matching prefix found"],
+        unless: &[],
+        source: "kube-apiserver log: `unable to transform key \"/registry/secrets/<ns>/<name>\": no matching prefix found`, usually inside `failed to list *core.Secret` (`storage/cacher.go`, `reflector.go`)",
+        cause: "Every encrypted value starts with `k8s:enc:<provider>:v1:<key name>:`; the reader has no key with that provider and name. Talos hard-codes the names: secretbox `key2`, aescbc `key1` (and drops an aescbc-only bundle for Talos >= 1.3). A kubeadm key named anything else (for example `key0`), or a Talos key the kubeadm config lacks, cannot be read by the other side.",
+        caught_by: &["encryption-key-name", "encryption-missing"],
+        fix: &[
+            "Talos (<= 1.13) cannot rename its key (`encryption-provider-config` is a denied extra arg), so rename on the kubeadm side and re-encrypt before any Talos node joins",
+            "on every kubeadm control plane add a secretbox key `key2` (with the secret the Talos bundle will carry) as the second key of the EncryptionConfiguration; restart every apiserver",
+            "make `key2` the first key; restart every apiserver; re-encrypt: `kubectl get secrets -A -o json | kubectl replace -f -`",
+            "remove the old key; restart; then import with `capstan import kubeadm --encryption-config …` (cluster.yaml `spec.encryption: {provider: secretbox, keyName: key2}`)",
+            "Talos 1.14 multi-document config: a `KubeEtcdEncryptionConfig` document can hold the kubeadm providers as they are",
+            RESTART_KUBEADM_APISERVER,
+        ],
+    },
+    Entry {
+        id: "encryption-identity-reads-encrypted",
+        title: "Apiserver without encryption reads a Secret Talos encrypted",
+        patterns: &[r"identity transformer tried to read encrypted data"],
+        unless: &[],
+        source: "kube-apiserver log: `unable to transform key \"/registry/secrets/…\": identity transformer tried to read encrypted data`",
+        cause: "This apiserver has no EncryptionConfiguration (or `identity` first without the key), but the value starts with `k8s:enc:`: a Talos apiserver wrote it encrypted. `talosctl gen secrets --from-kubernetes-pki` (and the generated config) always adds a secretbox key, so Talos encrypts a cluster kubeadm never encrypted.",
+        caught_by: &["encryption-missing"],
+        fix: &[
+            "kubeadm not encrypting: run Talos without encryption: remove `cluster.secretboxEncryptionSecret` (Talos guide step 7; 1.14: remove the `KubeEtcdEncryptionConfig` document); in capstan `spec.encryption.provider: none`, re-render",
+            "then rewrite the Secrets Talos already encrypted (their paths are in the log) through an apiserver that still has the key, or delete and recreate them",
+            "or, to keep encryption: give every kubeadm apiserver an EncryptionConfiguration with `identity` first and the Talos secretbox `key2` second, restart them, then plan the switch to encrypting everywhere",
+        ],
+    },
+    Entry {
+        id: "encryption-illegal-base64",
+        title: "Older apiserver without encryption reads a Secret Talos encrypted",
+        patterns: &[r"illegal base64 data at input byte"],
+        unless: &[r"secrets bundle", r"talosconfig"],
+        source: "kube-apiserver log of older releases (v1.25 in siderolabs/talos#7475): `failed to list *core.Secret: illegal base64 data at input byte 3`",
+        cause: "Same as `identity transformer tried to read encrypted data` on newer apiservers: this apiserver has no encryption config and decodes the `k8s:enc:…` value a Talos apiserver wrote as plain data. Talos encrypts because `talosctl gen secrets` added a secretbox key the kubeadm cluster does not use.",
+        caught_by: &["encryption-missing"],
+        fix: &[
+            "remove `cluster.secretboxEncryptionSecret` from the Talos config when kubeadm does not encrypt (capstan: `spec.encryption.provider: none`, re-render), or give the kubeadm apiservers the same key",
+            "rewrite or recreate the Secrets the Talos apiservers already wrote encrypted",
+        ],
+    },
+    Entry {
+        id: "encryption-config-conflict",
+        title: "Talos 1.14: encryption set both in v1alpha1 and in KubeEtcdEncryptionConfig",
+        patterns: &[r"etcd encryption config is already set in v1alpha1 config"],
+        unless: &[],
+        source: "Talos 1.14 machine-config validation",
+        cause: "A `KubeEtcdEncryptionConfig` document replaces the fixed template, so it conflicts with `cluster.secretboxEncryptionSecret`/`cluster.aescbcEncryptionSecret` in the v1alpha1 document.",
+        caught_by: &["encryption-key-name"],
+        fix: &[
+            "keep one: delete `cluster.secretboxEncryptionSecret` and `cluster.aescbcEncryptionSecret` from the v1alpha1 document when using `KubeEtcdEncryptionConfig`, or drop the document",
+        ],
+    },
+    // ---- §8.5 denied extra args ------------------------------------------------------
+    Entry {
+        id: "extra-arg-encryption-provider-config",
+        title: "Talos does not let `encryption-provider-config` be overridden",
+        patterns: &[r#"extra arg "?encryption-provider-config"? is not allowed"#],
+        unless: &[],
+        source: "Talos (argsbuilder) when rendering the kube-apiserver static pod",
+        cause: "Talos (<= 1.13) renders its own EncryptionConfiguration from `cluster.secretboxEncryptionSecret` (key `key2`) and `cluster.aescbcEncryptionSecret` (key `key1`); the flag cannot point at the kubeadm file.",
+        caught_by: &["encryption-key-name"],
+        fix: &[
+            "remove `encryption-provider-config` from `cluster.apiServer.extraArgs`",
+            "carry the kubeadm key as `cluster.secretboxEncryptionSecret`, named `key2` on the kubeadm side (rename and re-encrypt first if it is not; see `encryption-no-matching-prefix`)",
+            "Talos 1.14: put the kubeadm providers in a `KubeEtcdEncryptionConfig` document instead",
+        ],
+    },
+    Entry {
+        id: "extra-arg-ca-files",
+        title: "Talos manages the apiserver/controller-manager CA flags",
+        patterns: &[
+            r#"extra arg "?(cluster-signing-cert-file|cluster-signing-key-file|root-ca-file|client-ca-file)"? is not allowed"#,
+        ],
+        unless: &[],
+        source: "Talos (argsbuilder) when rendering a control-plane static pod",
+        cause: "Talos uses one root CA per cluster (`cluster.ca`) for signing and as root CA; these flags point at it and cannot be overridden. A kubeadm PKI whose `ca.crt` is an intermediate CA cannot be carried over this way.",
+        caught_by: &["ca-intermediate"],
+        fix: &[
+            "remove the flag from `cluster.apiServer.extraArgs` / `cluster.controllerManager.extraArgs`",
+            "check the kubeadm CA is self-signed: `openssl x509 -noout -subject -issuer -in /etc/kubernetes/pki/ca.crt` (subject = issuer); with an intermediate CA the certificates must be regenerated from a root before migrating",
+        ],
+    },
+    Entry {
+        id: "extra-arg-service-account-keys",
+        title: "Talos manages the service-account key flags",
+        patterns: &[
+            r#"extra arg "?(service-account-key-file|service-account-signing-key-file)"? is not allowed"#,
+        ],
+        unless: &[],
+        source: "Talos (argsbuilder) when rendering the kube-apiserver static pod",
+        cause: "Talos writes the service-account key from `cluster.serviceAccount.key` (the bundle's `certs.k8sserviceaccount.key`) and points both flags at it.",
+        caught_by: &["secrets-bundle"],
+        fix: &[
+            "remove the flag; carry the kubeadm `sa.key` in the bundle instead (`capstan import kubeadm --pki …`, or `talosctl gen secrets --from-kubernetes-pki`)",
+        ],
+    },
+    Entry {
+        id: "extra-arg-not-allowed",
+        title: "Talos refuses an extra argument it manages itself",
+        patterns: &[r#"extra arg "?[a-z0-9-]+"? is not allowed"#],
+        unless: &[],
+        source: "Talos (argsbuilder) when rendering a control-plane static pod from `cluster.*.extraArgs`",
+        cause: "Some flags are owned by Talos (merge policy denied): among them `encryption-provider-config`, `service-account-key-file`, `service-account-signing-key-file`, and the CA files. Copying a kubeadm manifest's flags into `extraArgs` hits them.",
+        caught_by: &[],
+        fix: &[
+            "remove the named flag from `cluster.apiServer.extraArgs` (or `controllerManager`/`scheduler`) and use the Talos setting that feeds it (encryption secrets, the bundle's keys and CAs)",
+            "`service-account-issuer` and `api-audiences` are allowed and replace Talos's values (lists from Talos 1.13)",
+        ],
+    },
+    // ---- §8.3 etcd join ----------------------------------------------------------------
+    Entry {
+        id: "etcd-too-many-learners",
+        title: "etcd 3.5 refused a 3.6 learner (etcd version skew)",
+        patterns: &[r"too many learner members? in cluster"],
+        unless: &[],
+        source: "etcd / Talos etcd service log when the joining Talos node is added as a learner",
+        cause: "Talos >= 1.11 runs etcd 3.6 (Talos 1.14: 3.7). A kubeadm etcd 3.5 below v3.5.20 has a learner-promotion bug and refuses; etcd requires >= v3.5.20 and recommends >= v3.5.26 (zombie members) before any 3.6 member joins.",
+        caught_by: &["etcd-version-skew"],
+        fix: &[
+            "see the versions: `kubectl -n kube-system get pods -l component=etcd -o jsonpath='{range .items[*]}{.spec.containers[0].image}{\"\\n\"}{end}'`",
+            "upgrade the kubeadm etcd to >= v3.5.26 first, one member at a time (image in `/etc/kubernetes/manifests/etcd.yaml`), waiting for health in between",
+            "or pin Talos to a 3.5 etcd until the kubeadm members are gone: `cluster.etcd.image: gcr.io/etcd-development/etcd:v3.5.26`",
+            concat!("remove a stuck learner: ", etcdctl!("member list -w table"), ", then `… member remove <hex id>`"),
+        ],
+    },
+    Entry {
+        id: "etcd-add-member-failed",
+        title: "A Talos node could not add itself to the kubeadm etcd",
+        patterns: &[r"error adding member"],
+        unless: &[],
+        source: "Talos etcd service (`talosctl -n <node> logs etcd`, service events)",
+        cause: "Talos joins by calling MemberAddAsLearner on the kubeadm etcd (client port 2379, etcd-CA client certificate). etcd refuses when a learner is already pending (a previous attempt), when 3.5 below v3.5.20 meets a 3.6 learner, when it has no quorum, or when the etcd CA differs from the bundle's.",
+        caught_by: &["etcd-version-skew"],
+        fix: &[
+            "read the rest of the message; `too many learner` is the version skew",
+            concat!("list members and learners: ", etcdctl!("member list -w table"), "; remove stale learners of earlier attempts with `member remove <hex id>`"),
+            "make sure the bundle's `certs.etcd` is the kubeadm `/etc/kubernetes/pki/etcd/ca.crt` (`capstan import kubeadm` records its fingerprint in `spec.provenance`)",
+        ],
+    },
+    Entry {
+        id: "etcd-remove-self-failed",
+        title: "A Talos node tried to remove an etcd member with its own name",
+        patterns: &[r"error removing self from the member list"],
+        unless: &[],
+        source: "Talos etcd service on join",
+        cause: "Before joining, Talos removes any etcd member named like its own hostname (a leftover of itself). If the hostname equals a kubeadm member's name it removes that live kubeadm member; this error means the removal was attempted and failed.",
+        caught_by: &["etcd-member-name"],
+        fix: &[
+            concat!("compare names: ", etcdctl!("member list -w table"), " against the Talos hostnames"),
+            "give Talos machines names no kubeadm member uses (CABPT `hostname.source: MachineName` with a distinct machine name prefix) before booting them",
+        ],
+    },
+    Entry {
+        id: "etcd-member-removed",
+        title: "An etcd member was removed from the cluster",
+        patterns: &[r"the member has been permanently removed from the cluster"],
+        unless: &[],
+        source: "etcd log of the removed member (a kubeadm etcd pod)",
+        cause: "Something removed this member: CACPPT's etcd audit force-removes every member not named after a CP Machine (all kubeadm members) once all Talos CP machines have a NodeRef, and a joining Talos node removes a member named like its hostname.",
+        caught_by: &["etcd-audit", "etcd-member-name"],
+        fix: &[
+            "stop further removals now: `kubectl -n <ns> annotate taloscontrolplane <cluster> cluster.x-k8s.io/paused=true` (in git too, or Argo CD reverts it)",
+            concat!("check quorum: ", etcdctl!("endpoint status --cluster -w table")),
+            "a removed kubeadm member cannot come back as it is: move its etcd manifest away, empty `/var/lib/etcd`, `member add` it again and start it with `--initial-cluster-state=existing`, or finish migrating that node",
+        ],
+    },
+    Entry {
+        id: "etcd-peer-san",
+        title: "etcd rejected a peer whose certificate does not name the address it connects from",
+        patterns: &[
+            r"does not match any of dnsnames",
+            r"rejected connection from .*certificate is valid for",
+        ],
+        unless: &[],
+        source: "etcd log (`rejected connection from \"<ip>:<port>\"`, zap: `\"msg\":\"rejected connection\"`)",
+        cause: "etcd checks that a peer's certificate covers the address the connection comes from. Talos etcd certificates carry the hostname as DNS name and the node addresses as IP SANs; kubeadm's carry the addresses kubeadm knew. A node with several addresses, a VIP or NAT dials from an address its certificate does not list.",
+        caught_by: &[],
+        fix: &[
+            "compare the IP in the message with the SANs: `openssl x509 -noout -ext subjectAltName -in /etc/kubernetes/pki/etcd/peer.crt` (kubeadm)",
+            "Talos: pin etcd to the node network: `cluster.etcd.advertisedSubnets: [<node CIDR>]` (and `listenSubnets`), so the VIP or a second NIC is not used",
+            "kubeadm: add the address to `etcd.local.peerCertSANs`, reissue with `kubeadm init phase certs etcd-peer --config <file>` (after moving the old peer.crt/key away) and restart etcd",
+        ],
+    },
+    Entry {
+        id: "etcd-no-endpoints",
+        title: "A joining Talos node cannot find the existing etcd members",
+        patterns: &[r"no controlplane endpoints discovered yet"],
+        unless: &[],
+        source: "Talos etcd service on a joining control-plane node",
+        cause: "Talos discovers etcd peers from the `default/kubernetes` EndpointSlice (the apiserver IPs), read with its admin credentials through `cluster.controlPlane.endpoint`. Nothing was found: the endpoint is unreachable from the node, the apiservers do not trust Talos's client certificate (a different Kubernetes CA), or the slice is empty.",
+        caught_by: &[],
+        fix: &[
+            "`kubectl -n default get endpointslice -l kubernetes.io/service-name=kubernetes -o wide`",
+            "from the node's network: `curl -k https://<endpoint>:6443/healthz`",
+            "make sure `cluster.ca` is the kubeadm `ca.crt` (an imported bundle; compare fingerprints with `spec.provenance`)",
+        ],
+    },
+    Entry {
+        id: "etcd-waiting-to-join",
+        title: "Talos waits to join etcd: never run `talosctl bootstrap` in a migration",
+        patterns: &[r"etcd is waiting to join the cluster"],
+        unless: &[],
+        source: "Talos console/log on a control-plane node with an empty `/var/lib/etcd`",
+        cause: "Normal for a moment on a joining node. The printed advice (`please run talosctl bootstrap`) is for new clusters: bootstrapping a migrating node starts a new, empty single-member etcd behind the same load balancer. CACPPT does exactly that by itself unless `status.bootstrapped=true` is set on the TalosControlPlane.",
+        caught_by: &["bootstrapped-status"],
+        fix: &[
+            "do not run `talosctl bootstrap`",
+            "make sure `kubectl -n <ns> get tcp <cluster> -o jsonpath='{.status.bootstrapped}'` prints `true`; if not: `kubectl -n <ns> patch tcp <cluster> --subresource=status --type=merge -p '{\"status\":{\"bootstrapped\":true}}'`",
+            "if it persists, `talosctl -n <node> logs etcd` shows why (no endpoints, `error adding member`, certificates)",
+        ],
+    },
+    Entry {
+        id: "talos-bootstrap-refused",
+        title: "Talos refused to bootstrap etcd because the node already has etcd data",
+        patterns: &[r"etcd data directory is not empty"],
+        unless: &[],
+        source: "Talos Bootstrap API (`talosctl bootstrap`, CACPPT)",
+        cause: "Something asked this node to bootstrap a new etcd cluster (usually CACPPT with `status.bootstrapped` false); Talos refused because it already holds etcd data. Good for this node, but a node that has not joined yet would have accepted.",
+        caught_by: &["bootstrapped-status"],
+        fix: &[
+            "set `status.bootstrapped=true` now: `kubectl -n <ns> patch tcp <cluster> --subresource=status --type=merge -p '{\"status\":{\"bootstrapped\":true}}'`",
+        ],
+    },
+    // ---- §8.5 CACPPT -------------------------------------------------------------------
+    Entry {
+        id: "cacppt-bootstrap-retry",
+        title: "CACPPT is trying to bootstrap a new etcd cluster",
+        patterns: &[
+            r"bootstrap failed, retrying in 20 seconds",
+            r"at least one machine should be provided",
+        ],
+        unless: &[],
+        source: "CACPPT (TalosControlPlane controller) log",
+        cause: "`status.bootstrapped` is false, so CACPPT calls the Talos Bootstrap API on the first control-plane Machine unless a machine already has `/var/lib/etcd/member`. With `replicas: 0` it fails harmlessly (`at least one machine should be provided`); the first Talos control-plane machine that has not joined etcd yet would be bootstrapped into a second, empty etcd cluster. Status is a subresource: Argo CD cannot set it from git.",
+        caught_by: &["bootstrapped-status"],
+        fix: &[
+            "before scaling above 0: `kubectl -n <ns> patch tcp <cluster> --subresource=status --type=merge -p '{\"status\":{\"bootstrapped\":true}}'` (kubectl >= 1.24; or a PATCH to the `/status` subresource)",
+            "it is not preserved by `clusterctl move`: set it again after a move",
+            "if a node was bootstrapped already: take it out of the load balancer, reset it (`talosctl -n <node> reset`), and check with `etcdctl member list` that the original members are intact",
+        ],
+    },
+    Entry {
+        id: "cacppt-noderef",
+        title: "CACPPT's etcd audit is waiting: it removes kubeadm etcd members next",
+        patterns: &[r"some cp machines do not have a noderef"],
+        unless: &[],
+        source: "CACPPT `auditEtcd` (every reconcile of an unpaused TalosControlPlane)",
+        cause: "The audit only waits while some control-plane Machine lacks a NodeRef. As soon as all have one it force-removes every etcd member whose name is not a CP Machine's node name: every kubeadm member. It runs before scale-up in the same reconcile.",
+        caught_by: &["etcd-audit"],
+        fix: &[
+            "pause before the NodeRefs appear: `kubectl -n <ns> annotate taloscontrolplane <cluster> cluster.x-k8s.io/paused=true` (or on the Cluster), and keep the pause in git so Argo CD does not revert it",
+            "unpause only when no kubeadm etcd member is left (`etcdctl member list`)",
+        ],
+    },
+    Entry {
+        id: "cacppt-foreign-etcd-member",
+        title: "CACPPT's etcd audit found (and removes) a kubeadm etcd member",
+        patterns: &[r"found etcd member that doesn'?t exist as controlplane machine"],
+        unless: &[],
+        source: "CACPPT `auditEtcd`",
+        cause: "The TalosControlPlane is unpaused and all its machines have NodeRefs, so the audit force-removes members not named after a CP Machine: the kubeadm members. etcd refuses only to remove the last voter.",
+        caught_by: &["etcd-audit"],
+        fix: &[
+            "pause now: `kubectl -n <ns> annotate taloscontrolplane <cluster> cluster.x-k8s.io/paused=true` (and in git)",
+            concat!("check what is left: ", etcdctl!("member list -w table")),
+            "re-add removed kubeadm members (empty data dir, `member add`, `--initial-cluster-state=existing`) or finish migrating those nodes",
+        ],
+    },
+    Entry {
+        id: "cacppt-etcd-member-count",
+        title: "CACPPT's etcd health check counts the kubeadm members",
+        patterns: &[
+            r"expected to have \d+ members?, got \d+",
+            r"error checking etcd health on machine",
+        ],
+        unless: &[],
+        source: "CACPPT `etcdHealthcheck` (condition `EtcdClusterHealthy`)",
+        cause: "CACPPT requires as many etcd members as it owns machines, with identical member lists. While kubeadm members exist the count differs, so the check stays red and scale-down waits. Expected during the migration.",
+        caught_by: &["etcd-audit"],
+        fix: &[
+            "expected while kubeadm members exist; do not unpause the TalosControlPlane to make it green: that runs the etcd audit, which removes the kubeadm members",
+            "it clears once the last kubeadm member is removed (`kubeadm reset` on that node)",
+        ],
+    },
+    // ---- §8.4 bootstrap token -----------------------------------------------------------
+    Entry {
+        id: "kubelet-csr-unauthorized",
+        title: "Kubelet bootstrap token rejected (expired or missing token Secret)",
+        patterns: &[
+            r"cannot create certificate signing request: unauthorized",
+            r"failed while requesting a signed certificate from the control plane.*unauthorized",
+        ],
+        unless: &[],
+        source: "kubelet log (`certificate_manager.go`) on a new Talos node",
+        cause: "Talos kubelets authenticate with `cluster.token` (the bundle's `secrets.bootstraptoken`). The cluster has no matching `kube-system/bootstrap-token-<id>` Secret: a kubeadm token expires after 24 h by default and the token cleaner deletes it, and Talos does not recreate an object it already applied once.",
+        caught_by: &["bootstrap-token"],
+        fix: &[
+            "check: `kubectl -n kube-system get secret bootstrap-token-<id> -o jsonpath='{.data.expiration}'` (no Secret, or a past date, is the problem)",
+            "recreate the same token without expiry on a kubeadm control plane: `kubeadm token create <id>.<secret> --ttl 0`, or apply the Secret capstan sealed (`capstan import kubeadm --print-bootstrap-secret` prints it)",
+        ],
+    },
+    // ---- §9 kube-proxy ---------------------------------------------------------------------
+    Entry {
+        id: "kube-proxy-selector-immutable",
+        title: "kube-proxy DaemonSet selector differs from Talos's",
+        patterns: &[
+            r"kube-proxy.*field is immutable",
+            r"field is immutable.*kube-proxy",
+        ],
+        unless: &[],
+        source: "Talos Kubernetes upgrade (`talosctl upgrade-k8s`) or manifest sync updating `kube-system/kube-proxy`",
+        cause: "Talos manages kube-proxy with the selector `k8s-app: kube-proxy` + `tier: node`; the kubeadm DaemonSet selects only `k8s-app: kube-proxy`, and `spec.selector` is immutable.",
+        caught_by: &["kube-proxy-labels"],
+        fix: &[
+            "export: `kubectl -n kube-system get ds kube-proxy -o yaml > kube-proxy.yaml`; add `tier: node` and `k8s-app: kube-proxy` to `metadata.labels`, `spec.selector.matchLabels` and `spec.template.metadata.labels`; drop `status`, `resourceVersion`, `uid`, `creationTimestamp`",
+            "replace it: `kubectl -n kube-system delete ds kube-proxy && kubectl apply -f kube-proxy.yaml` (service rules already programmed stay in place meanwhile)",
+        ],
+    },
+    // ---- §1.2, §8.5 secrets bundle (talosctl, CABPT) ----------------------------------------
+    Entry {
+        id: "bundle-encryption-secret-required",
+        title: "talosctl wants an encryption secret in the bundle",
+        patterns: &[
+            r"one of \[secrets\.secretboxencryptionsecret, secrets\.aescbcencryptionsecret\] is required",
+        ],
+        unless: &[],
+        source: "`talosctl gen config --with-secrets` (Talos >= 1.11 validates the bundle)",
+        cause: "The bundle has neither `secrets.secretboxencryptionsecret` nor `secrets.aescbcencryptionsecret`, as for a kubeadm cluster that does not encrypt. talosctl >= 1.11 requires exactly one; CABPT does not validate and accepts it.",
+        caught_by: &["encryption-missing"],
+        fix: &[
+            "for talosctl: put any secretbox secret in the bundle for validation, then remove it from the generated config (Talos guide step 7): `talosctl gen config … --with-secrets secrets.yaml --config-patch-control-plane '[{\"op\":\"remove\",\"path\":\"/cluster/secretboxEncryptionSecret\"}]'`",
+            "with capstan and Cluster API: `spec.encryption.provider: none`; the bundle is used by CABPT as is",
+        ],
+    },
+    Entry {
+        id: "bundle-encryption-secret-both",
+        title: "The bundle holds both a secretbox and an aescbc secret",
+        patterns: &[
+            r"only one of \[secrets\.secretboxencryptionsecret, secrets\.aescbcencryptionsecret\] is allowed",
+        ],
+        unless: &[],
+        source: "`talosctl gen config --with-secrets` (Talos >= 1.11)",
+        cause: "Talos takes exactly one encryption secret. For talosVersion >= 1.3 only the secretbox secret is copied into the machine config; an aescbc key is silently dropped.",
+        caught_by: &["encryption-key-name"],
+        fix: &[
+            "keep the one the kubeadm cluster writes with: secretbox `key2` (delete `aescbcencryptionsecret`); an aescbc kubeadm key must be moved to secretbox `key2` and everything re-encrypted first, or patched in as `cluster.aescbcEncryptionSecret` (key `key1`)",
+        ],
+    },
+    Entry {
+        id: "secrets-bundle-invalid",
+        title: "talosctl cannot load or validate the secrets bundle",
+        patterns: &[
+            r"failed to (load|validate) secrets bundle",
+            r"certs\.(etcd|k8s|k8saggregator|k8sserviceaccount|os)(\.key)? is (required|invalid)",
+            r"(cluster\.id|cluster\.secret|secrets\.bootstraptoken|trustdinfo\.token) is required",
+        ],
+        unless: &[],
+        source: "`talosctl gen config --with-secrets` and other talosctl commands reading `secrets.yaml`",
+        cause: "The bundle file is not what Talos expects: a missing field (`cluster.id`, `cluster.secret`, `secrets.bootstraptoken`, `trustdinfo.token`, a CA), a certificate or key that is not base64 of a PEM file, or a key type Talos does not read.",
+        caught_by: &["secrets-bundle"],
+        fix: &[
+            "regenerate it from the kubeadm PKI instead of editing it: `capstan import kubeadm …` (then `capstan secrets decrypt clusters/<name>/secrets.age > secrets.yaml` for talosctl), or `talosctl gen secrets --from-kubernetes-pki <dir> --kubernetes-bootstrap-token <token>`",
+            "every `crt`/`key` value is standard base64 of the whole PEM file; the field named in the message is the one to fix",
+        ],
+    },
+    Entry {
+        id: "talosctl-pki-import-failed",
+        title: "`talosctl gen secrets --from-kubernetes-pki` cannot read the kubeadm PKI",
+        patterns: &[r"failed to create secrets bundle"],
+        unless: &[],
+        source: "`talosctl gen secrets --from-kubernetes-pki DIR`",
+        cause: "It reads exactly `ca.crt`/`ca.key`, `etcd/ca.crt`/`etcd/ca.key`, `front-proxy-ca.crt`/`front-proxy-ca.key` and `sa.key` from DIR; one is missing (an external etcd, an incomplete copy) or DIR is not a directory.",
+        caught_by: &[],
+        fix: &[
+            "copy the whole `/etc/kubernetes/pki` of a kubeadm control-plane node, keeping `etcd/`",
+            "`capstan import kubeadm --pki <dir> …` reads the same files and names the one missing",
+        ],
+    },
+    Entry {
+        id: "cabpt-bundle-missing",
+        title: "CABPT found no secrets bundle yet (it may generate a new one)",
+        patterns: &[r"secrets bundle is missing"],
+        unless: &[],
+        source: "CABPT (TalosConfig controller), writing the talosconfig",
+        cause: "The `<cluster>-talos` Secret (key `bundle`) does not exist yet. CABPT creates it when missing, with new CAs and keys, on the first TalosConfig it renders: machines booted from it cannot join the kubeadm cluster.",
+        caught_by: &["secrets-bundle"],
+        fix: &[
+            "apply the sealed `<cluster>-talos` and `<cluster>-ca` Secrets (decrypted by your SOPS tooling) before any TalosConfig: `kubectl -n <ns> get secret <cluster>-talos <cluster>-ca`",
+            "if CABPT generated its own: replace both Secrets with the imported ones before any machine boots, and delete the bootstrap data of machines that used it",
+        ],
+    },
+    Entry {
+        id: "cabpt-bundle-unmarshal",
+        title: "CABPT cannot parse the `<cluster>-talos` Secret",
+        patterns: &[r"error unmarshal(l)?ing secrets bundle"],
+        unless: &[],
+        source: "CABPT (TalosConfig controller)",
+        cause: "The `bundle` key of `<cluster>-talos` is not a Talos secrets bundle YAML: the wrong key name, base64 applied twice (`stringData` vs `data`), still SOPS ciphertext, or fields with the wrong encoding.",
+        caught_by: &["secrets-bundle"],
+        fix: &[
+            "look at it: `kubectl -n <ns> get secret <cluster>-talos -o jsonpath='{.data.bundle}' | base64 -d | head` must show `cluster:`, `secrets:`, `trustdinfo:`, `certs:`",
+            "re-apply the Secret capstan sealed, decrypted (`capstan render --decrypt` or your SOPS tooling)",
+        ],
+    },
+    Entry {
+        id: "cabpt-none-without-data",
+        title: "TalosConfig with `generateType: none` but no `data`",
+        patterns: &[r"failed to specify config data with none generate type"],
+        unless: &[],
+        source: "CABPT (TalosConfig controller)",
+        cause: "`generateType: none` means \"use `spec.data` as the whole machine config\", and `spec.data` is empty.",
+        caught_by: &[],
+        fix: &[
+            "use `generateType: controlplane` or `worker` (what capstan renders), or put the full machine config in `spec.data`",
+        ],
+    },
+    // ---- PKI -------------------------------------------------------------------------------
+    Entry {
+        id: "x509-unknown-authority",
+        title: "A TLS peer does not trust the other side's CA",
+        patterns: &[r"x509: certificate signed by unknown authority"],
+        unless: &[],
+        source: "any TLS client: kubelet, apiserver, etcd, talosctl, kubectl",
+        cause: "In a migration this means the two sides do not share a CA: the Talos machines run from a bundle that was not imported from the kubeadm PKI (generated fresh, or by CABPT before the imported Secret existed), or the kubeadm CA is an intermediate that Talos uses as a root.",
+        caught_by: &["secrets-bundle", "ca-intermediate"],
+        fix: &[
+            "compare fingerprints: `openssl x509 -noout -fingerprint -sha256 -in /etc/kubernetes/pki/ca.crt` (and `etcd/ca.crt`, `front-proxy-ca.crt`) with `spec.provenance` in cluster.yaml and with `kubectl -n <ns> get secret <cluster>-ca -o jsonpath='{.data.tls\\.crt}' | base64 -d | openssl x509 -noout -fingerprint -sha256`",
+            "check the kubeadm CA is self-signed: `openssl x509 -noout -subject -issuer -in /etc/kubernetes/pki/ca.crt`",
+        ],
+    },
+];
+
+/// The compiled patterns: one set over every entry's patterns, and each entry's vetoes.
+struct Compiled {
+    set: RegexSet,
+    /// Entry index of each pattern in `set`.
+    owner: Vec<usize>,
+    /// Per entry, the compiled `unless` patterns.
+    unless: Vec<Vec<Regex>>,
+}
+
+fn compile(pattern: &str) -> Result<Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern)
+        .case_insensitive(true)
+        .build()
+}
+
+static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
+    let mut owner = Vec::new();
+    let mut sources = Vec::new();
+    for (i, e) in ENTRIES.iter().enumerate() {
+        for p in e.patterns {
+            owner.push(i);
+            sources.push(*p);
+        }
+    }
+    // The patterns are static; `tests::every_pattern_compiles` proves these cannot fail.
+    let set = RegexSetBuilder::new(&sources)
+        .case_insensitive(true)
+        .build()
+        .expect("explain patterns compile");
+    let unless = ENTRIES
+        .iter()
+        .map(|e| {
+            e.unless
+                .iter()
+                .map(|p| compile(p).expect("explain patterns compile"))
+                .collect()
+        })
+        .collect();
+    Compiled { set, owner, unless }
+});
+
+/// Normalise one physical line: escaped and typographic quotes become `"`, the escapes
+/// `\n`/`\t` become spaces, runs of whitespace one space; trimmed.
+fn normalise(line: &str) -> String {
+    /// Append `c`, turning whitespace into one pending space.
+    fn push(out: &mut String, c: char, space: &mut bool) {
+        if c.is_whitespace() {
+            *space = !out.is_empty();
+        } else {
+            if *space {
+                out.push(' ');
+                *space = false;
+            }
+            out.push(c);
+        }
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    let mut space = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                // Skip a run of backslashes; keep what it escapes.
+                while chars.peek() == Some(&'\\') {
+                    chars.next();
+                }
+                match chars.peek() {
+                    Some('"') => {}
+                    Some('n' | 't' | 'r') => {
+                        chars.next();
+                        push(&mut out, ' ', &mut space);
+                    }
+                    _ => push(&mut out, '\\', &mut space),
+                }
+            }
+            '\u{201c}' | '\u{201d}' | '\u{201e}' | '\u{2033}' => push(&mut out, '"', &mut space),
+            '\u{2018}' | '\u{2019}' => push(&mut out, '\'', &mut space),
+            c => push(&mut out, c, &mut space),
+        }
+    }
+    out
+}
+
+/// Split text into logical lines (1-based number of their first line, normalised text).
+/// A line starting with a blank continues the previous one; an empty line ends it.
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut open = false;
+    for (i, raw) in text.lines().enumerate() {
+        let norm = normalise(raw);
+        if norm.is_empty() {
+            open = false;
+            continue;
+        }
+        match out.last_mut() {
+            Some((_, last)) if open && raw.starts_with([' ', '\t']) => {
+                last.push(' ');
+                last.push_str(&norm);
+            }
+            _ => out.push((i + 1, norm)),
+        }
+        open = true;
+    }
+    out
+}
+
+/// Every entry the text matches, in table order (most specific first), with where it was
+/// first seen and on how many logical lines. Empty when nothing is known.
+pub fn explain(text: &str) -> Vec<Match> {
+    let compiled = &*COMPILED;
+    let mut found: Vec<Option<(usize, usize)>> = vec![None; ENTRIES.len()];
+    for (line_no, line) in logical_lines(text) {
+        let mut hit = vec![false; ENTRIES.len()];
+        for p in compiled.set.matches(&line).iter() {
+            hit[compiled.owner[p]] = true;
+        }
+        for (i, h) in hit.into_iter().enumerate() {
+            if !h || compiled.unless[i].iter().any(|r| r.is_match(&line)) {
+                continue;
+            }
+            let slot = found[i].get_or_insert((line_no, 0));
+            slot.1 += 1;
+        }
+    }
+    found
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            f.map(|(line, occurrences)| Match {
+                entry: &ENTRIES[i],
+                line,
+                occurrences,
+            })
+        })
+        .collect()
+}
+
+/// The entry with this id.
+pub fn entry(id: &str) -> Option<&'static Entry> {
+    ENTRIES.iter().find(|e| e.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn ids(text: &str) -> Vec<&'static str> {
+        explain(text).iter().map(|m| m.entry.id).collect()
+    }
+
+    /// One test per error string (realistic pasted log lines), plus the table of all cases
+    /// for the coverage test.
+    macro_rules! cases {
+        ($($name:ident: $text:expr => [$($id:expr),* $(,)?];)*) => {
+            $(
+                #[test]
+                fn $name() {
+                    let want: &[&str] = &[$($id),*];
+                    assert_eq!(ids($text), want, "{}", $text);
+                }
+            )*
+            const CASES: &[(&str, &[&str])] = &[$(($text, &[$($id),*])),*];
+        };
+    }
+
+    cases! {
+        // §8.1
+        invalid_bearer_token:
+            r#"E0601 12:00:00.000000       1 authentication.go:73] "Unable to authenticate the request" err="invalid bearer token""#
+            => ["invalid-bearer-token"];
+        token_audiences_joined_with_invalid_bearer_token:
+            r#"E0601 12:00:01.123456       1 authentication.go:73] "Unable to authenticate the request" err="[invalid bearer token, token audiences [\"https://kubernetes.default.svc.cluster.local\"] is invalid for the target audiences [\"https://10.0.0.10:6443\"]]""#
+            => ["token-audience-mismatch", "invalid-bearer-token"];
+        token_audiences_in_json_log:
+            r#"{"ts":1748779200.1,"caller":"authentication.go:73","msg":"Unable to authenticate the request","err":"token audiences [\\\"https://lb.example.net:6443\\\"] is invalid for the target audiences [\\\"https://kubernetes.default.svc.cluster.local\\\"]"}"#
+            => ["token-audience-mismatch"];
+        service_account_key_mismatch:
+            r#"E0601 12:00:02.000000       1 authentication.go:73] "Unable to authenticate the request" err="[invalid bearer token, square/go-jose: error in cryptographic primitive]""#
+            => ["service-account-key-mismatch", "invalid-bearer-token"];
+        // §8.2
+        output_array_not_large_enough:
+            r#"E0601 12:00:03.000000       1 transformer.go:163] "failed to decrypt data" err="output array was not large enough for encryption""#
+            => ["encryption-wrong-key"];
+        stored_data_shorter:
+            r#"E0601 12:00:04.000000       1 transformer.go:163] "failed to decrypt data" err="the stored data was shorter than the required size""#
+            => ["encryption-short-data"];
+        no_matching_prefix:
+            r#"W0601 12:00:05.000000       1 reflector.go:547] storage/cacher.go:/secrets: failed to list *core.Secret: unable to transform key "/registry/secrets/kube-system/bootstrap-token-abcdef": no matching prefix found"#
+            => ["encryption-no-matching-prefix"];
+        identity_transformer:
+            r#"E0601 12:00:06.000000       1 cacher.go:475] cacher (secrets): unexpected ListAndWatch error: failed to list *core.Secret: unable to transform key "/registry/secrets/default/db-password": identity transformer tried to read encrypted data; reinitializing..."#
+            => ["encryption-identity-reads-encrypted"];
+        illegal_base64_secret_list:
+            r#"E0601 12:00:07.000000       1 reflector.go:138] storage/cacher.go:/secrets: Failed to watch *core.Secret: failed to list *core.Secret: illegal base64 data at input byte 3"#
+            => ["encryption-illegal-base64"];
+        encryption_config_conflict:
+            "error: 1 error occurred:\n\t* etcd encryption config is already set in v1alpha1 config"
+            => ["encryption-config-conflict"];
+        // §8.3
+        no_controlplane_endpoints:
+            "172.20.0.5: user: warning: [2026-06-01T12:00:00.000000000Z]: [talos] service[etcd](Preparing): Failed to run pre stage: no controlplane endpoints discovered yet"
+            => ["etcd-no-endpoints"];
+        error_adding_member:
+            "[talos] service[etcd](Failed): Failed to run pre stage: error adding member: context deadline exceeded"
+            => ["etcd-add-member-failed"];
+        too_many_learners:
+            "[talos] service[etcd](Failed): Failed to run pre stage: error adding member: etcdserver: membership: too many learner member in cluster"
+            => ["etcd-too-many-learners", "etcd-add-member-failed"];
+        error_removing_self:
+            "172.20.0.6: [talos] service[etcd](Failed): Failed to run pre stage: error removing self from the member list: etcdserver: re-configuration failed due to not enough started members"
+            => ["etcd-remove-self-failed"];
+        waiting_to_join:
+            "172.20.0.5: user: warning: [2026-06-01T12:00:00.000Z]: [talos] etcd is waiting to join the cluster, if this node is the first node in the cluster, please run `talosctl bootstrap` against one of the following IPs:"
+            => ["etcd-waiting-to-join"];
+        rejected_connection_dnsnames:
+            r#"2026-06-01 12:00:00.000000 I | embed: rejected connection from "10.0.0.21:40112" (error "tls: \"10.0.0.21\" does not match any of DNSNames [\"talos-cp-1\"]", ServerName "", IPAddresses [], DNSNames ["talos-cp-1"])"#
+            => ["etcd-peer-san"];
+        rejected_connection_zap:
+            r#"{"level":"warn","ts":"2026-06-01T12:00:00.000Z","caller":"embed/config_logging.go:160","msg":"rejected connection","remote-addr":"10.0.0.22:51234","server-name":"","ip-addresses":["10.0.0.9"],"dns-names":["kubeadm-cp-2"],"error":"tls: \"10.0.0.22\" does not match any of DNSNames [\"kubeadm-cp-2\"]"}"#
+            => ["etcd-peer-san"];
+        rejected_connection_ip_sans:
+            r#"rejected connection from "10.0.0.23:40000" (error "x509: certificate is valid for 10.0.0.9, 127.0.0.1, not 10.0.0.23", ServerName "")"#
+            => ["etcd-peer-san"];
+        member_removed:
+            r#"{"level":"warn","ts":"2026-06-01T12:00:00Z","caller":"rafthttp/http.go:500","msg":"request sender was removed","error":"the member has been permanently removed from the cluster"}"#
+            => ["etcd-member-removed"];
+        // §8.4
+        csr_unauthorized:
+            "E0601 12:00:00.000000    2345 certificate_manager.go:562] kubernetes.io/kube-apiserver-client-kubelet: Failed while requesting a signed certificate from the control plane: cannot create certificate signing request: Unauthorized"
+            => ["kubelet-csr-unauthorized"];
+        // §8.5
+        extra_arg_encryption_provider_config:
+            r#"[talos] controller failed {"component": "controller-runtime", "controller": "k8s.ControlPlaneStaticPodController", "error": "error updating static pod: extra arg \"encryption-provider-config\" is not allowed"}"#
+            => ["extra-arg-encryption-provider-config", "extra-arg-not-allowed"];
+        extra_arg_root_ca_file:
+            r#"error: extra arg "root-ca-file" is not allowed"#
+            => ["extra-arg-ca-files", "extra-arg-not-allowed"];
+        extra_arg_sa_key:
+            r#"extra arg "service-account-signing-key-file" is not allowed"#
+            => ["extra-arg-service-account-keys", "extra-arg-not-allowed"];
+        extra_arg_other:
+            r#"extra arg "cloud-provider" is not allowed"#
+            => ["extra-arg-not-allowed"];
+        failed_to_load_bundle:
+            r#"error: failed to load secrets bundle: yaml: line 3: mapping values are not allowed in this context"#
+            => ["secrets-bundle-invalid"];
+        failed_to_validate_bundle_encryption_required:
+            "error: failed to validate secrets bundle: 1 error occurred:\n\t* one of [secrets.secretboxencryptionsecret, secrets.aescbcencryptionsecret] is required\n\n"
+            => ["bundle-encryption-secret-required", "secrets-bundle-invalid"];
+        failed_to_validate_bundle_both:
+            "failed to validate secrets bundle: 1 error occurred:\n  * only one of [secrets.secretboxencryptionsecret, secrets.aescbcencryptionsecret] is allowed"
+            => ["bundle-encryption-secret-both", "secrets-bundle-invalid"];
+        bundle_field_required:
+            "* certs.k8saggregator is required"
+            => ["secrets-bundle-invalid"];
+        failed_to_create_bundle:
+            "error: failed to create secrets bundle: open pki/front-proxy-ca.crt: no such file or directory"
+            => ["talosctl-pki-import-failed"];
+        some_cp_machines_no_noderef:
+            r#"I0601 12:00:00.000000       1 etcd.go:172] "some CP machines do not have a noderef" controller="taloscontrolplane" controllerGroup="controlplane.cluster.x-k8s.io" namespace="lab-f" name="lab-f-cp""#
+            => ["cacppt-noderef"];
+        foreign_etcd_member:
+            r#"{"level":"info","ts":"2026-06-01T12:00:00Z","logger":"controllers.TalosControlPlane","msg":"found etcd member that doesn't exist as controlplane machine","member":"kubeadm-cp-1","cluster":"lab-f"}"#
+            => ["cacppt-foreign-etcd-member"];
+        etcd_member_count:
+            r#"E0601 12:00:00.000000       1 controller.go:324] "Reconciler error" err="error checking etcd health on machine \"lab-f-cp-abcde\": talos-cp-1: expected to have 3 members, got 5" controller="taloscontrolplane""#
+            => ["cacppt-etcd-member-count"];
+        bootstrap_failed_retrying:
+            r#"I0601 12:00:00.000000       1 taloscontrolplane_controller.go:790] "bootstrap failed, retrying in 20 seconds" controller="taloscontrolplane" error="at least one machine should be provided""#
+            => ["cacppt-bootstrap-retry"];
+        talos_bootstrap_refused:
+            "rpc error: code = AlreadyExists desc = etcd data directory is not empty"
+            => ["talos-bootstrap-refused"];
+        cabpt_bundle_missing:
+            r#"E0601 12:00:00.000000       1 controller.go:324] "Reconciler error" err="secrets bundle is missing" controller="talosconfig" namespace="lab-f" name="lab-f-cp-x7k2p""#
+            => ["cabpt-bundle-missing"];
+        cabpt_bundle_unmarshal:
+            r#"E0601 12:00:00.000000       1 controller.go:324] "Reconciler error" err="error unmarshaling secrets bundle: illegal base64 data at input byte 4" controller="talosconfig""#
+            => ["cabpt-bundle-unmarshal"];
+        cabpt_none_without_data:
+            r#"E0601 12:00:00.000000       1 controller.go:324] "Reconciler error" err="failed to specify config data with none generate type" controller="talosconfig""#
+            => ["cabpt-none-without-data"];
+        // §9
+        kube_proxy_selector_immutable:
+            r#"error updating manifests: error updating object kube-system/kube-proxy: DaemonSet.apps "kube-proxy" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"k8s-app":"kube-proxy"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"#
+            => ["kube-proxy-selector-immutable"];
+        x509_unknown_authority:
+            r#"E0601 12:00:00.000000    2345 reflector.go:150] Failed to watch *v1.Node: Get "https://10.0.0.10:6443/api/v1/nodes": tls: failed to verify certificate: x509: certificate signed by unknown authority"#
+            => ["x509-unknown-authority"];
+    }
+
+    #[test]
+    fn every_pattern_compiles() {
+        for e in ENTRIES {
+            for p in e.patterns.iter().chain(e.unless) {
+                assert!(compile(p).is_ok(), "{}: bad pattern {p}", e.id);
+            }
+        }
+        assert!(!COMPILED.set.is_empty());
+    }
+
+    #[test]
+    fn entries_are_well_formed_and_use_only_contract_findings() {
+        let findings: BTreeSet<&str> = FINDINGS.iter().map(|(id, _)| *id).collect();
+        let mut seen = BTreeSet::new();
+        let mut used = BTreeSet::new();
+        for e in ENTRIES {
+            assert!(seen.insert(e.id), "duplicate id {}", e.id);
+            assert!(
+                e.id.split('-').all(|w| !w.is_empty()
+                    && w.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())),
+                "{} is not kebab-case",
+                e.id
+            );
+            assert!(!e.patterns.is_empty() && !e.title.is_empty() && !e.cause.is_empty());
+            assert!(!e.fix.is_empty() && !e.source.is_empty(), "{}", e.id);
+            for f in e.caught_by {
+                assert!(findings.contains(f), "{}: {f} is not in FINDINGS", e.id);
+                used.insert(*f);
+            }
+        }
+        assert_eq!(used, findings, "every contract finding is used by an entry");
+    }
+
+    #[test]
+    fn every_entry_has_a_case_where_it_comes_first() {
+        for e in ENTRIES {
+            assert!(
+                CASES.iter().any(|(_, want)| want.first() == Some(&e.id)),
+                "no test case for {}",
+                e.id
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_matches_unrelated_text() {
+        assert!(explain("").is_empty());
+        assert!(
+            explain("I0601 12:00:00.000000 1 controller.go:100] \"Reconciled\" ok=true").is_empty()
+        );
+        assert!(
+            explain("Unauthorized").is_empty(),
+            "a bare 401 is not the CSR entry"
+        );
+        assert!(
+            explain(r#"The Deployment "web" is invalid: spec.selector: Invalid value: ...: field is immutable"#)
+                .is_empty(),
+            "immutable selectors of other objects are not the kube-proxy entry"
+        );
+    }
+
+    #[test]
+    fn several_matches_come_most_specific_first() {
+        let got = ids(
+            r#"err="[invalid bearer token, token audiences [\"a\"] is invalid for the target audiences [\"b\"], square/go-jose: error in cryptographic primitive]""#,
+        );
+        assert_eq!(
+            got,
+            [
+                "service-account-key-mismatch",
+                "token-audience-mismatch",
+                "invalid-bearer-token"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_whole_log_reports_each_entry_once_with_first_line_and_count() {
+        let log = "\
+I0601 starting kube-apiserver
+E0601 12:00:00.0 1 authentication.go:73] \"Unable to authenticate the request\" err=\"invalid bearer token\"
+E0601 12:00:01.0 1 transformer.go:163] \"failed to decrypt data\" err=\"output array was not large enough for encryption\"
+E0601 12:00:02.0 1 authentication.go:73] \"Unable to authenticate the request\" err=\"invalid bearer token\"
+";
+        let got = explain(log);
+        let summary: Vec<(&str, usize, usize)> = got
+            .iter()
+            .map(|m| (m.entry.id, m.line, m.occurrences))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("invalid-bearer-token", 2, 2),
+                ("encryption-wrong-key", 3, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn patterns_stay_within_a_logical_line() {
+        // `kube-proxy` and `field is immutable` on different log lines are unrelated.
+        let log = "I0601 synced kube-proxy\nE0601 Deployment \"web\": spec.selector: field is immutable\n";
+        assert!(explain(log).is_empty());
+        // An indented continuation belongs to the line before.
+        let wrapped = "DaemonSet.apps \"kube-proxy\" is invalid: spec.selector:\n    Invalid value: ...: field is immutable";
+        assert_eq!(ids(wrapped), ["kube-proxy-selector-immutable"]);
+    }
+
+    #[test]
+    fn normalisation_handles_case_whitespace_and_quotes() {
+        assert_eq!(ids("INVALID   BEARER\tTOKEN"), ["invalid-bearer-token"]);
+        assert_eq!(
+            ids("extra arg \u{201c}encryption-provider-config\u{201d} is not allowed"),
+            [
+                "extra-arg-encryption-provider-config",
+                "extra-arg-not-allowed"
+            ]
+        );
+        assert_eq!(normalise(r#"a \\\"b\\\"  \n c"#), r#"a "b" c"#);
+        assert_eq!(normalise(r"C:\dir"), r"C:\dir");
+    }
+
+    #[test]
+    fn bundle_base64_errors_are_not_encryption_errors() {
+        assert_eq!(
+            ids("error: failed to load secrets bundle: illegal base64 data at input byte 0"),
+            ["secrets-bundle-invalid"]
+        );
+    }
+
+    #[test]
+    fn entry_lookup() {
+        assert_eq!(
+            entry("invalid-bearer-token").map(|e| e.id),
+            Some("invalid-bearer-token")
+        );
+        assert!(entry("nope").is_none());
+    }
+}
