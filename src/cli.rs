@@ -26,6 +26,10 @@ pub enum Command {
     /// Print the migration runbook for the cluster's current phase (Markdown): what the bundle
     /// does when synced, the commands around it, what to verify, how to roll back, and why.
     Plan(PlanArgs),
+    /// Compare the kubeadm cluster with what the Talos nodes will run ("config matching"):
+    /// every comparison is reported, passing ones too, each failure with the error the
+    /// cluster would show and the fix. Exit 0 without blocking findings, 1 with, 2 on error.
+    Check(Box<CheckArgs>),
     /// Import an existing cluster's PKI and settings.
     #[command(subcommand)]
     Import(ImportCommand),
@@ -204,4 +208,49 @@ pub struct ValidateArgs {
     /// Also fail on kinds no CRD describes (built-in kinds such as Secret are always skipped).
     #[arg(long)]
     pub strict_kinds: bool,
+}
+
+/// Report formats of `capstan check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    /// Grouped, human-readable (coloured on a terminal unless NO_COLOR is set).
+    Text,
+    /// One JSON document: counts and every finding.
+    Json,
+}
+
+/// Arguments of `capstan check`. Every input but the cluster directory is optional; each
+/// one given enables more comparisons (those not made are listed as not checked).
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The cluster directory (holding `cluster.yaml`, and `secrets.age` for --identity).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
+    /// The kubeadm kube-apiserver static pod manifest: issuers, audiences, encryption, service CIDR, version.
+    #[arg(long, value_name = "FILE")]
+    pub apiserver_manifest: Option<PathBuf>,
+    /// The kubeadm ClusterConfiguration (or the kubeadm-config ConfigMap): CIDRs, DNS domain, endpoint, versions.
+    #[arg(long, value_name = "FILE")]
+    pub kubeadm_config: Option<PathBuf>,
+    /// The kubeadm EncryptionConfiguration: provider order and key names (and the key, with --identity).
+    #[arg(long, value_name = "FILE")]
+    pub encryption_config: Option<PathBuf>,
+    /// The kubeadm PKI directory (`/etc/kubernetes/pki` layout): CA shape and expiry.
+    #[arg(long, value_name = "DIR")]
+    pub pki: Option<PathBuf>,
+    /// The kubeadm apiserver serving certificate (`pki/apiserver.crt`): does it cover the endpoint?
+    #[arg(long, value_name = "FILE")]
+    pub apiserver_cert: Option<PathBuf>,
+    /// The kube-proxy DaemonSet (`kubectl -n kube-system get ds kube-proxy -o yaml`): its labels.
+    #[arg(long, value_name = "FILE")]
+    pub kube_proxy: Option<PathBuf>,
+    /// The etcd version the kubeadm cluster runs (`etcdctl version`), e.g. `3.5.15`.
+    #[arg(long, value_name = "VERSION")]
+    pub etcd_version: Option<String>,
+    /// age identity file: opens `secrets.age` to compare the encryption key and bootstrap token (values are never shown).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// Report format.
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    pub format: CheckFormat,
 }

@@ -4,8 +4,8 @@
 
 use crate::bundle::{self, Bundle, Outcome};
 use crate::cli::{
-    Cli, ClusterSecretsArgs, Command, DecryptArgs, ExplainArgs, ExplainFormat, ImportCommand,
-    ImportKubeadmArgs, RenderArgs, SecretsCommand, ValidateArgs,
+    CheckArgs, CheckFormat, Cli, ClusterSecretsArgs, Command, DecryptArgs, ExplainArgs,
+    ExplainFormat, ImportCommand, ImportKubeadmArgs, RenderArgs, SecretsCommand, ValidateArgs,
 };
 use crate::inputs::{self, ClusterInput};
 use crate::render::{Rendered, Renderer};
@@ -47,6 +47,7 @@ pub fn run(cli: Cli) -> Result<Status> {
             out.flush()?;
             Ok(Status::Success)
         }
+        Command::Check(args) => check(*args),
         Command::Import(ImportCommand::Kubeadm(args)) => import_kubeadm(*args),
         Command::Secrets(SecretsCommand::Decrypt(args)) => decrypt(args),
         Command::Secrets(SecretsCommand::Seal(args)) => seal(args),
@@ -658,4 +659,100 @@ fn explain(args: ExplainArgs) -> Result<Status> {
         return Ok(Status::Findings);
     }
     Ok(Status::Success)
+}
+
+fn check(args: CheckArgs) -> Result<Status> {
+    use crate::check::{self, CheckInputs, Input};
+    use crate::kubeadm;
+    use std::io::IsTerminal;
+    let c = inputs::load_cluster(&args.dir)?;
+    let now = std::time::SystemTime::now();
+    let mut ci = CheckInputs::new(c.config.clone(), &c.file, now);
+    if let Some(p) = &args.apiserver_manifest {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_apiserver_manifest(&f.label, &f.bytes)?;
+        ci.apiserver = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.kubeadm_config {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_cluster_configuration(&f.label, &f.bytes)?;
+        ci.cluster_config = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.encryption_config {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_encryption_config(&f.label, &f.bytes)?;
+        ci.encryption = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.apiserver_cert {
+        let f = inputs::read_input(p)?;
+        let value = crate::pki::certificate_summary(&f.label, &f.bytes)?;
+        ci.apiserver_cert = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.kube_proxy {
+        let file = p.display().to_string();
+        let docs = inputs::read_yaml_documents(p, false)?;
+        let value = check::find_kube_proxy(&file, docs.into_iter().map(|(_, d)| d).collect())?;
+        ci.kube_proxy = Some(Input { file, value });
+    }
+    if let Some(v) = &args.etcd_version {
+        if check::parse_etcd_version(v).is_none() {
+            return Err(check::CheckError::EtcdVersion {
+                source_name: "--etcd-version".into(),
+                value: v.clone(),
+            }
+            .into());
+        }
+        ci.etcd_version = Some(v.clone());
+    }
+    if let Some(p) = &args.pki {
+        let mut cas = Vec::new();
+        for (role, crt, key) in inputs::read_kubeadm_cas(p)? {
+            cas.push(check::ca_input(
+                role, &crt.label, &crt.bytes, &key.label, &key.bytes, now,
+            )?);
+        }
+        ci.cas = Some(cas);
+    }
+    if let Some(p) = &args.identity {
+        let ids = identities(Some(p))?;
+        let (_, bundle) = open_bundle(&c, &ids)?;
+        ci.bundle = Some(bundle);
+    }
+    let findings = check::check(&ci);
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        CheckFormat::Json => {
+            let mut text = serde_json::to_string_pretty(&check::report_json(&ci, &findings))?;
+            text.push('\n');
+            out.write_all(text.as_bytes())?;
+        }
+        CheckFormat::Text => {
+            let colour = std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            out.write_all(check::report_text(&ci, &findings, colour).as_bytes())?;
+        }
+    }
+    out.flush()?;
+    Ok(
+        if findings
+            .iter()
+            .any(|f| f.severity == check::Severity::Blocking)
+        {
+            Status::Findings
+        } else {
+            Status::Success
+        },
+    )
 }

@@ -402,6 +402,48 @@ pub fn read_kubeadm_files(
     })
 }
 
+/// Read one file named on the command line: its bytes, labelled with the path.
+pub fn read_input(path: &Path) -> Result<crate::import::InputFile, InputError> {
+    input_file(path)
+}
+
+/// The kubeadm CA files of a pki directory (`/etc/kubernetes/pki` layout), each as
+/// (which CA, certificate, key): `ca.*`, `etcd/ca.*`, `front-proxy-ca.*`.
+pub fn read_kubeadm_cas(
+    pki: &Path,
+) -> Result<
+    Vec<(
+        &'static str,
+        crate::import::InputFile,
+        crate::import::InputFile,
+    )>,
+    InputError,
+> {
+    if !pki.is_dir() {
+        return Err(InputError::Io {
+            path: pki.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "not a directory (expected the kubeadm pki directory)",
+            ),
+        });
+    }
+    [
+        ("Kubernetes CA", "ca.crt", "ca.key"),
+        ("etcd CA", "etcd/ca.crt", "etcd/ca.key"),
+        ("front-proxy CA", "front-proxy-ca.crt", "front-proxy-ca.key"),
+    ]
+    .into_iter()
+    .map(|(role, crt, key)| {
+        Ok((
+            role,
+            input_file(&pki.join(crt))?,
+            input_file(&pki.join(key))?,
+        ))
+    })
+    .collect()
+}
+
 /// Read a file's bytes.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, InputError> {
     std::fs::read(path).map_err(io(path))

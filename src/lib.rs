@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod explain;

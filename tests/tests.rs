@@ -14,3 +14,5 @@ mod secrets;
 mod migration;
 // `capstan explain`: known migration errors to cause, check finding and fix; exit codes.
 mod explain;
+// `capstan check`: one test per finding, the import stub, the JSON report, bad inputs.
+mod check;

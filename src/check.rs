@@ -1,0 +1,3053 @@
+//! `capstan check` as a pure function ("config matching"): compares what the kubeadm
+//! cluster runs (recorded in `cluster.yaml`, and read again from the kubeadm files when
+//! they are given) with what the Talos nodes will run, and returns one [`Finding`] per
+//! comparison, passing ones included, so the report is a complete record for a change
+//! ticket. Comparisons whose inputs were not given are reported as [`Severity::Info`]
+//! naming the flag that enables them.
+//!
+//! Each failing finding names the error the cluster would show (`talos-facts.md` §8) and
+//! the fix. Finding ids are stable (a contract with `capstan explain`): see [`IDS`].
+//! Secret values (the encryption key, the bootstrap token secret) are compared, never
+//! copied into a finding.
+
+use std::time::SystemTime;
+
+use base64::Engine as _;
+use serde::Serialize;
+use serde_json::{json, Value};
+use zeroize::Zeroizing;
+
+use crate::kubeadm::{ApiServerFacts, ClusterConfigFacts, EncryptionFacts, KeyedProvider};
+use crate::model::{self, ClusterConfig, EncryptionProvider, SemVer, TALOS_SUPPORT};
+use crate::pki::{self, CertSummary, PkiError};
+use crate::talos::SecretsBundle;
+
+/// Every finding id, in report order. Stable: `capstan explain` refers to them.
+pub const IDS: &[&str] = &[
+    "flavour-talos-version",
+    "kubernetes-version",
+    "etcd-version-skew",
+    "control-plane-replicas",
+    "service-account-issuer",
+    "service-account-audiences",
+    "encryption-provider",
+    "encryption-key-name",
+    "encryption-missing",
+    "encryption-key-value",
+    "pod-cidr",
+    "service-cidr",
+    "dns-domain",
+    "endpoint",
+    "endpoint-certificate-san",
+    "ca-intermediate",
+    "ca-expiry",
+    "bootstrap-token",
+    "kube-proxy-labels",
+    "etcd-member-name",
+];
+
+/// The error text each kind of mismatch produces in the cluster (`talos-facts.md` §8).
+pub mod errors {
+    /// kube-apiserver, token issuer not accepted (§8.1).
+    pub const INVALID_BEARER_TOKEN: &str = "invalid bearer token";
+    /// kube-apiserver, token audience not accepted (§8.1).
+    pub const TOKEN_AUDIENCES: &str =
+        "token audiences [\"…\"] is invalid for the target audiences [\"…\"]";
+    /// kube-apiserver, the key or provider that wrote the data is missing (§8.2).
+    pub const NO_MATCHING_PREFIX: &str = "no matching prefix found";
+    /// kube-apiserver without encryption reading encrypted data (§8.2).
+    pub const IDENTITY_TRANSFORMER: &str = "identity transformer tried to read encrypted data";
+    /// kube-apiserver, same key name, different key (§8.2).
+    pub const WRONG_KEY: &str = "output array was not large enough for encryption";
+    /// etcd 3.5 below 3.5.20 joined by etcd 3.6 (§8.3).
+    pub const TOO_MANY_LEARNERS: &str = "too many learner member in cluster";
+    /// kubelet whose bootstrap token is gone (§8.4).
+    pub const UNAUTHORIZED: &str = "cannot create certificate signing request: Unauthorized";
+    /// TLS client connecting through a name the serving certificate lacks (§8.3).
+    pub const X509_NAME: &str = "x509: certificate is valid for …, not …";
+    /// Applying a DaemonSet whose `spec.selector` changed.
+    pub const FIELD_IMMUTABLE: &str = "spec.selector: Invalid value: …: field is immutable";
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The migration would break the cluster: fix before any Talos node joins (exit 1).
+    Blocking,
+    /// Works now, but is a risk or breaks a later step.
+    Warning,
+    /// Compared and equal.
+    Pass,
+    /// Not compared (an input is missing), or a fact to record.
+    Info,
+}
+
+impl Severity {
+    /// The lowercase name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Blocking => "blocking",
+            Severity::Warning => "warning",
+            Severity::Pass => "pass",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// One comparison and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    /// Stable kebab-case id (one of [`IDS`]).
+    pub id: &'static str,
+    /// How serious it is.
+    pub severity: Severity,
+    /// The `cluster.yaml` field path, or input file and flag, compared.
+    pub field: String,
+    /// What was compared and what was found.
+    pub summary: String,
+    /// The exact error the cluster would show (`talos-facts.md` §8).
+    pub cluster_error: Option<&'static str>,
+    /// How to fix it.
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn new(
+        id: &'static str,
+        severity: Severity,
+        field: impl Into<String>,
+        summary: String,
+    ) -> Self {
+        Finding {
+            id,
+            severity,
+            field: field.into(),
+            summary,
+            cluster_error: None,
+            fix: None,
+        }
+    }
+    fn error(mut self, e: &'static str) -> Self {
+        self.cluster_error = Some(e);
+        self
+    }
+    fn fix(mut self, f: impl Into<String>) -> Self {
+        self.fix = Some(f.into());
+        self
+    }
+}
+
+/// Why check inputs could not be used (bad input, exit 2). Names the file or flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// The kube-proxy file holds no kube-proxy DaemonSet.
+    #[error("{file}: no DaemonSet found (found {found}); expected the kube-proxy DaemonSet (`kubectl -n kube-system get ds kube-proxy -o yaml`)")]
+    NoDaemonSet {
+        /// The file.
+        file: String,
+        /// The kinds found.
+        found: String,
+    },
+    /// An etcd version that does not parse.
+    #[error(
+        "{source_name}: expected an etcd version such as `3.5.15` or `3.5.15-0`, found `{value}`"
+    )]
+    EtcdVersion {
+        /// The flag or field it came from.
+        source_name: String,
+        /// The text given.
+        value: String,
+    },
+}
+
+/// An input read from a file: its label (the path) and its parsed facts.
+#[derive(Debug)]
+pub struct Input<T> {
+    /// The file, as the user named it.
+    pub file: String,
+    /// What was read from it.
+    pub value: T,
+}
+
+/// Whether a kubeadm CA can be carried into Talos as the single root of its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaShape {
+    /// A self-signed root CA.
+    Root,
+    /// A CA signed by another CA (why: the loader's reason).
+    Intermediate(String),
+    /// Not a CA at all (why).
+    NotCa(String),
+}
+
+/// One kubeadm CA from `--pki`.
+#[derive(Debug, Clone)]
+pub struct CaInput {
+    /// Which CA (`Kubernetes CA`, `etcd CA`, `front-proxy CA`).
+    pub role: &'static str,
+    /// The certificate file.
+    pub file: String,
+    /// Public facts about the certificate.
+    pub summary: CertSummary,
+    /// Root, intermediate or not a CA.
+    pub shape: CaShape,
+}
+
+/// Load a CA for checking: like [`pki::load_ca`], but an intermediate, a non-CA, an expired
+/// or a not-yet-valid certificate becomes a fact to report rather than an error. Unreadable
+/// files and keys that do not belong to the certificate are errors.
+pub fn ca_input(
+    role: &'static str,
+    crt_label: &str,
+    crt: &[u8],
+    key_label: &str,
+    key: &[u8],
+    now: SystemTime,
+) -> Result<CaInput, PkiError> {
+    let summary = pki::certificate_summary(crt_label, crt)?;
+    let shape = match pki::load_ca(crt_label, crt, key_label, key, now) {
+        Ok(_) | Err(PkiError::Expired { .. } | PkiError::NotYetValid { .. }) => CaShape::Root,
+        Err(PkiError::Intermediate { reason, .. }) => CaShape::Intermediate(reason),
+        Err(PkiError::NotCa { reason, .. }) => CaShape::NotCa(reason),
+        Err(e) => return Err(e),
+    };
+    Ok(CaInput {
+        role,
+        file: crt_label.to_string(),
+        summary,
+        shape,
+    })
+}
+
+/// The kube-proxy DaemonSet among the documents of a file: a DaemonSet document, or a
+/// `List` item (preferring one named `kube-proxy`).
+pub fn find_kube_proxy(file: &str, docs: Vec<Value>) -> Result<Value, CheckError> {
+    let mut candidates = Vec::new();
+    let mut kinds = Vec::new();
+    for doc in docs {
+        let kind = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if kind == "List" || kind == "DaemonSetList" {
+            if let Some(Value::Array(items)) = doc.get("items") {
+                for item in items {
+                    if item.get("kind").and_then(Value::as_str) == Some("DaemonSet")
+                        || kind == "DaemonSetList"
+                    {
+                        candidates.push(item.clone());
+                    }
+                }
+            }
+        } else if kind == "DaemonSet" {
+            candidates.push(doc);
+        } else {
+            kinds.push(if kind.is_empty() {
+                "(no kind)".to_string()
+            } else {
+                kind
+            });
+        }
+    }
+    let named = candidates
+        .iter()
+        .position(|d| d.pointer("/metadata/name").and_then(Value::as_str) == Some("kube-proxy"));
+    match named {
+        Some(i) => Ok(candidates.swap_remove(i)),
+        None if candidates.len() == 1 => Ok(candidates.swap_remove(0)),
+        None => Err(CheckError::NoDaemonSet {
+            file: file.to_string(),
+            found: if candidates.is_empty() {
+                if kinds.is_empty() {
+                    "nothing".into()
+                } else {
+                    kinds.join(", ")
+                }
+            } else {
+                format!("{} DaemonSets, none named kube-proxy", candidates.len())
+            },
+        }),
+    }
+}
+
+/// An etcd version: `3.5.15`, `v3.5.15`, or an image tag `3.5.15-0`.
+pub fn parse_etcd_version(s: &str) -> Option<(u32, u32, u32)> {
+    let s = s.trim();
+    let body = s.strip_prefix('v').unwrap_or(s);
+    let core = body.split(['-', '+']).next().unwrap_or("");
+    let mut parts = core.split('.');
+    let mut num = || -> Option<u32> {
+        let p = parts.next()?;
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        p.parse().ok()
+    };
+    let v = (num()?, num()?, num()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(v)
+}
+
+/// Everything `check` compares. Only `config` is required; every other input enables more
+/// comparisons.
+#[derive(Debug)]
+pub struct CheckInputs {
+    /// The parsed `cluster.yaml` (not validated: the import stub must be checkable).
+    pub config: ClusterConfig,
+    /// `cluster.yaml`'s path, for messages.
+    pub config_file: String,
+    /// `--apiserver-manifest`: the kubeadm kube-apiserver static Pod.
+    pub apiserver: Option<Input<ApiServerFacts>>,
+    /// `--kubeadm-config`: kubeadm's ClusterConfiguration.
+    pub cluster_config: Option<Input<ClusterConfigFacts>>,
+    /// `--encryption-config`: the kubeadm EncryptionConfiguration.
+    pub encryption: Option<Input<EncryptionFacts>>,
+    /// `--apiserver-cert`: the kubeadm apiserver serving certificate.
+    pub apiserver_cert: Option<Input<CertSummary>>,
+    /// `--kube-proxy`: the kube-proxy DaemonSet.
+    pub kube_proxy: Option<Input<Value>>,
+    /// `--etcd-version`: the running etcd version (overrides the recorded one).
+    pub etcd_version: Option<String>,
+    /// `--pki`: the kubeadm CAs.
+    pub cas: Option<Vec<CaInput>>,
+    /// `secrets.age`, decrypted with `--identity`.
+    pub bundle: Option<SecretsBundle>,
+    /// The time CA validity is checked against.
+    pub now: SystemTime,
+}
+
+impl CheckInputs {
+    /// Inputs holding only `cluster.yaml`.
+    pub fn new(config: ClusterConfig, config_file: &str, now: SystemTime) -> Self {
+        CheckInputs {
+            config,
+            config_file: config_file.to_string(),
+            apiserver: None,
+            cluster_config: None,
+            encryption: None,
+            apiserver_cert: None,
+            kube_proxy: None,
+            etcd_version: None,
+            cas: None,
+            bundle: None,
+            now,
+        }
+    }
+}
+
+/// Compare everything that can be compared; one finding per comparison, in [`IDS`] order.
+pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
+    let cx = Cx::new(inputs);
+    let mut out = Vec::new();
+    cx.flavour_talos_version(&mut out);
+    cx.kubernetes_version(&mut out);
+    cx.etcd_version_skew(&mut out);
+    cx.control_plane_replicas(&mut out);
+    cx.service_account_issuer(&mut out);
+    cx.service_account_audiences(&mut out);
+    cx.encryption(&mut out);
+    cx.network(&mut out);
+    cx.endpoint(&mut out);
+    cx.endpoint_certificate_san(&mut out);
+    cx.cas(&mut out);
+    cx.bootstrap_token(&mut out);
+    cx.kube_proxy_labels(&mut out);
+    cx.etcd_member_name(&mut out);
+    out.sort_by_key(|f| IDS.iter().position(|id| *id == f.id).unwrap_or(IDS.len()));
+    out
+}
+
+/// Counts per severity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Blocking findings.
+    pub blocking: usize,
+    /// Warnings.
+    pub warning: usize,
+    /// Passed comparisons.
+    pub pass: usize,
+    /// Comparisons not made and notes.
+    pub info: usize,
+}
+
+impl Counts {
+    /// Count findings by severity.
+    pub fn of(findings: &[Finding]) -> Counts {
+        let mut c = Counts::default();
+        for f in findings {
+            match f.severity {
+                Severity::Blocking => c.blocking += 1,
+                Severity::Warning => c.warning += 1,
+                Severity::Pass => c.pass += 1,
+                Severity::Info => c.info += 1,
+            }
+        }
+        c
+    }
+}
+
+/// The report as JSON: the cluster, counts, and every finding in order.
+pub fn report_json(inputs: &CheckInputs, findings: &[Finding]) -> Value {
+    json!({
+        "cluster": inputs.config.metadata.name,
+        "file": inputs.config_file,
+        "talosVersion": inputs.config.spec.versions.talos,
+        "kubernetesVersion": inputs.config.spec.versions.kubernetes,
+        "counts": Counts::of(findings),
+        "findings": findings,
+    })
+}
+
+/// The report as text, grouped (blocking, warnings, passed, not checked), one finding per
+/// entry naming its id and field; failures add `cluster would show:` and `fix:`. With
+/// `colour`, group headings and ids carry ANSI colours.
+pub fn report_text(inputs: &CheckInputs, findings: &[Finding], colour: bool) -> String {
+    let paint = |code: &str, s: &str| {
+        if colour {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    };
+    let c = inputs;
+    let mut out = format!(
+        "capstan check {} (cluster {}, Talos {}, Kubernetes {})\n",
+        c.config_file,
+        c.config.metadata.name,
+        c.config.spec.versions.talos,
+        c.config.spec.versions.kubernetes
+    );
+    let groups = [
+        (Severity::Blocking, "blocking", "1;31", "BLOCK"),
+        (Severity::Warning, "warnings", "1;33", "WARN"),
+        (Severity::Pass, "passed", "1;32", "PASS"),
+        (Severity::Info, "not checked / notes", "1;36", "INFO"),
+    ];
+    for (severity, title, code, tag) in groups {
+        let items: Vec<&Finding> = findings.iter().filter(|f| f.severity == severity).collect();
+        if items.is_empty() {
+            continue;
+        }
+        out.push('\n');
+        out.push_str(&paint(code, &format!("{title} ({})", items.len())));
+        out.push('\n');
+        for f in items {
+            out.push_str(&format!(
+                "  {} {}  {}\n      {}\n",
+                paint(code, tag),
+                paint("1", f.id),
+                f.field,
+                f.summary
+            ));
+            if let Some(e) = f.cluster_error {
+                out.push_str(&format!("      cluster would show: {e}\n"));
+            }
+            if let Some(fix) = &f.fix {
+                out.push_str(&format!("      fix: {fix}\n"));
+            }
+        }
+    }
+    let n = Counts::of(findings);
+    let verdict = if n.blocking > 0 {
+        paint(
+            "1;31",
+            "NOT READY: fix the blocking findings before any Talos node joins",
+        )
+    } else {
+        paint("1;32", "no blocking findings")
+    };
+    out.push_str(&format!(
+        "\nsummary: {} blocking, {} warning{}, {} passed, {} not checked/notes: {verdict}\n",
+        n.blocking,
+        n.warning,
+        if n.warning == 1 { "" } else { "s" },
+        n.pass,
+        n.info
+    ));
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Derived facts shared by the checks.
+struct Cx<'a> {
+    i: &'a CheckInputs,
+    talos: Option<SemVer>,
+    endpoint_url: String,
+}
+
+/// The etcd minor a Talos minor ships (`talos-facts.md` §7).
+fn talos_etcd_minor(talos_minor: u32) -> (u32, u32) {
+    match talos_minor {
+        0..=10 => (3, 5),
+        11..=13 => (3, 6),
+        _ => (3, 7),
+    }
+}
+
+fn list(items: &[impl AsRef<str>]) -> String {
+    let v: Vec<String> = items.iter().map(|s| format!("`{}`", s.as_ref())).collect();
+    if v.is_empty() {
+        "nothing".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn same_cidrs(a: &[String], b: &[String]) -> bool {
+    let norm = |v: &[String]| -> Vec<String> {
+        v.iter()
+            .map(|c| match c.trim().parse::<ipnet::IpNet>() {
+                Ok(n) => n.to_string(),
+                Err(_) => c.trim().to_string(),
+            })
+            .collect()
+    };
+    norm(a) == norm(b)
+}
+
+fn decode_key(s: &str) -> Option<Zeroizing<Vec<u8>>> {
+    base64::engine::general_purpose::STANDARD
+        .decode(s.trim().as_bytes())
+        .ok()
+        .map(Zeroizing::new)
+}
+
+impl<'a> Cx<'a> {
+    fn new(i: &'a CheckInputs) -> Self {
+        Cx {
+            i,
+            talos: SemVer::parse(&i.config.spec.versions.talos).filter(|v| v.major == 1),
+            endpoint_url: i.config.spec.endpoint.url(),
+        }
+    }
+
+    fn talos_str(&self) -> &str {
+        &self.i.config.spec.versions.talos
+    }
+
+    /// Talos ≥ 1.`minor` (false when the version does not parse).
+    fn talos_at_least(&self, minor: u32) -> bool {
+        self.talos.is_some_and(|t| t.minor >= minor)
+    }
+
+    fn flavour_talos_version(&self, out: &mut Vec<Finding>) {
+        let s = &self.i.config.spec;
+        let field = "spec.versions.talos vs spec.flavour";
+        let Some(t) = self.talos else {
+            out.push(
+                Finding::new(
+                    "flavour-talos-version",
+                    Severity::Blocking,
+                    "spec.versions.talos",
+                    format!("`{}` is not a Talos version `v1.Y.Z`", s.versions.talos),
+                )
+                .fix("set spec.versions.talos to the Talos release the nodes will run, e.g. `v1.10.6`"),
+            );
+            return;
+        };
+        let (lo, hi) = model::flavour_talos_range(s.flavour);
+        let f = if !TALOS_SUPPORT.iter().any(|r| r.talos_minor == t.minor) {
+            Finding::new(
+                "flavour-talos-version",
+                Severity::Blocking,
+                field,
+                format!("Talos {t} is not in capstan's support table (Talos v1.8 to v1.14)"),
+            )
+            .fix("choose a Talos version between v1.8 and v1.14")
+        } else if t.minor < lo || t.minor > hi {
+            Finding::new(
+                "flavour-talos-version",
+                Severity::Blocking,
+                field,
+                format!(
+                    "flavour `{}` providers (CABPT/CACPPT) support Talos v1.{lo} to v1.{hi}, not {t}: \
+                     CABPT would generate machine configs for a version contract it does not know",
+                    s.flavour.as_str()
+                ),
+            )
+            .fix(format!(
+                "choose Talos v1.{lo} to v1.{hi}, or the flavour whose providers support {t}"
+            ))
+        } else {
+            Finding::new(
+                "flavour-talos-version",
+                Severity::Pass,
+                field,
+                format!(
+                    "Talos {t} is supported by the flavour `{}` providers (Talos v1.{lo} to v1.{hi})",
+                    s.flavour.as_str()
+                ),
+            )
+        };
+        out.push(f);
+    }
+
+    fn kubernetes_version(&self, out: &mut Vec<Finding>) {
+        let want = &self.i.config.spec.versions.kubernetes;
+        let id = "kubernetes-version";
+        let Some(k) = SemVer::parse(want) else {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    "spec.versions.kubernetes",
+                    format!("`{want}` is not a Kubernetes version `vX.Y.Z`"),
+                )
+                .fix("set spec.versions.kubernetes to the version the kubeadm cluster runs"),
+            );
+            return;
+        };
+        if let Some(t) = self.talos {
+            if let Some(row) = TALOS_SUPPORT.iter().find(|r| r.talos_minor == t.minor) {
+                let field = "spec.versions.kubernetes vs spec.versions.talos";
+                if k.major != 1 || k.minor < row.k8s_min || k.minor > row.k8s_max {
+                    out.push(
+                        Finding::new(
+                            id,
+                            Severity::Blocking,
+                            field,
+                            format!(
+                                "Kubernetes {k} is not supported by Talos v1.{}: it runs Kubernetes \
+                                 v1.{} to v1.{}",
+                                row.talos_minor, row.k8s_min, row.k8s_max
+                            ),
+                        )
+                        .fix(format!(
+                            "migrate with a Talos version that supports Kubernetes v1.{} (see the \
+                             Talos support matrix), and upgrade after the migration",
+                            k.minor
+                        )),
+                    );
+                } else {
+                    out.push(Finding::new(
+                        id,
+                        Severity::Pass,
+                        field,
+                        format!(
+                            "Kubernetes {k} is within Talos v1.{}'s range (v1.{} to v1.{})",
+                            row.talos_minor, row.k8s_min, row.k8s_max
+                        ),
+                    ));
+                }
+            }
+        }
+        // What the kubeadm cluster runs.
+        let mut running: Vec<(String, String)> = Vec::new();
+        if let Some(a) = &self.i.apiserver {
+            if let Some(v) = a.value.kubernetes_version() {
+                running.push((format!("{} image", a.file), v.to_string()));
+            }
+        }
+        if let Some(c) = &self.i.cluster_config {
+            if let Some(v) = &c.value.kubernetes_version {
+                running.push((format!("{} kubernetesVersion", c.file), v.clone()));
+            }
+        }
+        if running.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                "spec.versions.kubernetes vs the kubeadm version",
+                format!(
+                    "the running kubeadm version was not compared with {k}: pass --apiserver-manifest \
+                     or --kubeadm-config"
+                ),
+            ));
+        }
+        for (source, v) in running {
+            let field = format!("spec.versions.kubernetes vs {source}");
+            let f = match SemVer::parse(v.split(['-', '+']).next().unwrap_or(&v)) {
+                None => Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    format!("`{v}` is not a version capstan can compare with {k}"),
+                ),
+                Some(r) if r == k => Finding::new(
+                    id,
+                    Severity::Pass,
+                    field,
+                    format!("the kubeadm cluster runs {r}, the Talos nodes will run {k}"),
+                ),
+                Some(r) if r.major == k.major && r.minor == k.minor => Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    format!(
+                        "the kubeadm cluster runs {r}, the Talos nodes will run {k}: a patch-level \
+                         difference (allowed, but control-plane components differ during the migration)"
+                    ),
+                )
+                .fix(format!(
+                    "set spec.versions.kubernetes to {r}, or patch-upgrade the kubeadm cluster first"
+                )),
+                Some(r) => Finding::new(
+                    id,
+                    Severity::Blocking,
+                    field,
+                    format!(
+                        "the kubeadm cluster runs {r}, the Talos nodes would run {k}: joining \
+                         control-plane nodes of another minor breaks the version-skew policy (kubelets \
+                         must not be newer than the apiservers)"
+                    ),
+                )
+                .fix(format!(
+                    "migrate at the running version (spec.versions.kubernetes: {r}) and upgrade \
+                     Kubernetes once kubeadm is gone"
+                )),
+            };
+            out.push(f);
+        }
+    }
+
+    fn etcd_version_skew(&self, out: &mut Vec<Finding>) {
+        let id = "etcd-version-skew";
+        let prov = self
+            .i
+            .config
+            .spec
+            .provenance
+            .as_ref()
+            .and_then(|p| p.etcd_version.clone());
+        let kubeadm_tag = self
+            .i
+            .cluster_config
+            .as_ref()
+            .and_then(|c| c.value.etcd_image_tag.clone().map(|t| (c.file.clone(), t)));
+        let (field, version) = match (&self.i.etcd_version, kubeadm_tag, prov) {
+            (Some(v), _, _) => ("--etcd-version".to_string(), v.clone()),
+            (None, Some((file, t)), _) => (format!("{file} etcd.local.imageTag"), t),
+            (None, None, Some(p)) => ("spec.provenance.etcdVersion".to_string(), p),
+            (None, None, None) => {
+                out.push(Finding::new(
+                    id,
+                    Severity::Info,
+                    "spec.provenance.etcdVersion",
+                    "the kubeadm etcd version is not known: pass --etcd-version (`etcdctl version`) \
+                     or --kubeadm-config"
+                        .into(),
+                ));
+                return;
+            }
+        };
+        let field = format!("{field} vs spec.versions.talos");
+        let Some((maj, min, patch)) = parse_etcd_version(&version) else {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    format!("`{version}` is not an etcd version capstan can compare"),
+                )
+                .fix("pass --etcd-version with the version `etcdctl version` reports"),
+            );
+            return;
+        };
+        let Some(t) = self.talos else {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                field,
+                format!("kubeadm runs etcd {maj}.{min}.{patch}; the Talos version does not parse, so the skew was not compared"),
+            ));
+            return;
+        };
+        let (tmaj, tmin) = talos_etcd_minor(t.minor);
+        let have = format!("{maj}.{min}.{patch}");
+        let f = if (maj, min) > (tmaj, tmin) {
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "kubeadm runs etcd {have}, Talos {t} runs etcd {tmaj}.{tmin}: an older etcd member \
+                     cannot join a newer cluster"
+                ),
+            )
+            .fix(format!("use a Talos version that ships etcd {maj}.{min} or newer"))
+        } else if (maj, min) < (tmaj, tmin) && (tmaj != maj || tmin > min + 1) {
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "kubeadm runs etcd {have}, Talos {t} runs etcd {tmaj}.{tmin}: etcd upgrades one \
+                     minor at a time"
+                ),
+            )
+            .fix(format!(
+                "migrate with a Talos version that ships etcd {maj}.{} (or {maj}.{min}), or upgrade the \
+                 kubeadm etcd first",
+                min + 1
+            ))
+        } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 6) && patch < 20 {
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "kubeadm runs etcd {have}; Talos {t} runs etcd 3.6, which needs every 3.5 member on \
+                     3.5.20 or later (learner promotion bug), 3.5.26 recommended"
+                ),
+            )
+            .error(errors::TOO_MANY_LEARNERS)
+            .fix(
+                "upgrade the kubeadm etcd to 3.5.26 (kubeadm: etcd.local.imageTag 3.5.26-0, one \
+                 control-plane node at a time) before any Talos node joins",
+            )
+        } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 6) && patch < 26 {
+            Finding::new(
+                id,
+                Severity::Warning,
+                field,
+                format!(
+                    "kubeadm runs etcd {have}; Talos {t} runs etcd 3.6: 3.5.20 is the minimum, 3.5.26 \
+                     is recommended (zombie members after the upgrade)"
+                ),
+            )
+            .fix("upgrade the kubeadm etcd to 3.5.26 before any Talos node joins")
+        } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 5) && patch < 20 {
+            Finding::new(
+                id,
+                Severity::Warning,
+                field,
+                format!(
+                    "kubeadm runs etcd {have}; Talos {t} runs etcd 3.5, so joining works, but a later \
+                     Talos upgrade to v1.11 or newer (etcd 3.6) needs 3.5.20 or later everywhere"
+                ),
+            )
+            .error(errors::TOO_MANY_LEARNERS)
+            .fix("upgrade etcd to 3.5.26 (kubeadm side, or Talos's etcd image) before upgrading Talos to v1.11")
+        } else {
+            Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!(
+                    "kubeadm runs etcd {have}; Talos {t} runs etcd {tmaj}.{tmin}: a supported join"
+                ),
+            )
+        };
+        out.push(f);
+    }
+
+    fn control_plane_replicas(&self, out: &mut Vec<Finding>) {
+        let id = "control-plane-replicas";
+        let field = "spec.controlPlane.replicas";
+        let f = match &self.i.config.spec.control_plane {
+            None => Finding::new(
+                id,
+                Severity::Info,
+                "spec.controlPlane",
+                "not set yet (required to render): the replica count was not checked".into(),
+            ),
+            Some(cp) if cp.replicas == 0 => Finding::new(
+                id,
+                Severity::Warning,
+                field,
+                "0 Talos control-plane machines: the cluster would have no control plane once kubeadm is gone".into(),
+            )
+            .fix("set an odd number, usually 3"),
+            Some(cp) if cp.replicas % 2 == 0 => Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "{} control-plane machines: an even etcd membership tolerates no more failures than \
+                     one fewer, and a split loses quorum",
+                    cp.replicas
+                ),
+            )
+            .fix(format!("use {} or {}", cp.replicas - 1, cp.replicas + 1)),
+            Some(cp) => Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!("{} control-plane machines: odd, etcd keeps quorum", cp.replicas),
+            ),
+        };
+        out.push(f);
+    }
+
+    /// The issuers the Talos apiservers will use: capstan renders `spec.serviceAccount.issuers`
+    /// as extraArgs (all of them from Talos 1.13, the first before); none means Talos's
+    /// default, the endpoint URL.
+    fn talos_issuers(&self) -> Vec<String> {
+        let issuers = &self.i.config.spec.service_account.issuers;
+        if issuers.is_empty() {
+            vec![self.endpoint_url.clone()]
+        } else if self.talos_at_least(13) {
+            issuers.clone()
+        } else {
+            vec![issuers[0].clone()]
+        }
+    }
+
+    fn talos_audiences(&self) -> Vec<String> {
+        let a = &self.i.config.spec.service_account.audiences;
+        if a.is_empty() {
+            vec![self.endpoint_url.clone()]
+        } else {
+            a.clone()
+        }
+    }
+
+    /// The kubeadm issuers (manifest flags, or kubeadm's default) with a note on where from.
+    fn kubeadm_issuers(&self, a: &Input<ApiServerFacts>) -> (Vec<String>, bool) {
+        let v: Vec<String> = a
+            .value
+            .service_account_issuers()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        if v.is_empty() {
+            let domain = self
+                .i
+                .cluster_config
+                .as_ref()
+                .map(|c| c.value.dns_domain.clone())
+                .unwrap_or_else(|| self.i.config.spec.network.dns_domain.clone());
+            (
+                vec![format!("https://kubernetes.default.svc.{domain}")],
+                true,
+            )
+        } else {
+            (v, false)
+        }
+    }
+
+    fn issuer_fix(&self, kubeadm_signing: &str, talos_signing: &str) -> String {
+        let c = if self.talos_at_least(13) {
+            format!(
+                "(c) list both in spec.serviceAccount.issuers, kubeadm's first: [{kubeadm_signing}, {talos_signing}], and both in spec.serviceAccount.audiences"
+            )
+        } else {
+            format!(
+                "(c) with Talos v1.13 or later (not {}), list both issuers and both audiences",
+                self.talos_str()
+            )
+        };
+        format!(
+            "(b) set spec.serviceAccount.issuers to [{kubeadm_signing}] (capstan renders it as the Talos \
+             extraArg service-account-issuer; works on every Talos version); or (a) add {talos_signing} \
+             as the first --service-account-issuer on every kubeadm apiserver, keep {kubeadm_signing} \
+             second, list both in --api-audiences, and restart them; or {c}"
+        )
+    }
+
+    fn service_account_issuer(&self, out: &mut Vec<Finding>) {
+        let id = "service-account-issuer";
+        let sa = &self.i.config.spec.service_account;
+        let field = "spec.serviceAccount.issuers";
+        if sa.issuers.len() > 1 && !self.talos_at_least(13) {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    field,
+                    format!(
+                        "Talos {} takes a single service-account issuer (extraArgs is a string map before \
+                         v1.13); {} are listed ({}), so only `{}` would be accepted by the Talos apiservers",
+                        self.talos_str(),
+                        sa.issuers.len(),
+                        list(&sa.issuers),
+                        sa.issuers[0]
+                    ),
+                )
+                .error(errors::INVALID_BEARER_TOKEN)
+                .fix(format!(
+                    "keep only the issuer the kubeadm apiservers sign with, or use Talos v1.13 or later; {}",
+                    self.issuer_fix(&sa.issuers[0], &self.endpoint_url)
+                )),
+            );
+        }
+        if sa.issuers.is_empty() {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    field,
+                    format!(
+                        "no issuer listed: Talos would sign with and accept only its endpoint URL `{}`, \
+                         not the kubeadm issuer",
+                        self.endpoint_url
+                    ),
+                )
+                .error(errors::INVALID_BEARER_TOKEN)
+                .fix("set spec.serviceAccount.issuers to the kubeadm apiserver's --service-account-issuer values (the first signs)"),
+            );
+            return;
+        }
+        let talos = self.talos_issuers();
+        let Some(a) = &self.i.apiserver else {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                field,
+                format!(
+                    "the Talos apiservers will sign with `{}` and accept {} (rendered as extraArgs; Talos's \
+                     default would be its endpoint URL `{}`); not compared with the kubeadm apiserver: pass \
+                     --apiserver-manifest",
+                    talos[0],
+                    list(&talos),
+                    self.endpoint_url
+                ),
+            ));
+            return;
+        };
+        let (kubeadm, defaulted) = self.kubeadm_issuers(a);
+        let field = format!("{field} vs {} --service-account-issuer", a.file);
+        let talos_accepts_kubeadm = talos.contains(&kubeadm[0]);
+        let kubeadm_accepts_talos = kubeadm.contains(&talos[0]);
+        let kubeadm_desc = format!(
+            "kubeadm signs with `{}` and accepts {}{}",
+            kubeadm[0],
+            list(&kubeadm),
+            if defaulted {
+                " (kubeadm's default: the manifest sets no --service-account-issuer)"
+            } else {
+                ""
+            }
+        );
+        let talos_desc = format!(
+            "Talos will sign with `{}` and accept {}",
+            talos[0],
+            list(&talos)
+        );
+        let f = if talos_accepts_kubeadm && kubeadm_accepts_talos {
+            Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!("{kubeadm_desc}; {talos_desc}: each side accepts the other's tokens"),
+            )
+        } else {
+            let which = match (talos_accepts_kubeadm, kubeadm_accepts_talos) {
+                (false, false) => "neither side accepts the other's tokens",
+                (false, true) => "Talos apiservers reject tokens signed by kubeadm",
+                _ => "kubeadm apiservers reject tokens signed by Talos",
+            };
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!("{kubeadm_desc}; {talos_desc}: {which}"),
+            )
+            .error(errors::INVALID_BEARER_TOKEN)
+            .fix(self.issuer_fix(&kubeadm[0], &talos[0]))
+        };
+        out.push(f);
+    }
+
+    fn service_account_audiences(&self, out: &mut Vec<Finding>) {
+        let id = "service-account-audiences";
+        let field = "spec.serviceAccount.audiences";
+        let sa = &self.i.config.spec.service_account;
+        if sa.audiences.is_empty() {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    field,
+                    format!(
+                        "no audience listed: Talos would accept only its endpoint URL `{}` as audience",
+                        self.endpoint_url
+                    ),
+                )
+                .error(errors::TOKEN_AUDIENCES)
+                .fix("set spec.serviceAccount.audiences to the kubeadm apiserver's --api-audiences (or, when unset, its first --service-account-issuer)"),
+            );
+            return;
+        }
+        let talos = self.talos_audiences();
+        let Some(a) = &self.i.apiserver else {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                field,
+                format!(
+                    "the Talos apiservers will accept audiences {} (rendered as --api-audiences); not \
+                     compared with the kubeadm apiserver: pass --apiserver-manifest",
+                    list(&talos)
+                ),
+            ));
+            return;
+        };
+        let (issuers, _) = self.kubeadm_issuers(a);
+        let mut kubeadm = a.value.api_audiences();
+        let defaulted = kubeadm.is_empty();
+        if defaulted {
+            kubeadm = vec![issuers[0].clone()];
+        }
+        let field = format!("{field} vs {} --api-audiences", a.file);
+        let shared: Vec<&String> = kubeadm.iter().filter(|x| talos.contains(x)).collect();
+        let kubeadm_desc = format!(
+            "kubeadm accepts {}{}",
+            list(&kubeadm),
+            if defaulted {
+                " (no --api-audiences: the first issuer)"
+            } else {
+                ""
+            }
+        );
+        let f = if shared.is_empty() {
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "{kubeadm_desc}; Talos will accept {}: no audience in common, so tokens issued by \
+                     one side are rejected by the other",
+                    list(&talos)
+                ),
+            )
+            .error(errors::TOKEN_AUDIENCES)
+            .fix(format!(
+                "set spec.serviceAccount.audiences to include {} (capstan renders --api-audiences), or add \
+                 {} to --api-audiences on every kubeadm apiserver",
+                list(&kubeadm),
+                list(&talos)
+            ))
+        } else if kubeadm.iter().all(|x| talos.contains(x)) {
+            Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!("{kubeadm_desc}; Talos will accept {}", list(&talos)),
+            )
+        } else {
+            Finding::new(
+                id,
+                Severity::Warning,
+                field,
+                format!(
+                    "{kubeadm_desc}; Talos will accept {}: tokens requested for only {} would be \
+                     rejected by the Talos apiservers",
+                    list(&talos),
+                    list(
+                        &kubeadm
+                            .iter()
+                            .filter(|x| !talos.contains(x))
+                            .collect::<Vec<_>>()
+                    )
+                ),
+            )
+            .error(errors::TOKEN_AUDIENCES)
+            .fix(format!(
+                "add the missing audiences to spec.serviceAccount.audiences: {}",
+                list(&kubeadm)
+            ))
+        };
+        out.push(f);
+    }
+
+    fn encryption(&self, out: &mut Vec<Finding>) {
+        let enc = &self.i.config.spec.encryption;
+        let provider = enc.provider;
+        let pname = model::provider_name(provider);
+        let reencrypt = "re-encrypt every Secret on the kubeadm side (`kubectl get secrets -A -o json | kubectl replace -f -`)";
+        // Talos writes with: secretbox when the bundle has it; aescbc only before Talos 1.3.
+        let aescbc_dropped = provider == EncryptionProvider::Aescbc && self.talos_at_least(3);
+
+        // --- encryption-provider
+        let id = "encryption-provider";
+        if aescbc_dropped {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    "spec.encryption.provider vs spec.versions.talos",
+                    format!(
+                        "the kubeadm cluster encrypts with aescbc only; Talos {} generates machine configs \
+                         with the secretbox key only and drops the aescbc key, so Talos apiservers would list \
+                         only identity",
+                        self.talos_str()
+                    ),
+                )
+                .error(errors::IDENTITY_TRANSFORMER)
+                .fix(format!(
+                    "on the kubeadm side put a secretbox provider with key `key2` first (keep aescbc `key1` \
+                     second to read old data), restart the apiservers, {reencrypt}, then import again"
+                )),
+            );
+        }
+        match &self.i.encryption {
+            Some(e) => {
+                let file = &e.file;
+                let field = format!(
+                    "spec.encryption.provider vs {file} resources[{}].providers",
+                    e.value.resource_index.map_or("*".into(), |i| i.to_string())
+                );
+                let kubeadm_first = match &e.value.active {
+                    Some(k) => match k.provider {
+                        KeyedProvider::Secretbox => EncryptionProvider::Secretbox,
+                        KeyedProvider::Aescbc => EncryptionProvider::Aescbc,
+                    },
+                    None => EncryptionProvider::None,
+                };
+                let others: Vec<&str> = e
+                    .value
+                    .providers
+                    .iter()
+                    .skip(1)
+                    .map(String::as_str)
+                    .filter(|p| *p != "identity")
+                    .collect();
+                if kubeadm_first != provider {
+                    out.push(
+                        Finding::new(
+                            id,
+                            Severity::Blocking,
+                            field,
+                            format!(
+                                "{file} writes with {}, cluster.yaml (and the imported bundle) says {pname}",
+                                model::provider_name(kubeadm_first)
+                            ),
+                        )
+                        .error(if kubeadm_first == EncryptionProvider::None || provider == EncryptionProvider::None {
+                            errors::IDENTITY_TRANSFORMER
+                        } else {
+                            errors::NO_MATCHING_PREFIX
+                        })
+                        .fix("the bundle was imported from another encryption setup: import again from the current kubeadm files"),
+                    );
+                } else if !others.is_empty() {
+                    out.push(
+                        Finding::new(
+                            id,
+                            Severity::Blocking,
+                            field,
+                            format!(
+                                "{file} lists {} after {}; Talos lists only {} then identity, so Secrets still \
+                                 written by {} are unreadable to Talos",
+                                others.join(", "),
+                                e.value.providers.first().map_or("nothing", String::as_str),
+                                if provider == EncryptionProvider::None { "identity" } else { pname },
+                                others.join(", ")
+                            ),
+                        )
+                        .error(errors::NO_MATCHING_PREFIX)
+                        .fix(format!("{reencrypt} so everything is written by the first provider, then remove {} from {file} and restart the apiservers", others.join(", "))),
+                    );
+                } else if !aescbc_dropped {
+                    out.push(Finding::new(
+                        id,
+                        Severity::Pass,
+                        field,
+                        format!(
+                            "{file} lists {}; Talos lists {} then identity",
+                            e.value.providers.join(" then "),
+                            if provider == EncryptionProvider::None {
+                                "nothing".to_string()
+                            } else {
+                                format!("{pname} `{}`", model::talos_key_name(provider))
+                            }
+                        ),
+                    ));
+                }
+            }
+            None if !aescbc_dropped => out.push(Finding::new(
+                id,
+                Severity::Info,
+                "spec.encryption.provider",
+                format!(
+                    "cluster.yaml records {pname}; Talos will list {} then identity; not compared with the \
+                     kubeadm EncryptionConfiguration: pass --encryption-config",
+                    if provider == EncryptionProvider::None { "nothing" } else { pname }
+                ),
+            )),
+            None => {}
+        }
+
+        // --- encryption-key-name
+        let id = "encryption-key-name";
+        match &self.i.encryption {
+            Some(e) => match &e.value.active {
+                None => out.push(Finding::new(
+                    id,
+                    Severity::Pass,
+                    format!("{} keys", e.file),
+                    "the first provider for secrets is identity: no key name to match".into(),
+                )),
+                Some(k) => {
+                    let want = k.provider.talos_key_name();
+                    let p = k.provider.name();
+                    let field = format!(
+                        "{} resources[{}].providers[0].{p}.keys[0].name",
+                        e.file,
+                        e.value.resource_index.unwrap_or(0)
+                    );
+                    if k.name != want {
+                        out.push(
+                            Finding::new(
+                                id,
+                                Severity::Blocking,
+                                field.clone(),
+                                format!(
+                                    "the kubeadm {p} key is named `{}`; Talos names its {p} key `{want}`, so \
+                                     neither side can read what the other writes",
+                                    k.name
+                                ),
+                            )
+                            .error(errors::NO_MATCHING_PREFIX)
+                            .fix(format!(
+                                "add the same secret as `{want}` first in {}, restart the kubeadm apiservers, \
+                                 {reencrypt}, drop `{}`, then import again",
+                                e.file, k.name
+                            )),
+                        );
+                    } else if k.all_key_names.len() > 1 {
+                        out.push(
+                            Finding::new(
+                                id,
+                                Severity::Blocking,
+                                field.clone(),
+                                format!(
+                                    "{p} lists {} keys ({}); Talos carries only `{want}`, so Secrets still \
+                                     encrypted with the others are unreadable to Talos",
+                                    k.all_key_names.len(),
+                                    k.all_key_names.join(", ")
+                                ),
+                            )
+                            .error(errors::NO_MATCHING_PREFIX)
+                            .fix(format!(
+                                "{reencrypt}, then remove every key but `{want}` from {} and restart the apiservers",
+                                e.file
+                            )),
+                        );
+                    } else {
+                        out.push(Finding::new(
+                            id,
+                            Severity::Pass,
+                            field.clone(),
+                            format!("the kubeadm {p} key is named `{want}`, as Talos names it"),
+                        ));
+                    }
+                    if enc.key_name.as_deref() != Some(k.name.as_str()) && kubeadm_matches(provider, k.provider) {
+                        out.push(
+                            Finding::new(
+                                id,
+                                Severity::Warning,
+                                format!("spec.encryption.keyName vs {field}"),
+                                format!(
+                                    "cluster.yaml records key `{}`, {} has `{}`: cluster.yaml is out of date",
+                                    enc.key_name.as_deref().unwrap_or("(none)"),
+                                    e.file,
+                                    k.name
+                                ),
+                            )
+                            .fix(format!("set spec.encryption.keyName to `{}` (after importing again if the key itself changed)", k.name)),
+                        );
+                    }
+                }
+            },
+            None => match (provider, enc.key_name.as_deref()) {
+                (EncryptionProvider::None, _) => out.push(Finding::new(
+                    id,
+                    Severity::Pass,
+                    "spec.encryption.keyName",
+                    "provider `none`: no key name to match".into(),
+                )),
+                (p, None) => out.push(
+                    Finding::new(
+                        id,
+                        Severity::Warning,
+                        "spec.encryption.keyName",
+                        format!("no key name recorded for provider {}; Talos uses `{}`", model::provider_name(p), model::talos_key_name(p)),
+                    )
+                    .fix("pass --encryption-config to compare with the kubeadm file, and record its key name"),
+                ),
+                (p, Some(name)) => {
+                    let want = model::talos_key_name(p);
+                    let field = "spec.encryption.keyName";
+                    if name == want {
+                        out.push(Finding::new(
+                            id,
+                            Severity::Pass,
+                            field,
+                            format!("the kubeadm {} key is named `{want}`, as Talos names it", model::provider_name(p)),
+                        ));
+                    } else {
+                        out.push(
+                            Finding::new(
+                                id,
+                                Severity::Blocking,
+                                field,
+                                format!(
+                                    "the kubeadm {} key is named `{name}`; Talos names it `{want}`, so neither \
+                                     side can read what the other writes",
+                                    model::provider_name(p)
+                                ),
+                            )
+                            .error(errors::NO_MATCHING_PREFIX)
+                            .fix(format!(
+                                "add the same secret as `{want}` first in the kubeadm EncryptionConfiguration, \
+                                 restart the kubeadm apiservers, {reencrypt}, drop `{name}`, then import again"
+                            )),
+                        );
+                    }
+                }
+            },
+        }
+
+        // --- encryption-missing: does each side encrypt?
+        let id = "encryption-missing";
+        let (kubeadm_encrypts, kubeadm_src) = if let Some(e) = &self.i.encryption {
+            (e.value.encrypts_secrets(), e.file.clone())
+        } else if let Some(a) = &self.i.apiserver {
+            (
+                a.value.encryption_provider_config().is_some(),
+                format!("{} --encryption-provider-config", a.file),
+            )
+        } else {
+            (
+                provider != EncryptionProvider::None,
+                "spec.encryption.provider".to_string(),
+            )
+        };
+        let bundle_secret = self.i.bundle.as_ref().map(|b| {
+            let s = b.secrets.as_ref();
+            let secretbox = s.is_some_and(|s| s.secretboxencryptionsecret.is_some());
+            let aescbc = s.is_some_and(|s| s.aescbcencryptionsecret.is_some());
+            (b.label().to_string(), secretbox, aescbc)
+        });
+        let (talos_encrypts, talos_src) = match &bundle_secret {
+            Some((label, secretbox, aescbc)) => (
+                *secretbox || (*aescbc && !self.talos_at_least(3)),
+                format!("{label} secrets.*encryptionsecret"),
+            ),
+            None => (
+                provider == EncryptionProvider::Secretbox
+                    || (provider == EncryptionProvider::Aescbc && !self.talos_at_least(3)),
+                "spec.encryption.provider".to_string(),
+            ),
+        };
+        let field = format!("{kubeadm_src} vs {talos_src}");
+        let yes = |b: bool| if b { "encrypt" } else { "do not encrypt" };
+        if self.i.encryption.is_none() && self.i.apiserver.is_none() && self.i.bundle.is_none() {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                "spec.encryption.provider",
+                format!(
+                    "cluster.yaml records {pname}: the Talos apiservers will {} Secrets; not compared with the \
+                     kubeadm apiserver or the bundle: pass --apiserver-manifest or --encryption-config, and \
+                     --identity to open secrets.age",
+                    yes(talos_encrypts)
+                ),
+            ));
+        } else if kubeadm_encrypts == talos_encrypts {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                if kubeadm_encrypts {
+                    "the kubeadm and the Talos apiservers both encrypt Secrets at rest".to_string()
+                } else {
+                    "neither the kubeadm nor the Talos apiservers encrypt Secrets at rest"
+                        .to_string()
+                },
+            ));
+        } else if aescbc_dropped {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                field,
+                "the kubeadm apiservers encrypt with aescbc, the Talos apiservers would not encrypt: see \
+                 encryption-provider"
+                    .into(),
+            ));
+        } else if kubeadm_encrypts {
+            {
+                out.push(
+                    Finding::new(
+                        id,
+                        Severity::Blocking,
+                        field,
+                        "the kubeadm apiservers encrypt Secrets, the Talos apiservers would have no key and \
+                         could not read them"
+                            .into(),
+                    )
+                    .error(errors::IDENTITY_TRANSFORMER)
+                    .fix("import again with --encryption-config (the file the kubeadm apiserver's --encryption-provider-config names), so the bundle carries the kubeadm key"),
+                );
+            }
+        } else {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    field,
+                    "the kubeadm apiservers do not encrypt Secrets, but the Talos apiservers would (the bundle \
+                     carries an encryption secret, as `talosctl gen secrets` adds one): kubeadm apiservers \
+                     could not read Secrets written by Talos"
+                        .into(),
+                )
+                .error(errors::IDENTITY_TRANSFORMER)
+                .fix("import again from the kubeadm files (capstan carries no encryption secret when kubeadm has none; `talosctl gen secrets` always adds one), or first enable the same EncryptionConfiguration on every kubeadm apiserver"),
+            );
+        }
+
+        // --- encryption-key-value
+        let id = "encryption-key-value";
+        match (&self.i.encryption, &self.i.bundle) {
+            (Some(e), Some(b)) => {
+                match &e.value.active {
+                    None => out.push(Finding::new(
+                        id,
+                        Severity::Info,
+                        format!("{} vs {}", e.file, b.label()),
+                        "the kubeadm side does not encrypt: no key value to compare".into(),
+                    )),
+                    Some(k) => {
+                        let (bundle_field, value) = match k.provider {
+                            KeyedProvider::Secretbox => (
+                                "secrets.secretboxencryptionsecret",
+                                b.secrets
+                                    .as_ref()
+                                    .and_then(|s| s.secretboxencryptionsecret.as_ref()),
+                            ),
+                            KeyedProvider::Aescbc => (
+                                "secrets.aescbcencryptionsecret",
+                                b.secrets
+                                    .as_ref()
+                                    .and_then(|s| s.aescbcencryptionsecret.as_ref()),
+                            ),
+                        };
+                        let field = format!(
+                            "{} key `{}` vs {} {bundle_field}",
+                            e.file,
+                            k.name,
+                            b.label()
+                        );
+                        match value {
+                        None => out.push(Finding::new(
+                            id,
+                            Severity::Info,
+                            field,
+                            format!("the bundle carries no {} key to compare (see encryption-missing)", k.provider.name()),
+                        )),
+                        Some(v) => {
+                            let same = match (decode_key(v), decode_key(k.secret())) {
+                                (Some(a), Some(b)) => *a == *b,
+                                _ => false,
+                            };
+                            if same {
+                                out.push(Finding::new(
+                                    id,
+                                    Severity::Pass,
+                                    field,
+                                    format!("the bundle's {} key equals the kubeadm key (values not shown)", k.provider.name()),
+                                ));
+                            } else {
+                                out.push(
+                                    Finding::new(
+                                        id,
+                                        Severity::Blocking,
+                                        field,
+                                        format!(
+                                            "the bundle's {} key differs from the kubeadm key `{}` (values not shown): \
+                                             same provider and name, different key",
+                                            k.provider.name(),
+                                            k.name
+                                        ),
+                                    )
+                                    .error(errors::WRONG_KEY)
+                                    .fix("import again from the current kubeadm files (never use the fresh key `talosctl gen secrets` invents)"),
+                                );
+                            }
+                        }
+                    }
+                    }
+                }
+            }
+            (enc, bundle) => {
+                let missing: Vec<&str> = [
+                    enc.is_none().then_some("--encryption-config"),
+                    bundle
+                        .is_none()
+                        .then_some("--identity (to open secrets.age)"),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                out.push(Finding::new(
+                    id,
+                    Severity::Info,
+                    "secrets.age secrets.*encryptionsecret vs the kubeadm key",
+                    format!(
+                        "the key value was not compared: pass {}",
+                        missing.join(" and ")
+                    ),
+                ));
+            }
+        }
+    }
+
+    fn network(&self, out: &mut Vec<Finding>) {
+        let n = &self.i.config.spec.network;
+        let cc = self.i.cluster_config.as_ref();
+        // pod-cidr
+        match cc {
+            Some(c) if !c.value.pod_subnets.is_empty() => {
+                out.push(compare_cidrs(
+                    "pod-cidr",
+                    &format!("spec.network.pods vs {} networking.podSubnet", c.file),
+                    &n.pods,
+                    &c.value.pod_subnets,
+                    "pod",
+                ));
+            }
+            Some(c) => out.push(
+                Finding::new(
+                    "pod-cidr",
+                    Severity::Warning,
+                    format!("spec.network.pods vs {} networking.podSubnet", c.file),
+                    format!(
+                        "{} sets no podSubnet; cluster.yaml says {}: check the CNI's pod CIDR by hand",
+                        c.file,
+                        list(&n.pods)
+                    ),
+                )
+                .fix("compare spec.network.pods with the CNI's configured pod CIDR (e.g. the Calico IPPool or Cilium clusterPoolIPv4PodCIDRList)"),
+            ),
+            None => out.push(not_compared("pod-cidr", "spec.network.pods", &list(&n.pods), "--kubeadm-config")),
+        }
+        // service-cidr
+        let mut compared = false;
+        if let Some(c) = cc {
+            if !c.value.service_subnets.is_empty() {
+                compared = true;
+                out.push(compare_cidrs(
+                    "service-cidr",
+                    &format!(
+                        "spec.network.services vs {} networking.serviceSubnet",
+                        c.file
+                    ),
+                    &n.services,
+                    &c.value.service_subnets,
+                    "service",
+                ));
+            }
+        }
+        if let Some(a) = &self.i.apiserver {
+            if let Some(r) = a.value.service_cluster_ip_range() {
+                compared = true;
+                let theirs: Vec<String> = r
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                out.push(compare_cidrs(
+                    "service-cidr",
+                    &format!(
+                        "spec.network.services vs {} --service-cluster-ip-range",
+                        a.file
+                    ),
+                    &n.services,
+                    &theirs,
+                    "service",
+                ));
+            }
+        }
+        if !compared {
+            out.push(not_compared(
+                "service-cidr",
+                "spec.network.services",
+                &list(&n.services),
+                "--kubeadm-config or --apiserver-manifest",
+            ));
+        }
+        // dns-domain
+        match cc {
+            Some(c) => {
+                let field = format!("spec.network.dnsDomain vs {} networking.dnsDomain", c.file);
+                if c.value.dns_domain.eq_ignore_ascii_case(&n.dns_domain) {
+                    out.push(Finding::new(
+                        "dns-domain",
+                        Severity::Pass,
+                        field,
+                        format!("both use `{}`", n.dns_domain),
+                    ));
+                } else {
+                    out.push(
+                        Finding::new(
+                            "dns-domain",
+                            Severity::Blocking,
+                            field,
+                            format!(
+                                "kubeadm uses `{}`, the Talos kubelets would use `{}`: pods on Talos nodes would \
+                                 resolve services under another domain (and the default issuer differs)",
+                                c.value.dns_domain, n.dns_domain
+                            ),
+                        )
+                        .fix(format!("set spec.network.dnsDomain to `{}`", c.value.dns_domain)),
+                    );
+                }
+            }
+            None => out.push(not_compared(
+                "dns-domain",
+                "spec.network.dnsDomain",
+                &format!("`{}`", n.dns_domain),
+                "--kubeadm-config",
+            )),
+        }
+    }
+
+    fn endpoint(&self, out: &mut Vec<Finding>) {
+        let e = &self.i.config.spec.endpoint;
+        let id = "endpoint";
+        let mine = format!("{}:{}", e.host, e.port);
+        match &self.i.cluster_config {
+            Some(c) => {
+                let field = format!("spec.endpoint vs {} controlPlaneEndpoint", c.file);
+                match &c.value.control_plane_endpoint {
+                    None => out.push(
+                        Finding::new(
+                            id,
+                            Severity::Blocking,
+                            field,
+                            format!(
+                                "{} has no controlPlaneEndpoint: the kubeadm nodes talk to one apiserver directly, \
+                                 so Talos nodes cannot join behind `{mine}` and take over",
+                                c.file
+                            ),
+                        )
+                        .fix("put a load balancer (or VIP) in front of the kubeadm apiservers and make it the kubeadm controlPlaneEndpoint first (new apiserver certificates with its name)"),
+                    ),
+                    Some(k) if k.host.eq_ignore_ascii_case(&e.host) && k.port == e.port => out.push(Finding::new(
+                        id,
+                        Severity::Pass,
+                        field,
+                        format!("both use `{k}`"),
+                    )),
+                    Some(k) => out.push(
+                        Finding::new(
+                            id,
+                            Severity::Blocking,
+                            field,
+                            format!(
+                                "kubeadm uses `{k}`, cluster.yaml `{mine}`: Talos nodes would join (and sign the \
+                                 issuer URL) through another endpoint"
+                            ),
+                        )
+                        .fix(format!("set spec.endpoint to host `{}`, port {}", k.host, k.port)),
+                    ),
+                }
+            }
+            None => out.push(not_compared(
+                id,
+                "spec.endpoint",
+                &format!("`{mine}`"),
+                "--kubeadm-config",
+            )),
+        }
+    }
+
+    fn endpoint_certificate_san(&self, out: &mut Vec<Finding>) {
+        let id = "endpoint-certificate-san";
+        let host = &self.i.config.spec.endpoint.host;
+        let Some(c) = &self.i.apiserver_cert else {
+            out.push(not_compared(
+                id,
+                "spec.endpoint.host",
+                &format!("`{host}`"),
+                "--apiserver-cert",
+            ));
+            return;
+        };
+        let field = format!("spec.endpoint.host vs {} subjectAltName", c.file);
+        let sans: Vec<String> = c
+            .value
+            .dns_names
+            .iter()
+            .cloned()
+            .chain(c.value.ip_addresses.iter().map(ToString::to_string))
+            .collect();
+        if c.value.covers_host(host) {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!("the kubeadm apiserver certificate covers `{host}`"),
+            ));
+        } else {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    field,
+                    format!(
+                        "the kubeadm apiserver certificate does not cover `{host}` (it lists {}): Talos nodes \
+                         connecting through the endpoint would refuse it",
+                        list(&sans)
+                    ),
+                )
+                .error(errors::X509_NAME)
+                .fix(format!(
+                    "add `{host}` to kubeadm's apiServer.certSANs and renew the apiserver certificates \
+                     (`kubeadm init phase certs apiserver` on each control-plane node), or correct spec.endpoint.host"
+                )),
+            );
+        }
+    }
+
+    fn cas(&self, out: &mut Vec<Finding>) {
+        let Some(cas) = &self.i.cas else {
+            out.push(not_compared(
+                "ca-intermediate",
+                "kubeadm CAs",
+                "the CA shape",
+                "--pki",
+            ));
+            out.push(not_compared(
+                "ca-expiry",
+                "kubeadm CAs",
+                "the CA expiry",
+                "--pki",
+            ));
+            return;
+        };
+        for ca in cas {
+            let f = match &ca.shape {
+                CaShape::Root => Finding::new(
+                    "ca-intermediate",
+                    Severity::Pass,
+                    ca.file.clone(),
+                    format!("the {} is a self-signed root (`{}`)", ca.role, ca.summary.subject),
+                ),
+                CaShape::Intermediate(reason) => Finding::new(
+                    "ca-intermediate",
+                    Severity::Blocking,
+                    ca.file.clone(),
+                    format!(
+                        "the {} is an intermediate (subject `{}`, issuer `{}`: {reason}); Talos takes one root \
+                         CA per kind and cannot carry an intermediate",
+                        ca.role, ca.summary.subject, ca.summary.issuer
+                    ),
+                )
+                .fix("regenerate the cluster's certificates from a self-signed root CA before migrating"),
+                CaShape::NotCa(reason) => Finding::new(
+                    "ca-intermediate",
+                    Severity::Blocking,
+                    ca.file.clone(),
+                    format!("the {} certificate is not a CA ({reason})", ca.role),
+                )
+                .fix("pass the kubeadm pki directory (/etc/kubernetes/pki) holding the CA certificates"),
+            };
+            out.push(f);
+        }
+        let now = pki::unix_seconds(self.i.now);
+        for ca in cas {
+            let days = (ca.summary.not_after - now).div_euclid(86_400);
+            let f = if ca.summary.not_after < now {
+                Finding::new(
+                    "ca-expiry",
+                    Severity::Blocking,
+                    ca.file.clone(),
+                    format!("the {} expired at {}", ca.role, ca.summary.not_after_rfc3339()),
+                )
+                .fix("renew the CA (and every certificate it signed) on the kubeadm side, then import again")
+            } else if ca.summary.not_before > now {
+                Finding::new(
+                    "ca-expiry",
+                    Severity::Blocking,
+                    ca.file.clone(),
+                    format!(
+                        "the {} is not valid before {}",
+                        ca.role,
+                        ca.summary.not_before_rfc3339()
+                    ),
+                )
+                .fix("check the clock, or the CA file")
+            } else if days < pki::EXPIRY_WARNING_DAYS {
+                Finding::new(
+                    "ca-expiry",
+                    Severity::Warning,
+                    ca.file.clone(),
+                    format!(
+                        "the {} expires at {} ({days} days left, fewer than {})",
+                        ca.role,
+                        ca.summary.not_after_rfc3339(),
+                        pki::EXPIRY_WARNING_DAYS
+                    ),
+                )
+                .fix("plan a CA rotation; Talos carries this CA as it is")
+            } else {
+                Finding::new(
+                    "ca-expiry",
+                    Severity::Pass,
+                    ca.file.clone(),
+                    format!(
+                        "the {} is valid until {} ({days} days)",
+                        ca.role,
+                        ca.summary.not_after_rfc3339()
+                    ),
+                )
+            };
+            out.push(f);
+        }
+    }
+
+    fn bootstrap_token(&self, out: &mut Vec<Finding>) {
+        let id = "bootstrap-token";
+        let field = "spec.provenance.bootstrapTokenId";
+        let recorded = self
+            .i
+            .config
+            .spec
+            .provenance
+            .as_ref()
+            .and_then(|p| p.bootstrap_token_id.clone());
+        if let Some(b) = &self.i.bundle {
+            let token = b
+                .secrets
+                .as_ref()
+                .map(|s| s.bootstraptoken.clone())
+                .filter(|t| !t.is_empty());
+            let bfield = format!("{} secrets.bootstraptoken", b.label());
+            match token
+                .as_deref()
+                .map(|t| crate::kubeadm::parse_bootstrap_token(&bfield, t))
+            {
+                None | Some(Err(_)) => {
+                    out.push(
+                        Finding::new(
+                            id,
+                            Severity::Blocking,
+                            bfield,
+                            "the bundle has no valid bootstrap token (`<6>.<16>` characters [a-z0-9]): Talos \
+                             kubelets could not join"
+                                .into(),
+                        )
+                        .error(errors::UNAUTHORIZED)
+                        .fix("import again with --bootstrap-token from `kubeadm token create --ttl 0`"),
+                    );
+                    return;
+                }
+                Some(Ok(t)) => {
+                    if recorded.as_deref() != Some(t.id()) {
+                        out.push(
+                            Finding::new(
+                                id,
+                                Severity::Warning,
+                                format!("{field} vs {bfield}"),
+                                format!(
+                                    "cluster.yaml records token id {}, the bundle carries `{}`",
+                                    recorded
+                                        .as_deref()
+                                        .map_or("nothing".into(), |r| format!("`{r}`")),
+                                    t.id()
+                                ),
+                            )
+                            .fix(format!(
+                                "set spec.provenance.bootstrapTokenId to `{}`",
+                                t.id()
+                            )),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+        match recorded {
+            Some(tid) => out.push(
+                Finding::new(
+                    id,
+                    Severity::Info,
+                    field,
+                    format!(
+                        "bootstrap token `{tid}`: capstan's sealed Secret kube-system/bootstrap-token-{tid} has \
+                         no expiration, but a kubeadm-created token with that id expires (24 h by default) and \
+                         is then deleted; its lifetime cannot be seen from here"
+                    ),
+                )
+                .error(errors::UNAUTHORIZED)
+                .fix(format!(
+                    "if `{tid}` came from `kubeadm token create`, check `kubeadm token list` shows TTL `<forever>` \
+                     (created with --ttl 0), or apply secrets/workload/bootstrap-token-{tid}.yaml to the cluster"
+                )),
+            ),
+            None => out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    "no bootstrap token id recorded: capstan cannot tell which token the Talos kubelets will use"
+                        .into(),
+                )
+                .error(errors::UNAUTHORIZED)
+                .fix("pass --identity to read it from secrets.age, or import with `capstan import kubeadm`, which records it"),
+            ),
+        }
+    }
+
+    fn kube_proxy_labels(&self, out: &mut Vec<Finding>) {
+        let id = "kube-proxy-labels";
+        let Some(k) = &self.i.kube_proxy else {
+            out.push(not_compared(
+                id,
+                "kube-proxy DaemonSet labels",
+                "`tier: node`, `k8s-app: kube-proxy`",
+                "--kube-proxy",
+            ));
+            return;
+        };
+        let want = [("tier", "node"), ("k8s-app", "kube-proxy")];
+        let mut missing = Vec::new();
+        for (path, what) in [
+            ("/spec/selector/matchLabels", "spec.selector.matchLabels"),
+            (
+                "/spec/template/metadata/labels",
+                "spec.template.metadata.labels",
+            ),
+        ] {
+            let labels = k.value.pointer(path);
+            for (key, value) in want {
+                if labels.and_then(|l| l.get(key)).and_then(Value::as_str) != Some(value) {
+                    missing.push(format!("{what}.{key}: {value}"));
+                }
+            }
+        }
+        let field = format!(
+            "{} spec.selector.matchLabels, spec.template.metadata.labels",
+            k.file
+        );
+        if missing.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                "selector and pod template carry `tier: node` and `k8s-app: kube-proxy`, as Talos's kube-proxy does".into(),
+            ));
+        } else {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    format!(
+                        "missing {}: the migration works, but Talos Kubernetes upgrades apply kube-proxy with \
+                         Talos's selector and fail (a DaemonSet selector is immutable)",
+                        missing.join(", ")
+                    ),
+                )
+                .error(errors::FIELD_IMMUTABLE)
+                .fix(
+                    "export the DaemonSet, add `tier: node` and `k8s-app: kube-proxy` to spec.selector.matchLabels \
+                     and spec.template.metadata.labels, `kubectl -n kube-system delete ds kube-proxy --cascade=orphan`, \
+                     and apply the relabelled DaemonSet",
+                ),
+            );
+        }
+    }
+
+    fn etcd_member_name(&self, out: &mut Vec<Finding>) {
+        let id = "etcd-member-name";
+        let field = "spec.migration.kubeadm.etcdMembers";
+        let members: &[String] = self
+            .i
+            .config
+            .spec
+            .migration
+            .as_ref()
+            .map_or(&[], |m| m.kubeadm.etcd_members.as_slice());
+        if members.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                field,
+                "no kubeadm etcd members listed: list them (`etcdctl member list`) so capstan can check they \
+                 cannot collide with Talos hostnames"
+                    .into(),
+            ));
+            return;
+        }
+        let name = &self.i.config.metadata.name;
+        let cp_prefix = format!("{name}-cp-");
+        let pool_prefixes: Vec<String> = self
+            .i
+            .config
+            .spec
+            .workers
+            .iter()
+            .map(|p| format!("{name}-{}-", p.name))
+            .collect();
+        let mut flagged = false;
+        for (i, m) in members.iter().enumerate() {
+            let lower = m.to_ascii_lowercase();
+            let mfield = format!("{field}[{i}]");
+            if let Some(rest) = lower.strip_prefix(&cp_prefix) {
+                flagged = true;
+                let capi_like = rest.len() == 5
+                    && rest
+                        .bytes()
+                        .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b));
+                let f = Finding::new(
+                    id,
+                    if capi_like { Severity::Blocking } else { Severity::Warning },
+                    mfield,
+                    format!(
+                        "kubeadm etcd member `{m}` has the prefix `{cp_prefix}` of the Talos control-plane \
+                         machines (named `{cp_prefix}<5 random characters>`{}); a Talos node removes the etcd \
+                         member with its own hostname when it joins",
+                        if capi_like { ", and this name has that exact form" } else { "; this name cannot be generated, but it is easily confused in the etcd audit and runbooks" }
+                    ),
+                )
+                .fix(format!(
+                    "rename the cluster in cluster.yaml (machine names follow metadata.name) or replace the kubeadm \
+                     node `{m}` under another name before Talos nodes join"
+                ));
+                out.push(f);
+            } else if let Some(p) = pool_prefixes.iter().find(|p| lower.starts_with(p.as_str())) {
+                flagged = true;
+                out.push(
+                    Finding::new(
+                        id,
+                        Severity::Warning,
+                        mfield,
+                        format!(
+                            "kubeadm etcd member `{m}` has the prefix `{p}` of a Talos worker pool's machines: a \
+                             Talos node with that hostname would collide with it"
+                        ),
+                    )
+                    .fix("rename the worker pool, or replace the kubeadm node under another name"),
+                );
+            }
+        }
+        if !flagged {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!(
+                    "{} cannot be a Talos hostname (Talos machines are named `{cp_prefix}…`{})",
+                    list(members),
+                    if pool_prefixes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " and {}",
+                            list(
+                                &pool_prefixes
+                                    .iter()
+                                    .map(|p| format!("{p}…"))
+                                    .collect::<Vec<_>>()
+                            )
+                        )
+                    }
+                ),
+            ));
+        }
+    }
+}
+
+fn kubeadm_matches(recorded: EncryptionProvider, kubeadm: KeyedProvider) -> bool {
+    matches!(
+        (recorded, kubeadm),
+        (EncryptionProvider::Secretbox, KeyedProvider::Secretbox)
+            | (EncryptionProvider::Aescbc, KeyedProvider::Aescbc)
+    )
+}
+
+fn not_compared(id: &'static str, field: &str, what: &str, flag: &str) -> Finding {
+    Finding::new(
+        id,
+        Severity::Info,
+        field,
+        format!("{what} not compared with the kubeadm side: pass {flag}"),
+    )
+}
+
+fn compare_cidrs(
+    id: &'static str,
+    field: &str,
+    mine: &[String],
+    theirs: &[String],
+    what: &str,
+) -> Finding {
+    if same_cidrs(mine, theirs) {
+        Finding::new(
+            id,
+            Severity::Pass,
+            field,
+            format!("both use {}", list(mine)),
+        )
+    } else {
+        Finding::new(
+            id,
+            Severity::Blocking,
+            field,
+            format!(
+                "kubeadm uses {}, the Talos nodes would use {}: {what} addresses from the two sides would \
+                 overlap or not route",
+                list(theirs),
+                list(mine)
+            ),
+        )
+        .fix(format!(
+            "set spec.network.{} to {}",
+            if what == "pod" { "pods" } else { "services" },
+            list(theirs)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubeadm;
+    use crate::model::tests::MINIMAL;
+    use crate::pki::testkit::{self, Alg, TestKey};
+
+    const KUBEADM_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+    const ENDPOINT_URL: &str = "https://lab-f.example.internal:6443";
+    const BUNDLE: &[u8] = include_bytes!("../tests/fixtures/talos/secrets.yaml");
+
+    fn config(text: &str) -> ClusterConfig {
+        ClusterConfig::from_value("cluster.yaml", crate::yaml::parse_one(text).unwrap()).unwrap()
+    }
+
+    fn inputs(text: &str) -> CheckInputs {
+        CheckInputs::new(config(text), "cluster.yaml", testkit::now())
+    }
+
+    fn with_manifest(mut i: CheckInputs, manifest: &str) -> CheckInputs {
+        i.apiserver = Some(Input {
+            file: "kube-apiserver.yaml".into(),
+            value: kubeadm::parse_apiserver_manifest("kube-apiserver.yaml", manifest.as_bytes())
+                .unwrap(),
+        });
+        i
+    }
+
+    fn with_encryption(mut i: CheckInputs, text: &str) -> CheckInputs {
+        i.encryption = Some(Input {
+            file: "encryption-config.yaml".into(),
+            value: kubeadm::parse_encryption_config("encryption-config.yaml", text.as_bytes())
+                .unwrap(),
+        });
+        i
+    }
+
+    fn with_bundle(mut i: CheckInputs, text: &[u8]) -> CheckInputs {
+        i.bundle = Some(SecretsBundle::parse("secrets.age", text).unwrap());
+        i
+    }
+
+    fn of<'a>(fs: &'a [Finding], id: &str) -> Vec<&'a Finding> {
+        fs.iter().filter(|f| f.id == id).collect()
+    }
+
+    /// The most serious severity reported for `id`.
+    fn worst(i: &CheckInputs, id: &str) -> Severity {
+        let fs = check(i);
+        of(&fs, id)
+            .iter()
+            .map(|f| f.severity)
+            .min()
+            .unwrap_or_else(|| panic!("no {id} finding in {fs:#?}"))
+    }
+
+    fn blocking_with(i: &CheckInputs, id: &str, error: Option<&str>) -> Finding {
+        let fs = check(i);
+        let f = of(&fs, id)
+            .into_iter()
+            .find(|f| f.severity == Severity::Blocking)
+            .unwrap_or_else(|| panic!("no blocking {id} in {fs:#?}"))
+            .clone();
+        assert_eq!(f.cluster_error, error, "{f:#?}");
+        assert!(f.fix.is_some(), "{f:#?}");
+        f
+    }
+
+    fn replace(text: &str, from: &str, to: &str) -> String {
+        assert!(text.contains(from), "`{from}` not in the fixture");
+        text.replace(from, to)
+    }
+
+    #[test]
+    fn every_id_is_reported_for_the_minimal_config() {
+        let fs = check(&inputs(MINIMAL));
+        for id in IDS {
+            assert!(!of(&fs, id).is_empty(), "{id} missing: {fs:#?}");
+        }
+        assert!(fs.iter().all(|f| IDS.contains(&f.id)));
+        // Findings come in IDS order.
+        let pos: Vec<usize> = fs
+            .iter()
+            .map(|f| IDS.iter().position(|id| *id == f.id).unwrap())
+            .collect();
+        assert!(pos.windows(2).all(|w| w[0] <= w[1]), "{pos:?}");
+        assert!(
+            fs.iter().all(|f| f.severity != Severity::Blocking),
+            "{fs:#?}"
+        );
+        for id in IDS {
+            let kebab = id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'-' || b.is_ascii_digit());
+            assert!(kebab, "{id}");
+        }
+    }
+
+    #[test]
+    fn flavour_talos_version() {
+        assert_eq!(
+            worst(&inputs(MINIMAL), "flavour-talos-version"),
+            Severity::Pass
+        );
+        let text = replace(MINIMAL, "flavour: v1beta1", "flavour: v1beta2")
+            .replace("talos: v1.10.6", "talos: v1.8.3");
+        let f = blocking_with(&inputs(&text), "flavour-talos-version", None);
+        assert!(f.summary.contains("support Talos v1.9 to v1.13"), "{f:#?}");
+        let text = replace(MINIMAL, "talos: v1.10.6", "talos: v1.7.0");
+        blocking_with(&inputs(&text), "flavour-talos-version", None);
+        let text = replace(MINIMAL, "talos: v1.10.6", "talos: \"1.10\"");
+        blocking_with(&inputs(&text), "flavour-talos-version", None);
+    }
+
+    #[test]
+    fn kubernetes_version() {
+        assert_eq!(
+            worst(&inputs(MINIMAL), "kubernetes-version"),
+            Severity::Pass
+        );
+        let text = replace(MINIMAL, "kubernetes: v1.30.4", "kubernetes: v1.34.1");
+        let f = blocking_with(&inputs(&text), "kubernetes-version", None);
+        assert!(f.summary.contains("v1.28 to v1.33"), "{f:#?}");
+        // Against the running version.
+        let m = testkit::apiserver_manifest(KUBEADM_ISSUER);
+        let i = with_manifest(inputs(MINIMAL), &m);
+        assert_eq!(worst(&i, "kubernetes-version"), Severity::Pass);
+        let i = with_manifest(inputs(MINIMAL), &m.replace("v1.30.4", "v1.30.2"));
+        assert_eq!(worst(&i, "kubernetes-version"), Severity::Warning);
+        let i = with_manifest(inputs(MINIMAL), &m.replace("v1.30.4", "v1.29.9"));
+        let f = blocking_with(&i, "kubernetes-version", None);
+        assert!(f.field.contains("kube-apiserver.yaml image"), "{f:#?}");
+    }
+
+    fn with_etcd(talos: &str, etcd: &str) -> CheckInputs {
+        let mut i = inputs(&replace(
+            MINIMAL,
+            "talos: v1.10.6",
+            &format!("talos: {talos}"),
+        ));
+        i.etcd_version = Some(etcd.into());
+        i
+    }
+
+    #[test]
+    fn etcd_version_skew() {
+        assert_eq!(worst(&inputs(MINIMAL), "etcd-version-skew"), Severity::Info);
+        let f = blocking_with(
+            &with_etcd("v1.11.3", "3.5.15-0"),
+            "etcd-version-skew",
+            Some(errors::TOO_MANY_LEARNERS),
+        );
+        assert!(f.field.starts_with("--etcd-version"), "{f:#?}");
+        assert!(f.fix.unwrap().contains("3.5.26"));
+        assert_eq!(
+            worst(&with_etcd("v1.11.3", "3.5.21"), "etcd-version-skew"),
+            Severity::Warning
+        );
+        assert_eq!(
+            worst(&with_etcd("v1.11.3", "v3.5.26"), "etcd-version-skew"),
+            Severity::Pass
+        );
+        assert_eq!(
+            worst(&with_etcd("v1.11.3", "3.6.4"), "etcd-version-skew"),
+            Severity::Pass
+        );
+        assert_eq!(
+            worst(&with_etcd("v1.10.6", "3.5.15-0"), "etcd-version-skew"),
+            Severity::Warning
+        );
+        assert_eq!(
+            worst(&with_etcd("v1.10.6", "3.5.21-0"), "etcd-version-skew"),
+            Severity::Pass
+        );
+        blocking_with(&with_etcd("v1.14.0", "3.5.26"), "etcd-version-skew", None);
+        blocking_with(&with_etcd("v1.10.6", "3.6.4"), "etcd-version-skew", None);
+        // The recorded version is used when no flag is given; the flag wins.
+        let text = format!("{MINIMAL}  provenance: {{etcdVersion: \"3.5.15-0\"}}\n")
+            .replace("talos: v1.10.6", "talos: v1.12.1");
+        let f = blocking_with(
+            &inputs(&text),
+            "etcd-version-skew",
+            Some(errors::TOO_MANY_LEARNERS),
+        );
+        assert!(f.field.starts_with("spec.provenance.etcdVersion"), "{f:#?}");
+        let mut i = inputs(&text);
+        i.etcd_version = Some("3.5.26".into());
+        assert_eq!(worst(&i, "etcd-version-skew"), Severity::Pass);
+        assert_eq!(parse_etcd_version("3.5.15-0"), Some((3, 5, 15)));
+        assert_eq!(parse_etcd_version("v3.6.4"), Some((3, 6, 4)));
+        assert_eq!(parse_etcd_version("3.6"), None);
+        assert_eq!(parse_etcd_version("latest"), None);
+    }
+
+    #[test]
+    fn control_plane_replicas() {
+        assert_eq!(
+            worst(&inputs(MINIMAL), "control-plane-replicas"),
+            Severity::Pass
+        );
+        let text = replace(MINIMAL, "replicas: 3", "replicas: 2");
+        let f = blocking_with(&inputs(&text), "control-plane-replicas", None);
+        assert_eq!(f.field, "spec.controlPlane.replicas");
+        let stub = MINIMAL.split("  vsphere:").next().unwrap();
+        assert_eq!(
+            worst(&inputs(stub), "control-plane-replicas"),
+            Severity::Info
+        );
+    }
+
+    #[test]
+    fn service_account_issuer() {
+        let i = inputs(MINIMAL);
+        assert_eq!(worst(&i, "service-account-issuer"), Severity::Info);
+        let i = with_manifest(
+            inputs(MINIMAL),
+            &testkit::apiserver_manifest(KUBEADM_ISSUER),
+        );
+        assert_eq!(worst(&i, "service-account-issuer"), Severity::Pass);
+        // cluster.yaml renders the endpoint URL, kubeadm signs with its default.
+        let text = replace(
+            MINIMAL,
+            &format!("issuers: [{KUBEADM_ISSUER}]"),
+            &format!("issuers: [{ENDPOINT_URL}]"),
+        );
+        let i = with_manifest(inputs(&text), &testkit::apiserver_manifest(KUBEADM_ISSUER));
+        let f = blocking_with(
+            &i,
+            "service-account-issuer",
+            Some(errors::INVALID_BEARER_TOKEN),
+        );
+        assert!(
+            f.field
+                .contains("kube-apiserver.yaml --service-account-issuer"),
+            "{f:#?}"
+        );
+        let fix = f.fix.unwrap();
+        assert!(fix.contains("(b) set spec.serviceAccount.issuers to [https://kubernetes.default.svc.cluster.local]"), "{fix}");
+        assert!(
+            fix.contains("(a) add https://lab-f.example.internal:6443 as the first"),
+            "{fix}"
+        );
+        assert!(fix.contains("Talos v1.13 or later"), "{fix}");
+        // Two issuers before Talos 1.13.
+        let two = replace(
+            MINIMAL,
+            &format!("issuers: [{KUBEADM_ISSUER}]"),
+            &format!("issuers: [{KUBEADM_ISSUER}, {ENDPOINT_URL}]"),
+        );
+        let f = blocking_with(
+            &inputs(&two),
+            "service-account-issuer",
+            Some(errors::INVALID_BEARER_TOKEN),
+        );
+        assert!(
+            f.summary.contains("takes a single service-account issuer"),
+            "{f:#?}"
+        );
+        // From Talos 1.13 both are accepted; kubeadm's first keeps tokens valid both ways.
+        let v113 = two
+            .replace("talos: v1.10.6", "talos: v1.13.2")
+            .replace("kubernetes: v1.30.4", "kubernetes: v1.31.4");
+        let i = with_manifest(inputs(&v113), &testkit::apiserver_manifest(KUBEADM_ISSUER));
+        assert_eq!(worst(&i, "service-account-issuer"), Severity::Pass);
+        // Talos signing with the endpoint while kubeadm does not accept it.
+        let flipped = v113.replace(
+            &format!("[{KUBEADM_ISSUER}, {ENDPOINT_URL}]"),
+            &format!("[{ENDPOINT_URL}, {KUBEADM_ISSUER}]"),
+        );
+        let i = with_manifest(
+            inputs(&flipped),
+            &testkit::apiserver_manifest(KUBEADM_ISSUER),
+        );
+        let f = blocking_with(
+            &i,
+            "service-account-issuer",
+            Some(errors::INVALID_BEARER_TOKEN),
+        );
+        assert!(
+            f.summary
+                .contains("kubeadm apiservers reject tokens signed by Talos"),
+            "{f:#?}"
+        );
+        assert!(f.fix.unwrap().contains("(c) list both"));
+        // A kubeadm apiserver already listing the endpoint first accepts it.
+        let m = testkit::apiserver_manifest(ENDPOINT_URL).replace(
+            "    - --service-account-key-file",
+            &format!(
+                "    - --service-account-issuer={KUBEADM_ISSUER}\n    - --service-account-key-file"
+            ),
+        );
+        let i = with_manifest(inputs(&flipped), &m);
+        assert_eq!(worst(&i, "service-account-issuer"), Severity::Pass);
+    }
+
+    #[test]
+    fn service_account_audiences() {
+        let m = testkit::apiserver_manifest(KUBEADM_ISSUER);
+        assert_eq!(
+            worst(&inputs(MINIMAL), "service-account-audiences"),
+            Severity::Info
+        );
+        let i = with_manifest(inputs(MINIMAL), &m);
+        assert_eq!(worst(&i, "service-account-audiences"), Severity::Pass);
+        let text = replace(
+            MINIMAL,
+            &format!("audiences: [{KUBEADM_ISSUER}]"),
+            &format!("audiences: [{ENDPOINT_URL}]"),
+        );
+        let i = with_manifest(inputs(&text), &m);
+        let f = blocking_with(
+            &i,
+            "service-account-audiences",
+            Some(errors::TOKEN_AUDIENCES),
+        );
+        assert!(f.field.contains("--api-audiences"), "{f:#?}");
+        // kubeadm accepting more than Talos: a warning.
+        let m2 = m.replace(
+            "    - --secure-port",
+            &format!("    - --api-audiences={KUBEADM_ISSUER},vault\n    - --secure-port"),
+        );
+        let i = with_manifest(inputs(MINIMAL), &m2);
+        assert_eq!(worst(&i, "service-account-audiences"), Severity::Warning);
+    }
+
+    #[test]
+    fn encryption_provider() {
+        assert_eq!(
+            worst(&inputs(MINIMAL), "encryption-provider"),
+            Severity::Info
+        );
+        let enc = testkit::encryption_configuration("secretbox", "key2");
+        let i = with_encryption(inputs(MINIMAL), &enc);
+        assert_eq!(worst(&i, "encryption-provider"), Severity::Pass);
+        // aescbc only with Talos >= 1.3.
+        let text = replace(
+            MINIMAL,
+            "provider: secretbox, keyName: key2",
+            "provider: aescbc, keyName: key1",
+        );
+        let f = blocking_with(
+            &inputs(&text),
+            "encryption-provider",
+            Some(errors::IDENTITY_TRANSFORMER),
+        );
+        assert!(f.summary.contains("drops the aescbc key"), "{f:#?}");
+        // Another provider still listed after the first.
+        let extra = enc.replace(
+            "  - identity: {}\n",
+            "  - aescbc:\n      keys:\n      - name: key1\n        secret: MDEyMzQ1Njc4OWFiY2RlZg==\n  - identity: {}\n",
+        );
+        let i = with_encryption(inputs(MINIMAL), &extra);
+        let f = blocking_with(&i, "encryption-provider", Some(errors::NO_MATCHING_PREFIX));
+        assert!(
+            f.field
+                .contains("encryption-config.yaml resources[0].providers"),
+            "{f:#?}"
+        );
+        // The file says aescbc, cluster.yaml secretbox: stale import.
+        let i = with_encryption(
+            inputs(MINIMAL),
+            &testkit::encryption_configuration("aescbc", "key1"),
+        );
+        blocking_with(&i, "encryption-provider", Some(errors::NO_MATCHING_PREFIX));
+    }
+
+    #[test]
+    fn encryption_key_name() {
+        assert_eq!(
+            worst(&inputs(MINIMAL), "encryption-key-name"),
+            Severity::Pass
+        );
+        let text = replace(MINIMAL, "keyName: key2", "keyName: key0");
+        let f = blocking_with(
+            &inputs(&text),
+            "encryption-key-name",
+            Some(errors::NO_MATCHING_PREFIX),
+        );
+        assert_eq!(f.field, "spec.encryption.keyName");
+        let i = with_encryption(
+            inputs(&text),
+            &testkit::encryption_configuration("secretbox", "key0"),
+        );
+        let f = blocking_with(&i, "encryption-key-name", Some(errors::NO_MATCHING_PREFIX));
+        assert!(
+            f.field.contains(
+                "encryption-config.yaml resources[0].providers[0].secretbox.keys[0].name"
+            ),
+            "{f:#?}"
+        );
+        let i = with_encryption(
+            inputs(MINIMAL),
+            &testkit::encryption_configuration("secretbox", "key2"),
+        );
+        assert_eq!(worst(&i, "encryption-key-name"), Severity::Pass);
+        // cluster.yaml out of date with the file: a warning.
+        let i = with_encryption(
+            inputs(&text),
+            &testkit::encryption_configuration("secretbox", "key2"),
+        );
+        assert_eq!(worst(&i, "encryption-key-name"), Severity::Warning);
+    }
+
+    #[test]
+    fn encryption_missing() {
+        let m = testkit::apiserver_manifest(KUBEADM_ISSUER);
+        let plain = m.replace(
+            "    - --encryption-provider-config=/etc/kubernetes/enc/encryption-config.yaml\n",
+            "",
+        );
+        assert_eq!(
+            worst(&inputs(MINIMAL), "encryption-missing"),
+            Severity::Info
+        );
+        assert_eq!(
+            worst(&with_manifest(inputs(MINIMAL), &m), "encryption-missing"),
+            Severity::Pass
+        );
+        // kubeadm without encryption, Talos with a key.
+        let f = blocking_with(
+            &with_manifest(inputs(MINIMAL), &plain),
+            "encryption-missing",
+            Some(errors::IDENTITY_TRANSFORMER),
+        );
+        assert!(f.field.contains("--encryption-provider-config"), "{f:#?}");
+        // kubeadm encrypting, Talos without a key.
+        let none = replace(
+            MINIMAL,
+            "encryption: {provider: secretbox, keyName: key2}",
+            "encryption: {provider: none}",
+        );
+        blocking_with(
+            &with_manifest(inputs(&none), &m),
+            "encryption-missing",
+            Some(errors::IDENTITY_TRANSFORMER),
+        );
+        assert_eq!(
+            worst(&with_manifest(inputs(&none), &plain), "encryption-missing"),
+            Severity::Pass
+        );
+        // cluster.yaml says none, but the bundle carries a secretbox key.
+        let f = blocking_with(
+            &with_bundle(inputs(&none), BUNDLE),
+            "encryption-missing",
+            Some(errors::IDENTITY_TRANSFORMER),
+        );
+        assert!(f.field.contains("secrets.age"), "{f:#?}");
+    }
+
+    #[test]
+    fn encryption_key_value() {
+        let enc = testkit::encryption_configuration("secretbox", "key2");
+        assert_eq!(
+            worst(
+                &with_encryption(inputs(MINIMAL), &enc),
+                "encryption-key-value"
+            ),
+            Severity::Info
+        );
+        let i = with_bundle(with_encryption(inputs(MINIMAL), &enc), BUNDLE);
+        assert_eq!(worst(&i, "encryption-key-value"), Severity::Pass);
+        let other = "akw4W8o32vFLesbKdZXKlOG4968NaUIOVDHBeA0Dsro=";
+        let bundle = String::from_utf8(BUNDLE.to_vec())
+            .unwrap()
+            .replace(testkit::ENCRYPTION_SECRET, other);
+        let i = with_bundle(with_encryption(inputs(MINIMAL), &enc), bundle.as_bytes());
+        let f = blocking_with(&i, "encryption-key-value", Some(errors::WRONG_KEY));
+        assert!(
+            f.field.contains("secrets.secretboxencryptionsecret"),
+            "{f:#?}"
+        );
+        // Values never reach the report.
+        let fs = check(&i);
+        let text = report_text(&i, &fs, false) + &report_json(&i, &fs).to_string();
+        for secret in [testkit::ENCRYPTION_SECRET, other, "lry8e9gycdix3bpa"] {
+            assert!(!text.contains(secret), "secret leaked: {text}");
+        }
+    }
+
+    fn with_cluster_configuration(text: &str) -> CheckInputs {
+        let mut i = inputs(text);
+        i.cluster_config = Some(Input {
+            file: "kubeadm-config.yaml".into(),
+            value: kubeadm::parse_cluster_configuration(
+                "kubeadm-config.yaml",
+                testkit::cluster_configuration("v1beta3").as_bytes(),
+            )
+            .unwrap(),
+        });
+        i
+    }
+
+    #[test]
+    fn network_and_endpoint() {
+        let i = with_cluster_configuration(MINIMAL);
+        for id in ["pod-cidr", "service-cidr", "dns-domain", "endpoint"] {
+            assert_eq!(worst(&inputs(MINIMAL), id), Severity::Info, "{id}");
+            assert_eq!(worst(&i, id), Severity::Pass, "{id}");
+        }
+        let f = blocking_with(
+            &with_cluster_configuration(&replace(
+                MINIMAL,
+                "pods: [10.244.0.0/16]",
+                "pods: [10.42.0.0/16]",
+            )),
+            "pod-cidr",
+            None,
+        );
+        assert!(
+            f.field.contains("networking.podSubnet")
+                && f.fix.as_ref().unwrap().contains("10.244.0.0/16"),
+            "{f:#?}"
+        );
+        let f = blocking_with(
+            &with_cluster_configuration(&replace(
+                MINIMAL,
+                "services: [10.96.0.0/12]",
+                "services: [10.43.0.0/16]",
+            )),
+            "service-cidr",
+            None,
+        );
+        assert!(f.field.contains("networking.serviceSubnet"), "{f:#?}");
+        let f = blocking_with(
+            &with_cluster_configuration(&replace(
+                MINIMAL,
+                "dnsDomain: cluster.local",
+                "dnsDomain: lab.internal",
+            )),
+            "dns-domain",
+            None,
+        );
+        assert!(f.fix.unwrap().contains("`cluster.local`"));
+        let f = blocking_with(
+            &with_cluster_configuration(&replace(
+                MINIMAL,
+                "host: lab-f.example.internal",
+                "host: other.example.internal",
+            )),
+            "endpoint",
+            None,
+        );
+        assert!(f.summary.contains("lab-f.example.internal:6443"), "{f:#?}");
+        // The manifest's --service-cluster-ip-range is compared too.
+        let i = with_manifest(
+            inputs(&replace(
+                MINIMAL,
+                "services: [10.96.0.0/12]",
+                "services: [10.43.0.0/16]",
+            )),
+            &testkit::apiserver_manifest(KUBEADM_ISSUER),
+        );
+        let f = blocking_with(&i, "service-cidr", None);
+        assert!(f.field.contains("--service-cluster-ip-range"), "{f:#?}");
+    }
+
+    fn leaf() -> CertSummary {
+        let root = TestKey::new(Alg::P256, 0);
+        let params = testkit::ca_params(
+            "kubernetes",
+            testkit::days_from_now(-1),
+            testkit::days_from_now(100),
+        );
+        let crt = testkit::signed_by(
+            &TestKey::new(Alg::P256, 1),
+            "kube-apiserver",
+            false,
+            &params,
+            &root,
+        );
+        pki::certificate_summary("apiserver.crt", &crt).unwrap()
+    }
+
+    #[test]
+    fn endpoint_certificate_san() {
+        assert_eq!(
+            worst(&inputs(MINIMAL), "endpoint-certificate-san"),
+            Severity::Info
+        );
+        let mut i = inputs(MINIMAL);
+        i.apiserver_cert = Some(Input {
+            file: "apiserver.crt".into(),
+            value: leaf(),
+        });
+        let f = blocking_with(&i, "endpoint-certificate-san", Some(errors::X509_NAME));
+        assert!(f.summary.contains("`*.lb.example`"), "{f:#?}");
+        let mut i = inputs(&replace(
+            MINIMAL,
+            "host: lab-f.example.internal",
+            "host: api.lb.example",
+        ));
+        i.apiserver_cert = Some(Input {
+            file: "apiserver.crt".into(),
+            value: leaf(),
+        });
+        assert_eq!(worst(&i, "endpoint-certificate-san"), Severity::Pass);
+        let mut i = inputs(&replace(
+            MINIMAL,
+            "host: lab-f.example.internal",
+            "host: 192.0.2.10",
+        ));
+        i.apiserver_cert = Some(Input {
+            file: "apiserver.crt".into(),
+            value: leaf(),
+        });
+        assert_eq!(worst(&i, "endpoint-certificate-san"), Severity::Pass);
+    }
+
+    fn ca(role: &'static str, crt: &[u8], key: &TestKey) -> CaInput {
+        ca_input(
+            role,
+            "ca.crt",
+            crt,
+            "ca.key",
+            &key.traditional_pem(),
+            testkit::now(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ca_intermediate_and_expiry() {
+        assert_eq!(worst(&inputs(MINIMAL), "ca-intermediate"), Severity::Info);
+        assert_eq!(worst(&inputs(MINIMAL), "ca-expiry"), Severity::Info);
+        let k = TestKey::new(Alg::P256, 0);
+        let mut i = inputs(MINIMAL);
+        i.cas = Some(vec![ca(
+            "Kubernetes CA",
+            &testkit::self_signed_ca(&k, "kubernetes", 3650),
+            &k,
+        )]);
+        assert_eq!(worst(&i, "ca-intermediate"), Severity::Pass);
+        assert_eq!(worst(&i, "ca-expiry"), Severity::Pass);
+        // Intermediate.
+        let root = TestKey::new(Alg::P256, 1);
+        let params = testkit::ca_params(
+            "root",
+            testkit::days_from_now(-1),
+            testkit::days_from_now(100),
+        );
+        let sub = TestKey::new(Alg::P256, 2);
+        let crt = testkit::signed_by(&sub, "kubernetes", true, &params, &root);
+        i.cas = Some(vec![ca("Kubernetes CA", &crt, &sub)]);
+        let f = blocking_with(&i, "ca-intermediate", None);
+        assert!(
+            f.summary.contains("intermediate") && f.field == "ca.crt",
+            "{f:#?}"
+        );
+        // Not a CA.
+        let crt = testkit::signed_by(&sub, "kubernetes", false, &params, &root);
+        i.cas = Some(vec![ca("Kubernetes CA", &crt, &sub)]);
+        blocking_with(&i, "ca-intermediate", None);
+        // Expiring soon, expired.
+        let soon = testkit::ca_params(
+            "etcd-ca",
+            testkit::days_from_now(-10),
+            testkit::days_from_now(30),
+        );
+        let crt = pki::encode_certificate_pem(soon.self_signed(&k).unwrap().der());
+        i.cas = Some(vec![ca("etcd CA", &crt, &k)]);
+        assert_eq!(worst(&i, "ca-expiry"), Severity::Warning);
+        let gone = testkit::ca_params(
+            "etcd-ca",
+            testkit::days_from_now(-400),
+            testkit::days_from_now(-2),
+        );
+        let crt = pki::encode_certificate_pem(gone.self_signed(&k).unwrap().der());
+        i.cas = Some(vec![ca("etcd CA", &crt, &k)]);
+        let f = blocking_with(&i, "ca-expiry", None);
+        assert!(f.summary.contains("etcd CA expired"), "{f:#?}");
+        assert_eq!(worst(&i, "ca-intermediate"), Severity::Pass);
+        // A key that does not belong to the certificate is an input error.
+        let other = TestKey::new(Alg::P256, 3);
+        let good = testkit::self_signed_ca(&k, "kubernetes", 3650);
+        assert!(matches!(
+            ca_input(
+                "Kubernetes CA",
+                "ca.crt",
+                &good,
+                "ca.key",
+                &other.traditional_pem(),
+                testkit::now()
+            ),
+            Err(PkiError::KeyMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn bootstrap_token() {
+        assert_eq!(
+            worst(&inputs(MINIMAL), "bootstrap-token"),
+            Severity::Warning
+        );
+        let text = format!("{MINIMAL}  provenance: {{bootstrapTokenId: 2psnp2}}\n");
+        let fs = check(&inputs(&text));
+        let f = of(&fs, "bootstrap-token")[0];
+        assert_eq!(
+            (f.severity, f.cluster_error),
+            (Severity::Info, Some(errors::UNAUTHORIZED))
+        );
+        assert!(f.fix.as_ref().unwrap().contains("--ttl 0"), "{f:#?}");
+        assert_eq!(
+            worst(&with_bundle(inputs(&text), BUNDLE), "bootstrap-token"),
+            Severity::Info
+        );
+        let other = text.replace("2psnp2", "abcdef");
+        assert_eq!(
+            worst(&with_bundle(inputs(&other), BUNDLE), "bootstrap-token"),
+            Severity::Warning
+        );
+        let broken = String::from_utf8(BUNDLE.to_vec())
+            .unwrap()
+            .replace("2psnp2.lry8e9gycdix3bpa", "nope");
+        blocking_with(
+            &with_bundle(inputs(&text), broken.as_bytes()),
+            "bootstrap-token",
+            Some(errors::UNAUTHORIZED),
+        );
+    }
+
+    const KUBE_PROXY: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\n  labels:\n    k8s-app: kube-proxy\nspec:\n  selector:\n    matchLabels:\n      k8s-app: kube-proxy\n  template:\n    metadata:\n      labels:\n        k8s-app: kube-proxy\n    spec:\n      containers:\n      - name: kube-proxy\n        image: registry.k8s.io/kube-proxy:v1.30.4\n";
+
+    fn with_kube_proxy(text: &str) -> CheckInputs {
+        let mut i = inputs(MINIMAL);
+        let docs = crate::yaml::parse_stream(text).unwrap();
+        i.kube_proxy = Some(Input {
+            file: "kube-proxy.yaml".into(),
+            value: find_kube_proxy("kube-proxy.yaml", docs).unwrap(),
+        });
+        i
+    }
+
+    #[test]
+    fn kube_proxy_labels() {
+        assert_eq!(worst(&inputs(MINIMAL), "kube-proxy-labels"), Severity::Info);
+        let fs = check(&with_kube_proxy(KUBE_PROXY));
+        let f = of(&fs, "kube-proxy-labels")[0];
+        assert_eq!(
+            (f.severity, f.cluster_error),
+            (Severity::Warning, Some(errors::FIELD_IMMUTABLE))
+        );
+        assert!(
+            f.summary.contains("spec.selector.matchLabels.tier: node"),
+            "{f:#?}"
+        );
+        assert!(
+            f.summary
+                .contains("spec.template.metadata.labels.tier: node"),
+            "{f:#?}"
+        );
+        let good = KUBE_PROXY
+            .replace(
+                "      k8s-app: kube-proxy\n  template",
+                "      k8s-app: kube-proxy\n      tier: node\n  template",
+            )
+            .replace(
+                "        k8s-app: kube-proxy\n    spec",
+                "        k8s-app: kube-proxy\n        tier: node\n    spec",
+            );
+        assert_eq!(
+            worst(&with_kube_proxy(&good), "kube-proxy-labels"),
+            Severity::Pass
+        );
+        // A List from `kubectl get ds -o yaml` works too; other kinds are an input error.
+        let list = format!(
+            "apiVersion: v1\nkind: List\nitems:\n- {}",
+            good.replace('\n', "\n  ").trim_end()
+        );
+        assert_eq!(
+            worst(&with_kube_proxy(&list), "kube-proxy-labels"),
+            Severity::Pass
+        );
+        let e = find_kube_proxy(
+            "cm.yaml",
+            crate::yaml::parse_stream("apiVersion: v1\nkind: ConfigMap\n").unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cm.yaml: no DaemonSet found (found ConfigMap)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn etcd_member_name() {
+        assert_eq!(worst(&inputs(MINIMAL), "etcd-member-name"), Severity::Info);
+        let members = |names: &str| {
+            inputs(&format!("{MINIMAL}  workers:\n  - {{name: general, replicas: 1, machine: {{numCPUs: 2, memoryMiB: 4096}}}}\n  migration:\n    phase: prepare\n    kubeadm:\n      etcdMembers: [{names}]\n"))
+        };
+        assert_eq!(
+            worst(
+                &members("kube-cp-1, kube-cp-2, kube-cp-3"),
+                "etcd-member-name"
+            ),
+            Severity::Pass
+        );
+        let f = blocking_with(
+            &members("kube-cp-1, lab-f-cp-x7k2p"),
+            "etcd-member-name",
+            None,
+        );
+        assert_eq!(f.field, "spec.migration.kubeadm.etcdMembers[1]");
+        assert_eq!(
+            worst(&members("lab-f-cp-1"), "etcd-member-name"),
+            Severity::Warning
+        );
+        assert_eq!(
+            worst(&members("lab-f-general-abc"), "etcd-member-name"),
+            Severity::Warning
+        );
+    }
+
+    #[test]
+    fn reports() {
+        let text = replace(MINIMAL, "keyName: key2", "keyName: key0");
+        let i = inputs(&text);
+        let fs = check(&i);
+        let plain = report_text(&i, &fs, false);
+        assert!(!plain.contains('\x1b'));
+        assert!(
+            plain
+                .contains("\nblocking (1)\n  BLOCK encryption-key-name  spec.encryption.keyName\n"),
+            "{plain}"
+        );
+        assert!(
+            plain.contains("      cluster would show: no matching prefix found\n"),
+            "{plain}"
+        );
+        assert!(
+            plain.contains("      fix: add the same secret as `key2`"),
+            "{plain}"
+        );
+        assert!(plain.contains("\npassed ("), "{plain}");
+        assert!(plain.contains("summary: 1 blocking,"), "{plain}");
+        let blocking_at = plain.find("\nblocking").unwrap();
+        let passed_at = plain.find("\npassed").unwrap();
+        assert!(blocking_at < passed_at);
+        assert!(report_text(&i, &fs, true).contains("\x1b[1;31m"));
+        let json = report_json(&i, &fs);
+        assert_eq!(json["counts"]["blocking"], 1);
+        let first = json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["severity"] == "blocking")
+            .unwrap();
+        assert_eq!(first["id"], "encryption-key-name");
+        assert_eq!(first["clusterError"], "no matching prefix found");
+        assert_eq!(Counts::of(&fs).blocking, 1);
+    }
+}

@@ -1,0 +1,746 @@
+//! `capstan check` end to end: one test per finding (exit code, the field compared and the
+//! error the cluster would show), the stub written by `import kubeadm` checked against the
+//! same kubeadm files, the JSON report, and bad inputs (exit 2 naming the file or flag).
+
+use crate::util::*;
+use capstan::pki::testkit::{self, Alg, TestKey};
+use std::path::{Path, PathBuf};
+
+/// A complete cluster.yaml matching the kubeadm files `testkit::write_kubeadm_dir` writes.
+const CLUSTER: &str = "apiVersion: capstan.dev/v1alpha1
+kind: ClusterConfig
+metadata: {name: lab-f, namespace: lab-f}
+spec:
+  flavour: v1beta1
+  versions: {talos: v1.10.6, kubernetes: v1.30.4}
+  endpoint: {host: lab-f.example.internal, port: 6443}
+  network: {pods: [10.244.0.0/16], services: [10.96.0.0/12], dnsDomain: cluster.local}
+  serviceAccount:
+    issuers: [https://kubernetes.default.svc.cluster.local]
+    audiences: [https://kubernetes.default.svc.cluster.local]
+  encryption: {provider: secretbox, keyName: key2}
+  controlPlane:
+    replicas: 3
+    machine: {numCPUs: 4, memoryMiB: 8192}
+  provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}
+";
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Setup {
+    /// kubeadm files under `kubeadm/`, and `clusters/lab-f/cluster.yaml` = `CLUSTER` with
+    /// each `(from, to)` replaced.
+    fn new(edits: &[(&str, &str)]) -> Setup {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        testkit::write_kubeadm_dir(&dir.join("kubeadm"), Alg::P256, "secretbox", "key2");
+        let mut text = CLUSTER.to_string();
+        for (from, to) in edits {
+            assert!(text.contains(from), "`{from}` not in CLUSTER");
+            text = text.replace(from, to);
+        }
+        std::fs::create_dir_all(dir.join("clusters/lab-f")).unwrap();
+        std::fs::write(dir.join("clusters/lab-f/cluster.yaml"), text).unwrap();
+        Setup { _tmp: tmp, dir }
+    }
+
+    fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) {
+        let p = self.dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+
+    fn edit(&self, rel: &str, from: &str, to: &str) {
+        let text = std::fs::read_to_string(self.dir.join(rel)).unwrap();
+        assert!(text.contains(from), "`{from}` not in {rel}");
+        self.write(rel, text.replace(from, to));
+    }
+
+    fn check(&self, extra: &[&str]) -> std::process::Output {
+        let mut args = vec!["check", "clusters/lab-f"];
+        args.extend_from_slice(extra);
+        capstan(&args, &self.dir)
+    }
+}
+
+/// The text of the first report entry for `id` under the group tagged `tag`: its heading
+/// line and the indented lines after it.
+fn entry(out: &str, tag: &str, id: &str) -> String {
+    let head = format!("  {tag} {id}  ");
+    let mut lines = out.lines().skip_while(|l| !l.starts_with(&head));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("no `{tag} {id}` entry in:\n{out}"));
+    let mut text = format!("{first}\n");
+    for l in lines.take_while(|l| l.starts_with("      ")) {
+        text.push_str(l);
+        text.push('\n');
+    }
+    text
+}
+
+/// Run check, expect `code`, and an entry for `id` naming `field` and `error`.
+fn expect(
+    s: &Setup,
+    extra: &[&str],
+    code: i32,
+    tag: &str,
+    id: &str,
+    field: &str,
+    error: Option<&str>,
+) -> String {
+    let o = s.check(extra);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(code), "{out}\n{}", stderr(&o));
+    let e = entry(&out, tag, id);
+    assert!(e.contains(field), "field `{field}` not named in:\n{e}");
+    match error {
+        Some(err) => assert!(
+            e.contains(&format!("cluster would show: {err}")),
+            "`{err}` not in:\n{e}"
+        ),
+        None => assert!(!e.contains("cluster would show"), "{e}"),
+    }
+    assert!(!out.contains('\x1b'), "no colour when piped");
+    out
+}
+
+const MANIFEST: &[&str] = &["--apiserver-manifest", "kubeadm/kube-apiserver.yaml"];
+const KUBEADM_CONFIG: &[&str] = &["--kubeadm-config", "kubeadm/kubeadm-config.yaml"];
+const ENCRYPTION: &[&str] = &["--encryption-config", "kubeadm/encryption-config.yaml"];
+
+#[test]
+fn complete_inputs_pass() {
+    let s = Setup::new(&[]);
+    let leaf_key = TestKey::new(Alg::P256, 1);
+    let o = s.check(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let k = TestKey::new(Alg::P256, 0);
+    let params = testkit::ca_params(
+        "kubernetes",
+        testkit::days_from_now(-1),
+        testkit::days_from_now(100),
+    );
+    s.write(
+        "apiserver.crt",
+        testkit::signed_by(&leaf_key, "kube-apiserver", false, &params, &k),
+    );
+    let args = [
+        MANIFEST,
+        KUBEADM_CONFIG,
+        ENCRYPTION,
+        &["--pki", "kubeadm/pki", "--etcd-version", "3.5.26"],
+    ]
+    .concat();
+    let o = s.check(&args);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("summary: 0 blocking, 0 warnings,"), "{out}");
+    for id in [
+        "service-account-issuer",
+        "service-account-audiences",
+        "encryption-provider",
+        "encryption-key-name",
+        "encryption-missing",
+        "pod-cidr",
+        "service-cidr",
+        "dns-domain",
+        "endpoint",
+        "ca-intermediate",
+        "ca-expiry",
+        "etcd-version-skew",
+        "kubernetes-version",
+    ] {
+        entry(&out, "PASS", id);
+    }
+}
+
+#[test]
+fn flavour_talos_version() {
+    let s = Setup::new(&[
+        ("flavour: v1beta1", "flavour: v1beta2"),
+        ("talos: v1.10.6", "talos: v1.8.3"),
+    ]);
+    let out = expect(
+        &s,
+        &[],
+        1,
+        "BLOCK",
+        "flavour-talos-version",
+        "spec.versions.talos vs spec.flavour",
+        None,
+    );
+    assert!(out.contains("support Talos v1.9 to v1.13"), "{out}");
+}
+
+#[test]
+fn kubernetes_version() {
+    let s = Setup::new(&[("kubernetes: v1.30.4", "kubernetes: v1.34.1")]);
+    expect(
+        &s,
+        &[],
+        1,
+        "BLOCK",
+        "kubernetes-version",
+        "spec.versions.kubernetes vs spec.versions.talos",
+        None,
+    );
+    let s = Setup::new(&[]);
+    s.edit(
+        "kubeadm/kube-apiserver.yaml",
+        "kube-apiserver:v1.30.4",
+        "kube-apiserver:v1.29.8",
+    );
+    expect(
+        &s,
+        MANIFEST,
+        1,
+        "BLOCK",
+        "kubernetes-version",
+        "kubeadm/kube-apiserver.yaml image",
+        None,
+    );
+}
+
+#[test]
+fn etcd_version_skew() {
+    let s = Setup::new(&[("talos: v1.10.6", "talos: v1.11.2")]);
+    expect(
+        &s,
+        &["--etcd-version", "3.5.15"],
+        1,
+        "BLOCK",
+        "etcd-version-skew",
+        "--etcd-version vs spec.versions.talos",
+        Some("too many learner member in cluster"),
+    );
+    // The kubeadm config's etcd image tag (3.5.15-0) is used when no flag is given.
+    expect(
+        &s,
+        KUBEADM_CONFIG,
+        1,
+        "BLOCK",
+        "etcd-version-skew",
+        "kubeadm/kubeadm-config.yaml etcd.local.imageTag",
+        Some("too many learner member in cluster"),
+    );
+}
+
+#[test]
+fn control_plane_replicas() {
+    let s = Setup::new(&[("replicas: 3", "replicas: 4")]);
+    let out = expect(
+        &s,
+        &[],
+        1,
+        "BLOCK",
+        "control-plane-replicas",
+        "spec.controlPlane.replicas",
+        None,
+    );
+    assert!(out.contains("fix: use 3 or 5"), "{out}");
+}
+
+#[test]
+fn service_account_issuer() {
+    let s = Setup::new(&[(
+        "issuers: [https://kubernetes.default.svc.cluster.local]",
+        "issuers: [https://lab-f.example.internal:6443]",
+    )]);
+    let out = expect(
+        &s,
+        MANIFEST,
+        1,
+        "BLOCK",
+        "service-account-issuer",
+        "spec.serviceAccount.issuers vs kubeadm/kube-apiserver.yaml --service-account-issuer",
+        Some("invalid bearer token"),
+    );
+    assert!(out.contains("fix: (b) set spec.serviceAccount.issuers to [https://kubernetes.default.svc.cluster.local]"), "{out}");
+}
+
+#[test]
+fn service_account_audiences() {
+    let s = Setup::new(&[(
+        "audiences: [https://kubernetes.default.svc.cluster.local]",
+        "audiences: [https://lab-f.example.internal:6443]",
+    )]);
+    expect(
+        &s,
+        MANIFEST,
+        1,
+        "BLOCK",
+        "service-account-audiences",
+        "spec.serviceAccount.audiences vs kubeadm/kube-apiserver.yaml --api-audiences",
+        Some("token audiences [\"…\"] is invalid for the target audiences [\"…\"]"),
+    );
+}
+
+#[test]
+fn encryption_provider() {
+    let s = Setup::new(&[(
+        "provider: secretbox, keyName: key2",
+        "provider: aescbc, keyName: key1",
+    )]);
+    expect(
+        &s,
+        &[],
+        1,
+        "BLOCK",
+        "encryption-provider",
+        "spec.encryption.provider vs spec.versions.talos",
+        Some("identity transformer tried to read encrypted data"),
+    );
+}
+
+#[test]
+fn encryption_key_name() {
+    let s = Setup::new(&[]);
+    s.write(
+        "kubeadm/encryption-config.yaml",
+        testkit::encryption_configuration("secretbox", "key0"),
+    );
+    expect(
+        &s,
+        ENCRYPTION,
+        1,
+        "BLOCK",
+        "encryption-key-name",
+        "kubeadm/encryption-config.yaml resources[0].providers[0].secretbox.keys[0].name",
+        Some("no matching prefix found"),
+    );
+    let s = Setup::new(&[("keyName: key2", "keyName: key0")]);
+    expect(
+        &s,
+        &[],
+        1,
+        "BLOCK",
+        "encryption-key-name",
+        "spec.encryption.keyName",
+        Some("no matching prefix found"),
+    );
+}
+
+#[test]
+fn encryption_missing() {
+    let s = Setup::new(&[]);
+    s.edit(
+        "kubeadm/kube-apiserver.yaml",
+        "    - --encryption-provider-config=/etc/kubernetes/enc/encryption-config.yaml\n",
+        "",
+    );
+    expect(
+        &s,
+        MANIFEST,
+        1,
+        "BLOCK",
+        "encryption-missing",
+        "kubeadm/kube-apiserver.yaml --encryption-provider-config vs spec.encryption.provider",
+        Some("identity transformer tried to read encrypted data"),
+    );
+}
+
+/// Import the kubeadm files into `clusters/lab-f` (which must not hold a cluster.yaml yet
+/// to get the stub); returns the identity file.
+fn import(s: &Setup, talos: &str) -> String {
+    let id = age::x25519::Identity::generate();
+    use age::secrecy::ExposeSecret;
+    s.write(
+        "identity.txt",
+        format!("{}\n", id.to_string().expose_secret()),
+    );
+    let r = id.to_public().to_string();
+    let o = capstan(
+        &[
+            "import",
+            "kubeadm",
+            "--pki",
+            "kubeadm/pki",
+            "--apiserver-manifest",
+            "kubeadm/kube-apiserver.yaml",
+            "--kubeadm-config",
+            "kubeadm/kubeadm-config.yaml",
+            "--encryption-config",
+            "kubeadm/encryption-config.yaml",
+            "--talos-version",
+            talos,
+            "--bootstrap-token",
+            "abcdef.0123456789abcdef",
+            "--recipient",
+            &r,
+            "--out",
+            "clusters/lab-f",
+        ],
+        &s.dir,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    "identity.txt".into()
+}
+
+fn stub_setup(talos: &str) -> (Setup, String) {
+    let s = Setup::new(&[]);
+    std::fs::remove_file(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
+    let id = import(&s, talos);
+    (s, id)
+}
+
+#[test]
+fn encryption_key_value() {
+    let (s, id) = stub_setup("v1.10.6");
+    let other = "akw4W8o32vFLesbKdZXKlOG4968NaUIOVDHBeA0Dsro=";
+    let args = [ENCRYPTION, &["--identity", id.as_str()]].concat();
+    let o = s.check(&args);
+    entry(&stdout(&o), "PASS", "encryption-key-value");
+    s.edit(
+        "kubeadm/encryption-config.yaml",
+        testkit::ENCRYPTION_SECRET,
+        other,
+    );
+    let out = expect(
+        &s,
+        &args,
+        1,
+        "BLOCK",
+        "encryption-key-value",
+        "kubeadm/encryption-config.yaml key `key2` vs clusters/lab-f/secrets.age secrets.secretboxencryptionsecret",
+        Some("output array was not large enough for encryption"),
+    );
+    for secret in [testkit::ENCRYPTION_SECRET, other, "0123456789abcdef"] {
+        assert!(!out.contains(secret), "a secret value reached the report");
+    }
+}
+
+#[test]
+fn network_and_endpoint() {
+    for (edit, id, field) in [
+        (
+            ("pods: [10.244.0.0/16]", "pods: [10.42.0.0/16]"),
+            "pod-cidr",
+            "spec.network.pods vs kubeadm/kubeadm-config.yaml networking.podSubnet",
+        ),
+        (
+            ("services: [10.96.0.0/12]", "services: [10.43.0.0/16]"),
+            "service-cidr",
+            "spec.network.services vs kubeadm/kubeadm-config.yaml networking.serviceSubnet",
+        ),
+        (
+            ("dnsDomain: cluster.local", "dnsDomain: lab.internal"),
+            "dns-domain",
+            "spec.network.dnsDomain vs kubeadm/kubeadm-config.yaml networking.dnsDomain",
+        ),
+        (
+            ("host: lab-f.example.internal", "host: api.example.internal"),
+            "endpoint",
+            "spec.endpoint vs kubeadm/kubeadm-config.yaml controlPlaneEndpoint",
+        ),
+    ] {
+        let s = Setup::new(&[edit]);
+        expect(&s, KUBEADM_CONFIG, 1, "BLOCK", id, field, None);
+    }
+}
+
+#[test]
+fn endpoint_certificate_san() {
+    let s = Setup::new(&[]);
+    let ca = TestKey::new(Alg::P256, 0);
+    let params = testkit::ca_params(
+        "kubernetes",
+        testkit::days_from_now(-1),
+        testkit::days_from_now(100),
+    );
+    s.write(
+        "apiserver.crt",
+        testkit::signed_by(
+            &TestKey::new(Alg::P256, 1),
+            "kube-apiserver",
+            false,
+            &params,
+            &ca,
+        ),
+    );
+    expect(
+        &s,
+        &["--apiserver-cert", "apiserver.crt"],
+        1,
+        "BLOCK",
+        "endpoint-certificate-san",
+        "spec.endpoint.host vs apiserver.crt subjectAltName",
+        Some("x509: certificate is valid for …, not …"),
+    );
+    let s = Setup::new(&[("host: lab-f.example.internal", "host: api.lb.example")]);
+    s.write(
+        "apiserver.crt",
+        testkit::signed_by(
+            &TestKey::new(Alg::P256, 1),
+            "kube-apiserver",
+            false,
+            &params,
+            &ca,
+        ),
+    );
+    let o = s.check(&["--apiserver-cert", "apiserver.crt"]);
+    assert_eq!(o.status.code(), Some(0));
+    entry(&stdout(&o), "PASS", "endpoint-certificate-san");
+}
+
+#[test]
+fn ca_intermediate() {
+    let s = Setup::new(&[]);
+    let root = TestKey::new(Alg::P256, 0);
+    let params = testkit::ca_params(
+        "root",
+        testkit::days_from_now(-1),
+        testkit::days_from_now(100),
+    );
+    let sub = TestKey::new(Alg::P256, 1);
+    s.write(
+        "kubeadm/pki/ca.crt",
+        testkit::signed_by(&sub, "kubernetes", true, &params, &root),
+    );
+    s.write("kubeadm/pki/ca.key", sub.traditional_pem());
+    let out = expect(
+        &s,
+        &["--pki", "kubeadm/pki"],
+        1,
+        "BLOCK",
+        "ca-intermediate",
+        "kubeadm/pki/ca.crt",
+        None,
+    );
+    assert!(out.contains("cannot carry an intermediate"), "{out}");
+}
+
+#[test]
+fn ca_expiry() {
+    let s = Setup::new(&[]);
+    let k = TestKey::new(Alg::P256, 0);
+    let p = testkit::ca_params(
+        "etcd-ca",
+        testkit::days_from_now(-400),
+        testkit::days_from_now(-2),
+    );
+    s.write(
+        "kubeadm/pki/etcd/ca.crt",
+        capstan::pki::encode_certificate_pem(p.self_signed(&k).unwrap().der()),
+    );
+    s.write("kubeadm/pki/etcd/ca.key", k.traditional_pem());
+    let out = expect(
+        &s,
+        &["--pki", "kubeadm/pki"],
+        1,
+        "BLOCK",
+        "ca-expiry",
+        "kubeadm/pki/etcd/ca.crt",
+        None,
+    );
+    assert!(out.contains("the etcd CA expired at"), "{out}");
+}
+
+#[test]
+fn bootstrap_token() {
+    let s = Setup::new(&[(
+        "provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}",
+        "provenance: {etcdVersion: 3.5.26-0}",
+    )]);
+    expect(
+        &s,
+        &[],
+        0,
+        "WARN",
+        "bootstrap-token",
+        "spec.provenance.bootstrapTokenId",
+        Some("cannot create certificate signing request: Unauthorized"),
+    );
+    let s = Setup::new(&[]);
+    let out = expect(
+        &s,
+        &[],
+        0,
+        "INFO",
+        "bootstrap-token",
+        "spec.provenance.bootstrapTokenId",
+        Some("cannot create certificate signing request: Unauthorized"),
+    );
+    assert!(out.contains("--ttl 0"), "{out}");
+}
+
+const KUBE_PROXY: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\nspec:\n  selector:\n    matchLabels:\n      k8s-app: kube-proxy\n  template:\n    metadata:\n      labels:\n        k8s-app: kube-proxy\n    spec:\n      containers:\n      - name: kube-proxy\n        image: registry.k8s.io/kube-proxy:v1.30.4\n";
+
+#[test]
+fn kube_proxy_labels() {
+    let s = Setup::new(&[]);
+    s.write("kube-proxy.yaml", KUBE_PROXY);
+    let out = expect(
+        &s,
+        &["--kube-proxy", "kube-proxy.yaml"],
+        0,
+        "WARN",
+        "kube-proxy-labels",
+        "kube-proxy.yaml spec.selector.matchLabels",
+        Some("spec.selector: Invalid value: …: field is immutable"),
+    );
+    assert!(
+        out.contains("spec.selector.matchLabels.tier: node"),
+        "{out}"
+    );
+    s.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    );
+    let o = s.check(&["--kube-proxy", "cm.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cm.yaml: no DaemonSet found"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn etcd_member_name() {
+    let s = Setup::new(&[(
+        "  provenance:",
+        "  migration:\n    phase: prepare\n    kubeadm:\n      etcdMembers: [kube-cp-1, lab-f-cp-x7k2p]\n  provenance:",
+    )]);
+    expect(
+        &s,
+        &[],
+        1,
+        "BLOCK",
+        "etcd-member-name",
+        "spec.migration.kubeadm.etcdMembers[1]",
+        None,
+    );
+}
+
+#[test]
+fn import_stub_checks_clean_except_etcd_skew() {
+    let (s, id) = stub_setup("v1.10.6");
+    let stub = std::fs::read_to_string(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
+    assert!(
+        !stub.contains("controlPlane:") && !stub.contains("vsphere:"),
+        "{stub}"
+    );
+    let args = [
+        MANIFEST,
+        KUBEADM_CONFIG,
+        ENCRYPTION,
+        &[
+            "--pki",
+            "kubeadm/pki",
+            "--identity",
+            id.as_str(),
+            "--format",
+            "json",
+        ],
+    ]
+    .concat();
+    let o = s.check(&args);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let findings = report["findings"].as_array().unwrap();
+    let with = |sev: &str| -> Vec<&str> {
+        findings
+            .iter()
+            .filter(|f| f["severity"] == sev)
+            .map(|f| f["id"].as_str().unwrap())
+            .collect()
+    };
+    assert!(with("blocking").is_empty(), "{report:#}");
+    // kubeadm's etcd 3.5.15 is fine with Talos 1.10 (etcd 3.5) but not with a later 1.11+.
+    assert_eq!(with("warning"), ["etcd-version-skew"], "{report:#}");
+    for id in [
+        "flavour-talos-version",
+        "kubernetes-version",
+        "service-account-issuer",
+        "service-account-audiences",
+        "encryption-provider",
+        "encryption-key-name",
+        "encryption-missing",
+        "encryption-key-value",
+        "pod-cidr",
+        "service-cidr",
+        "dns-domain",
+        "endpoint",
+        "ca-intermediate",
+        "ca-expiry",
+    ] {
+        assert!(with("pass").contains(&id), "{id} did not pass: {report:#}");
+    }
+    assert_eq!(report["counts"]["blocking"], 0);
+    for f in findings {
+        assert!(f["field"].as_str().is_some_and(|s| !s.is_empty()), "{f}");
+    }
+    // The same stub with Talos 1.11 (etcd 3.6): the skew blocks.
+    let (s, _) = stub_setup("v1.11.2");
+    let o = s.check(KUBEADM_CONFIG);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    entry(&stdout(&o), "BLOCK", "etcd-version-skew");
+}
+
+#[test]
+fn json_report_parses_and_lists_every_id() {
+    let s = Setup::new(&[]);
+    let o = s.check(&["--format", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["cluster"], "lab-f");
+    let ids: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    for id in capstan::check::IDS {
+        assert!(ids.contains(id), "{id} missing from {ids:?}");
+    }
+    assert!(stderr(&o).is_empty());
+}
+
+#[test]
+fn bad_inputs_are_errors_naming_them() {
+    let s = Setup::new(&[]);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--apiserver-manifest", "kubeadm/missing.yaml"],
+            "kubeadm/missing.yaml",
+        ),
+        (&["--kubeadm-config", "nope.yaml"], "nope.yaml"),
+        (&["--encryption-config", "nope.yaml"], "nope.yaml"),
+        (&["--pki", "nope"], "nope"),
+        (&["--apiserver-cert", "nope.crt"], "nope.crt"),
+        (&["--kube-proxy", "nope.yaml"], "nope.yaml"),
+        (&["--identity", "nope.txt"], "nope.txt"),
+        (&["--etcd-version", "latest"], "--etcd-version"),
+        (
+            &["--apiserver-manifest", "kubeadm/kubeadm-config.yaml"],
+            "kubeadm/kubeadm-config.yaml",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = s.check(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stdout(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{args:?}");
+    }
+    std::fs::remove_file(s.dir.join("kubeadm/pki/etcd/ca.key")).unwrap();
+    let o = s.check(&["--pki", "kubeadm/pki"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("kubeadm/pki/etcd/ca.key"),
+        "{}",
+        stderr(&o)
+    );
+    // cluster.yaml shape errors are errors too; a missing directory names it.
+    s.edit("clusters/lab-f/cluster.yaml", "port: 6443", "port: high");
+    let o = s.check(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("spec.endpoint.port"), "{}", stderr(&o));
+    let o = capstan(&["check", "clusters/nowhere"], &s.dir);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("clusters/nowhere"), "{}", stderr(&o));
+    let _ = Path::new("");
+}
