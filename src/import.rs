@@ -193,7 +193,7 @@ pub fn import_kubeadm(files: KubeadmFiles, opts: ImportOptions) -> Result<Import
     };
     let token_id = token.id().to_string();
 
-    let bundle = SecretsBundle::from_kubernetes_pki(
+    let mut bundle = SecretsBundle::from_kubernetes_pki(
         SECRETS_FILE,
         KubernetesPki {
             k8s,
@@ -205,6 +205,15 @@ pub fn import_kubeadm(files: KubeadmFiles, opts: ImportOptions) -> Result<Import
         enc_secret,
         opts.now,
     )?;
+    if encryption.provider == EncryptionProvider::None {
+        // from_kubernetes_pki invents a secretbox key when given none, as talosctl does: Talos
+        // would then encrypt Secrets the kubeadm apiservers cannot read
+        // (`identity transformer tried to read encrypted data`). Carry none.
+        if let Some(s) = bundle.secrets.as_mut() {
+            s.secretboxencryptionsecret = None;
+            s.aescbcencryptionsecret = None;
+        }
+    }
     if let Err(problems) = bundle.validate() {
         // A kubeadm cluster without encryption at rest legitimately has no encryption secret.
         let real: Vec<String> = problems
@@ -709,6 +718,38 @@ mod tests {
                 .bootstrap_secret
                 .contains(&format!("token-secret: {}\n", &token[7..])));
         }
+    }
+
+    #[test]
+    fn no_encryption_at_rest_carries_no_encryption_secret() {
+        let mut fx = kubeadm_fixture(
+            Alg::P256,
+            "secretbox",
+            "key2",
+            "https://kubernetes.default.svc.cluster.local",
+        );
+        let manifest = testkit::apiserver_manifest("https://kubernetes.default.svc.cluster.local")
+            .replace(
+                "    - --encryption-provider-config=/etc/kubernetes/enc/encryption-config.yaml\n",
+                "",
+            );
+        fx.set("manifest", manifest.into_bytes());
+        let id = age::x25519::Identity::generate();
+        let mut files = fx.files();
+        files.encryption_config = None;
+        let imported = import_kubeadm(files, options(&id.to_public().to_string())).unwrap();
+        assert_eq!(
+            imported.config.spec.encryption.provider,
+            EncryptionProvider::None
+        );
+        let plain =
+            secrets::decrypt("secrets.age", imported.secrets_age.as_bytes(), &[id]).unwrap();
+        let bundle = SecretsBundle::parse("secrets.age", &plain).unwrap();
+        let s = bundle.secrets.as_ref().unwrap();
+        assert!(
+            s.secretboxencryptionsecret.is_none() && s.aescbcencryptionsecret.is_none(),
+            "a fresh key would make Talos encrypt what kubeadm cannot read"
+        );
     }
 
     #[test]

@@ -617,6 +617,52 @@ fn etcd_member_name() {
 }
 
 #[test]
+fn import_without_encryption_carries_no_key() {
+    let s = Setup::new(&[]);
+    std::fs::remove_file(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
+    s.edit(
+        "kubeadm/kube-apiserver.yaml",
+        "    - --encryption-provider-config=/etc/kubernetes/enc/encryption-config.yaml\n",
+        "",
+    );
+    let id = age::x25519::Identity::generate();
+    use age::secrecy::ExposeSecret;
+    s.write(
+        "identity.txt",
+        format!("{}\n", id.to_string().expose_secret()),
+    );
+    let r = id.to_public().to_string();
+    let o = capstan(
+        &[
+            "import",
+            "kubeadm",
+            "--pki",
+            "kubeadm/pki",
+            "--apiserver-manifest",
+            "kubeadm/kube-apiserver.yaml",
+            "--kubeadm-config",
+            "kubeadm/kubeadm-config.yaml",
+            "--talos-version",
+            "v1.10.6",
+            "--recipient",
+            &r,
+            "--out",
+            "clusters/lab-f",
+        ],
+        &s.dir,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let args = [MANIFEST, &["--identity", "identity.txt"]].concat();
+    let o = s.check(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let e = entry(&stdout(&o), "PASS", "encryption-missing");
+    assert!(
+        e.contains("neither the kubeadm nor the Talos apiservers encrypt"),
+        "{e}"
+    );
+}
+
+#[test]
 fn import_stub_checks_clean_except_etcd_skew() {
     let (s, id) = stub_setup("v1.10.6");
     let stub = std::fs::read_to_string(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
