@@ -379,15 +379,7 @@ pub fn read_kubeadm_files(
     kubeadm_config: &Path,
     encryption_config: Option<&Path>,
 ) -> Result<crate::import::KubeadmFiles, InputError> {
-    if !pki.is_dir() {
-        return Err(InputError::Io {
-            path: pki.display().to_string(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "not a directory (expected the kubeadm pki directory)",
-            ),
-        });
-    }
+    require_pki_dir(pki)?;
     Ok(crate::import::KubeadmFiles {
         ca_crt: input_file(&pki.join("ca.crt"))?,
         ca_key: input_file(&pki.join("ca.key"))?,
@@ -399,6 +391,19 @@ pub fn read_kubeadm_files(
         apiserver_manifest: input_file(apiserver_manifest)?,
         kubeadm_config: input_file(kubeadm_config)?,
         encryption_config: encryption_config.map(input_file).transpose()?,
+    })
+}
+
+fn require_pki_dir(pki: &Path) -> Result<(), InputError> {
+    if pki.is_dir() {
+        return Ok(());
+    }
+    Err(InputError::Io {
+        path: pki.display().to_string(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "not a directory (expected the kubeadm pki directory)",
+        ),
     })
 }
 
@@ -419,15 +424,7 @@ pub fn read_kubeadm_cas(
     )>,
     InputError,
 > {
-    if !pki.is_dir() {
-        return Err(InputError::Io {
-            path: pki.display().to_string(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "not a directory (expected the kubeadm pki directory)",
-            ),
-        });
-    }
+    require_pki_dir(pki)?;
     [
         ("Kubernetes CA", "ca.crt", "ca.key"),
         ("etcd CA", "etcd/ca.crt", "etcd/ca.key"),

@@ -125,24 +125,7 @@ fn scrub(v: &mut Value) {
     }
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a sequence",
-        Value::Object(_) => "a mapping",
-    }
-}
-
-fn join(parent: &str, key: &str) -> String {
-    if parent.is_empty() {
-        key.to_string()
-    } else {
-        format!("{parent}.{key}")
-    }
-}
+use crate::yaml::{join_path as join, kind_of};
 
 /// Typed access to a parsed document, with errors that name the path.
 struct Doc<'a> {

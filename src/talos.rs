@@ -613,24 +613,7 @@ struct Reader<'a> {
     label: &'a str,
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a sequence",
-        Value::Object(_) => "a mapping",
-    }
-}
-
-fn join(parent: &str, key: &str) -> String {
-    if parent.is_empty() {
-        key.to_string()
-    } else {
-        format!("{parent}.{key}")
-    }
-}
+use crate::yaml::{join_path as join, kind_of};
 
 impl Reader<'_> {
     fn wrong(&self, path: &str, expected: &'static str, v: &Value) -> BundleError {

@@ -51,6 +51,27 @@ pub fn parse_one(text: &str) -> Result<Value, YamlError> {
     }
 }
 
+/// What kind of YAML node a value is, for messages ("expected a string, found a mapping").
+pub fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a sequence",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// A field path one key deeper: `join_path("spec", "x")` is `spec.x`; `join_path("", "x")` is `x`.
+pub fn join_path(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
 /// Emit one document (no `---` marker), ending with a newline.
 pub fn to_string(value: &Value) -> String {
     let mut out = String::with_capacity(1024);
