@@ -42,6 +42,57 @@ pub enum Command {
     ///
     /// Exit codes: 0 something matched, 1 nothing matched, 2 error.
     Explain(ExplainArgs),
+    /// Review a change: a resource-level diff of two renders, input directories, YAML
+    /// streams or git revisions, with secret values masked and risky changes called out.
+    ///
+    /// Exit codes: 0 no differences, 1 differences, 2 error.
+    Diff(DiffArgs),
+}
+
+/// Output formats of `capstan diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffFormat {
+    /// For a terminal (coloured on a TTY unless NO_COLOR is set).
+    Text,
+    /// For a pull-request comment (kept under GitHub's 65,536-character limit).
+    Markdown,
+    /// For programs.
+    Json,
+}
+
+/// Arguments of `capstan diff`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Each of A and B is a rendered directory (`render -o` output: the root or one cluster's \
+directory), a cluster or repository input directory (rendered first), or a YAML stream (a file, `-` for stdin).\n\
+With --git, A is the repository path (default `.`) and B is not given."
+)]
+pub struct DiffArgs {
+    /// The old side (with --git: the path inside the repository to render, default `.`).
+    #[arg(value_name = "A")]
+    pub a: Option<PathBuf>,
+    /// The new side.
+    #[arg(value_name = "B")]
+    pub b: Option<PathBuf>,
+    /// Compare two git revisions of the repository holding PATH: `REV_A..REV_B` (each
+    /// rendered from a temporary worktree), `REV_A..` (against HEAD) or `REV_A` (against the
+    /// working tree).
+    #[arg(long, value_name = "REV_A..REV_B")]
+    pub git: Option<String>,
+    /// Only this cluster; repeatable.
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub clusters: Vec<String>,
+    /// age identity file to compare secret plaintexts (default: $CAPSTAN_AGE_KEY_FILE,
+    /// $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY; without any, ciphertexts are compared).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+    /// Template overrides directory for input directories (default: `templates/` at each
+    /// repository root).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
 }
 
 /// Environment variable naming an age identity file (capstan's own).

@@ -4,8 +4,9 @@
 
 use crate::bundle::{self, Bundle, Outcome};
 use crate::cli::{
-    CheckArgs, CheckFormat, Cli, ClusterSecretsArgs, Command, DecryptArgs, ExplainArgs,
-    ExplainFormat, ImportCommand, ImportKubeadmArgs, RenderArgs, SecretsCommand, ValidateArgs,
+    CheckArgs, CheckFormat, Cli, ClusterSecretsArgs, Command, DecryptArgs, DiffArgs, DiffFormat,
+    ExplainArgs, ExplainFormat, ImportCommand, ImportKubeadmArgs, RenderArgs, SecretsCommand,
+    ValidateArgs,
 };
 use crate::inputs::{self, ClusterInput};
 use crate::render::{Rendered, Renderer};
@@ -53,6 +54,7 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Secrets(SecretsCommand::Seal(args)) => seal(args),
         Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
         Command::Explain(args) => explain(args),
+        Command::Diff(args) => diff(args),
     }
 }
 
@@ -755,4 +757,307 @@ fn check(args: CheckArgs) -> Result<Status> {
             Status::Success
         },
     )
+}
+
+/// Identities when given by flag or environment; `None` when there are none.
+fn optional_identities(
+    flag: Option<&std::path::Path>,
+) -> Result<Option<Vec<age::x25519::Identity>>> {
+    match inputs::read_identity_text(flag, |k| std::env::var(k).ok()) {
+        Ok((label, text)) => Ok(Some(crate::secrets::parse_identities(&label, &text)?)),
+        Err(inputs::InputError::NoIdentity) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The cluster a streamed object belongs to: its `cluster.x-k8s.io/cluster-name` label,
+/// else its namespace.
+fn stream_cluster(v: &serde_json::Value) -> String {
+    v.pointer("/metadata/labels/cluster.x-k8s.io~1cluster-name")
+        .and_then(serde_json::Value::as_str)
+        .or_else(|| {
+            v.pointer("/metadata/namespace")
+                .and_then(serde_json::Value::as_str)
+        })
+        .unwrap_or("(no cluster)")
+        .to_string()
+}
+
+fn stream_set(docs: Vec<(String, serde_json::Value)>) -> crate::diff::ResourceSet {
+    let mut set = crate::diff::ResourceSet::default();
+    for (origin, value) in docs {
+        let kind = value.get("kind").and_then(serde_json::Value::as_str);
+        let api = value
+            .get("apiVersion")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        if kind == Some("Kustomization") || api.starts_with("capstan.dev/") {
+            continue;
+        }
+        set.clusters
+            .entry(stream_cluster(&value))
+            .or_default()
+            .resources
+            .push(crate::resource::Resource {
+                value,
+                origin,
+                raw: None,
+            });
+    }
+    set
+}
+
+/// Read one side of a diff: stdin, a YAML file, input directories (rendered here), a
+/// rendered output directory, or a directory of YAML files.
+fn load_side(
+    path: &std::path::Path,
+    templates: Option<&PathBuf>,
+) -> Result<crate::diff::ResourceSet> {
+    use crate::diff::{ClusterSet, ResourceSet};
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)?;
+        return Ok(stream_set(inputs::parse_documents("<stdin>", &text)?));
+    }
+    if path.is_file() {
+        return Ok(stream_set(inputs::read_yaml_documents(path, false)?));
+    }
+    anyhow::ensure!(
+        path.is_dir(),
+        "{}: no such file or directory",
+        path.display()
+    );
+    match inputs::discover(path) {
+        Ok(dirs) => {
+            let mut set = ResourceSet::default();
+            let rendered = render_each(&dirs, templates, |r, _| Ok((r.name, r.resources)))?;
+            for (d, (name, resources)) in dirs.iter().zip(rendered) {
+                let phase = inputs::load_cluster(d)?
+                    .config
+                    .spec
+                    .migration
+                    .map_or_else(|| "(none)".to_string(), |m| m.phase.as_str().to_string());
+                let phase = Some(phase);
+                set.clusters.insert(name, ClusterSet { resources, phase });
+            }
+            return Ok(set);
+        }
+        Err(inputs::InputError::NoClusters { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    if let Some(clusters) = inputs::read_rendered(path)? {
+        let mut set = ResourceSet::default();
+        for (name, resources) in clusters {
+            set.clusters.insert(
+                name,
+                ClusterSet {
+                    resources,
+                    phase: None,
+                },
+            );
+        }
+        return Ok(set);
+    }
+    let docs = inputs::read_yaml_documents(path, true)?;
+    anyhow::ensure!(
+        !docs.is_empty(),
+        "{}: neither a cluster or repository input directory, nor a rendered output directory \
+         (no `capstan.lock`), nor a directory of YAML files",
+        path.display()
+    );
+    Ok(stream_set(docs))
+}
+
+/// Run git in `cwd`; its stdout, or an error with its stderr.
+fn git(args: &[&str], cwd: &std::path::Path) -> Result<String> {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run git: {e}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "git {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A temporary `git worktree`, removed when dropped.
+struct Worktree {
+    repo: PathBuf,
+    path: PathBuf,
+}
+
+impl Drop for Worktree {
+    fn drop(&mut self) {
+        let path = self.path.display().to_string();
+        let _ = git(&["worktree", "remove", "--force", &path], &self.repo);
+        let _ = git(&["worktree", "prune"], &self.repo);
+    }
+}
+
+/// Render `rel` (relative to the repository root) as it is at `rev`.
+fn load_revision(
+    top: &std::path::Path,
+    rev: &str,
+    rel: &std::path::Path,
+    templates: Option<&PathBuf>,
+) -> Result<crate::diff::ResourceSet> {
+    let commit = git(
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+        top,
+    )
+    .map_err(|_| anyhow::anyhow!("--git: `{rev}` is not a commit of {}", top.display()))?;
+    let tmp = tempfile::Builder::new().prefix("capstan-diff-").tempdir()?;
+    let path = tmp.path().join("tree");
+    let path_text = path.display().to_string();
+    git(
+        &[
+            "worktree", "add", "--detach", "--quiet", &path_text, &commit,
+        ],
+        top,
+    )?;
+    let worktree = Worktree {
+        repo: top.to_path_buf(),
+        path,
+    };
+    let target = worktree.path.join(rel);
+    anyhow::ensure!(
+        target.exists(),
+        "--git: {} does not exist at {rev}",
+        if rel.as_os_str().is_empty() {
+            ".".to_string()
+        } else {
+            rel.display().to_string()
+        }
+    );
+    let set = load_side(&target, templates);
+    drop(worktree);
+    drop(tmp);
+    set
+}
+
+fn git_sides(
+    range: &str,
+    path: &std::path::Path,
+    templates: Option<&PathBuf>,
+) -> Result<(
+    crate::diff::ResourceSet,
+    crate::diff::ResourceSet,
+    String,
+    String,
+)> {
+    let (rev_a, rev_b) = match range.split_once("..") {
+        Some((a, b)) if !b.starts_with('.') => (a, Some(if b.is_empty() { "HEAD" } else { b })),
+        Some(_) => anyhow::bail!("--git: use `REV_A..REV_B` (two dots), not `{range}`"),
+        None => (range, None),
+    };
+    anyhow::ensure!(!rev_a.is_empty(), "--git: `{range}` names no old revision");
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    };
+    let top = PathBuf::from(git(&["rev-parse", "--show-toplevel"], &dir)?);
+    let canon = |p: &std::path::Path| {
+        std::fs::canonicalize(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+    };
+    let rel = canon(path)?
+        .strip_prefix(canon(&top)?)
+        .map(std::path::Path::to_path_buf)
+        .map_err(|_| anyhow::anyhow!("{}: not inside {}", path.display(), top.display()))?;
+    let a = load_revision(&top, rev_a, &rel, templates)?;
+    let (b, label_b) = match rev_b {
+        Some(rev) => (load_revision(&top, rev, &rel, templates)?, rev.to_string()),
+        None => (
+            load_side(path, templates)?,
+            format!("{} (working tree)", path.display()),
+        ),
+    };
+    Ok((a, b, rev_a.to_string(), label_b))
+}
+
+fn diff(args: DiffArgs) -> Result<Status> {
+    use std::io::IsTerminal;
+    let ids = optional_identities(args.identity.as_deref())?;
+    let templates = args.templates.as_ref();
+    let (mut a, mut b, label_a, label_b) = match &args.git {
+        Some(range) => {
+            anyhow::ensure!(
+                args.b.is_none(),
+                "with --git, give at most one path: the repository path to render"
+            );
+            let path = args.a.clone().unwrap_or_else(|| PathBuf::from("."));
+            git_sides(range, &path, templates)?
+        }
+        None => {
+            let (Some(pa), Some(pb)) = (&args.a, &args.b) else {
+                anyhow::bail!("give the two sides A and B, or --git REV_A..REV_B");
+            };
+            anyhow::ensure!(
+                !(pa.as_os_str() == "-" && pb.as_os_str() == "-"),
+                "only one side can be `-` (stdin)"
+            );
+            (
+                load_side(pa, templates)?,
+                load_side(pb, templates)?,
+                pa.display().to_string(),
+                pb.display().to_string(),
+            )
+        }
+    };
+    if !args.clusters.is_empty() {
+        for name in &args.clusters {
+            anyhow::ensure!(
+                a.clusters.contains_key(name) || b.clusters.contains_key(name),
+                "--cluster {name}: no such cluster on either side (found: {})",
+                a.clusters
+                    .keys()
+                    .chain(b.clusters.keys())
+                    .cloned()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        a.clusters.retain(|k, _| args.clusters.contains(k));
+        b.clusters.retain(|k, _| args.clusters.contains(k));
+    }
+    let d = crate::diff::diff(
+        &a,
+        &b,
+        &crate::diff::Options {
+            a: label_a,
+            b: label_b,
+            identities: ids.as_deref(),
+        },
+    );
+    let text = match args.format {
+        DiffFormat::Text => {
+            let color = std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            crate::report::text(&d, color)
+        }
+        DiffFormat::Markdown => crate::report::markdown(&d, crate::report::GITHUB_COMMENT_LIMIT),
+        DiffFormat::Json => crate::report::json(&d),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(if d.has_differences() {
+        Status::Findings
+    } else {
+        Status::Success
+    })
 }

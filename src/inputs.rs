@@ -441,6 +441,96 @@ pub fn read_kubeadm_cas(
     .collect()
 }
 
+/// One cluster of a rendered output directory: its name and objects.
+pub type RenderedCluster = (String, Vec<crate::resource::Resource>);
+
+/// The clusters of a rendered output directory (`render -o`): `dir` itself when it holds a
+/// `capstan.lock`, else each `dir/*/` that does; sorted by cluster name. Each cluster's
+/// objects come in its `kustomization.yaml` order (else file-name order), a single-document
+/// file keeping its text (so SOPS files stay verbatim). `None` when `dir` is no render.
+pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputError> {
+    use crate::bundle::{KUSTOMIZATION, LOCK_FILE};
+    let one = |d: &Path| -> Result<RenderedCluster, InputError> {
+        let lock_path = d.join(LOCK_FILE);
+        let lock = yaml::parse_one(&read_text(&lock_path)?).map_err(|e| InputError::Yaml {
+            file: lock_path.display().to_string(),
+            message: e.message,
+        })?;
+        let name = lock
+            .get("cluster")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+            .or_else(|| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        let kpath = d.join(KUSTOMIZATION);
+        let mut files: Vec<PathBuf> = Vec::new();
+        if kpath.is_file() {
+            let k = yaml::parse_one(&read_text(&kpath)?).map_err(|e| InputError::Yaml {
+                file: kpath.display().to_string(),
+                message: e.message,
+            })?;
+            if let Some(list) = k.get("resources").and_then(serde_json::Value::as_array) {
+                files = list
+                    .iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .map(|f| d.join(f))
+                    .collect();
+            }
+        }
+        if files.is_empty() {
+            for entry in std::fs::read_dir(d).map_err(io(d))? {
+                let p = entry.map_err(io(d))?.path();
+                let n = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if p.is_file() && n.ends_with(".yaml") && n != KUSTOMIZATION {
+                    files.push(p);
+                }
+            }
+            files.sort();
+        }
+        let mut out = Vec::with_capacity(files.len());
+        for f in files {
+            let label = f.display().to_string();
+            let text = read_text(&f)?;
+            let docs = parse_documents(&label, &text)?;
+            let single = docs.len() == 1;
+            for (origin, value) in docs {
+                out.push(crate::resource::Resource {
+                    value,
+                    origin,
+                    raw: single.then(|| text.clone()),
+                });
+            }
+        }
+        Ok((name, out))
+    };
+    if dir.join(crate::bundle::LOCK_FILE).is_file() {
+        return Ok(Some(vec![one(dir)?]));
+    }
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let mut subdirs = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let p = entry.map_err(io(dir))?.path();
+        if p.join(crate::bundle::LOCK_FILE).is_file() {
+            subdirs.push(p);
+        }
+    }
+    if subdirs.is_empty() {
+        return Ok(None);
+    }
+    subdirs.sort();
+    let mut out = subdirs
+        .iter()
+        .map(|d| one(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(out))
+}
+
 /// Read a file's bytes.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, InputError> {
     std::fs::read(path).map_err(io(path))

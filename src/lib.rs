@@ -5,7 +5,8 @@
 //! validates `cluster.yaml`, [`render`] turns it into objects (with [`names`] giving immutable
 //! templates content-hash names), [`bundle`] lays them out and is the only writer; [`schema`]
 //! validates objects against CRDs; [`explain`] maps error messages seen in the field to
-//! cause, check and fix; [`commands`] and `main.rs` are the CLI edge.
+//! cause, check and fix; [`diff`] compares two renders and [`report`] formats the result;
+//! [`commands`] and `main.rs` are the CLI edge.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -13,6 +14,7 @@ pub mod bundle;
 pub mod check;
 pub mod cli;
 pub mod commands;
+pub mod diff;
 pub mod explain;
 pub mod import;
 pub mod inputs;
@@ -22,6 +24,7 @@ pub mod names;
 pub mod pki;
 pub mod plan;
 pub mod render;
+pub mod report;
 pub mod resource;
 pub mod schema;
 pub mod seal;

@@ -16,3 +16,5 @@ mod migration;
 mod explain;
 // `capstan check`: one test per finding, the import stub, the JSON report, bad inputs.
 mod check;
+// `capstan diff`: classification, risk notes, secret safety, git revisions, Markdown size.
+mod diff;

@@ -1,0 +1,794 @@
+//! `capstan diff` scenarios on temporary copies of the example repository: each checks the
+//! classification, the risk notes and the exit code in every format, and that no secret
+//! plaintext or ciphertext appears in any of them.
+
+use crate::util::*;
+use base64::Engine as _;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// Two copies of the example repository, `a` and `b`, side by side in one temp dir.
+struct Pair {
+    tmp: tempfile::TempDir,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let tmp = tempfile::tempdir().unwrap();
+        copy_tree(&example(), &tmp.path().join("a"));
+        copy_tree(&example(), &tmp.path().join("b"));
+        Pair { tmp }
+    }
+    fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+    fn a(&self) -> PathBuf {
+        self.dir().join("a")
+    }
+    fn b(&self) -> PathBuf {
+        self.dir().join("b")
+    }
+    fn identity(&self) -> String {
+        self.a()
+            .join("testdata/age-identity.txt")
+            .display()
+            .to_string()
+    }
+}
+
+/// Replace `from` by `to` in a file, exactly once.
+fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert_eq!(
+        text.matches(from).count(),
+        1,
+        "{}: `{from}` must occur exactly once",
+        path.display()
+    );
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+}
+
+/// Run capstan without identities from the environment and without colour.
+fn run(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = assert_cmd::Command::cargo_bin("capstan").unwrap();
+    c.args(args).current_dir(cwd);
+    for v in ["CAPSTAN_AGE_KEY_FILE", "SOPS_AGE_KEY_FILE", "SOPS_AGE_KEY"] {
+        c.env_remove(v);
+    }
+    c.env("NO_COLOR", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// Every string that must never be printed: each SOPS file's ciphertexts (whole and their
+/// `data:` parts) and, decrypted, each value (base64 and decoded, line by line, and the
+/// leaves of a Talos bundle).
+fn secret_needles(repos: &[PathBuf], identity: &str) -> Vec<String> {
+    let ids = capstan::secrets::parse_identities("id", &std::fs::read_to_string(identity).unwrap())
+        .unwrap();
+    let mut out = std::collections::BTreeSet::new();
+    let add_text = |out: &mut std::collections::BTreeSet<String>, s: &str| {
+        for line in s.lines() {
+            let l = line.trim();
+            if l.len() >= 16 && !l.starts_with("-----") {
+                out.insert(l.to_string());
+            }
+        }
+    };
+    for repo in repos {
+        for e in walkdir::WalkDir::new(repo.join("clusters")) {
+            let e = e.unwrap();
+            let p = e.path();
+            if !(p.is_file() && p.to_string_lossy().contains("/secrets/")) {
+                continue;
+            }
+            let text = std::fs::read_to_string(p).unwrap();
+            let file = capstan::sops::SopsFile::parse("f", &text).unwrap();
+            for section in ["data", "stringData"] {
+                if let Some(m) = file.tree().get(section).and_then(|v| v.as_object()) {
+                    for v in m.values() {
+                        let s = v.as_str().unwrap();
+                        out.insert(s.to_string());
+                        let data = s.split("data:").nth(1).unwrap().split(',').next().unwrap();
+                        out.insert(data[..data.len().min(40)].to_string());
+                    }
+                }
+            }
+            let plain = file.decrypt("f", &ids).unwrap();
+            for section in ["data", "stringData"] {
+                if let Some(m) = plain.tree().get(section).and_then(|v| v.as_object()) {
+                    for v in m.values() {
+                        let s = v.as_str().unwrap();
+                        if s.len() >= 8 {
+                            out.insert(s.to_string());
+                        }
+                        if let Ok(d) = B64.decode(s) {
+                            let d = String::from_utf8_lossy(&d).into_owned();
+                            add_text(&mut out, &d);
+                            if let Ok(bundle) = capstan::yaml::parse_one(&d) {
+                                let mut stack = vec![bundle];
+                                while let Some(v) = stack.pop() {
+                                    match v {
+                                        serde_json::Value::Object(m) => {
+                                            stack.extend(m.into_iter().map(|(_, v)| v))
+                                        }
+                                        serde_json::Value::String(s) => {
+                                            if s.len() >= 16 {
+                                                out.insert(s.clone());
+                                            }
+                                            if let Ok(x) = B64.decode(&s) {
+                                                add_text(&mut out, &String::from_utf8_lossy(&x));
+                                            }
+                                        }
+                                        _ => {}
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(out.len() > 20, "too few needles: {}", out.len());
+    out.into_iter().collect()
+}
+
+struct Outputs {
+    text: String,
+    markdown: String,
+    json: serde_json::Value,
+}
+
+/// Run the diff in the three formats, check the exit code of each, and that no needle
+/// appears in any output (stdout or stderr).
+fn diff_all(
+    p: &Pair,
+    args: &[&str],
+    code: i32,
+    env: &[(&str, &str)],
+    needles: &[String],
+) -> Outputs {
+    let mut texts = Vec::new();
+    for format in ["text", "markdown", "json"] {
+        let mut full = vec!["diff", "--format", format];
+        full.extend_from_slice(args);
+        let o = run(&full, p.dir(), env);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{format}: stdout:\n{}\nstderr:\n{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        for n in needles {
+            assert!(
+                !all.contains(n.as_str()),
+                "{format} output leaks a secret value: {n}"
+            );
+        }
+        assert!(
+            !all.contains("ENC[") && !all.contains("PRIVATE KEY"),
+            "{format}: {all}"
+        );
+        texts.push(stdout(&o));
+    }
+    Outputs {
+        text: texts[0].clone(),
+        markdown: texts[1].clone(),
+        json: serde_json::from_str(&texts[2]).unwrap(),
+    }
+}
+
+fn cluster<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    j["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no cluster {name} in {j}"))
+}
+
+fn object<'a>(c: &'a serde_json::Value, kind: &str, name_prefix: &str) -> &'a serde_json::Value {
+    c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| {
+            o["id"]["kind"] == kind && o["id"]["name"].as_str().unwrap().starts_with(name_prefix)
+        })
+        .unwrap_or_else(|| panic!("no {kind} {name_prefix}* in {c}"))
+}
+
+fn has_risk(c: &serde_json::Value, severity: &str, needle: &str) -> bool {
+    c["risks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["severity"] == severity && r["message"].as_str().unwrap().contains(needle))
+}
+
+fn lab_g(p: &Pair) -> PathBuf {
+    p.b().join("clusters/lab-g/cluster.yaml")
+}
+
+#[test]
+fn unchanged_inputs_renders_and_streams_exit_0() {
+    let p = Pair::new();
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 0, &[], &needles);
+    assert!(o.text.contains("0 of 2 cluster(s) differ"), "{}", o.text);
+    assert!(
+        o.markdown.contains("| lab-f | unchanged |"),
+        "{}",
+        o.markdown
+    );
+    assert!(o.json["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["status"] == "unchanged" && c["objects"].as_array().unwrap().is_empty()));
+    // A rendered output directory, one cluster's directory and a YAML stream compare equal
+    // to the inputs they came from.
+    assert_eq!(
+        run(&["render", "a", "-o", "out"], p.dir(), &[])
+            .status
+            .code(),
+        Some(0)
+    );
+    let stream = run(&["render", "a"], p.dir(), &[]);
+    std::fs::write(p.dir().join("stream.yaml"), &stream.stdout).unwrap();
+    diff_all(&p, &["out", "b"], 0, &[], &needles);
+    diff_all(&p, &["stream.yaml", "out"], 0, &[], &needles);
+    diff_all(&p, &["out/lab-g", "b/clusters/lab-g"], 0, &[], &needles);
+    let o = assert_cmd::Command::cargo_bin("capstan")
+        .unwrap()
+        .args(["diff", "-", "b"])
+        .current_dir(p.dir())
+        .write_stdin(stream.stdout.clone())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Errors exit 2.
+    assert_eq!(
+        run(&["diff", "a", "nope"], p.dir(), &[]).status.code(),
+        Some(2)
+    );
+    assert_eq!(run(&["diff", "a"], p.dir(), &[]).status.code(), Some(2));
+    assert_eq!(
+        run(&["diff", "--cluster", "nope", "a", "b"], p.dir(), &[])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn replica_change() {
+    let p = Pair::new();
+    edit(
+        &lab_g(&p),
+        "  controlPlane:\n    replicas: 3",
+        "  controlPlane:\n    replicas: 1",
+    );
+    edit(&lab_g(&p), "replicas: 4", "replicas: 6");
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-g");
+    assert_eq!(c["status"], "changed");
+    assert_eq!(cluster(&o.json, "lab-f")["status"], "unchanged");
+    let tcp = object(c, "TalosControlPlane", "lab-g-cp");
+    assert_eq!(tcp["status"], "changed");
+    assert_eq!(tcp["fields"][0]["path"], "spec.replicas");
+    assert_eq!(tcp["fields"][0]["before"], 3);
+    assert_eq!(tcp["fields"][0]["after"], 1);
+    assert!(has_risk(
+        c,
+        "high",
+        "control-plane replicas 3 → 1: removes a majority of the 3 etcd members"
+    ));
+    assert!(has_risk(
+        c,
+        "low",
+        "worker replicas 4 → 6: creates 2 machine(s)"
+    ));
+    assert!(o.text.contains("spec.replicas: 3 → 1"), "{}", o.text);
+    assert!(o
+        .text
+        .contains("high   TalosControlPlane lab-g/lab-g-cp: control-plane replicas 3 → 1"));
+    assert!(
+        o.markdown
+            .contains("| lab-g | changed | 2 | 0 | 0 | 0 | 0 | **1 high**, 1 low |"),
+        "{}",
+        o.markdown
+    );
+    // --cluster limits the report.
+    let only_f = run(&["diff", "--cluster", "lab-f", "a", "b"], p.dir(), &[]);
+    assert_eq!(only_f.status.code(), Some(0), "{}", stdout(&only_f));
+}
+
+#[test]
+fn template_spec_change_is_a_replacement_with_references() {
+    let p = Pair::new();
+    edit(&lab_g(&p), "numCPUs: 4", "numCPUs: 8");
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-g");
+    let t = object(c, "VSphereMachineTemplate", "lab-g-cp-");
+    assert_eq!(t["status"], "replaced");
+    let old = t["replaces"].as_str().unwrap();
+    let new = t["id"]["name"].as_str().unwrap();
+    assert!(old.starts_with("lab-g-cp-") && old != new);
+    assert_eq!(t["fields"].as_array().unwrap().len(), 1, "{t}");
+    assert_eq!(t["fields"][0]["path"], "spec.template.spec.numCPUs");
+    assert_eq!(t["referenced_by"][0]["object"]["kind"], "TalosControlPlane");
+    assert_eq!(
+        t["referenced_by"][0]["path"],
+        "spec.machineTemplate.spec.infrastructureRef.name"
+    );
+    let tcp = object(c, "TalosControlPlane", "lab-g-cp");
+    assert_eq!(tcp["fields"][0]["before"], old);
+    assert_eq!(tcp["fields"][0]["after"], new);
+    assert!(has_risk(
+        c,
+        "high",
+        "replaces every control-plane machine (replicas: 3)"
+    ));
+    assert!(o.text.contains(&format!("replaced (was {old})")));
+    assert!(o.text.contains("reference moved: TalosControlPlane lab-g/lab-g-cp spec.machineTemplate.spec.infrastructureRef.name"));
+    assert!(o
+        .markdown
+        .contains("<details><summary><code>± VSphereMachineTemplate"));
+}
+
+#[test]
+fn resealed_secret_with_unchanged_plaintext() {
+    let p = Pair::new();
+    std::fs::remove_dir_all(p.b().join("clusters/lab-f/secrets")).unwrap();
+    let id = p.identity();
+    let o = run(
+        &["secrets", "seal", "-i", &id, "b/clusters/lab-f"],
+        p.dir(),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let needles = secret_needles(&[p.a(), p.b()], &id);
+    // With an identity (flag or environment): unchanged, exit 0.
+    let o = diff_all(&p, &["-i", &id, "a", "b"], 0, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    assert_eq!(c["status"], "unchanged");
+    let ca = object(c, "Secret", "lab-f-ca");
+    assert_eq!(ca["status"], "reencrypted");
+    for k in ca["secret_keys"].as_array().unwrap() {
+        assert_eq!(k["status"], "reencrypted", "{k}");
+    }
+    assert!(
+        o.text
+            .contains("data[\"tls.key\"]: unchanged (re-encrypted)"),
+        "{}",
+        o.text
+    );
+    assert!(c["risks"].as_array().unwrap().is_empty());
+    diff_all(&p, &["a", "b"], 0, &[("SOPS_AGE_KEY_FILE", &id)], &needles);
+    // Without: the ciphertext differs, and the report says what an identity would tell.
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    let ca = object(c, "Secret", "lab-f-ca");
+    assert_eq!(ca["secret_keys"][0]["status"], "ciphertext-differs");
+    assert!(o.text.contains(
+        "data[\"tls.crt\"]: changed (ciphertext differs; pass an identity to tell re-encryption from a new value)"
+    ));
+    assert!(has_risk(
+        c,
+        "low",
+        "without an identity capstan cannot tell"
+    ));
+}
+
+/// Re-encrypt `secrets/lab-f-ca.yaml` of `repo` with new values for some keys (stable
+/// ciphertext for the others, as `secrets seal` does).
+fn reseal_ca(repo: &Path, identity: &str, values: &[(&str, Vec<u8>)]) {
+    let path = repo.join("clusters/lab-f/secrets/lab-f-ca.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let ids = capstan::secrets::parse_identities("id", &std::fs::read_to_string(identity).unwrap())
+        .unwrap();
+    let file = capstan::sops::SopsFile::parse("ca", &text).unwrap();
+    let plain = file.decrypt("ca", &ids).unwrap();
+    let mut tree = plain.tree().clone();
+    for (k, v) in values {
+        tree["data"][*k] = serde_json::Value::String(B64.encode(v));
+    }
+    let recipients: Vec<age::x25519::Recipient> = file
+        .recipients()
+        .iter()
+        .map(|r| r.parse().unwrap())
+        .collect();
+    let meta = file.metadata();
+    let out = capstan::sops::encrypt(
+        "ca",
+        &tree,
+        &recipients,
+        meta.rule.clone(),
+        meta.mac_only_encrypted,
+        "2027-01-01T00:00:00Z",
+        Some((&file, &plain)),
+    )
+    .unwrap();
+    std::fs::write(&path, out).unwrap();
+}
+
+#[test]
+fn secret_with_one_changed_key() {
+    use capstan::pki::testkit::{Alg, TestKey};
+    let p = Pair::new();
+    let id = p.identity();
+    let key = TestKey::new(Alg::P256, 7).pkcs8_pem();
+    reseal_ca(&p.b(), &id, &[("tls.key", key.to_vec())]);
+    let mut needles = secret_needles(&[p.a(), p.b()], &id);
+    needles.push(B64.encode(&key[..]));
+    let o = diff_all(&p, &["-i", &id, "a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    let ca = object(c, "Secret", "lab-f-ca");
+    assert_eq!(ca["status"], "changed");
+    let keys = ca["secret_keys"].as_array().unwrap();
+    assert_eq!(keys[0]["key"], "data[\"tls.crt\"]");
+    assert_eq!(keys[0]["status"], "unchanged");
+    assert_eq!(keys[1]["key"], "data[\"tls.key\"]");
+    assert_eq!(keys[1]["status"], "changed");
+    assert!(ca["fields"].as_array().unwrap().is_empty());
+    assert!(has_risk(
+        c,
+        "medium",
+        "data[\"tls.key\"]: the secret value changes"
+    ));
+    assert!(
+        o.text.contains("data[\"tls.key\"]: changed\n"),
+        "{}",
+        o.text
+    );
+    assert!(o.text.contains("data[\"tls.crt\"]: unchanged\n"));
+    // Without an identity the unchanged key keeps its ciphertext, the changed one differs.
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let keys = object(cluster(&o.json, "lab-f"), "Secret", "lab-f-ca")["secret_keys"].clone();
+    assert_eq!(keys[0]["status"], "unchanged");
+    assert_eq!(keys[1]["status"], "ciphertext-differs");
+}
+
+#[test]
+fn rotated_ca_certificate_is_summarized() {
+    use capstan::pki::testkit::{self, Alg, TestKey};
+    let p = Pair::new();
+    let id = p.identity();
+    let key = TestKey::new(Alg::P256, 8);
+    let crt = testkit::self_signed_ca(&key, "rotated-ca", 3650);
+    reseal_ca(
+        &p.b(),
+        &id,
+        &[
+            ("tls.crt", crt.clone()),
+            ("tls.key", key.pkcs8_pem().to_vec()),
+        ],
+    );
+    let mut needles = secret_needles(&[p.a(), p.b()], &id);
+    needles.push(B64.encode(&key.pkcs8_pem()[..]));
+    let o = diff_all(&p, &["-i", &id, "a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    let ca = object(c, "Secret", "lab-f-ca");
+    let crt_key = &ca["secret_keys"][0];
+    assert_eq!(crt_key["status"], "changed");
+    let cert = &crt_key["certificates"][0];
+    assert_eq!(cert["after"]["subject"], "CN=rotated-ca");
+    assert_eq!(cert["after"]["is_ca"], true);
+    let before = cert["before"]["sha256"].as_str().unwrap();
+    assert!(before.starts_with("sha256:") && before != cert["after"]["sha256"]);
+    assert!(has_risk(c, "high", "CA certificate rotated"));
+    assert!(
+        o.text
+            .contains("after:  subject CN=rotated-ca, issuer CN=rotated-ca"),
+        "{}",
+        o.text
+    );
+    assert!(o.text.contains(&format!(
+        "before: subject {}",
+        cert["before"]["subject"].as_str().unwrap()
+    )));
+    assert!(o.markdown.contains("CN=rotated-ca"));
+    // The same object in a plain field of another kind is decoded too.
+    let cp = run(&["render", "b/clusters/lab-g"], p.dir(), &[]);
+    let with_cert = stdout(&cp).replace(
+        "  version: v1.34.1\n  replicas: 3\n",
+        &format!(
+            "  version: v1.34.1\n  replicas: 3\n  caBundle: {}\n",
+            B64.encode(&crt)
+        ),
+    );
+    std::fs::write(p.dir().join("g-a.yaml"), stdout(&cp)).unwrap();
+    std::fs::write(p.dir().join("g-b.yaml"), with_cert).unwrap();
+    let o = diff_all(&p, &["g-a.yaml", "g-b.yaml"], 1, &[], &needles);
+    let tcp = object(cluster(&o.json, "lab-g"), "TalosControlPlane", "lab-g-cp");
+    assert_eq!(tcp["fields"][0]["type"], "certificate");
+    assert_eq!(
+        tcp["fields"][0]["certificates"][0]["after"]["subject"],
+        "CN=rotated-ca"
+    );
+}
+
+#[test]
+fn version_bump_with_skew() {
+    let p = Pair::new();
+    edit(&lab_g(&p), "kubernetes: v1.34.1", "kubernetes: v1.36.0");
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-g");
+    assert_eq!(
+        object(c, "TalosControlPlane", "lab-g-cp")["fields"][0]["path"],
+        "spec.version"
+    );
+    assert_eq!(
+        object(c, "MachineDeployment", "lab-g-general")["fields"][0]["path"],
+        "spec.template.spec.version"
+    );
+    assert!(has_risk(
+        c,
+        "high",
+        "Kubernetes v1.34.1 → v1.36.0: skips 1 minor version(s)"
+    ));
+    // Outside the Talos support table (only reachable by editing rendered output).
+    let out = stdout(&run(&["render", "a/clusters/lab-g"], p.dir(), &[]));
+    std::fs::write(p.dir().join("g-a.yaml"), &out).unwrap();
+    std::fs::write(
+        p.dir().join("g-b.yaml"),
+        out.replace(
+            "  version: v1.34.1\n  replicas",
+            "  version: v1.37.0\n  replicas",
+        ),
+    )
+    .unwrap();
+    let o = diff_all(&p, &["g-a.yaml", "g-b.yaml"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-g");
+    assert!(has_risk(
+        c,
+        "high",
+        "Kubernetes v1.37.0 is not supported by Talos v1.13.2"
+    ));
+    assert!(has_risk(c, "high", "skips 2 minor version(s)"));
+}
+
+#[test]
+fn deleted_objects_and_clusters() {
+    let p = Pair::new();
+    edit(
+        &p.b().join("clusters/lab-f/cluster.yaml"),
+        "  - name: ingress\n    replicas: 2\n    machine:\n      numCPUs: 4\n      memoryMiB: 8192\n      diskGiB: 60\n",
+        "",
+    );
+    std::fs::remove_dir_all(p.b().join("clusters/lab-g")).unwrap();
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let f = cluster(&o.json, "lab-f");
+    assert_eq!(
+        object(f, "MachineDeployment", "lab-f-ingress")["status"],
+        "removed"
+    );
+    assert_eq!(
+        object(f, "VSphereMachineTemplate", "lab-f-ingress-")["status"],
+        "removed"
+    );
+    assert_eq!(
+        object(f, "TalosConfigTemplate", "lab-f-ingress-")["status"],
+        "removed"
+    );
+    assert!(has_risk(
+        f,
+        "medium",
+        "deleting it deletes its machines (none at replicas 0)"
+    ));
+    let g = cluster(&o.json, "lab-g");
+    assert_eq!(g["status"], "removed");
+    assert_eq!(object(g, "Cluster", "lab-g")["status"], "removed");
+    assert!(has_risk(
+        g,
+        "high",
+        "deleted: deleting a Cluster deletes every machine of the cluster"
+    ));
+    assert!(has_risk(
+        g,
+        "high",
+        "deleted: deleting it deletes its 4 machine(s)"
+    ));
+    assert!(has_risk(g, "high", "the providers would generate a new CA"));
+    assert!(o
+        .text
+        .contains("- MachineDeployment lab-f/lab-f-ingress (cluster.x-k8s.io): removed"));
+}
+
+fn git(args: &[&str], cwd: &Path) -> String {
+    let o = std::process::Command::new("git")
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn git_revisions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    copy_tree(&example(), &repo);
+    git(&["init", "-q", "-b", "main"], &repo);
+    git(&["config", "user.name", "capstan tests"], &repo);
+    git(&["config", "user.email", "tests@capstan.invalid"], &repo);
+    git(&["config", "commit.gpgsign", "false"], &repo);
+    git(&["add", "-A"], &repo);
+    git(&["commit", "-q", "-m", "first"], &repo);
+    edit(
+        &repo.join("clusters/lab-g/cluster.yaml"),
+        "replicas: 4",
+        "replicas: 5",
+    );
+    git(&["commit", "-q", "-am", "second"], &repo);
+    let o = run(
+        &["diff", "--git", "HEAD~1..HEAD", "--format", "json"],
+        &repo,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(j["a"], "HEAD~1");
+    let c = cluster(&j, "lab-g");
+    assert!(has_risk(c, "low", "worker replicas 4 → 5"));
+    assert_eq!(cluster(&j, "lab-f")["status"], "unchanged");
+    // Every temporary worktree is gone.
+    assert_eq!(git(&["worktree", "list"], &repo).lines().count(), 1);
+    // A sub-path, a one-sided range, a range against the working tree.
+    let o = run(&["diff", "--git", "HEAD~1..", "clusters/lab-f"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let o = run(&["diff", "--git", "HEAD"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    edit(
+        &repo.join("clusters/lab-g/cluster.yaml"),
+        "replicas: 5",
+        "replicas: 6",
+    );
+    let o = run(&["diff", "--git", "HEAD", "--cluster", "lab-g"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("spec.replicas: 5 → 6"));
+    let o = run(&["diff", "--git", "nope..HEAD"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`nope` is not a commit"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(git(&["worktree", "list"], &repo).lines().count(), 1);
+}
+
+/// A repository of `n` clusters copied from lab-f (renamed, sealed files included).
+fn fleet(root: &Path, n: usize, cpus: u32) {
+    let ex = example().join("clusters/lab-f");
+    let yaml = std::fs::read_to_string(ex.join("cluster.yaml")).unwrap();
+    let age = std::fs::read(ex.join("secrets.age")).unwrap();
+    for i in 1..=n {
+        let name = format!("c{i:03}");
+        let d = root.join("clusters").join(&name);
+        std::fs::create_dir_all(d.join("secrets")).unwrap();
+        std::fs::write(
+            d.join("cluster.yaml"),
+            yaml.replace("lab-f", &name)
+                .replacen("numCPUs: 4", &format!("numCPUs: {cpus}"), 1),
+        )
+        .unwrap();
+        std::fs::write(d.join("secrets.age"), &age).unwrap();
+        for f in ["lab-f-talos.yaml", "lab-f-ca.yaml"] {
+            // "-" never occurs in base64 ciphertext, and the MAC covers only the values.
+            let text = std::fs::read_to_string(ex.join("secrets").join(f)).unwrap();
+            std::fs::write(
+                d.join("secrets").join(f.replace("lab-f", &name)),
+                text.replace("lab-f", &name),
+            )
+            .unwrap();
+        }
+    }
+}
+
+#[test]
+fn large_markdown_stays_under_the_comment_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    fleet(&tmp.path().join("a"), 200, 4);
+    fleet(&tmp.path().join("b"), 200, 8);
+    let o = run(&["diff", "--format", "markdown", "a", "b"], tmp.path(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let md = stdout(&o);
+    assert!(md.chars().count() <= 65_536, "{}", md.chars().count());
+    assert!(
+        md.contains("Cut to stay under GitHub's 65536-character comment limit"),
+        "{md}"
+    );
+    assert!(md.contains("200 of 200 cluster(s) differ"));
+    for i in 1..=200 {
+        assert!(
+            md.contains(&format!("| c{i:03} | changed |")),
+            "c{i:03} missing from the table"
+        );
+    }
+    assert!(md.contains("<details>"));
+    // Text and JSON are never cut.
+    let t = run(&["diff", "a", "b"], tmp.path(), &[]);
+    assert!(stdout(&t).len() > 65_536);
+    assert!(stdout(&t).contains("cluster c200: changed"));
+}
+
+#[test]
+fn golden_text_and_markdown() {
+    let p = Pair::new();
+    edit(&lab_g(&p), "numCPUs: 4", "numCPUs: 6");
+    edit(&lab_g(&p), "replicas: 4", "replicas: 2");
+    edit(&lab_g(&p), "kubernetes: v1.34.1", "kubernetes: v1.35.0");
+    edit(
+        &p.b().join("clusters/lab-f/cluster.yaml"),
+        "  - name: ingress\n    replicas: 2\n    machine:\n      numCPUs: 4\n      memoryMiB: 8192\n      diskGiB: 60\n",
+        "",
+    );
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    assert!(!o.text.contains('\x1b'));
+    assert_golden("diff-review.txt", &o.text);
+    assert_golden("diff-review.md", &o.markdown);
+}
+
+#[test]
+fn migration_phase_change() {
+    let p = Pair::new();
+    edit(
+        &p.b().join("clusters/lab-f/cluster.yaml"),
+        "phase: prepare",
+        "phase: complete",
+    );
+    // `complete` is only renderable once no kubeadm control-plane node is declared.
+    edit(
+        &p.b().join("clusters/lab-f/cluster.yaml"),
+        "      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n",
+        "",
+    );
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    assert!(has_risk(
+        c,
+        "high",
+        "spec.migration.phase prepare → complete"
+    ));
+    assert!(has_risk(
+        c,
+        "medium",
+        "control-plane replicas 0 → 3: adds etcd members"
+    ));
+    assert!(has_risk(
+        c,
+        "low",
+        "worker replicas 0 → 6: creates 6 machine(s)"
+    ));
+    // A rendered directory carries no phase: no phase note against it.
+    assert_eq!(
+        run(&["render", "b", "-o", "out"], p.dir(), &[])
+            .status
+            .code(),
+        Some(0)
+    );
+    let o = diff_all(&p, &["out", "b"], 0, &[], &needles);
+    assert!(cluster(&o.json, "lab-f")["risks"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
