@@ -167,6 +167,26 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
     result
 }
 
+/// Create those of `files` (relative paths) that do not exist under `dir` yet, through
+/// [`create_files`]; existing files, whatever their content, are kept untouched.
+/// Returns (created, kept) relative paths, in the order given.
+pub fn create_missing(
+    dir: &Path,
+    files: &[(&str, &[u8])],
+) -> Result<(Vec<String>, Vec<String>), BundleError> {
+    let mut kept = Vec::new();
+    let mut new: Vec<(&str, &[u8])> = Vec::new();
+    for (name, bytes) in files {
+        if std::fs::symlink_metadata(dir.join(name)).is_ok() {
+            kept.push(name.to_string());
+        } else {
+            new.push((name, bytes));
+        }
+    }
+    create_files(dir, &new)?;
+    Ok((new.iter().map(|(n, _)| n.to_string()).collect(), kept))
+}
+
 /// Replace files under `dir` (relative paths; parents created), each atomically (written
 /// beside it, then renamed over it). A file whose content is already identical is left
 /// alone. Returns the paths actually written.
@@ -458,5 +478,20 @@ mod tests {
         r.name = "x".into();
         let e = write_all(tmp.path(), &[Bundle::build(&r, &[]).unwrap()]).unwrap_err();
         assert!(matches!(e, BundleError::Foreign { .. }), "{e}");
+    }
+
+    #[test]
+    fn create_missing_keeps_existing_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("mine.txt"), "user").unwrap();
+        let files: [(&str, &[u8]); 2] = [("mine.txt", b"ours"), ("a/b.txt", b"new")];
+        let (created, kept) = create_missing(tmp.path(), &files).unwrap();
+        assert_eq!(
+            (created, kept),
+            (vec!["a/b.txt".to_string()], vec!["mine.txt".to_string()])
+        );
+        assert_eq!(std::fs::read(tmp.path().join("mine.txt")).unwrap(), b"user");
+        let (created, kept) = create_missing(tmp.path(), &files).unwrap();
+        assert!(created.is_empty() && kept.len() == 2);
     }
 }

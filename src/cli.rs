@@ -47,6 +47,13 @@ pub enum Command {
     ///
     /// Exit codes: 0 no differences, 1 differences, 2 error.
     Diff(DiffArgs),
+    /// Argo CD integration: the config-management plugin.
+    #[command(subcommand)]
+    Argocd(ArgocdCommand),
+    /// Scaffold a GitOps repository (`clusters/`, `overlays/`, `.sops.yaml`, the Argo CD
+    /// plugin, sidecar patch and ApplicationSet, a README). Idempotent: existing files are
+    /// kept, never overwritten.
+    Init(InitArgs),
 }
 
 /// Output formats of `capstan diff`.
@@ -101,6 +108,56 @@ pub const ENV_AGE_KEY_FILE: &str = "CAPSTAN_AGE_KEY_FILE";
 pub const ENV_SOPS_AGE_KEY_FILE: &str = "SOPS_AGE_KEY_FILE";
 /// SOPS's environment variable holding age identities.
 pub const ENV_SOPS_AGE_KEY: &str = "SOPS_AGE_KEY";
+
+/// Argo CD build environment: the Application's name.
+pub const ENV_ARGOCD_APP_NAME: &str = "ARGOCD_APP_NAME";
+/// Argo CD build environment: the Application's destination namespace.
+pub const ENV_ARGOCD_APP_NAMESPACE: &str = "ARGOCD_APP_NAMESPACE";
+/// Argo CD build environment: the resolved revision (commit SHA).
+pub const ENV_ARGOCD_APP_REVISION: &str = "ARGOCD_APP_REVISION";
+/// Argo CD build environment: the Application's source path inside the repository.
+pub const ENV_ARGOCD_APP_SOURCE_PATH: &str = "ARGOCD_APP_SOURCE_PATH";
+/// Argo CD build environment: the JSON list of parameters set in the Application.
+pub const ENV_ARGOCD_APP_PARAMETERS: &str = "ARGOCD_APP_PARAMETERS";
+/// Prefix Argo CD puts before the names of an Application's plugin env entries.
+pub const ARGOCD_ENV_PREFIX: &str = "ARGOCD_ENV_";
+/// Prefix of the plugin env entries capstan owns (any other one is refused as a typo).
+pub const ARGOCD_ENV_CAPSTAN_PREFIX: &str = "ARGOCD_ENV_CAPSTAN_";
+/// Plugin env entry choosing the secrets mode, as written in the Application
+/// (`plugin.env[].name`); it reaches capstan as [`ENV_ARGOCD_SECRETS`].
+pub const PLUGIN_ENV_SECRETS: &str = "CAPSTAN_SECRETS";
+/// The secrets mode as the plugin sees it (`ARGOCD_ENV_` + [`PLUGIN_ENV_SECRETS`]).
+pub const ENV_ARGOCD_SECRETS: &str = "ARGOCD_ENV_CAPSTAN_SECRETS";
+/// Plugin parameter choosing the secrets mode (`plugin.parameters[].name`).
+pub const PARAM_SECRETS: &str = "secrets";
+/// The secrets-mode parameter as Argo CD exports it (`PARAM_` + upper-cased name).
+pub const ENV_PARAM_SECRETS: &str = "PARAM_SECRETS";
+
+/// `capstan argocd` commands.
+#[derive(Debug, Subcommand)]
+pub enum ArgocdCommand {
+    /// The config-management plugin's `generate` command: run by Argo CD's repo-server
+    /// sidecar in the Application's source directory (a cluster directory or a directory of
+    /// clusters). Prints only Kubernetes objects, with sync waves and sync options; reads
+    /// ARGOCD_APP_* and ARGOCD_ENV_CAPSTAN_SECRETS (or the parameter `secrets`):
+    /// `decrypt`, `operator` or `omit`. Any failure, an empty result included, exits 2 with
+    /// a one-line reason on stderr and nothing on stdout.
+    Generate,
+}
+
+/// Arguments of `capstan init`.
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// The repository directory (created if needed).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// An age recipient (`age1…`) for `.sops.yaml`; repeatable, at least one.
+    #[arg(long = "recipient", short = 'r', value_name = "RECIPIENT")]
+    pub recipients: Vec<String>,
+    /// The repository's git URL, written into the ApplicationSet (default: a placeholder to edit).
+    #[arg(long, value_name = "URL")]
+    pub repo_url: Option<String>,
+}
 
 /// `capstan import` sources.
 #[derive(Debug, Subcommand)]
@@ -172,6 +229,11 @@ pub enum SecretsCommand {
     /// Re-wrap `secrets.age` and the data key of every sealed file for the current
     /// `spec.recipients`, without re-encrypting the sealed values.
     Rekey(ClusterSecretsArgs),
+    /// Write `CLUSTER_DIR/secrets/operator/`: each sealed Secret as a SopsSecret
+    /// (isindir/sops-secrets-operator, `isindir.github.com/v1alpha3`) encrypted to
+    /// `spec.recipients`, for `argocd generate` in secrets mode `operator`; unchanged
+    /// plaintext keeps its ciphertext.
+    SealOperator(ClusterSecretsArgs),
 }
 
 /// Arguments of `capstan secrets seal` and `rekey`.

@@ -4,9 +4,9 @@
 
 use crate::bundle::{self, Bundle, Outcome};
 use crate::cli::{
-    CheckArgs, CheckFormat, Cli, ClusterSecretsArgs, Command, DecryptArgs, DiffArgs, DiffFormat,
-    ExplainArgs, ExplainFormat, ImportCommand, ImportKubeadmArgs, RenderArgs, SecretsCommand,
-    ValidateArgs,
+    ArgocdCommand, CheckArgs, CheckFormat, Cli, ClusterSecretsArgs, Command, DecryptArgs, DiffArgs,
+    DiffFormat, ExplainArgs, ExplainFormat, ImportCommand, ImportKubeadmArgs, RenderArgs,
+    SecretsCommand, ValidateArgs,
 };
 use crate::inputs::{self, ClusterInput};
 use crate::render::{Rendered, Renderer};
@@ -55,6 +55,11 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
         Command::Explain(args) => explain(args),
         Command::Diff(args) => diff(args),
+        Command::Secrets(SecretsCommand::SealOperator(args)) => {
+            crate::cmd_argocd::seal_operator(args)
+        }
+        Command::Argocd(ArgocdCommand::Generate) => crate::cmd_argocd::generate(),
+        Command::Init(args) => crate::cmd_argocd::init(args),
     }
 }
 
@@ -300,14 +305,14 @@ fn validate(args: ValidateArgs) -> Result<Status> {
 }
 
 /// A decrypted SOPS document as the object it stands for (without the `sops` block).
-fn plaintext_object(mut tree: serde_json::Value) -> serde_json::Value {
+pub(crate) fn plaintext_object(mut tree: serde_json::Value) -> serde_json::Value {
     if let Some(m) = tree.as_object_mut() {
         m.remove("sops");
     }
     tree
 }
 
-fn identities(flag: Option<&std::path::Path>) -> Result<Vec<age::x25519::Identity>> {
+pub(crate) fn identities(flag: Option<&std::path::Path>) -> Result<Vec<age::x25519::Identity>> {
     let (label, text) = inputs::read_identity_text(flag, |k| std::env::var(k).ok())?;
     Ok(crate::secrets::parse_identities(&label, &text)?)
 }
@@ -380,7 +385,7 @@ fn open_sealed(
     Ok(out)
 }
 
-fn report_written(
+pub(crate) fn report_written(
     dir: &std::path::Path,
     all: &[(String, Vec<u8>)],
     written: &[String],

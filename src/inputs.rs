@@ -216,16 +216,19 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
 }
 
 /// The sealed files of a cluster directory: `secrets/*.yaml`, and with `workload` also
-/// `secrets/workload/*.yaml`; sorted by relative path.
+/// `secrets/workload/*.yaml` and the SopsSecrets in `secrets/operator/*.yaml` (every file
+/// encrypted to the recipients, for rekey); sorted by relative path.
 pub fn read_sealed(dir: &Path, workload: bool) -> Result<Vec<crate::seal::SealedFile>, InputError> {
     use crate::seal::{SealedFile, SEALED_DIR, WORKLOAD_DIR};
     let mut out = Vec::new();
     let mut dirs = vec![(dir.join(SEALED_DIR), SEALED_DIR.to_string())];
     if workload {
-        dirs.push((
-            dir.join(SEALED_DIR).join(WORKLOAD_DIR),
-            format!("{SEALED_DIR}/{WORKLOAD_DIR}"),
-        ));
+        for sub in [crate::sopssecret::OPERATOR_DIR, WORKLOAD_DIR] {
+            dirs.push((
+                dir.join(SEALED_DIR).join(sub),
+                format!("{SEALED_DIR}/{sub}"),
+            ));
+        }
     }
     for (d, prefix) in dirs {
         if !d.is_dir() {

@@ -10,9 +10,11 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod argocd;
 pub mod bundle;
 pub mod check;
 pub mod cli;
+pub mod cmd_argocd;
 pub mod commands;
 pub mod diff;
 pub mod explain;
@@ -26,9 +28,11 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod resource;
+pub mod scaffold;
 pub mod schema;
 pub mod seal;
 pub mod secrets;
 pub mod sops;
+pub mod sopssecret;
 pub mod talos;
 pub mod yaml;

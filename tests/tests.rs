@@ -18,3 +18,6 @@ mod explain;
 mod check;
 // `capstan diff`: classification, risk notes, secret safety, git revisions, Markdown size.
 mod diff;
+// `capstan argocd generate` as Argo CD's sidecar runs it, `secrets seal-operator`, `init`,
+// and deploy/argocd/ checked as data.
+mod argocd;

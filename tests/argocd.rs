@@ -1,0 +1,773 @@
+//! `capstan argocd generate` run the way Argo CD's sidecar runs it (a copy of the example
+//! repository, the working directory at the Application's path, only the `ARGOCD_*` and
+//! identity variables set, stdin closed), `secrets seal-operator`, `init`, and the files
+//! in `deploy/argocd/` checked as data against Argo CD's documented schema.
+
+use crate::util::*;
+use capstan::argocd::{ANN_SYNC_OPTIONS, ANN_SYNC_WAVE};
+use capstan::cli;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Run `capstan argocd generate` in `repo/app_path` with exactly `env` (plus the Argo CD
+/// build variables derived from the path), as the CMP server does.
+fn generate(repo: &Path, app_path: &str, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
+    c.args(["argocd", "generate"])
+        .current_dir(repo.join(app_path))
+        .env_clear()
+        .stdin(Stdio::null())
+        .env(cli::ENV_ARGOCD_APP_SOURCE_PATH, app_path)
+        .env(
+            cli::ENV_ARGOCD_APP_REVISION,
+            "5bfdacf1c6a0e2d9b7f4c3a8e1d2b3c4a5f6e7d8",
+        );
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("capstan runs")
+}
+
+fn id_file(repo: &Path) -> String {
+    repo.join("testdata/age-identity.txt")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn ok(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));
+    stdout(o)
+}
+
+/// A failure: exit 2, nothing on stdout, one line on stderr holding no secret.
+fn failed(o: &Output, expect: &str) {
+    let err = stderr(o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stdout: {}\nstderr: {err}",
+        stdout(o)
+    );
+    assert!(o.stdout.is_empty(), "stdout must stay empty: {}", stdout(o));
+    assert_eq!(err.lines().count(), 1, "one line on stderr: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(expect), "expected `{expect}` in: {err}");
+    for secret in ["AGE-SECRET-KEY", "PRIVATE KEY", "BEGIN", "token-secret"] {
+        assert!(!err.contains(secret), "stderr leaks `{secret}`: {err}");
+    }
+}
+
+fn docs(text: &str) -> Vec<Value> {
+    let docs = capstan::yaml::parse_stream(text).expect("the stream parses as YAML");
+    for d in &docs {
+        for f in ["/apiVersion", "/kind", "/metadata/name"] {
+            assert!(
+                d.pointer(f)
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty()),
+                "not a Kubernetes object (no {f}): {d}"
+            );
+        }
+    }
+    docs
+}
+
+fn ann<'a>(d: &'a Value, key: &str) -> Option<&'a str> {
+    d.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// The object without the annotations `argocd generate` adds.
+fn strip(mut d: Value) -> Value {
+    if let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove(ANN_SYNC_WAVE);
+            a.remove(ANN_SYNC_OPTIONS);
+            if a.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+    }
+    d
+}
+
+fn kind(d: &Value) -> &str {
+    d["kind"].as_str().unwrap_or("")
+}
+
+fn render(repo: &Path, args: &[&str]) -> Vec<Value> {
+    docs(&ok(&capstan(args, repo)))
+}
+
+#[test]
+fn decrypt_mode_equals_render_decrypt_plus_sync_annotations() {
+    let (_t, repo) = example_copy();
+    let id = id_file(&repo);
+    for cluster in ["lab-f", "lab-g"] {
+        let app = format!("clusters/{cluster}");
+        let env = [
+            (cli::ENV_ARGOCD_SECRETS, "decrypt"),
+            (cli::ENV_SOPS_AGE_KEY_FILE, id.as_str()),
+            (cli::ENV_ARGOCD_APP_NAME, cluster),
+            (cli::ENV_ARGOCD_APP_NAMESPACE, cluster),
+        ];
+        let out = ok(&generate(&repo, &app, &env));
+        assert!(stderr(&generate(&repo, &app, &env)).is_empty());
+        assert_eq!(out, ok(&generate(&repo, &app, &env)), "deterministic");
+        assert!(
+            !out.contains("ENC[") && !out.contains("sops:"),
+            "no ciphertext is applied"
+        );
+        let got = docs(&out);
+        for d in &got {
+            let hook = ann(d, "argocd.argoproj.io/hook").is_some();
+            let wave = ann(d, ANN_SYNC_WAVE).unwrap_or_else(|| panic!("no sync wave: {d}"));
+            let want = match kind(d) {
+                "Secret" | "ServiceAccount" | "Role" | "RoleBinding" => "-2",
+                "VSphereMachineTemplate" | "TalosConfigTemplate" => "-1",
+                _ => "0",
+            };
+            assert_eq!(wave, want, "{}", kind(d));
+            let opts = ann(d, ANN_SYNC_OPTIONS).unwrap_or("");
+            match kind(d) {
+                "Secret" | "Cluster" | "VSphereCluster" | "TalosControlPlane" => {
+                    assert!(
+                        opts.contains("Prune=false") && opts.contains("Delete=false"),
+                        "{opts}"
+                    )
+                }
+                "Job" => assert!(hook && opts.is_empty()),
+                _ => {}
+            }
+            if d["apiVersion"].as_str().unwrap().contains(".x-k8s.io/") {
+                assert!(
+                    opts.contains("SkipDryRunOnMissingResource=true")
+                        && opts.contains("ServerSideApply=true")
+                );
+            }
+        }
+        let want = render(&repo, &["render", &app, "--decrypt", "-i", &id]);
+        let got: Vec<Value> = got.into_iter().map(strip).collect();
+        assert_eq!(
+            got, want,
+            "{cluster}: generate == render --decrypt, modulo the sync annotations"
+        );
+        assert!(got.iter().filter(|d| kind(d) == "Secret").count() >= 2);
+    }
+}
+
+#[test]
+fn omit_mode_drops_only_the_sealed_secrets() {
+    let (_t, repo) = example_copy();
+    let out = ok(&generate(
+        &repo,
+        "clusters/lab-f",
+        &[(cli::ENV_ARGOCD_SECRETS, "omit")],
+    ));
+    let got: Vec<Value> = docs(&out).into_iter().map(strip).collect();
+    let want: Vec<Value> = render(&repo, &["render", "clusters/lab-f"])
+        .into_iter()
+        .filter(|d| d.get("sops").is_none())
+        .collect();
+    assert_eq!(got, want);
+    assert!(got.iter().all(|d| kind(d) != "Secret"));
+}
+
+#[test]
+fn a_directory_of_clusters_and_the_parameter_path() {
+    let (_t, repo) = example_copy();
+    // The repository root as the Application's path, the mode as a parameter.
+    let params = r#"[{"name":"secrets","string":"omit"}]"#;
+    let out = ok(&generate(
+        &repo,
+        ".",
+        &[(cli::ENV_ARGOCD_APP_PARAMETERS, params)],
+    ));
+    let got: Vec<Value> = docs(&out).into_iter().map(strip).collect();
+    let want: Vec<Value> = render(&repo, &["render", "."])
+        .into_iter()
+        .filter(|d| d.get("sops").is_none())
+        .collect();
+    assert_eq!(got, want);
+    assert!(got
+        .iter()
+        .any(|d| d.pointer("/metadata/name").unwrap() == "lab-g"));
+    // PARAM_SECRETS alone (no ARGOCD_APP_PARAMETERS), agreeing with the env entry.
+    let again = generate(
+        &repo,
+        ".",
+        &[
+            (cli::ENV_PARAM_SECRETS, "omit"),
+            (cli::ENV_ARGOCD_SECRETS, "omit"),
+        ],
+    );
+    assert_eq!(ok(&again), out);
+}
+
+#[test]
+fn operator_mode_emits_sopssecrets_sealed_for_the_operator() {
+    let (_t, repo) = example_copy();
+    let id = id_file(&repo);
+    let app = "clusters/lab-f";
+    let env = [(cli::ENV_ARGOCD_SECRETS, "operator")];
+    failed(
+        &generate(&repo, app, &env),
+        "clusters/lab-f/secrets/operator/lab-f-talos.yaml is missing (secrets mode `operator`): run `capstan secrets seal-operator clusters/lab-f`",
+    );
+    ok(&capstan(
+        &["secrets", "seal-operator", "-i", &id, app],
+        &repo,
+    ));
+    let before = snapshot(&repo.join("clusters"));
+    let o = capstan(&["secrets", "seal-operator", "-i", &id, app], &repo);
+    ok(&o);
+    assert!(
+        stderr(&o).contains("lab-f-ca.yaml: unchanged"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        snapshot(&repo.join("clusters")),
+        before,
+        "re-sealing changes no byte"
+    );
+
+    let out = ok(&generate(&repo, app, &env));
+    let got = docs(&out);
+    let plain = render(&repo, &["render", app, "--decrypt", "-i", &id]);
+    let secrets: Vec<&Value> = plain.iter().filter(|d| kind(d) == "Secret").collect();
+    let sops_secrets: Vec<&Value> = got.iter().filter(|d| kind(d) == "SopsSecret").collect();
+    assert_eq!(sops_secrets.len(), secrets.len());
+    assert!(got.iter().all(|d| kind(d) != "Secret"));
+    for (s, secret) in sops_secrets.iter().zip(&secrets) {
+        assert_eq!(s["apiVersion"], capstan::sopssecret::API_VERSION);
+        assert_eq!(s["metadata"]["name"], secret["metadata"]["name"]);
+        assert_eq!(s["metadata"]["namespace"], secret["metadata"]["namespace"]);
+        assert_eq!(ann(s, ANN_SYNC_WAVE), Some("-2"));
+        // Only fields of the operator's v1alpha3 CRD (anything else would be pruned by the
+        // API server and leave the Application OutOfSync; `mac_only_encrypted` is one).
+        let subset = |v: &Value, allowed: &[&str]| {
+            for k in v.as_object().unwrap().keys() {
+                assert!(
+                    allowed.contains(&k.as_str()),
+                    "`{k}` is not in the SopsSecret CRD"
+                );
+            }
+        };
+        subset(s, &["apiVersion", "kind", "metadata", "spec", "sops"]);
+        subset(&s["spec"], &["secretTemplates", "suspend"]);
+        for t in s["spec"]["secretTemplates"].as_array().unwrap() {
+            subset(
+                t,
+                &[
+                    "name",
+                    "type",
+                    "labels",
+                    "annotations",
+                    "data",
+                    "stringData",
+                ],
+            );
+        }
+        subset(
+            &s["sops"],
+            &[
+                "age",
+                "kms",
+                "pgp",
+                "azure_kv",
+                "hc_vault",
+                "gcp_kms",
+                "mac",
+                "lastmodified",
+                "version",
+                "encrypted_suffix",
+                "encrypted_regex",
+            ],
+        );
+        for a in s["sops"]["age"].as_array().unwrap() {
+            subset(a, &["recipient", "enc"]);
+        }
+        // The file decrypts (MAC verified) to the Secret's values as plain text.
+        let name = s["metadata"]["name"].as_str().unwrap();
+        let dec = ok(&capstan(
+            &[
+                "secrets",
+                "decrypt",
+                "-i",
+                &id,
+                &format!("{app}/secrets/operator/{name}.yaml"),
+            ],
+            &repo,
+        ));
+        let dec = capstan::yaml::parse_one(&dec).unwrap();
+        let t = &dec["spec"]["secretTemplates"][0];
+        assert_eq!(t["name"], secret["metadata"]["name"]);
+        assert_eq!(t["type"], secret["type"]);
+        for (k, v) in secret["data"].as_object().unwrap() {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v.as_str().unwrap())
+                .unwrap();
+            assert_eq!(
+                t["stringData"][k].as_str().unwrap().as_bytes(),
+                bytes,
+                "{name} {k}"
+            );
+        }
+    }
+    // Everything else is what render gives.
+    let rest: Vec<Value> = got
+        .into_iter()
+        .filter(|d| kind(d) != "SopsSecret")
+        .map(strip)
+        .collect();
+    let want: Vec<Value> = plain.into_iter().filter(|d| kind(d) != "Secret").collect();
+    assert_eq!(rest, want);
+
+    // A sealed value that changes makes the SopsSecret stale.
+    let sealed = repo.join(app).join("secrets/lab-f-ca.yaml");
+    let text = std::fs::read_to_string(&sealed).unwrap();
+    let doc = capstan::yaml::parse_one(&text).unwrap();
+    let (crt, key) = (
+        doc["data"]["tls.crt"].as_str().unwrap(),
+        doc["data"]["tls.key"].as_str().unwrap(),
+    );
+    std::fs::write(
+        &sealed,
+        text.replace(crt, "@").replace(key, crt).replace('@', key),
+    )
+    .unwrap();
+    failed(
+        &generate(&repo, app, &env),
+        "clusters/lab-f/secrets/operator/lab-f-ca.yaml is stale: it was made from another version of clusters/lab-f/secrets/lab-f-ca.yaml; run `capstan secrets seal-operator clusters/lab-f`",
+    );
+}
+
+#[test]
+fn rekey_rewraps_the_operator_files_and_keeps_them_current() {
+    let (_t, repo) = example_copy();
+    let id = id_file(&repo);
+    let app = "clusters/lab-g";
+    ok(&capstan(
+        &["secrets", "seal-operator", "-i", &id, app],
+        &repo,
+    ));
+    let cfg_path = repo.join(app).join("cluster.yaml");
+    let cfg = std::fs::read_to_string(&cfg_path).unwrap();
+    let new_pub = age::x25519::Identity::generate().to_public().to_string();
+    let old = "  - age1uhh4sjky7uv75cdmgk5vjarsd9dv6kxkvjnf7zspu3v4crp0udgq47fxk5\n";
+    assert!(cfg.contains(old));
+    std::fs::write(
+        &cfg_path,
+        cfg.replace(old, &format!("{old}  - {new_pub}\n")),
+    )
+    .unwrap();
+    ok(&capstan(&["secrets", "rekey", "-i", &id, app], &repo));
+    let op =
+        std::fs::read_to_string(repo.join(app).join("secrets/operator/lab-g-ca.yaml")).unwrap();
+    assert!(
+        op.contains(&new_pub),
+        "the operator file is wrapped for the new recipient"
+    );
+    ok(&generate(
+        &repo,
+        app,
+        &[(cli::ENV_ARGOCD_SECRETS, "operator")],
+    ));
+}
+
+#[test]
+fn every_failure_exits_2_with_one_line_and_an_empty_stdout() {
+    let (_t, repo) = example_copy();
+    let id = id_file(&repo);
+    let app = "clusters/lab-f";
+    let decrypt = (cli::ENV_ARGOCD_SECRETS, "decrypt");
+    failed(&generate(&repo, app, &[]), "no secrets mode chosen");
+    failed(
+        &generate(&repo, app, &[decrypt]),
+        "secrets mode `decrypt` needs the age identity in the sidecar",
+    );
+    // A wrong identity: refused without a word of plaintext.
+    let other = repo.join("other-id.txt");
+    std::fs::write(&other, format!("{}\n", secrecy_free_identity())).unwrap();
+    let o = generate(
+        &repo,
+        app,
+        &[
+            decrypt,
+            (cli::ENV_SOPS_AGE_KEY_FILE, other.to_str().unwrap()),
+        ],
+    );
+    failed(&o, "clusters/lab-f/secrets/lab-f-talos.yaml");
+    failed(
+        &generate(&repo, app, &[(cli::ENV_ARGOCD_SECRETS, "plaintext")]),
+        "`plaintext` is not a secrets mode",
+    );
+    failed(
+        &generate(
+            &repo,
+            app,
+            &[
+                decrypt,
+                (
+                    cli::ENV_ARGOCD_APP_PARAMETERS,
+                    r#"[{"name":"secrets","string":"omit"}]"#,
+                ),
+            ],
+        ),
+        "says `decrypt` but the plugin parameter `secrets` says `omit`",
+    );
+    failed(
+        &generate(
+            &repo,
+            app,
+            &[decrypt, ("ARGOCD_ENV_CAPSTAN_PHASE", "complete")],
+        ),
+        "ARGOCD_ENV_CAPSTAN_PHASE: capstan reads no such plugin env",
+    );
+    failed(
+        &generate(
+            &repo,
+            app,
+            &[(
+                cli::ENV_ARGOCD_APP_PARAMETERS,
+                r#"[{"name":"replicas","string":"0"}]"#,
+            )],
+        ),
+        "plugin parameter `replicas`",
+    );
+    failed(
+        &generate(
+            &repo,
+            app,
+            &[
+                decrypt,
+                (cli::ENV_SOPS_AGE_KEY_FILE, &id),
+                (cli::ENV_ARGOCD_APP_NAMESPACE, "default"),
+            ],
+        ),
+        "cluster `lab-f` lives in namespace `lab-f`",
+    );
+    // Bad input: an unknown field in cluster.yaml.
+    let cfg = repo.join(app).join("cluster.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace(
+            "  flavour: v1beta1\n",
+            "  flavour: v1beta1\n  flavor: v1beta1\n",
+        ),
+    )
+    .unwrap();
+    failed(
+        &generate(&repo, app, &[decrypt, (cli::ENV_SOPS_AGE_KEY_FILE, &id)]),
+        "clusters/lab-f/cluster.yaml",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    // The error names the Application and the revision.
+    let o = generate(&repo, app, &[(cli::ENV_ARGOCD_APP_NAME, "cluster-lab-f")]);
+    failed(
+        &o,
+        "argocd generate (application cluster-lab-f, revision 5bfdacf1c6a0)",
+    );
+    // An empty directory: never an empty stream.
+    std::fs::create_dir_all(repo.join("clusters/empty")).unwrap();
+    failed(
+        &generate(
+            &repo,
+            "clusters/empty",
+            &[(cli::ENV_ARGOCD_SECRETS, "omit")],
+        ),
+        "no `cluster.yaml` here",
+    );
+    // The working directory is not the source path.
+    failed(
+        &generate(
+            &repo,
+            app,
+            &[
+                (cli::ENV_ARGOCD_SECRETS, "omit"),
+                (cli::ENV_ARGOCD_APP_SOURCE_PATH, "clusters/lab-g"),
+            ],
+        ),
+        "does not end with it",
+    );
+}
+
+/// An age identity nobody encrypted to.
+fn secrecy_free_identity() -> String {
+    use age::secrecy::ExposeSecret;
+    age::x25519::Identity::generate()
+        .to_string()
+        .expose_secret()
+        .to_string()
+}
+
+fn parse_file(path: &Path) -> Value {
+    capstan::yaml::parse_one(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn deploy() -> PathBuf {
+    root().join("deploy/argocd")
+}
+
+#[test]
+fn plugin_yaml_matches_the_cmp_schema() {
+    let p = parse_file(&deploy().join("plugin.yaml"));
+    assert_eq!(p["apiVersion"], "argoproj.io/v1alpha1");
+    assert_eq!(p["kind"], "ConfigManagementPlugin");
+    assert_eq!(p["metadata"]["name"], "capstan");
+    assert!(
+        p["spec"].get("version").is_none(),
+        "without a version the Application names it `capstan`"
+    );
+    let generate = p["spec"]["generate"]["command"].as_array().unwrap();
+    assert_eq!(
+        generate,
+        &["capstan", "argocd", "generate"].map(Value::from).to_vec()
+    );
+    assert!(p["spec"].get("init").is_none());
+    // discover: a cluster directory (the glob is joined to the Application's path).
+    let glob = p["spec"]["discover"]["fileName"].as_str().unwrap();
+    assert!(example().join("clusters/lab-f").join(glob).is_file());
+    assert!(
+        !example().join(glob).exists(),
+        "the repository root is not a cluster directory"
+    );
+    let params = p["spec"]["parameters"]["static"].as_array().unwrap();
+    assert_eq!(params.len(), 1);
+    assert_eq!(params[0]["name"], cli::PARAM_SECRETS);
+    assert_eq!(params[0]["collectionType"], "string");
+    assert!(
+        params[0].get("string").is_none(),
+        "no default: the mode is chosen explicitly"
+    );
+    let allowed = [
+        "generate",
+        "discover",
+        "parameters",
+        "init",
+        "version",
+        "preserveFileMode",
+        "provideGitCreds",
+    ];
+    for k in p["spec"].as_object().unwrap().keys() {
+        assert!(
+            allowed.contains(&k.as_str()),
+            "spec.{k} is not a ConfigManagementPlugin field"
+        );
+    }
+}
+
+#[test]
+fn sidecar_patch_and_kustomization_match_argo_cd_requirements() {
+    let k = parse_file(&deploy().join("kustomization.yaml"));
+    assert_eq!(k["kind"], "Kustomization");
+    for r in k["resources"].as_array().unwrap() {
+        assert!(deploy().join(r.as_str().unwrap()).is_file(), "{r}");
+    }
+    let gen = &k["configMapGenerator"][0];
+    assert_eq!(gen["files"], serde_json::json!(["plugin.yaml"]));
+    let cm_name = gen["name"].as_str().unwrap();
+    let patch = &k["patches"][0];
+    assert_eq!(patch["target"]["kind"], "Deployment");
+    assert_eq!(patch["target"]["name"], "argocd-repo-server");
+    let p = parse_file(&deploy().join(patch["path"].as_str().unwrap()));
+    assert_eq!(p["kind"], "Deployment");
+    assert_eq!(p["metadata"]["name"], "argocd-repo-server");
+    let pod = &p["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(
+        c["command"],
+        serde_json::json!(["/var/run/argocd/argocd-cmp-server"])
+    );
+    assert_eq!(c["securityContext"]["runAsUser"], 999);
+    assert_eq!(c["securityContext"]["runAsNonRoot"], true);
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    let mount = |path: &str| {
+        mounts
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .unwrap_or_else(|| panic!("no mount at {path}"))
+    };
+    let volume = |name: &Value| {
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == *name)
+            .cloned()
+    };
+    // Argo CD's own volumes (defined by its installation).
+    assert_eq!(mount("/var/run/argocd")["name"], "var-files");
+    assert_eq!(mount("/home/argocd/cmp-server/plugins")["name"], "plugins");
+    let cfg = mount("/home/argocd/cmp-server/config/plugin.yaml");
+    assert_eq!(cfg["subPath"], "plugin.yaml");
+    assert_eq!(volume(&cfg["name"]).unwrap()["configMap"]["name"], cm_name);
+    // Its own /tmp.
+    let tmp = mount("/tmp");
+    assert!(volume(&tmp["name"]).unwrap().get("emptyDir").is_some());
+    // The identity: read-only, optional, and where SOPS_AGE_KEY_FILE points.
+    let env = c["env"].as_array().unwrap();
+    let key_file = env
+        .iter()
+        .find(|e| e["name"] == cli::ENV_SOPS_AGE_KEY_FILE)
+        .unwrap()["value"]
+        .as_str()
+        .unwrap();
+    let id_mount = mounts
+        .iter()
+        .find(|m| key_file.starts_with(&format!("{}/", m["mountPath"].as_str().unwrap())))
+        .expect("the key file is on a mount");
+    assert_eq!(id_mount["readOnly"], true);
+    let secret = &volume(&id_mount["name"]).unwrap()["secret"];
+    assert_eq!(secret["optional"], true);
+    assert!(secret["secretName"].is_string());
+}
+
+#[test]
+fn applicationset_makes_one_working_application_per_cluster() {
+    let a = parse_file(&deploy().join("applicationset.yaml"));
+    let plugin = parse_file(&deploy().join("plugin.yaml"));
+    assert_eq!(a["apiVersion"], "argoproj.io/v1alpha1");
+    assert_eq!(a["kind"], "ApplicationSet");
+    assert_eq!(a["spec"]["goTemplate"], true);
+    let git = &a["spec"]["generators"][0]["git"];
+    assert_eq!(
+        git["directories"],
+        serde_json::json!([{"path": "clusters/*"}])
+    );
+    assert_eq!(a["spec"]["syncPolicy"]["preserveResourcesOnDeletion"], true);
+    let t = &a["spec"]["template"];
+    assert!(t["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .contains("{{ .path.basename }}"));
+    let spec = &t["spec"];
+    let src = &spec["source"];
+    assert_eq!(src["repoURL"], git["repoURL"]);
+    assert_eq!(src["path"], "{{ .path.path }}");
+    assert_eq!(src["plugin"]["name"], plugin["metadata"]["name"]);
+    let env = src["plugin"]["env"].as_array().unwrap();
+    assert_eq!(env.len(), 1);
+    assert_eq!(env[0]["name"], cli::PLUGIN_ENV_SECRETS);
+    assert_eq!(
+        format!("{}{}", cli::ARGOCD_ENV_PREFIX, cli::PLUGIN_ENV_SECRETS),
+        cli::ENV_ARGOCD_SECRETS
+    );
+    let mode = env[0]["value"].as_str().unwrap();
+    capstan::argocd::SecretsMode::parse("appset", mode).unwrap();
+    assert_eq!(spec["destination"]["namespace"], "{{ .path.basename }}");
+    let ig = &spec["ignoreDifferences"][0];
+    assert_eq!(
+        (ig["group"].as_str(), ig["kind"].as_str()),
+        (Some("cluster.x-k8s.io"), Some("MachineDeployment"))
+    );
+    let jq = ig["jqPathExpressions"][0].as_str().unwrap();
+    assert!(
+        jq.contains("cluster-api-autoscaler-node-group-max-size") && jq.ends_with(".spec.replicas")
+    );
+    let opts = spec["syncPolicy"]["syncOptions"].as_array().unwrap();
+    assert!(opts.contains(&Value::from("RespectIgnoreDifferences=true")));
+    assert_eq!(spec["syncPolicy"]["automated"]["prune"], true);
+
+    // Expand the generator over the example repository and run each Application's plugin.
+    let (_t, repo) = example_copy();
+    let id = id_file(&repo);
+    for entry in std::fs::read_dir(repo.join("clusters")).unwrap() {
+        let base = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let path = format!("clusters/{base}");
+        let o = generate(
+            &repo,
+            &path,
+            &[
+                (cli::ENV_ARGOCD_APP_NAME, &format!("cluster-{base}")),
+                (cli::ENV_ARGOCD_APP_NAMESPACE, &base),
+                (cli::ENV_ARGOCD_SECRETS, mode),
+                (cli::ENV_SOPS_AGE_KEY_FILE, &id),
+            ],
+        );
+        assert!(!docs(&ok(&o)).is_empty(), "{path}");
+    }
+}
+
+#[test]
+fn init_scaffolds_once_and_never_overwrites() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("fleet");
+    let r = "age1uhh4sjky7uv75cdmgk5vjarsd9dv6kxkvjnf7zspu3v4crp0udgq47fxk5";
+    let d = dir.to_str().unwrap();
+    // A bad recipient writes nothing.
+    let o = capstan(&["init", d, "--recipient", "age1nope"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!dir.exists());
+    let o = capstan(&["init", d], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "at least one recipient");
+    let o = capstan(
+        &[
+            "init",
+            d,
+            "--recipient",
+            r,
+            "--repo-url",
+            "https://git.example.com/fleet.git",
+        ],
+        tmp.path(),
+    );
+    ok(&o);
+    for f in [
+        ".sops.yaml",
+        "README.md",
+        "clusters/.gitkeep",
+        "overlays/.gitkeep",
+        "deploy/argocd/plugin.yaml",
+        "deploy/argocd/repo-server-patch.yaml",
+        "deploy/argocd/kustomization.yaml",
+        "deploy/argocd/applicationset.yaml",
+    ] {
+        assert!(dir.join(f).is_file(), "{f}");
+        assert!(
+            stderr(&o).contains(&format!("{f}: created")),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let sops = parse_file(&dir.join(".sops.yaml"));
+    let rule = &sops["creation_rules"][0];
+    assert_eq!(rule["path_regex"], r"clusters/.*/secrets/.*\.ya?ml$");
+    assert_eq!(rule["encrypted_regex"], "^(data|stringData)$");
+    assert_eq!(rule["age"], r);
+    let appset = std::fs::read_to_string(dir.join("deploy/argocd/applicationset.yaml")).unwrap();
+    assert_eq!(
+        appset
+            .matches("repoURL: https://git.example.com/fleet.git")
+            .count(),
+        2
+    );
+    for f in [
+        "plugin.yaml",
+        "repo-server-patch.yaml",
+        "kustomization.yaml",
+    ] {
+        assert_eq!(
+            std::fs::read(dir.join("deploy/argocd").join(f)).unwrap(),
+            std::fs::read(deploy().join(f)).unwrap(),
+            "{f} is the shipped file"
+        );
+    }
+    // Idempotent: a second run keeps everything, including a user's edit.
+    std::fs::write(dir.join("README.md"), "ours\n").unwrap();
+    let before = snapshot(&dir);
+    let o = capstan(&["init", d, "--recipient", r], tmp.path());
+    ok(&o);
+    assert!(
+        stderr(&o).contains("README.md: kept (exists; never overwritten)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("created"), "{}", stderr(&o));
+    assert_eq!(snapshot(&dir), before);
+}
