@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark for `capstan render` against the targets in PRODUCT.md ("Performance targets").
+# Benchmark for `capstan render` and `capstan argocd generate` against the targets in PRODUCT.md ("Performance targets").
 #
 #   bash bench/run.sh [N]        # N generated clusters, default 1000
 #
@@ -298,6 +298,21 @@ measure "$RUNS_BULK" 1 "" "$BIN" render "$W/repo10"
 G=$MED
 row "g" "$N10 clusters -> stdout" "$(sec "$G")" "-" "$METHOD"
 row "g" "  per cluster at $N10 / at $N" "$(us "$G" "$N10") / $(us "$C" "$N")" "~equal" "g / $N10, c / $N"
+
+# ---------------------------------------------------------------- (h) Argo CD plugin, one cluster
+# As the repo-server sidecar runs it: cwd = the Application's path, only the ARGOCD_* variables
+# and the identity in the environment (env -i), secrets mode decrypt (two SOPS files opened).
+log "h: argocd generate, one cluster, secrets mode decrypt"
+GEN_ENV=(env -i "ARGOCD_APP_NAME=cluster-$ONE" "ARGOCD_APP_NAMESPACE=$ONE" "ARGOCD_APP_SOURCE_PATH=clusters/$ONE"
+  "ARGOCD_APP_REVISION=0000000000000000000000000000000000000000" ARGOCD_ENV_CAPSTAN_SECRETS=decrypt
+  "SOPS_AGE_KEY_FILE=$ROOT/examples/gitops/testdata/age-identity.txt")
+pushd "$ONE_DIR" >/dev/null
+"${GEN_ENV[@]}" "$BIN" argocd generate </dev/null >"$W/generate.yaml" || die "capstan argocd generate failed"
+grep -q '^kind: Secret' "$W/generate.yaml" && ! grep -q 'ENC\[' "$W/generate.yaml" || die "argocd generate: expected decrypted Secrets"
+measure "$RUNS_SINGLE" 3 "" "${GEN_ENV[@]}" "$BIN" argocd generate
+H=$MED
+popd >/dev/null
+row "h" "argocd generate, 1 cluster, decrypt" "$(ms "$H")" "<= 20 ms" "$METHOD (via env -i)"
 
 # ---------------------------------------------------------------- report
 echo
