@@ -64,7 +64,7 @@ pub fn run(cli: Cli) -> Result<Status> {
 }
 
 /// Load and render every cluster directory and map each result with `f`, on all cores.
-/// Each worker reads its cluster, renders it and keeps only what `f` returns, so no
+/// Each worker reads its cluster (overlays come from a cache shared by all), renders it and keeps only what `f` returns, so no
 /// cluster's inputs or objects outlive its turn. Results, the first error, and the
 /// duplicate-name check come back in input order: output never depends on scheduling.
 pub fn render_each<T: Send>(
@@ -85,11 +85,14 @@ pub fn render_each<T: Send>(
             slot.insert((Renderer::new(&overrides)?, digests));
         }
     }
+    let overlay_cache = inputs::OverlayCache::default();
     let one = |d: &PathBuf| -> Result<(String, String, T)> {
         let c = inputs::load_cluster(d)?;
+        let overlays = inputs::load_overlays(&c, &overlay_cache)?;
         let (renderer, tdigests) = &renderers[&tdir_of(d)];
-        let rendered = build(&c, renderer)?;
+        let rendered = build(&c, &overlays, renderer)?;
         let mut digests = c.digests;
+        digests.extend(overlays.digests);
         digests.extend(tdigests.iter().cloned());
         Ok((c.config.metadata.name, c.file, f(rendered, digests)?))
     };
@@ -133,10 +136,14 @@ pub fn render_each<T: Send>(
     Ok(out)
 }
 
-/// One cluster's objects: the checked sealed Secrets, then the rendered objects, in the
-/// fixed output order.
-pub fn build(c: &ClusterInput, renderer: &Renderer) -> Result<Rendered> {
-    let mut rendered = renderer.render(&c.file, &c.config)?;
+/// One cluster's objects: the checked sealed Secrets, then the rendered objects (overlays
+/// applied), in the fixed output order.
+pub fn build(
+    c: &ClusterInput,
+    overlays: &inputs::LoadedOverlays,
+    renderer: &Renderer,
+) -> Result<Rendered> {
+    let mut rendered = renderer.render(&c.file, &c.config, &overlays.overlays)?;
     let mut resources = crate::seal::sealed_resources(
         &c.config,
         &c.file,

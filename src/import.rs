@@ -491,6 +491,7 @@ fn stub(
             control_plane: None,
             workers: Vec::new(),
             migration: None,
+            overlays: Vec::new(),
             recipients: opts
                 .recipients
                 .iter()

@@ -1,13 +1,21 @@
 //! The only module that reads project files: finds cluster directories, reads and parses
-//! `cluster.yaml`, and reads template overrides. Everything after this is a pure function
+//! `cluster.yaml`, reads template overrides, and loads a cluster's overlays (with
+//! kustomize's loader rules: paths relative to the overlay, nothing outside the repository
+//! root, no cycles, no base at or above its overlay). Everything after this is a pure function
 //! of what it returns. Paths recorded for the lock file are relative to the repository
 //! root, so the lock does not depend on how the user spelled the path.
 
-use crate::model::{ClusterConfig, ModelError};
+use crate::model::{ClusterConfig, ModelError, OverlayFile};
+use crate::overlay::{Overlay, OverlayError};
 use crate::render::TemplateOverride;
 use crate::yaml;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// An overlay directory's input file name.
+pub const OVERLAY_FILE: &str = "overlay.yaml";
 
 /// The per-cluster input file name.
 pub const CLUSTER_FILE: &str = "cluster.yaml";
@@ -54,6 +62,9 @@ pub enum InputError {
     /// No age identity was given.
     #[error("an age identity is required: pass --identity FILE or set CAPSTAN_AGE_KEY_FILE, SOPS_AGE_KEY_FILE or SOPS_AGE_KEY")]
     NoIdentity,
+    /// An overlay file or a path in it is not usable.
+    #[error(transparent)]
+    Overlay(#[from] OverlayError),
     /// Something in a templates directory that is not a template.
     #[error("{path}: templates must be `.yaml` files under `<flavour>/` or `talos/`")]
     NotATemplate {
@@ -589,6 +600,302 @@ pub fn load_templates(
         });
     }
     Ok((overrides, digests))
+}
+
+/// Overlays already read, shared by the clusters of one run: each overlay directory is read
+/// and parsed once (keyed by the repository root as spelled and the overlay's
+/// repository-relative directory, so messages do not depend on which cluster came first).
+#[derive(Debug, Default)]
+pub struct OverlayCache {
+    loaded: Mutex<HashMap<PathBuf, Arc<LoadedOverlay>>>,
+}
+
+#[derive(Debug)]
+struct LoadedOverlay {
+    overlay: Arc<Overlay>,
+    file: String,
+    bases: Vec<String>,
+    digests: Vec<Digest256>,
+}
+
+/// A cluster's overlays, in the order they apply, and the digests of every file read for them.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedOverlays {
+    /// Bases first, depth-first, each overlay once.
+    pub overlays: Vec<Arc<Overlay>>,
+    /// `overlay.yaml`s, resource files and patch files (repository-relative paths).
+    pub digests: Vec<Digest256>,
+}
+
+fn overlay_error(file: &str, field: &str, message: String) -> InputError {
+    InputError::Overlay(OverlayError::Invalid {
+        file: file.to_string(),
+        field: field.to_string(),
+        message,
+    })
+}
+
+fn shown(root: &Path) -> String {
+    let s = root.display().to_string();
+    if s.is_empty() {
+        ".".into()
+    } else {
+        s
+    }
+}
+
+/// Resolve `path` (relative, `/`-separated) against the repository-relative directory `base`,
+/// lexically; refuses absolute paths and paths that climb above the repository root.
+fn join_rel(root: &Path, base: &str, path: &str) -> Result<String, String> {
+    if path.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if path.starts_with('/') || path.contains('\\') || path.contains(':') {
+        return Err(format!(
+            "`{path}` must be a relative path (with `/`), relative to {}",
+            if base.is_empty() {
+                "the repository root".to_string()
+            } else {
+                format!("`{base}`")
+            }
+        ));
+    }
+    let mut parts: Vec<&str> = base.split('/').filter(|s| !s.is_empty()).collect();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(format!(
+                        "`{path}` reaches outside the repository root `{}`; overlays and the files \
+                         they name must live inside the repository",
+                        shown(root)
+                    ));
+                }
+            }
+            s => parts.push(s),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// The path of a repository-relative file, refusing one that a symbolic link takes outside
+/// the repository root.
+fn inside_root(root: &Path, rel: &str, path: &str) -> Result<PathBuf, String> {
+    let full = root.join(rel);
+    let outside = || {
+        format!(
+            "`{path}` resolves outside the repository root `{}` (through a symbolic link)",
+            shown(root)
+        )
+    };
+    let root_c = std::fs::canonicalize(if root.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        root
+    })
+    .map_err(|e| format!("{}: {e}", shown(root)))?;
+    match std::fs::canonicalize(&full) {
+        Ok(c) if !c.starts_with(&root_c) => Err(outside()),
+        Ok(_) => Ok(full),
+        Err(e) => Err(format!("{}: {e}", full.display())),
+    }
+}
+
+impl OverlayCache {
+    fn get(
+        &self,
+        root: &Path,
+        rel: &str,
+        from_file: &str,
+        field: &str,
+    ) -> Result<Arc<LoadedOverlay>, InputError> {
+        let key = root.join(rel);
+        if let Some(hit) = self.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let loaded = Arc::new(load_overlay(root, rel, from_file, field)?);
+        if let Ok(mut m) = self.loaded.lock() {
+            m.insert(key, loaded.clone());
+        }
+        Ok(loaded)
+    }
+}
+
+fn load_overlay(
+    root: &Path,
+    rel: &str,
+    from_file: &str,
+    field: &str,
+) -> Result<LoadedOverlay, InputError> {
+    let dir = root.join(rel);
+    let path = dir.join(OVERLAY_FILE);
+    if !path.is_file() {
+        return Err(overlay_error(
+            from_file,
+            field,
+            format!(
+                "`{}` is not an overlay: expected the file {}",
+                dir.display(),
+                path.display()
+            ),
+        ));
+    }
+    inside_root(root, rel, &dir.display().to_string())
+        .map_err(|m| overlay_error(from_file, field, m))?;
+    let file = path.display().to_string();
+    let text = read_text(&path)?;
+    let value = yaml::parse_one(&text).map_err(|e| InputError::Yaml {
+        file: file.clone(),
+        message: e.message,
+    })?;
+    let spec = OverlayFile::from_value(&file, value)?;
+    let mut digests = vec![Digest256 {
+        path: rel_join(rel, OVERLAY_FILE),
+        sha256: sha256_hex(text.as_bytes()),
+    }];
+    let mut read = |field: &str, p: &str| -> Result<(String, String), InputError> {
+        let frel = join_rel(root, rel, p).map_err(|m| overlay_error(&file, field, m))?;
+        let full = inside_root(root, &frel, p).map_err(|m| overlay_error(&file, field, m))?;
+        if !full.is_file() {
+            return Err(overlay_error(
+                &file,
+                field,
+                format!("`{p}` is not a file ({})", full.display()),
+            ));
+        }
+        let text = read_text(&full)?;
+        digests.push(Digest256 {
+            path: frel,
+            sha256: sha256_hex(text.as_bytes()),
+        });
+        Ok((full.display().to_string(), text))
+    };
+    let mut resources = Vec::new();
+    for (j, r) in spec.resources.iter().enumerate() {
+        let (label, text) = read(&format!("resources[{j}]"), r)?;
+        let docs = yaml::parse_stream(&text).map_err(|e| InputError::Yaml {
+            file: label.clone(),
+            message: e.message,
+        })?;
+        resources.extend(docs.into_iter().map(|d| (label.clone(), d)));
+    }
+    let mut patch_files: Vec<Option<(String, serde_json::Value)>> = Vec::new();
+    for (i, p) in spec.patches.iter().enumerate() {
+        patch_files.push(match &p.path {
+            Some(pp) if p.patch.is_none() => {
+                let (label, text) = read(&format!("patches[{i}].path"), pp)?;
+                let v = yaml::parse_one(&text).map_err(|e| InputError::Yaml {
+                    file: label.clone(),
+                    message: e.message,
+                })?;
+                Some((label, v))
+            }
+            _ => None,
+        });
+    }
+    let overlay = crate::overlay::build(&file, &spec, resources, |i, _| {
+        patch_files
+            .get_mut(i)
+            .and_then(Option::take)
+            .ok_or_else(|| OverlayError::Invalid {
+                file: file.clone(),
+                field: format!("patches[{i}].path"),
+                message: "could not be read".into(),
+            })
+    })?;
+    Ok(LoadedOverlay {
+        overlay: Arc::new(overlay),
+        file,
+        bases: spec.bases,
+        digests,
+    })
+}
+
+fn rel_join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// A cluster's overlays (`spec.overlays`, each after its bases, depth-first, each once),
+/// read through `cache`. Errors name the file and field that point at the bad overlay.
+pub fn load_overlays(c: &ClusterInput, cache: &OverlayCache) -> Result<LoadedOverlays, InputError> {
+    let mut r = Resolver {
+        root: &c.root,
+        cache,
+        out: LoadedOverlays::default(),
+        done: Vec::new(),
+        stack: Vec::new(),
+    };
+    for (i, o) in c.config.spec.overlays.iter().enumerate() {
+        let field = format!("spec.overlays[{i}]");
+        let rel = join_rel(&c.root, "", o).map_err(|m| overlay_error(&c.file, &field, m))?;
+        r.visit(rel, &c.file, &field)?;
+    }
+    Ok(r.out)
+}
+
+struct Resolver<'a> {
+    root: &'a Path,
+    cache: &'a OverlayCache,
+    out: LoadedOverlays,
+    done: Vec<String>,
+    stack: Vec<String>,
+}
+
+impl Resolver<'_> {
+    fn visit(&mut self, rel: String, from_file: &str, field: &str) -> Result<(), InputError> {
+        let show = |r: &str| {
+            if r.is_empty() {
+                ".".to_string()
+            } else {
+                r.to_string()
+            }
+        };
+        if let Some(pos) = self.stack.iter().position(|s| *s == rel) {
+            let cycle: Vec<String> = self.stack[pos..]
+                .iter()
+                .chain(std::iter::once(&rel))
+                .map(|s| show(s))
+                .collect();
+            return Err(overlay_error(
+                from_file,
+                field,
+                format!("overlays form a cycle: {}", cycle.join(" -> ")),
+            ));
+        }
+        if self.done.contains(&rel) {
+            return Ok(());
+        }
+        let lo = self.cache.get(self.root, &rel, from_file, field)?;
+        self.stack.push(rel.clone());
+        for (j, b) in lo.bases.iter().enumerate() {
+            let bfield = format!("bases[{j}]");
+            let brel =
+                join_rel(self.root, &rel, b).map_err(|m| overlay_error(&lo.file, &bfield, m))?;
+            if brel.is_empty() || brel == rel || rel.starts_with(&format!("{brel}/")) {
+                return Err(overlay_error(
+                    &lo.file,
+                    &bfield,
+                    format!(
+                        "`{b}` (`{}`) is at or above this overlay (`{}`): a base may not contain \
+                         the overlay that builds on it (a cycle)",
+                        show(&brel),
+                        show(&rel)
+                    ),
+                ));
+            }
+            self.visit(brel, &lo.file, &bfield)?;
+        }
+        self.stack.pop();
+        self.done.push(rel);
+        self.out.overlays.push(lo.overlay.clone());
+        self.out.digests.extend(lo.digests.iter().cloned());
+        Ok(())
+    }
 }
 
 #[cfg(test)]

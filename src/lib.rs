@@ -2,11 +2,12 @@
 //! cluster on vSphere in place, and manage it afterwards through GitOps.
 //!
 //! The pipeline (see `ARCHITECTURE.md`): [`inputs`] reads files once, [`model`] parses and
-//! validates `cluster.yaml`, [`render`] turns it into objects (with [`names`] giving immutable
-//! templates content-hash names), [`bundle`] lays them out and is the only writer; [`schema`]
-//! validates objects against CRDs; [`explain`] maps error messages seen in the field to
-//! cause, check and fix; [`diff`] compares two renders and [`report`] formats the result;
-//! [`commands`] and `main.rs` are the CLI edge.
+//! validates `cluster.yaml`, [`render`] turns it into objects (with [`overlay`] applying the
+//! cluster's overlays and [`names`] giving immutable templates content-hash names),
+//! [`bundle`] lays them out and is the only writer; [`schema`] validates objects against
+//! CRDs; [`explain`] maps error messages seen in the field to cause, check and fix;
+//! [`diff`] compares two renders and [`report`] formats the result; [`commands`] and
+//! `main.rs` are the CLI edge.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -23,6 +24,7 @@ pub mod inputs;
 pub mod kubeadm;
 pub mod model;
 pub mod names;
+pub mod overlay;
 pub mod pki;
 pub mod plan;
 pub mod render;

@@ -132,6 +132,10 @@ pub struct ClusterSpec {
     /// The in-place migration from kubeadm, while it is under way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<Migration>,
+    /// Overlays applied after the templates, in this order (each after its bases): directories
+    /// holding an `overlay.yaml`, relative to the repository root (the parent of `clusters/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlays: Vec<String>,
     /// age recipients (`age1…`) that secrets are encrypted to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recipients: Vec<String>,
@@ -435,6 +439,162 @@ pub struct Fingerprints {
     pub service_account_key: String,
 }
 
+/// The `kind` of an overlay's `overlay.yaml` (its `apiVersion` is [`API_VERSION`]).
+pub const OVERLAY_KIND: &str = "Overlay";
+
+/// An overlay's `overlay.yaml`: what it builds on, the objects it adds and the patches it
+/// applies (see [`crate::overlay`] for the semantics). Strict like `cluster.yaml`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OverlayFile {
+    /// Must be [`API_VERSION`].
+    pub api_version: String,
+    /// Must be [`OVERLAY_KIND`].
+    pub kind: String,
+    /// Overlays applied before this one (depth-first, each once), relative to this
+    /// overlay's directory; none may be at or above it, or outside the repository.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bases: Vec<String>,
+    /// YAML files of extra objects, relative to this overlay's directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
+    /// Patches, applied in order after this overlay's resources are added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<PatchSpec>,
+    /// Talos machine-config strategic patches, appended after the patches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talos: Option<TalosPatchSpec>,
+}
+
+/// The three patch kinds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PatchType {
+    /// RFC 6902 JSON patch: a list of operations.
+    Json,
+    /// RFC 7396 merge patch: a partial object; `null` deletes; lists are replaced.
+    Merge,
+    /// A merge patch whose known lists merge by key or append ([`crate::overlay`]).
+    Strategic,
+}
+
+impl PatchType {
+    /// The name used in `overlay.yaml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PatchType::Json => "json",
+            PatchType::Merge => "merge",
+            PatchType::Strategic => "strategic",
+        }
+    }
+}
+
+/// One patch of an overlay.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PatchSpec {
+    /// Which objects it applies to.
+    pub target: TargetSpec,
+    /// `json`, `merge` or `strategic`.
+    #[serde(rename = "type")]
+    pub patch_type: PatchType,
+    /// The patch itself, inline (exactly one of `patch` and `path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Value>,
+    /// A YAML file holding the patch, relative to the overlay's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A patch that matches no object is an error unless this is `true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// A target selector; every field given must match, at least one must be given.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TargetSpec {
+    /// API group (`""` for the core group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// API version without the group, e.g. `v1beta1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Name as rendered, before content-hash naming; `*` and `?` are wildcards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// A Kubernetes label selector: `k=v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+}
+
+/// Talos machine-config strategic patches (YAML maps, no JSON pointers), appended to the
+/// `strategicPatches` of the TalosControlPlane and of the worker pools' TalosConfigTemplates.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TalosPatchSpec {
+    /// Patches for the control-plane machines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control_plane: Vec<Value>,
+    /// Patches per worker pool name; `"*"` applies to every pool (before the named ones).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub workers: std::collections::BTreeMap<String, Vec<Value>>,
+}
+
+impl OverlayFile {
+    /// Parse a YAML-derived value strictly. `file` names the source in errors.
+    pub fn from_value(file: &str, value: Value) -> Result<OverlayFile, ModelError> {
+        strict(file, value, OVERLAY_KIND)
+    }
+}
+
+/// Deserialize a versioned input document: header first, then every field with its path.
+fn strict<T: serde::de::DeserializeOwned>(
+    file: &str,
+    value: Value,
+    want_kind: &str,
+) -> Result<T, ModelError> {
+    let fail = |path: String, message: String| ModelError {
+        file: file.to_string(),
+        problems: vec![Problem { path, message }],
+    };
+    // Check the header first so a wrong file gets a clear message, not a list of fields.
+    let api = value.get("apiVersion").and_then(Value::as_str);
+    let kind = value.get("kind").and_then(Value::as_str);
+    if api != Some(API_VERSION) {
+        return Err(fail(
+            "apiVersion".into(),
+            format!(
+                "expected `{API_VERSION}`, found {}",
+                describe(value.get("apiVersion"))
+            ),
+        ));
+    }
+    if kind != Some(want_kind) {
+        return Err(fail(
+            "kind".into(),
+            format!(
+                "expected `{want_kind}`, found {}",
+                describe(value.get("kind"))
+            ),
+        ));
+    }
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." {
+            "(document)".to_string()
+        } else {
+            path
+        };
+        fail(path, e.inner().to_string())
+    })
+}
+
 /// What a validation is for: render needs more fields than check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -551,37 +711,7 @@ pub fn flavour_talos_range(flavour: Flavour) -> (u32, u32) {
 impl ClusterConfig {
     /// Parse a YAML-derived value strictly. `file` names the source in errors.
     pub fn from_value(file: &str, value: Value) -> Result<ClusterConfig, ModelError> {
-        let fail = |path: String, message: String| ModelError {
-            file: file.to_string(),
-            problems: vec![Problem { path, message }],
-        };
-        // Check the header first so a wrong file gets a clear message, not a list of fields.
-        let api = value.get("apiVersion").and_then(Value::as_str);
-        let kind = value.get("kind").and_then(Value::as_str);
-        if api != Some(API_VERSION) {
-            return Err(fail(
-                "apiVersion".into(),
-                format!(
-                    "expected `{API_VERSION}`, found {}",
-                    describe(value.get("apiVersion"))
-                ),
-            ));
-        }
-        if kind != Some(KIND) {
-            return Err(fail(
-                "kind".into(),
-                format!("expected `{KIND}`, found {}", describe(value.get("kind"))),
-            ));
-        }
-        serde_path_to_error::deserialize::<_, ClusterConfig>(value).map_err(|e| {
-            let path = e.path().to_string();
-            let path = if path == "." {
-                "(document)".to_string()
-            } else {
-                path
-            };
-            fail(path, e.inner().to_string())
-        })
+        strict(file, value, KIND)
     }
 
     /// Check meaning across fields; returns every problem found.
@@ -708,6 +838,21 @@ impl ClusterConfig {
                     &format!("spec.recipients[{i}]"),
                     format!("expected an age recipient `age1…`, found `{r}`"),
                 );
+            }
+        }
+
+        let mut listed = BTreeSet::new();
+        for (i, o) in s.overlays.iter().enumerate() {
+            let path = format!("spec.overlays[{i}]");
+            if o.trim().is_empty() {
+                v.push(&path, "must not be empty".into());
+            } else if o.starts_with('/') || o.contains('\\') {
+                v.push(
+                    &path,
+                    format!("expected a directory relative to the repository root, found `{o}`"),
+                );
+            } else if !listed.insert(o.trim_end_matches('/')) {
+                v.push(&path, format!("`{o}` is listed twice"));
             }
         }
 

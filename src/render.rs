@@ -8,17 +8,20 @@
 //! structure), and block tags on their own line leave no trace (trim/lstrip blocks).
 //!
 //! Per cluster: the Talos patches are rendered first and passed to the object templates as
-//! strings; each object template's output is parsed as YAML; then immutable templates get
-//! content-hash names ([`crate::names`]) and the objects are put in the fixed kind order
-//! ([`crate::resource::kind_rank`]).
+//! strings; each object template's output is parsed as YAML; the cluster's overlays are
+//! applied in order ([`crate::overlay`]); then immutable templates get content-hash names
+//! ([`crate::names`]), the objects are put in the fixed kind order
+//! ([`crate::resource::kind_rank`]) and the migration interlocks are checked on the result.
 
 use crate::model::{ClusterConfig, Flavour, ModelError, Phase, Purpose, SemVer};
 use crate::names;
+use crate::overlay::{self, Overlay, OverlayError};
 use crate::resource::{self, ResId, Resource};
 use crate::yaml;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 /// The built-in templates, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -156,6 +159,17 @@ pub enum RenderError {
         first: String,
         /// Where the second came from.
         second: String,
+    },
+    /// An overlay could not be applied.
+    #[error(transparent)]
+    Overlay(#[from] OverlayError),
+    /// `spec.overlays` lists overlays that the caller did not load.
+    #[error("{file}: spec.overlays: {listed} overlay(s) listed but none loaded (load them with inputs::load_overlays)")]
+    OverlaysNotLoaded {
+        /// The cluster file.
+        file: String,
+        /// How many are listed.
+        listed: usize,
     },
     /// The rendered objects lack a migration interlock.
     #[error("{file}: migration interlock: {message}")]
@@ -312,8 +326,14 @@ impl Renderer {
         Ok(yaml::to_string(&doc))
     }
 
-    /// Render one cluster. `file` names its `cluster.yaml` in errors.
-    pub fn render(&self, file: &str, config: &ClusterConfig) -> Result<Rendered, RenderError> {
+    /// Render one cluster with its overlays (in application order, as
+    /// [`crate::inputs::load_overlays`] returns them). `file` names its `cluster.yaml` in errors.
+    pub fn render(
+        &self,
+        file: &str,
+        config: &ClusterConfig,
+        overlays: &[Arc<Overlay>],
+    ) -> Result<Rendered, RenderError> {
         let problems = config.validate(Purpose::Render);
         if !problems.is_empty() {
             return Err(ModelError {
@@ -321,6 +341,12 @@ impl Renderer {
                 problems,
             }
             .into());
+        }
+        if overlays.is_empty() && !config.spec.overlays.is_empty() {
+            return Err(RenderError::OverlaysNotLoaded {
+                file: file.into(),
+                listed: config.spec.overlays.len(),
+            });
         }
         let plan = Plan::new(file, config)?;
         let mut ctx = context(config, &plan);
@@ -379,6 +405,23 @@ impl Renderer {
             _ => {}
         }
 
+        if !overlays.is_empty() {
+            let pools: Vec<(String, String)> = plan
+                .pools
+                .iter()
+                .map(|p| {
+                    let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+                    (s("name"), s("configTemplate"))
+                })
+                .collect();
+            let cluster = overlay::ClusterContext {
+                namespace: &config.metadata.namespace,
+                pools: &pools,
+            };
+            for o in overlays {
+                overlay::apply(o, &cluster, &mut out)?;
+            }
+        }
         names::apply(&mut out);
         resource::sort(&mut out);
         check_interlocks(file, config, &out)?;
@@ -433,11 +476,23 @@ fn check_interlocks(
             .any(|r| r.kind() == "Job" && r.name().starts_with(&prefix))
     };
     for r in out {
-        let replicas = r
-            .value
-            .pointer("/spec/replicas")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+        // An absent `spec.replicas` is defaulted by the webhooks: to 1 (a MachineDeployment
+        // with autoscaler annotations: to the minimum size, kept when removed later).
+        let declared = r.value.pointer("/spec/replicas").and_then(Value::as_u64);
+        if declared.is_none()
+            && matches!(r.kind(), "TalosControlPlane" | "MachineDeployment")
+            && matches!(m.phase, Phase::Prepare | Phase::ControlPlane)
+        {
+            return fail(format!(
+                "{} {} has no spec.replicas in phase `{}`: the webhook defaults it to 1 (or the \
+                 autoscaler's minimum size), which would create machines before the migration allows; \
+                 apply overlays that remove replicas (such as the autoscaler overlay) only from phase `workers` on",
+                r.kind(),
+                r.name(),
+                m.phase.as_str()
+            ));
+        }
+        let replicas = declared.unwrap_or(1);
         match (r.kind(), m.phase) {
             ("TalosControlPlane", Phase::Prepare) => {
                 if replicas > 0 {
@@ -640,7 +695,7 @@ mod tests {
             let c = config(
                 &(MINIMAL.replace("flavour: v1beta1", &format!("flavour: {flavour}")) + POOLS),
             );
-            let out = r.render("cluster.yaml", &c).unwrap();
+            let out = r.render("cluster.yaml", &c, &[]).unwrap();
             let k = kinds(&out);
             let kinds_only: Vec<&str> = k.iter().map(|(k, _)| k.as_str()).collect();
             assert_eq!(
@@ -703,7 +758,7 @@ mod tests {
                     "issuers: [https://kubernetes.default.svc.cluster.local, https://lab-f.example.internal:6443]",
                 ),
         );
-        let out = r.render("cluster.yaml", &c).unwrap();
+        let out = r.render("cluster.yaml", &c, &[]).unwrap();
         let tcp = out
             .resources
             .iter()
@@ -730,12 +785,16 @@ mod tests {
     #[test]
     fn spec_change_renames_template() {
         let r = Renderer::new(&[]).unwrap();
-        let a = r.render("c", &config(MINIMAL)).unwrap();
+        let a = r.render("c", &config(MINIMAL), &[]).unwrap();
         let b = r
-            .render("c", &config(&MINIMAL.replace("numCPUs: 4", "numCPUs: 8")))
+            .render(
+                "c",
+                &config(&MINIMAL.replace("numCPUs: 4", "numCPUs: 8")),
+                &[],
+            )
             .unwrap();
         assert_ne!(a.resources[2].name(), b.resources[2].name());
-        let c = r.render("c", &config(MINIMAL)).unwrap();
+        let c = r.render("c", &config(MINIMAL), &[]).unwrap();
         assert_eq!(a, c, "same input, same output");
     }
 
@@ -749,6 +808,7 @@ mod tests {
             r.render(
                 "c",
                 &config(&base.replace("PHASE", phase).replace("[ETCD]", etcd)),
+                &[],
             )
         };
         let summary = |out: &Rendered| -> Vec<String> {
@@ -820,7 +880,10 @@ mod tests {
             .replace("    acknowledge: [etcd-audit]\n", "")
             .replace("PHASE", "control-plane")
             .replace("[ETCD]", "[cp-1]");
-        let e = r.render("c", &config(&no_ack)).unwrap_err().to_string();
+        let e = r
+            .render("c", &config(&no_ack), &[])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("spec.migration.acknowledge: phase `control-plane` requires `etcd-audit`"),
             "{e}"
@@ -829,7 +892,10 @@ mod tests {
             .replace("    jobImage: mirror/alpine/k8s:1.33.4\n", "")
             .replace("PHASE", "prepare")
             .replace("[ETCD]", "[cp-1]");
-        let e = r.render("c", &config(&no_image)).unwrap_err().to_string();
+        let e = r
+            .render("c", &config(&no_image), &[])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("spec.migration.jobImage: required in phase `prepare`"),
             "{e}"
@@ -853,7 +919,7 @@ mod tests {
         };
         let e = Renderer::new(&[o])
             .unwrap()
-            .render("c", &config(&base))
+            .render("c", &config(&base), &[])
             .unwrap_err()
             .to_string();
         assert!(e.contains("migration interlock: lab-f-cp has replicas 3 while kubeadm etcd members remain but is not paused"), "{e}");
@@ -865,7 +931,7 @@ mod tests {
         };
         let e = Renderer::new(&[o])
             .unwrap()
-            .render("c", &config(&base))
+            .render("c", &config(&base), &[])
             .unwrap_err()
             .to_string();
         assert!(
@@ -882,7 +948,10 @@ mod tests {
             source: "apiVersion: v1\nkind: X\nmetadata:\n  name: {{ cluster.nmae }}\n".into(),
         };
         let r = Renderer::new(&[o]).unwrap();
-        let e = r.render("c", &config(MINIMAL)).unwrap_err().to_string();
+        let e = r
+            .render("c", &config(MINIMAL), &[])
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("template `v1beta1/cluster.yaml` (templates/v1beta1/cluster.yaml) line 4: undefined value"), "{e}");
         let bad = TemplateOverride {
             name: "v1beta1/nope.yaml".into(),
@@ -913,6 +982,7 @@ mod tests {
             .render(
                 "clusters/x/cluster.yaml",
                 &config(&MINIMAL.replace("numCPUs: 4", "numCPUs: 1")),
+                &[],
             )
             .unwrap_err();
         assert_eq!(
@@ -929,7 +999,7 @@ mod tests {
                 .replace("folder: /dc1/vm/lab-f", "folder: \"a: b\\n- c # d\"")
                 .replace("datastore: ds1", "datastore: \"{{ x }}\""),
         );
-        let out = r.render("c", &c).unwrap();
+        let out = r.render("c", &c, &[]).unwrap();
         let vmt = out
             .resources
             .iter()
