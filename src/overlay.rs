@@ -14,7 +14,10 @@
 //! Patch kinds:
 //! - `json`: RFC 6902 (the `json-patch` crate), operations applied in order; an operation
 //!   that fails names its index, its JSON pointer and what the object holds there instead.
-//! - `merge`: RFC 7396 (`json_patch::merge`): maps merge, `null` deletes, lists are replaced.
+//! - `merge`: RFC 7396: maps merge, `null` deletes, lists are replaced.
+//!
+//! Deleting a key (`remove`, `move`, `null`) keeps the order of the remaining keys, so a
+//! patch changes only the lines it touches in the output.
 //! - `strategic`: like `merge`, except for these lists, which merge instead of being replaced:
 //!
 //! | kind | list (field path) | merge |
@@ -606,16 +609,16 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
     match &p.body {
         PatchBody::Json(ops) => {
             for (i, op) in ops.iter().enumerate() {
-                if let Err(e) = json_patch::patch_unsafe(&mut r.value, std::slice::from_ref(op)) {
+                if let Err(e) = apply_op(&mut r.value, op) {
                     let name = op_name(op);
                     return Err(fail(
                         Some(format!("{i} (`{name} {}`)", op.path())),
-                        format!("on {id}: {}", explain(&r.value, op, &e.kind)),
+                        format!("on {id}: {}", explain(&r.value, op, &e)),
                     ));
                 }
             }
         }
-        PatchBody::Merge(m) => json_patch::merge(&mut r.value, m),
+        PatchBody::Merge(m) => merge_7396(&mut r.value, m),
         PatchBody::Strategic(s) => {
             let kind = r.kind().to_string();
             let mut path = Vec::new();
@@ -650,6 +653,65 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
     match problem {
         Some(m) => Err(fail(None, format!("on {id}: {m}"))),
         None => Ok(()),
+    }
+}
+
+/// One RFC 6902 operation. `json-patch` removes object members with `swap_remove`, which
+/// moves the object's last key into the gap; `remove` and `move` out of a mapping are done
+/// here with `shift_remove` instead, so the remaining keys keep their order (stable diffs).
+fn apply_op(
+    doc: &mut Value,
+    op: &json_patch::PatchOperation,
+) -> Result<(), json_patch::PatchErrorKind> {
+    use json_patch::{AddOperation, PatchErrorKind as K, PatchOperation as P};
+    let take = |doc: &mut Value, path: &json_patch::jsonptr::Pointer| -> Option<Option<Value>> {
+        let (parent, last) = path.split_back()?;
+        match doc.pointer_mut(parent.as_str()) {
+            Some(Value::Object(m)) => Some(m.shift_remove(last.decoded().as_ref())),
+            _ => None,
+        }
+    };
+    match op {
+        P::Remove(r) => match take(doc, &r.path) {
+            Some(Some(_)) => Ok(()),
+            Some(None) => Err(K::InvalidPointer),
+            None => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
+        },
+        P::Move(m) if !(m.path.starts_with(&m.from) && m.path.len() != m.from.len()) => {
+            match take(doc, &m.from) {
+                Some(Some(value)) => {
+                    let add = P::Add(AddOperation {
+                        path: m.path.clone(),
+                        value,
+                    });
+                    json_patch::patch_unsafe(doc, std::slice::from_ref(&add)).map_err(|e| e.kind)
+                }
+                Some(None) => Err(K::InvalidFromPointer),
+                None => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
+            }
+        }
+        _ => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
+    }
+}
+
+/// RFC 7396, as `json_patch::merge`, but deleting members in place (`shift_remove`) so the
+/// remaining keys keep their order.
+fn merge_7396(doc: &mut Value, patch: &Value) {
+    let Value::Object(pm) = patch else {
+        *doc = patch.clone();
+        return;
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    if let Value::Object(dm) = doc {
+        for (k, v) in pm {
+            if v.is_null() {
+                dm.shift_remove(k);
+            } else {
+                merge_7396(dm.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
     }
 }
 
@@ -867,7 +929,7 @@ fn strategic_merge(
             ));
         }
         if v.is_null() {
-            dm.remove(k);
+            dm.shift_remove(k);
             continue;
         }
         path.push(k.clone());
@@ -1193,6 +1255,44 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.ends_with("test failed: expected `8`, found `2`"), "{e}");
+    }
+
+    #[test]
+    fn deleting_keeps_the_order_of_the_other_keys() {
+        let md = || {
+            res(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                "metadata": {"name": "m"}, "spec": {"a": 1, "replicas": 2, "b": 3, "c": 4, "d": 5}}),
+            )
+        };
+        let keys = |r: &Resource| -> Vec<String> {
+            r.value["spec"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        for patch in [
+            "type: json\n  patch: [{op: remove, path: /spec/replicas}]",
+            "type: merge\n  patch: {spec: {replicas: null}}",
+            "type: strategic\n  patch: {spec: {replicas: null}}",
+        ] {
+            let mut objs = vec![md()];
+            run(
+                &format!("{HEAD}patches:\n- target: {{kind: MachineDeployment}}\n  {patch}\n"),
+                &mut objs,
+            )
+            .unwrap();
+            assert_eq!(keys(&objs[0]), ["a", "b", "c", "d"], "{patch}");
+        }
+        let mut objs = vec![md()];
+        run(
+            &format!("{HEAD}patches:\n- target: {{kind: MachineDeployment}}\n  type: json\n  patch: [{{op: move, from: /spec/b, path: /spec/z}}]\n"),
+            &mut objs,
+        )
+        .unwrap();
+        assert_eq!(keys(&objs[0]), ["a", "replicas", "c", "d", "z"]);
     }
 
     #[test]
