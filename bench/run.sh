@@ -49,13 +49,18 @@ BIN="$ROOT/target/release/capstan"
 # ---------------------------------------------------------------- inputs
 gen_repo() { # gen_repo DIR COUNT   (clusters c0001..cCOUNT, variants of examples/.../lab-f)
   python3 - "$1" "$2" "$ROOT" <<'PY'
-import os, sys
+import os, shutil, sys
 out, n, root = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+# The example's overlays come along, so the clusters render with lab-f's overlays applied.
+overlays = os.path.join(root, "examples/gitops/overlays")
+if os.path.isdir(overlays):
+    shutil.copytree(overlays, os.path.join(out, "overlays"), dirs_exist_ok=True)
 # Every cluster gets lab-f's imported secrets (renamed: "-" never occurs in base64 ciphertext,
 # and the sealed files' MAC covers only encrypted values), so render's checks all run.
 ex = os.path.join(root, "examples/gitops/clusters/lab-f")
 ex_yaml = open(os.path.join(ex, "cluster.yaml")).read()
-tail = ex_yaml[ex_yaml.index("  recipients:"):]
+# lab-f's tail from its overlay list (or its recipients) on: overlays, recipients, provenance.
+tail = ex_yaml[ex_yaml.index("  overlays:" if "\n  overlays:" in ex_yaml else "  recipients:"):]
 age = open(os.path.join(ex, "secrets.age")).read()
 sealed = {f: open(os.path.join(ex, "secrets", f)).read() for f in ("lab-f-talos.yaml", "lab-f-ca.yaml")}
 width = max(4, len(str(n)))

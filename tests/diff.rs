@@ -14,11 +14,24 @@ struct Pair {
     tmp: tempfile::TempDir,
 }
 
+/// The example's lab-g is autoscaled (its MachineDeployment carries no replicas); these
+/// tests change worker replicas, so they use it without the autoscaler overlay.
+fn without_autoscaler(repo: &Path) {
+    edit(
+        &repo.join("clusters/lab-g/cluster.yaml"),
+        "  - overlays/autoscaler\n",
+        "",
+    );
+}
+
 impl Pair {
     fn new() -> Pair {
         let tmp = tempfile::tempdir().unwrap();
         copy_tree(&example(), &tmp.path().join("a"));
         copy_tree(&example(), &tmp.path().join("b"));
+        for side in ["a", "b"] {
+            without_autoscaler(&tmp.path().join(side));
+        }
         Pair { tmp }
     }
     fn dir(&self) -> &Path {
@@ -626,6 +639,7 @@ fn git_revisions() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     copy_tree(&example(), &repo);
+    without_autoscaler(&repo);
     git(&["init", "-q", "-b", "main"], &repo);
     git(&["config", "user.name", "capstan tests"], &repo);
     git(&["config", "user.email", "tests@capstan.invalid"], &repo);
@@ -677,6 +691,7 @@ fn git_revisions() {
 /// A repository of `n` clusters copied from lab-f (renamed, sealed files included).
 fn fleet(root: &Path, n: usize, cpus: u32) {
     let ex = example().join("clusters/lab-f");
+    copy_tree(&example().join("overlays"), &root.join("overlays"));
     let yaml = std::fs::read_to_string(ex.join("cluster.yaml")).unwrap();
     let age = std::fs::read(ex.join("secrets.age")).unwrap();
     for i in 1..=n {

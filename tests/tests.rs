@@ -21,3 +21,5 @@ mod diff;
 // `capstan argocd generate` as Argo CD's sidecar runs it, `secrets seal-operator`, `init`,
 // and deploy/argocd/ checked as data.
 mod argocd;
+// Overlays: layering, patch kinds, selectors, Talos patches, loader rules and their errors.
+mod overlays;
