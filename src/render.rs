@@ -252,19 +252,19 @@ impl Renderer {
             .unwrap_or("built-in")
     }
 
-    fn render_text(&self, name: &str, ctx: &Value) -> Result<String, RenderError> {
+    fn render_text(&self, name: &str, ctx: &minijinja::Value) -> Result<String, RenderError> {
         let tmpl = self
             .env
             .get_template(name)
             .map_err(|e| template_error(name, self.origin(name), &e))?;
-        tmpl.render(minijinja::Value::from(minijinja::value::Serde(ctx)))
+        tmpl.render(ctx)
             .map_err(|e| template_error(name, self.origin(name), &e))
     }
 
     fn render_objects(
         &self,
         name: &str,
-        ctx: &Value,
+        ctx: &minijinja::Value,
         out: &mut Vec<Resource>,
     ) -> Result<(), RenderError> {
         let text = self.render_text(name, ctx)?;
@@ -309,7 +309,7 @@ impl Renderer {
     }
 
     /// Render a Talos patch template and return it in canonical YAML form.
-    fn render_patch(&self, name: &str, ctx: &Value) -> Result<String, RenderError> {
+    fn render_patch(&self, name: &str, ctx: &minijinja::Value) -> Result<String, RenderError> {
         let text = self.render_text(name, ctx)?;
         let doc = yaml::parse_one(&text).map_err(|e| RenderError::Output {
             name: name.into(),
@@ -349,11 +349,16 @@ impl Renderer {
             });
         }
         let plan = Plan::new(file, config)?;
-        let mut ctx = context(config, &plan);
-        let cp_patch = self.render_patch("talos/controlplane-patch.yaml", &ctx)?;
-        let worker_patch = self.render_patch("talos/worker-patch.yaml", &ctx)?;
-        ctx["talos"]["controlPlanePatch"] = Value::String(cp_patch);
-        ctx["talos"]["workerPatch"] = Value::String(worker_patch);
+        // The context is converted to template values once per cluster; per-machine and
+        // per-pool values are layered on top (minijinja merges maps lazily).
+        let json_ctx = context(config, &plan);
+        let base0 = to_template_value(&json_ctx);
+        let cp_patch = self.render_patch("talos/controlplane-patch.yaml", &base0)?;
+        let worker_patch = self.render_patch("talos/worker-patch.yaml", &base0)?;
+        let mut talos = json_ctx["talos"].clone();
+        talos["controlPlanePatch"] = Value::String(cp_patch);
+        talos["workerPatch"] = Value::String(worker_patch);
+        let ctx = minijinja::context! { talos => to_template_value(&talos), ..base0 };
 
         let fl = config.spec.flavour.as_str();
         let t = |n: &str| format!("{fl}/{n}");
@@ -367,30 +372,34 @@ impl Renderer {
             .map(|v| v.template.clone())
             .unwrap_or_default();
         if let Some(cp) = &config.spec.control_plane {
-            ctx["machine"] = machine_ctx(
+            let machine = machine_ctx(
                 "controlplane",
                 &plan.names.control_plane_machine_template,
                 &cp.machine,
                 &vsphere_template,
             );
-            self.render_objects(&t("vspheremachinetemplate.yaml"), &ctx, &mut out)?;
+            let c = minijinja::context! { machine => to_template_value(&machine), ..ctx.clone() };
+            self.render_objects(&t("vspheremachinetemplate.yaml"), &c, &mut out)?;
         }
         for (pool, pool_ctx) in config.spec.workers.iter().zip(plan.pools.iter()) {
-            ctx["machine"] = machine_ctx(
+            let machine = machine_ctx(
                 "worker",
                 &format!("{}-{}", config.metadata.name, pool.name),
                 &pool.machine,
                 &vsphere_template,
             );
-            ctx["pool"] = pool_ctx.clone();
-            self.render_objects(&t("vspheremachinetemplate.yaml"), &ctx, &mut out)?;
+            let c = minijinja::context! {
+                machine => to_template_value(&machine),
+                pool => to_template_value(pool_ctx),
+                ..ctx.clone()
+            };
+            self.render_objects(&t("vspheremachinetemplate.yaml"), &c, &mut out)?;
         }
-        ctx["machine"] = Value::Null;
         self.render_objects(&t("taloscontrolplane.yaml"), &ctx, &mut out)?;
         for pool_ctx in &plan.pools {
-            ctx["pool"] = pool_ctx.clone();
-            self.render_objects(&t("talosconfigtemplate.yaml"), &ctx, &mut out)?;
-            self.render_objects(&t("machinedeployment.yaml"), &ctx, &mut out)?;
+            let c = minijinja::context! { pool => to_template_value(pool_ctx), ..ctx.clone() };
+            self.render_objects(&t("talosconfigtemplate.yaml"), &c, &mut out)?;
+            self.render_objects(&t("machinedeployment.yaml"), &c, &mut out)?;
         }
 
         match config.spec.migration.as_ref().map(|m| m.phase) {
@@ -524,6 +533,11 @@ fn check_interlocks(
         }
     }
     Ok(())
+}
+
+/// A JSON value as a template value.
+fn to_template_value(v: &Value) -> minijinja::Value {
+    minijinja::Value::from(minijinja::value::Serde(v))
 }
 
 fn template_error(name: &str, origin: &str, e: &minijinja::Error) -> RenderError {
