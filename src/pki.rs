@@ -1749,8 +1749,17 @@ mod tests {
 
     #[test]
     fn talos_key_pem_layout_matches_vector() {
-        // The vector's os.key, re-encoded by the same code path, is byte-identical.
-        let vector = b"-----BEGIN ED25519 PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIOESOGA615FKlLBCZUlfXrUAfCsYLV5tM07Jon54wTCK\n-----END ED25519 PRIVATE KEY-----\n";
+        // The vector's os.key (tests/fixtures/talos/secrets.yaml, throwaway test material),
+        // re-encoded by the same code path, is byte-identical.
+        let fixture = include_str!("../tests/fixtures/talos/secrets.yaml");
+        let b64 = fixture
+            .lines()
+            .skip_while(|l| l.trim() != "os:")
+            .find_map(|l| l.trim().strip_prefix("key: "))
+            .unwrap();
+        let vector =
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64).unwrap();
+        assert!(vector.starts_with(b"-----BEGIN ED25519 PRIVATE KEY-----\n"));
         let der = pem::parse(&vector[..]).unwrap().into_contents();
         let kp = KeypairBytes::try_from(der.as_slice()).unwrap();
         let doc = kp.to_pkcs8_der().unwrap();
