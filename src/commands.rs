@@ -645,16 +645,31 @@ fn explain(args: ExplainArgs) -> Result<Status> {
                     )?;
                 }
                 writeln!(out, "  cause: {}", e.cause)?;
+                let by = |g: crate::explain::Guard| -> Vec<&str> {
+                    e.caught_by
+                        .iter()
+                        .copied()
+                        .filter(|f| crate::explain::guard_of(f) == Some(g))
+                        .collect()
+                };
+                let (checked, rendered) = (
+                    by(crate::explain::Guard::Check),
+                    by(crate::explain::Guard::Render),
+                );
                 if e.caught_by.is_empty() {
                     writeln!(
                         out,
                         "  caught by: no capstan check finding (a runtime condition)"
                     )?;
-                } else {
+                }
+                if !checked.is_empty() {
+                    writeln!(out, "  caught by: capstan check ({})", checked.join(", "))?;
+                }
+                if !rendered.is_empty() {
                     writeln!(
                         out,
-                        "  caught by: capstan check ({})",
-                        e.caught_by.join(", ")
+                        "  caught by: capstan render, which refuses the state ({})",
+                        rendered.join(", ")
                     )?;
                 }
                 writeln!(out, "  fix:")?;

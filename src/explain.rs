@@ -26,8 +26,10 @@
 //!
 //! # The contract with `capstan check`
 //!
-//! Each entry names the `capstan check` findings (stable ids, [`FINDINGS`]) that report the
-//! condition before the cluster shows the error. `check` must use exactly these ids:
+//! Each entry names the findings (stable ids, [`FINDINGS`]) that report the condition before
+//! the cluster shows the error: most are `capstan check` findings (`check` uses exactly these
+//! ids, tested against `check::IDS`); `etcd-audit`, `bootstrapped-status` and
+//! `secrets-bundle` are guarded by `capstan render`, which refuses the unsafe state:
 //!
 //! | finding id | what `check` verifies |
 //! |---|---|
@@ -64,8 +66,8 @@ pub struct Entry {
     pub source: &'static str,
     /// Why it happens: what differs between the kubeadm side and Talos.
     pub cause: &'static str,
-    /// The `capstan check` findings ([`FINDINGS`]) that catch it beforehand; empty for
-    /// runtime conditions no input file shows.
+    /// The findings ([`FINDINGS`]) that catch it beforehand, by `check` or `render` (see
+    /// [`guard_of`]); empty for runtime conditions no input file shows.
     pub caught_by: &'static [&'static str],
     /// The fix, one step per item, with commands (by Talos version where it matters).
     pub fix: &'static [&'static str],
@@ -82,22 +84,40 @@ pub struct Match {
     pub occurrences: usize,
 }
 
-/// The `capstan check` finding ids entries refer to, with what each verifies (the contract
-/// documented at the top of this module).
-pub const FINDINGS: &[(&str, &str)] = &[
-    ("service-account-issuer", "the Talos apiservers accept the kubeadm signing issuer and the kubeadm apiservers accept Talos's"),
-    ("service-account-audiences", "each side's --api-audiences accepts the audiences of the tokens the other side issues"),
-    ("encryption-key-name", "the provider and key name Talos renders (secretbox key2, aescbc key1) are the ones kubeadm writes with"),
-    ("encryption-key-value", "the encryption secret carried into the Talos bundle is the kubeadm key"),
-    ("encryption-missing", "both sides encrypt Secrets or neither does"),
-    ("etcd-version-skew", "the kubeadm etcd is >= v3.5.20 (>= v3.5.26 advised) before a Talos >= 1.11 member joins"),
-    ("etcd-member-name", "no Talos hostname equals a kubeadm etcd member name"),
-    ("etcd-audit", "the TalosControlPlane stays paused while kubeadm etcd members exist"),
-    ("bootstrapped-status", "status.bootstrapped=true is set before any Talos control-plane machine exists"),
-    ("bootstrap-token", "the bundle's bootstrap token has a non-expiring bootstrap-token-<id> Secret"),
-    ("kube-proxy-labels", "the kube-proxy DaemonSet selector carries tier: node and k8s-app: kube-proxy"),
-    ("ca-intermediate", "the kubeadm CAs are self-signed roots"),
-    ("secrets-bundle", "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
+/// Which command catches a condition before the cluster shows the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// A `capstan check` finding (its id is one of `check::IDS`).
+    Check,
+    /// `capstan render` refuses to produce the state (migration interlocks, sealed-secret
+    /// checks).
+    Render,
+}
+
+/// Which command guards a finding id of [`FINDINGS`] (`None` for an unknown id).
+pub fn guard_of(id: &str) -> Option<Guard> {
+    FINDINGS
+        .iter()
+        .find(|(f, _, _)| *f == id)
+        .map(|(_, g, _)| *g)
+}
+
+/// The finding ids entries refer to, with the command that guards each and what it verifies
+/// (the contract documented at the top of this module).
+pub const FINDINGS: &[(&str, Guard, &str)] = &[
+    ("service-account-issuer", Guard::Check, "the Talos apiservers accept the kubeadm signing issuer and the kubeadm apiservers accept Talos's"),
+    ("service-account-audiences", Guard::Check, "each side's --api-audiences accepts the audiences of the tokens the other side issues"),
+    ("encryption-key-name", Guard::Check, "the provider and key name Talos renders (secretbox key2, aescbc key1) are the ones kubeadm writes with"),
+    ("encryption-key-value", Guard::Check, "the encryption secret carried into the Talos bundle is the kubeadm key"),
+    ("encryption-missing", Guard::Check, "both sides encrypt Secrets or neither does"),
+    ("etcd-version-skew", Guard::Check, "the kubeadm etcd is >= v3.5.20 (>= v3.5.26 advised) before a Talos >= 1.11 member joins"),
+    ("etcd-member-name", Guard::Check, "no Talos hostname equals a kubeadm etcd member name"),
+    ("etcd-audit", Guard::Render, "the TalosControlPlane stays paused while kubeadm etcd members exist"),
+    ("bootstrapped-status", Guard::Render, "status.bootstrapped=true is set before any Talos control-plane machine exists"),
+    ("bootstrap-token", Guard::Check, "the bundle's bootstrap token has a non-expiring bootstrap-token-<id> Secret"),
+    ("kube-proxy-labels", Guard::Check, "the kube-proxy DaemonSet selector carries tier: node and k8s-app: kube-proxy"),
+    ("ca-intermediate", Guard::Check, "the kubeadm CAs are self-signed roots"),
+    ("secrets-bundle", Guard::Render, "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
 ];
 
 /// `etcdctl` run inside a kubeadm etcd static pod, with the kubeadm client certificate.
@@ -932,7 +952,14 @@ mod tests {
 
     #[test]
     fn entries_are_well_formed_and_use_only_contract_findings() {
-        let findings: BTreeSet<&str> = FINDINGS.iter().map(|(id, _)| *id).collect();
+        let findings: BTreeSet<&str> = FINDINGS.iter().map(|(id, _, _)| *id).collect();
+        for (id, guard, _) in FINDINGS {
+            assert_eq!(
+                *guard == Guard::Check,
+                crate::check::IDS.contains(id),
+                "{id}: guarded by check exactly when `capstan check` implements it"
+            );
+        }
         let mut seen = BTreeSet::new();
         let mut used = BTreeSet::new();
         for e in ENTRIES {
