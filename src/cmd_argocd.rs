@@ -5,7 +5,7 @@
 
 use crate::argocd::{self, ArgocdError, Context, SecretsMode};
 use crate::cli::{ClusterSecretsArgs, InitArgs};
-use crate::commands::{identities, plaintext_object, render_each, report_written, Status};
+use crate::commands::{decrypt_sealed, identities, render_each, report_written, Status};
 use crate::inputs::{self, InputError};
 use crate::sopssecret::{self, SopsSecretError};
 use anyhow::{Context as _, Result};
@@ -106,14 +106,11 @@ fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<St
         ctx.check_namespace(&r.name, &r.namespace)?;
         let mut objects = Vec::with_capacity(r.resources.len());
         for mut res in r.resources {
-            if let Some(raw) = &res.raw {
+            if res.raw.is_some() {
                 match mode {
                     SecretsMode::Omit => continue,
                     SecretsMode::Decrypt => {
-                        let ids = ids.as_deref().unwrap_or_default();
-                        let file = crate::sops::SopsFile::parse(&res.origin, raw)?;
-                        res.value = plaintext_object(file.decrypt(&res.origin, ids)?.into_tree());
-                        res.raw = None;
+                        decrypt_sealed(&mut res, ids.as_deref().unwrap_or_default())?
                     }
                     SecretsMode::Operator => res = operator_object(&res.value, &res.origin)?,
                 }
@@ -122,12 +119,7 @@ fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<St
             objects.push(res);
         }
         let mut text = Zeroizing::new(String::with_capacity(16384));
-        for res in &objects {
-            if !text.is_empty() {
-                text.push_str("---\n");
-            }
-            res.write_yaml(&mut text);
-        }
+        crate::resource::write_stream(&objects, &mut text);
         Ok((text, objects.len()))
     })?;
     if parts.iter().all(|(_, n)| *n == 0) {

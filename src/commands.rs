@@ -175,20 +175,11 @@ fn render(args: RenderArgs) -> Result<Status> {
             let parts = render_each(&clusters, args.templates.as_ref(), |mut r, _| {
                 if let Some(ids) = &ids {
                     for res in &mut r.resources {
-                        if let Some(raw) = res.raw.take() {
-                            let file = crate::sops::SopsFile::parse(&res.origin, &raw)?;
-                            res.value =
-                                plaintext_object(file.decrypt(&res.origin, ids)?.into_tree());
-                        }
+                        decrypt_sealed(res, ids)?;
                     }
                 }
                 let mut text = String::with_capacity(16384);
-                for res in &r.resources {
-                    if !text.is_empty() {
-                        text.push_str("---\n");
-                    }
-                    res.write_yaml(&mut text);
-                }
+                crate::resource::write_stream(&r.resources, &mut text);
                 Ok(text)
             })?;
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
@@ -309,6 +300,19 @@ fn validate(args: ValidateArgs) -> Result<Status> {
     } else {
         Status::Success
     })
+}
+
+/// Replace a sealed (SOPS) object by the object it encrypts, MAC verified; objects that
+/// are not sealed are left alone.
+pub fn decrypt_sealed(
+    res: &mut crate::resource::Resource,
+    ids: &[age::x25519::Identity],
+) -> Result<()> {
+    if let Some(raw) = res.raw.take() {
+        let file = crate::sops::SopsFile::parse(&res.origin, &raw)?;
+        res.value = plaintext_object(file.decrypt(&res.origin, ids)?.into_tree());
+    }
+    Ok(())
 }
 
 /// A decrypted SOPS document as the object it stands for (without the `sops` block).

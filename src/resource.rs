@@ -143,6 +143,17 @@ pub fn kind_rank(kind: &str) -> u8 {
     }
 }
 
+/// Append objects to `out` as a YAML stream: documents separated by `---` (also from what
+/// `out` already holds).
+pub fn write_stream(resources: &[Resource], out: &mut String) {
+    for r in resources {
+        if !out.is_empty() {
+            out.push_str("---\n");
+        }
+        r.write_yaml(out);
+    }
+}
+
 /// Sort by [`kind_rank`], keeping render order within a rank (a stable sort).
 pub fn sort(resources: &mut [Resource]) {
     resources.sort_by_key(|r| kind_rank(r.kind()));
