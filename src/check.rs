@@ -1191,14 +1191,7 @@ impl<'a> Cx<'a> {
                     },
                     None => EncryptionProvider::None,
                 };
-                let others: Vec<&str> = e
-                    .value
-                    .providers
-                    .iter()
-                    .skip(1)
-                    .map(String::as_str)
-                    .filter(|p| *p != "identity")
-                    .collect();
+                let others = e.value.later_providers();
                 if kubeadm_first != provider {
                     out.push(
                         Finding::new(

@@ -405,19 +405,24 @@ impl EncryptionFacts {
         self.active.is_some()
     }
 
+    /// The providers after the first one, `identity` left out: data they still hold or
+    /// write is unreadable to Talos, which lists only its one provider then identity.
+    pub fn later_providers(&self) -> Vec<&str> {
+        self.providers
+            .iter()
+            .skip(1)
+            .map(String::as_str)
+            .filter(|p| *p != "identity")
+            .collect()
+    }
+
     /// Compare with Talos's fixed layout without failing: the active key must carry
     /// Talos's name for its provider, be the provider's only key, and only identity may
     /// follow the provider (Talos cannot read data written by other keys or providers).
     pub fn talos_layout(&self) -> TalosLayoutCheck {
         let mut differences = Vec::new();
         let first = self.providers.first().map(String::as_str);
-        let rest: Vec<&str> = self
-            .providers
-            .iter()
-            .skip(1)
-            .map(String::as_str)
-            .filter(|p| *p != "identity")
-            .collect();
+        let rest = self.later_providers();
         match &self.active {
             None => {
                 if !rest.is_empty() {
