@@ -324,8 +324,7 @@ pub(crate) fn plaintext_object(mut tree: serde_json::Value) -> serde_json::Value
 }
 
 pub(crate) fn identities(flag: Option<&std::path::Path>) -> Result<Vec<age::x25519::Identity>> {
-    let (label, text) = inputs::read_identity_text(flag, |k| std::env::var(k).ok())?;
-    Ok(crate::secrets::parse_identities(&label, &text)?)
+    optional_identities(flag)?.ok_or_else(|| inputs::InputError::NoIdentity.into())
 }
 
 fn decrypt(args: DecryptArgs) -> Result<Status> {
