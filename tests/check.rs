@@ -346,36 +346,19 @@ fn encryption_missing() {
 /// Import the kubeadm files into `clusters/lab-f` (which must not hold a cluster.yaml yet
 /// to get the stub); returns the identity file.
 fn import(s: &Setup, talos: &str) -> String {
-    let id = age::x25519::Identity::generate();
-    use age::secrecy::ExposeSecret;
-    s.write(
-        "identity.txt",
-        format!("{}\n", id.to_string().expose_secret()),
-    );
-    let r = id.to_public().to_string();
-    let o = capstan(
-        &[
-            "import",
-            "kubeadm",
-            "--pki",
-            "kubeadm/pki",
-            "--apiserver-manifest",
-            "kubeadm/kube-apiserver.yaml",
-            "--kubeadm-config",
-            "kubeadm/kubeadm-config.yaml",
-            "--encryption-config",
-            "kubeadm/encryption-config.yaml",
-            "--talos-version",
-            talos,
-            "--bootstrap-token",
-            "abcdef.0123456789abcdef",
-            "--recipient",
-            &r,
-            "--out",
-            "clusters/lab-f",
-        ],
-        &s.dir,
-    );
+    let r = write_identity(&s.dir.join("identity.txt"));
+    let mut args = IMPORT_ARGS.to_vec();
+    args.extend_from_slice(&[
+        "--talos-version",
+        talos,
+        "--bootstrap-token",
+        "abcdef.0123456789abcdef",
+        "--recipient",
+        &r,
+        "--out",
+        "clusters/lab-f",
+    ]);
+    let o = capstan(&args, &s.dir);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     "identity.txt".into()
 }
@@ -625,13 +608,7 @@ fn import_without_encryption_carries_no_key() {
         "    - --encryption-provider-config=/etc/kubernetes/enc/encryption-config.yaml\n",
         "",
     );
-    let id = age::x25519::Identity::generate();
-    use age::secrecy::ExposeSecret;
-    s.write(
-        "identity.txt",
-        format!("{}\n", id.to_string().expose_secret()),
-    );
-    let r = id.to_public().to_string();
+    let r = write_identity(&s.dir.join("identity.txt"));
     let o = capstan(
         &[
             "import",

@@ -18,35 +18,19 @@ fn setup(alg: Alg) -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     testkit::write_kubeadm_dir(&dir.join("kubeadm"), alg, "secretbox", "key2");
-    let id = age::x25519::Identity::generate();
     let identity = dir.join("identity.txt");
-    use age::secrecy::ExposeSecret;
-    std::fs::write(&identity, format!("{}\n", id.to_string().expose_secret())).unwrap();
+    let recipient = write_identity(&identity);
     Setup {
         _tmp: tmp,
         dir,
         identity,
-        recipient: id.to_public().to_string(),
+        recipient,
     }
 }
 
 fn import(s: &Setup, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "import",
-        "kubeadm",
-        "--pki",
-        "kubeadm/pki",
-        "--apiserver-manifest",
-        "kubeadm/kube-apiserver.yaml",
-        "--kubeadm-config",
-        "kubeadm/kubeadm-config.yaml",
-        "--encryption-config",
-        "kubeadm/encryption-config.yaml",
-        "--talos-version",
-        "v1.10.6",
-        "--out",
-        "clusters/lab-f",
-    ];
+    let mut args = IMPORT_ARGS.to_vec();
+    args.extend_from_slice(&["--talos-version", "v1.10.6", "--out", "clusters/lab-f"]);
     let r = s.recipient.clone();
     args.extend_from_slice(&["--recipient", &r]);
     args.extend_from_slice(extra);
@@ -311,14 +295,7 @@ fn decrypt_errors() {
         stderr(&o)
     );
     let other = s.dir.join("other.txt");
-    use age::secrecy::ExposeSecret;
-    std::fs::write(
-        &other,
-        age::x25519::Identity::generate()
-            .to_string()
-            .expose_secret(),
-    )
-    .unwrap();
+    write_identity(&other);
     let o = capstan(
         &[
             "secrets",

@@ -436,14 +436,7 @@ fn no_plaintext_secret_anywhere() {
         capstan(&["validate", "--crds", "out", "out/lab-f"], &repo),
     );
     let other = repo.join("other.txt");
-    use age::secrecy::ExposeSecret;
-    std::fs::write(
-        &other,
-        age::x25519::Identity::generate()
-            .to_string()
-            .expose_secret(),
-    )
-    .unwrap();
+    write_identity(&other);
     record(
         "decrypt with a wrong identity",
         capstan(

@@ -78,6 +78,29 @@ pub fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// Write a fresh age identity to `path`; returns its public recipient.
+pub fn write_identity(path: &Path) -> String {
+    use age::secrecy::ExposeSecret;
+    let id = age::x25519::Identity::generate();
+    std::fs::write(path, format!("{}\n", id.to_string().expose_secret())).unwrap();
+    id.to_public().to_string()
+}
+
+/// `capstan import kubeadm` arguments for the files `testkit::write_kubeadm_dir` wrote
+/// under `kubeadm/` (add the Talos version, recipients and `--out`).
+pub const IMPORT_ARGS: &[&str] = &[
+    "import",
+    "kubeadm",
+    "--pki",
+    "kubeadm/pki",
+    "--apiserver-manifest",
+    "kubeadm/kube-apiserver.yaml",
+    "--kubeadm-config",
+    "kubeadm/kubeadm-config.yaml",
+    "--encryption-config",
+    "kubeadm/encryption-config.yaml",
+];
+
 /// Compare text with a golden file; `CAPSTAN_BLESS=1` rewrites the golden file instead.
 pub fn assert_golden(name: &str, actual: &str) {
     let path = root().join("tests/golden").join(name);
