@@ -13,7 +13,7 @@
 //! ([`crate::names`]), the objects are put in the fixed kind order
 //! ([`crate::resource::kind_rank`]) and the migration interlocks are checked on the result.
 
-use crate::model::{ClusterConfig, Flavour, ModelError, Phase, Purpose, SemVer};
+use crate::model::{ClusterConfig, ModelError, Phase, Purpose, SemVer};
 use crate::names;
 use crate::overlay::{self, Overlay, OverlayError};
 use crate::resource::{self, ResId, Resource};
@@ -179,14 +179,6 @@ pub enum RenderError {
         /// What is missing and why it matters.
         message: String,
     },
-    /// The migration phase does not allow what `cluster.yaml` asks for.
-    #[error("{file}: spec.migration.phase: {message}")]
-    Phase {
-        /// The cluster file.
-        file: String,
-        /// Why, and what to do.
-        message: String,
-    },
 }
 
 /// A configured template environment; build once, render many clusters.
@@ -348,7 +340,7 @@ impl Renderer {
                 listed: config.spec.overlays.len(),
             });
         }
-        let plan = Plan::new(file, config)?;
+        let plan = Plan::new(config);
         // The context is converted to template values once per cluster; per-machine and
         // per-pool values are layered on top (minijinja merges maps lazily).
         let json_ctx = context(config, &plan);
@@ -568,7 +560,7 @@ struct Names {
 }
 
 impl Plan {
-    fn new(file: &str, config: &ClusterConfig) -> Result<Plan, RenderError> {
+    fn new(config: &ClusterConfig) -> Plan {
         let name = &config.metadata.name;
         let declared_cp = config.spec.control_plane.as_ref().map_or(0, |c| c.replicas);
         // Replica counts per migration phase (see `capstan plan` for the reasoning):
@@ -581,7 +573,6 @@ impl Plan {
             Some(Phase::Prepare) => (false, false, false),
             Some(Phase::ControlPlane) => (true, false, true),
         };
-        let _ = file;
         let pools = config
             .spec
             .workers
@@ -597,7 +588,7 @@ impl Plan {
                 })
             })
             .collect();
-        Ok(Plan {
+        Plan {
             names: Names {
                 control_plane: format!("{name}-cp"),
                 control_plane_machine_template: format!("{name}-cp"),
@@ -605,7 +596,7 @@ impl Plan {
             cp_replicas: if cp_scale { declared_cp } else { 0 },
             cp_paused,
             pools,
-        })
+        }
     }
 }
 
@@ -680,7 +671,6 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         "migration": s.migration.as_ref().map(|m| json!({"phase": m.phase.as_str(), "jobImage": m.job_image})),
         "machine": Value::Null,
         "pool": Value::Null,
-        "flavourIsV1beta1": s.flavour == Flavour::V1beta1,
     })
 }
 
