@@ -288,37 +288,20 @@ pub fn seal(req: SealRequest<'_>) -> Result<Vec<(String, String)>, SealError> {
             .find(|(p, _, _)| *p == rel)
             .map(|(_, f, p)| (f, p));
         // When only the readable digest annotation moves (another Secret of the bundle
-        // changed), keep `lastmodified`: with the MAC over encrypted values only, values,
-        // MAC and age stanzas then stay byte-identical.
-        let lastmodified = match prev {
-            Some((f, p)) if without_digest(p.tree()) == without_digest(&tree.0) => {
-                f.metadata().lastmodified.clone()
-            }
-            _ => req.lastmodified.to_string(),
-        };
+        // changed), the MAC (over encrypted values only) is unchanged, so sops::encrypt keeps
+        // `lastmodified`: values, MAC and age stanzas stay byte-identical.
         let text = sops::encrypt(
             &rel,
             &tree.0,
             &recipients,
             CryptRule::EncryptedRegex(ENCRYPTED_REGEX.into()),
             true,
-            &lastmodified,
+            req.lastmodified,
             prev,
         )?;
         out.push((rel, text));
     }
     Ok(out)
-}
-
-fn without_digest(tree: &Value) -> Value {
-    let mut t = tree.clone();
-    if let Some(ann) = t
-        .pointer_mut("/metadata/annotations")
-        .and_then(Value::as_object_mut)
-    {
-        ann.remove(ANN_BUNDLE);
-    }
-    t
 }
 
 /// Set the bundle digest annotation of a decrypted sealed file's tree (for rekey).

@@ -466,6 +466,8 @@ pub fn encrypt(
         ));
     }
     let wanted = dedup_recipients(label, recipients)?;
+    // Same recipients, rule and MAC scope as the previous file.
+    let mut same_setup = false;
     if let Some((file, plain)) = previous {
         check_pair(label, file, plain)?;
         let old: BTreeSet<&str> = file
@@ -475,11 +477,10 @@ pub fn encrypt(
             .map(|s| s.recipient.as_str())
             .collect();
         let new: BTreeSet<&str> = wanted.iter().map(|(s, _)| s.as_str()).collect();
-        if old == new
+        same_setup = old == new
             && file.metadata.rule.effective() == rule.effective()
-            && file.metadata.mac_only_encrypted == mac_only_encrypted
-            && same_tree(&plain.tree, plain_tree)
-        {
+            && file.metadata.mac_only_encrypted == mac_only_encrypted;
+        if same_setup && same_tree(&plain.tree, plain_tree) {
             return Ok(file.text.clone());
         }
     }
@@ -509,6 +510,22 @@ pub fn encrypt(
         segs.pop();
     }
     let mac_hex = upper_hex(&walk.hash.finalize_reset());
+    // With the same recipients, rule and MAC scope, when nothing the MAC covers changed (for
+    // example only an unencrypted value under `mac_only_encrypted`), keep `lastmodified`:
+    // the stashed IV then reproduces the encrypted MAC byte for byte.
+    let lastmodified = match previous {
+        Some((file, _))
+            if same_setup
+                && walk.stash.contains_key(&stash_key(
+                    &mac_aad(&file.metadata.lastmodified),
+                    "str",
+                    mac_hex.as_bytes(),
+                )) =>
+        {
+            file.metadata.lastmodified.as_str()
+        }
+        _ => lastmodified,
+    };
     let mac = walk.seal_leaf(
         &mac_aad(lastmodified),
         "str",
