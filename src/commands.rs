@@ -352,7 +352,7 @@ fn decrypt(args: DecryptArgs) -> Result<Status> {
 fn open_bundle(
     c: &ClusterInput,
     ids: &[age::x25519::Identity],
-) -> Result<(Vec<u8>, crate::talos::SecretsBundle)> {
+) -> Result<crate::talos::SecretsBundle> {
     let path = c.dir.join(crate::import::SECRETS_FILE);
     anyhow::ensure!(
         path.is_file(),
@@ -378,7 +378,7 @@ fn open_bundle(
             c.file
         );
     }
-    Ok((bytes, bundle))
+    Ok(bundle)
 }
 
 /// Read and decrypt the existing sealed files (all of them, workload ones included).
@@ -415,12 +415,17 @@ pub(crate) fn report_written(
 fn seal(args: ClusterSecretsArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
     let c = inputs::load_cluster(&args.dir)?;
-    let (bytes, bundle) = open_bundle(&c, &ids)?;
+    let bundle = open_bundle(&c, &ids)?;
     let previous = open_sealed(&c, &ids)?;
+    // The digest render compares the sealed files with, computed when the cluster was read.
+    let digest = c
+        .secrets_age_sha256
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("{}: secrets.age is missing", c.dir.display()))?;
     let files = crate::seal::seal(crate::seal::SealRequest {
         config: &c.config,
         cluster_file: &c.file,
-        secrets_age_sha256: &inputs::sha256_hex(&bytes),
+        secrets_age_sha256: &digest,
         bundle: &bundle,
         previous,
         lastmodified: &crate::sops::lastmodified_now(),
@@ -759,7 +764,7 @@ fn check(args: CheckArgs) -> Result<Status> {
     }
     if let Some(p) = &args.identity {
         let ids = identities(Some(p))?;
-        let (_, bundle) = open_bundle(&c, &ids)?;
+        let bundle = open_bundle(&c, &ids)?;
         ci.bundle = Some(bundle);
     }
     let findings = check::check(&ci);
