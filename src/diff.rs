@@ -24,6 +24,7 @@
 use crate::model::{SemVer, TALOS_SUPPORT};
 use crate::names::{HASH_LEN, IMMUTABLE_KINDS};
 use crate::resource::{group_of, kind_rank, ResId, Resource};
+use crate::yaml::scrub;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde::Serialize;
@@ -957,15 +958,6 @@ struct SecretView {
     /// The SOPS metadata other than recipients (mac, lastmodified…), compared only.
     sops: Option<Value>,
     error: Option<String>,
-}
-
-fn scrub(v: &mut Value) {
-    match v {
-        Value::String(s) => zeroize::Zeroize::zeroize(s),
-        Value::Array(items) => items.iter_mut().for_each(scrub),
-        Value::Object(m) => m.values_mut().for_each(scrub),
-        _ => {}
-    }
 }
 
 fn value_bytes(section: &str, v: &Value) -> Secret {

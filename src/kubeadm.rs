@@ -6,12 +6,14 @@
 //! used in errors) and the bytes. Errors name the file and the YAML path and never carry
 //! secret values; encryption secrets and token secrets are zeroized and redacted.
 
+use crate::yaml::scrub;
+use crate::yaml::{join_path as join, kind_of};
 use std::fmt;
 use std::net::Ipv6Addr;
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::Zeroizing;
 
 /// Talos names its secretbox key `key2`.
 pub const TALOS_SECRETBOX_KEY_NAME: &str = "key2";
@@ -114,18 +116,6 @@ fn parse_yaml_stream(label: &str, bytes: &[u8]) -> Result<Vec<Value>, KubeadmErr
         message: e.message,
     })
 }
-
-/// Overwrite every string in a parsed tree (used where the tree held secrets).
-fn scrub(v: &mut Value) {
-    match v {
-        Value::String(s) => s.zeroize(),
-        Value::Array(items) => items.iter_mut().for_each(scrub),
-        Value::Object(m) => m.values_mut().for_each(scrub),
-        _ => {}
-    }
-}
-
-use crate::yaml::{join_path as join, kind_of};
 
 /// Typed access to a parsed document, with errors that name the path.
 struct Doc<'a> {

@@ -22,6 +22,7 @@ use crate::resource::Resource;
 use crate::sops::{self, CryptRule, Plain, SopsFile};
 use crate::talos::SecretsBundle;
 use crate::yaml;
+use crate::yaml::Scrubbed;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
@@ -162,23 +163,6 @@ fn annotations(secrets_age_sha256: &str, fps: &crate::talos::CaFingerprints) -> 
     a.insert(ANN_FINGERPRINTS[2].0.into(), json!(fps.k8saggregator));
     a.insert(ANN_FINGERPRINTS[3].0.into(), json!(fps.k8sserviceaccount));
     a
-}
-
-/// A plaintext tree whose strings are overwritten when it is dropped.
-struct Scrubbed(Value);
-
-impl Drop for Scrubbed {
-    fn drop(&mut self) {
-        fn scrub(v: &mut Value) {
-            match v {
-                Value::String(s) => zeroize::Zeroize::zeroize(s),
-                Value::Array(items) => items.iter_mut().for_each(scrub),
-                Value::Object(m) => m.values_mut().for_each(scrub),
-                _ => {}
-            }
-        }
-        scrub(&mut self.0);
-    }
 }
 
 fn b64(bytes: &[u8]) -> String {

@@ -37,6 +37,7 @@
 //! API server would be sent SOPS ciphertext as Secret data.
 
 use crate::resource::Resource;
+pub use crate::yaml::Scrubbed;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
@@ -104,23 +105,6 @@ pub fn sealed_values_digest(sealed: &Value) -> String {
         "stringData": pick("/stringData"),
     });
     crate::inputs::sha256_hex(canonical.to_string().as_bytes())
-}
-
-/// A plaintext tree whose strings are overwritten when it is dropped.
-pub struct Scrubbed(pub Value);
-
-impl Drop for Scrubbed {
-    fn drop(&mut self) {
-        fn scrub(v: &mut Value) {
-            match v {
-                Value::String(s) => zeroize::Zeroize::zeroize(s),
-                Value::Array(items) => items.iter_mut().for_each(scrub),
-                Value::Object(m) => m.values_mut().for_each(scrub),
-                _ => {}
-            }
-        }
-        scrub(&mut self.0);
-    }
 }
 
 /// The SopsSecret (plaintext, to be encrypted) standing for a decrypted Secret. `label`

@@ -7,12 +7,14 @@
 //! they are the PEM bytes. Everything secret is zeroized on drop and redacted from `Debug`.
 //! Depends on [`crate::pki`] for key and certificate parsing and generation.
 
+use crate::yaml::scrub;
+use crate::yaml::{join_path as join, kind_of};
 use std::fmt;
 use std::time::SystemTime;
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::Zeroizing;
 
 use crate::pki::{self, CertAndKey, PkiError, PrivateKeyPem};
 
@@ -613,8 +615,6 @@ struct Reader<'a> {
     label: &'a str,
 }
 
-use crate::yaml::{join_path as join, kind_of};
-
 impl Reader<'_> {
     fn wrong(&self, path: &str, expected: &'static str, v: &Value) -> BundleError {
         BundleError::WrongType {
@@ -752,16 +752,6 @@ impl Reader<'_> {
             trustdinfo,
             certs,
         })
-    }
-}
-
-/// Overwrite every string in a parsed tree (the parsed copy of the secrets).
-fn scrub(v: &mut Value) {
-    match v {
-        Value::String(s) => s.zeroize(),
-        Value::Array(items) => items.iter_mut().for_each(scrub),
-        Value::Object(m) => m.values_mut().for_each(scrub),
-        _ => {}
     }
 }
 

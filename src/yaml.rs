@@ -72,6 +72,25 @@ pub fn join_path(parent: &str, key: &str) -> String {
     }
 }
 
+/// Overwrite every string of a parsed tree (a plaintext copy of secrets) in place.
+pub fn scrub(v: &mut Value) {
+    match v {
+        Value::String(s) => zeroize::Zeroize::zeroize(s),
+        Value::Array(items) => items.iter_mut().for_each(scrub),
+        Value::Object(m) => m.values_mut().for_each(scrub),
+        _ => {}
+    }
+}
+
+/// A plaintext tree whose strings are overwritten when it is dropped.
+pub struct Scrubbed(pub Value);
+
+impl Drop for Scrubbed {
+    fn drop(&mut self) {
+        scrub(&mut self.0);
+    }
+}
+
 /// Emit one document (no `---` marker), ending with a newline.
 pub fn to_string(value: &Value) -> String {
     let mut out = String::with_capacity(1024);
