@@ -1230,14 +1230,21 @@ impl Walk<'_> {
             .push(iv);
     }
 
-    fn decrypt<'a>(&mut self, v: &'a Value, segs: &mut Vec<Seg<'a>>) -> Result<Value, SopsError> {
+    /// Rebuild a tree with the same maps and lists, each leaf replaced by `leaf(self, value,
+    /// path)`; `segs` holds the path of the node being visited.
+    fn map_tree<'a>(
+        &mut self,
+        v: &'a Value,
+        segs: &mut Vec<Seg<'a>>,
+        leaf: fn(&mut Self, &'a Value, &[Seg<'a>]) -> Result<Value, SopsError>,
+    ) -> Result<Value, SopsError> {
         match v {
             Value::Null => Ok(Value::Null),
             Value::Object(m) => {
                 let mut out = Map::new();
                 for (k, child) in m {
                     segs.push(Seg::Key(k));
-                    out.insert(k.clone(), self.decrypt(child, segs)?);
+                    out.insert(k.clone(), self.map_tree(child, segs, leaf)?);
                     segs.pop();
                 }
                 Ok(Value::Object(out))
@@ -1246,81 +1253,67 @@ impl Walk<'_> {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, child) in items.iter().enumerate() {
                     segs.push(Seg::Index(i));
-                    out.push(self.decrypt(child, segs)?);
+                    out.push(self.map_tree(child, segs, leaf)?);
                     segs.pop();
                 }
                 Ok(Value::Array(out))
             }
-            leaf => {
-                let encrypted = self.rule.encrypts(segs);
-                let value = if !encrypted {
-                    leaf.clone()
-                } else {
-                    let Value::String(enc) = leaf else {
-                        return Err(self.value_err(
-                            segs,
-                            "is not an ENC[…] string but the crypt rule says it is encrypted",
-                        ));
-                    };
-                    if enc.is_empty() {
-                        Value::String(String::new())
-                    } else {
-                        let aad = aad(segs);
-                        let (plain, iv, ty) = open(&self.cipher, enc, aad.as_bytes())
-                            .map_err(|p| self.value_err(segs, p))?;
-                        let value =
-                            typed_value(&plain, &ty).map_err(|p| self.value_err(segs, p))?;
-                        self.remember(&aad, &ty, &plain, iv);
-                        value
-                    }
-                };
-                if encrypted || !self.mac_only {
-                    if let Some((bytes, _)) = leaf_bytes(&value) {
-                        self.hash.update(bytes.as_slice());
-                    }
-                }
-                Ok(value)
-            }
+            scalar => leaf(self, scalar, segs),
         }
     }
 
+    fn decrypt<'a>(&mut self, v: &'a Value, segs: &mut Vec<Seg<'a>>) -> Result<Value, SopsError> {
+        self.map_tree(v, segs, Self::decrypt_leaf)
+    }
+
     fn encrypt<'a>(&mut self, v: &'a Value, segs: &mut Vec<Seg<'a>>) -> Result<Value, SopsError> {
-        match v {
-            Value::Null => Ok(Value::Null),
-            Value::Object(m) => {
-                let mut out = Map::new();
-                for (k, child) in m {
-                    segs.push(Seg::Key(k));
-                    out.insert(k.clone(), self.encrypt(child, segs)?);
-                    segs.pop();
-                }
-                Ok(Value::Object(out))
+        self.map_tree(v, segs, Self::encrypt_leaf)
+    }
+
+    fn decrypt_leaf(&mut self, leaf: &Value, segs: &[Seg<'_>]) -> Result<Value, SopsError> {
+        let encrypted = self.rule.encrypts(segs);
+        let value = if !encrypted {
+            leaf.clone()
+        } else {
+            let Value::String(enc) = leaf else {
+                return Err(self.value_err(
+                    segs,
+                    "is not an ENC[…] string but the crypt rule says it is encrypted",
+                ));
+            };
+            if enc.is_empty() {
+                Value::String(String::new())
+            } else {
+                let aad = aad(segs);
+                let (plain, iv, ty) =
+                    open(&self.cipher, enc, aad.as_bytes()).map_err(|p| self.value_err(segs, p))?;
+                let value = typed_value(&plain, &ty).map_err(|p| self.value_err(segs, p))?;
+                self.remember(&aad, &ty, &plain, iv);
+                value
             }
-            Value::Array(items) => {
-                let mut out = Vec::with_capacity(items.len());
-                for (i, child) in items.iter().enumerate() {
-                    segs.push(Seg::Index(i));
-                    out.push(self.encrypt(child, segs)?);
-                    segs.pop();
-                }
-                Ok(Value::Array(out))
-            }
-            leaf => {
-                let encrypted = self.rule.encrypts(segs);
-                let Some((bytes, ty)) = leaf_bytes(leaf) else {
-                    return Ok(leaf.clone());
-                };
-                if encrypted || !self.mac_only {
-                    self.hash.update(bytes.as_slice());
-                }
-                if !encrypted || bytes.is_empty() && ty == "str" {
-                    return Ok(leaf.clone());
-                }
-                let path = display_path(segs);
-                let sealed = self.seal_leaf(&aad(segs), ty, &bytes, &path)?;
-                Ok(Value::String(sealed))
+        };
+        if encrypted || !self.mac_only {
+            if let Some((bytes, _)) = leaf_bytes(&value) {
+                self.hash.update(bytes.as_slice());
             }
         }
+        Ok(value)
+    }
+
+    fn encrypt_leaf(&mut self, leaf: &Value, segs: &[Seg<'_>]) -> Result<Value, SopsError> {
+        let encrypted = self.rule.encrypts(segs);
+        let Some((bytes, ty)) = leaf_bytes(leaf) else {
+            return Ok(leaf.clone());
+        };
+        if encrypted || !self.mac_only {
+            self.hash.update(bytes.as_slice());
+        }
+        if !encrypted || bytes.is_empty() && ty == "str" {
+            return Ok(leaf.clone());
+        }
+        let path = display_path(segs);
+        let sealed = self.seal_leaf(&aad(segs), ty, &bytes, &path)?;
+        Ok(Value::String(sealed))
     }
 
     /// Encrypt one leaf, reusing a stashed IV for an identical (AAD, type, plaintext).
