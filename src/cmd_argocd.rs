@@ -174,16 +174,7 @@ pub fn seal_operator(args: ClusterSecretsArgs) -> Result<Status> {
     use crate::sops::{CryptRule, SopsFile};
     let ids = identities(args.identity.as_deref())?;
     let c = inputs::load_cluster(&args.dir)?;
-    let recipients = c
-        .config
-        .spec
-        .recipients
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            crate::secrets::parse_recipient(&format!("{} spec.recipients[{i}]", c.file), r)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let recipients = crate::secrets::parse_spec_recipients(&c.file, &c.config.spec.recipients)?;
     anyhow::ensure!(
         !recipients.is_empty(),
         "{}: spec.recipients: at least one age recipient is required",

@@ -447,16 +447,7 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
         "{}: spec.recipients: at least one age recipient is required",
         c.file
     );
-    let recipients = c
-        .config
-        .spec
-        .recipients
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            crate::secrets::parse_recipient(&format!("{} spec.recipients[{i}]", c.file), r)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let recipients = crate::secrets::parse_spec_recipients(&c.file, &c.config.spec.recipients)?;
     let age_path = c.dir.join(crate::import::SECRETS_FILE);
     let age_label = age_path.display().to_string();
     let old = inputs::read_bytes(&age_path)?;

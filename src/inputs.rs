@@ -182,15 +182,20 @@ pub fn read_text(path: &Path) -> Result<String, InputError> {
     })
 }
 
+/// Parse a YAML file's text as one document, naming the file in errors.
+fn parse_yaml_file(file: &str, text: &str) -> Result<serde_json::Value, InputError> {
+    yaml::parse_one(text).map_err(|e| InputError::Yaml {
+        file: file.to_string(),
+        message: e.message,
+    })
+}
+
 /// Read and parse one cluster directory.
 pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
     let path = dir.join(CLUSTER_FILE);
     let file = path.display().to_string();
     let text = read_text(&path)?;
-    let value = yaml::parse_one(&text).map_err(|e| InputError::Yaml {
-        file: file.clone(),
-        message: e.message,
-    })?;
+    let value = parse_yaml_file(&file, &text)?;
     let config = ClusterConfig::from_value(&file, value)?;
     let root = repo_root(dir);
     let mut digests = vec![Digest256 {
@@ -745,10 +750,7 @@ fn load_overlay(
         .map_err(|m| overlay_error(from_file, field, m))?;
     let file = path.display().to_string();
     let text = read_text(&path)?;
-    let value = yaml::parse_one(&text).map_err(|e| InputError::Yaml {
-        file: file.clone(),
-        message: e.message,
-    })?;
+    let value = parse_yaml_file(&file, &text)?;
     let spec = OverlayFile::from_value(&file, value)?;
     let mut digests = vec![Digest256 {
         path: rel_join(rel, OVERLAY_FILE),
@@ -785,10 +787,7 @@ fn load_overlay(
         patch_files.push(match &p.path {
             Some(pp) if p.patch.is_none() => {
                 let (label, text) = read(&format!("patches[{i}].path"), pp)?;
-                let v = yaml::parse_one(&text).map_err(|e| InputError::Yaml {
-                    file: label.clone(),
-                    message: e.message,
-                })?;
+                let v = parse_yaml_file(&label, &text)?;
                 Some((label, v))
             }
             _ => None,

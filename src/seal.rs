@@ -194,18 +194,7 @@ pub fn seal(req: SealRequest<'_>) -> Result<Vec<(String, String)>, SealError> {
             file: req.cluster_file.into(),
         });
     }
-    let recipients = cfg
-        .spec
-        .recipients
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            crate::secrets::parse_recipient(
-                &format!("{} spec.recipients[{i}]", req.cluster_file),
-                r,
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let recipients = crate::secrets::parse_spec_recipients(req.cluster_file, &cfg.spec.recipients)?;
     let fps = req.bundle.fingerprints()?;
     let ann = annotations(req.secrets_age_sha256, &fps);
     let name = &cfg.metadata.name;

@@ -62,6 +62,19 @@ pub fn parse_recipient(label: &str, value: &str) -> Result<x25519::Recipient, Se
         })
 }
 
+/// Parse the recipients listed in a `cluster.yaml` (`spec.recipients`), naming
+/// `<file> spec.recipients[i]` in errors.
+pub fn parse_spec_recipients(
+    file: &str,
+    recipients: &[String],
+) -> Result<Vec<x25519::Recipient>, SecretsError> {
+    recipients
+        .iter()
+        .enumerate()
+        .map(|(i, r)| parse_recipient(&format!("{file} spec.recipients[{i}]"), r))
+        .collect()
+}
+
 /// Parse a recipients file: one recipient per line; `#` comments and blank lines ignored.
 pub fn parse_recipients_file(label: &str, text: &str) -> Result<Vec<String>, SecretsError> {
     let mut out = Vec::new();
