@@ -171,33 +171,19 @@ pub fn build(
     };
     let mut objects = Vec::with_capacity(resources.len());
     for (origin, doc) in resources {
-        let problem = if !doc.is_object() {
-            Some("a document that is not a mapping".to_string())
-        } else {
-            ["apiVersion", "kind"]
-                .iter()
-                .find(|k| {
-                    doc.get(**k)
-                        .and_then(Value::as_str)
-                        .is_none_or(str::is_empty)
-                })
-                .map(|k| format!("an object without `{k}`"))
-                .or_else(|| {
-                    doc.pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .is_none_or(str::is_empty)
-                        .then(|| "an object without `metadata.name`".to_string())
-                })
-                .or_else(|| {
-                    (doc.get("kind").and_then(Value::as_str) == Some("Secret")
-                        || doc.get("sops").is_some())
-                    .then(|| {
-                        "a Secret: overlays may not carry secrets (plaintext would reach the \
+        let problem = match crate::resource::missing_identity(&doc) {
+            Some("not a mapping") => Some("a document that is not a mapping".to_string()),
+            Some(field) => Some(format!("an object without `{field}`")),
+            None => None,
+        }
+        .or_else(|| {
+            (doc.get("kind").and_then(Value::as_str) == Some("Secret") || doc.get("sops").is_some())
+                .then(|| {
+                    "a Secret: overlays may not carry secrets (plaintext would reach the \
                          output); seal them with `capstan secrets seal`"
-                            .to_string()
-                    })
+                        .to_string()
                 })
-        };
+        });
         if let Some(message) = problem {
             return Err(invalid(
                 "resources".into(),

@@ -266,23 +266,10 @@ impl Renderer {
             message: format!("invalid YAML: {e} (line numbers are of the rendered output)"),
         })?;
         for (i, doc) in docs.into_iter().enumerate() {
-            let problem = if !doc.is_object() {
-                Some("a document that is not a mapping".to_string())
-            } else {
-                ["apiVersion", "kind"]
-                    .iter()
-                    .find(|k| {
-                        doc.get(**k)
-                            .and_then(Value::as_str)
-                            .is_none_or(str::is_empty)
-                    })
-                    .map(|k| format!("document {} without `{k}`", i + 1))
-                    .or_else(|| {
-                        doc.pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            .is_none_or(str::is_empty)
-                            .then(|| format!("document {} without `metadata.name`", i + 1))
-                    })
+            let problem = match resource::missing_identity(&doc) {
+                None => None,
+                Some("not a mapping") => Some("a document that is not a mapping".to_string()),
+                Some(field) => Some(format!("document {} without `{field}`", i + 1)),
             };
             if let Some(message) = problem {
                 return Err(RenderError::Output {

@@ -143,6 +143,24 @@ pub fn kind_rank(kind: &str) -> u8 {
     }
 }
 
+/// What keeps a parsed document from being a Kubernetes object: `None` when it is a mapping
+/// with a non-empty `apiVersion`, `kind` and `metadata.name`; else `Some(reason)`, which is
+/// "not a mapping" or the first missing field (`apiVersion`, `kind`, `metadata.name`).
+pub fn missing_identity(doc: &Value) -> Option<&'static str> {
+    if !doc.is_object() {
+        return Some("not a mapping");
+    }
+    let empty = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
+    [
+        ("apiVersion", doc.get("apiVersion")),
+        ("kind", doc.get("kind")),
+        ("metadata.name", doc.pointer("/metadata/name")),
+    ]
+    .into_iter()
+    .find(|(_, v)| empty(*v))
+    .map(|(field, _)| field)
+}
+
 /// Append objects to `out` as a YAML stream: documents separated by `---` (also from what
 /// `out` already holds).
 pub fn write_stream(resources: &[Resource], out: &mut String) {
