@@ -102,20 +102,35 @@ pub fn render_each<T: Send>(
     let results: Vec<Result<(String, String, T)>> = if workers <= 1 || dirs.len() < 8 {
         dirs.iter().map(one).collect()
     } else {
-        let chunk = dirs.len().div_ceil(workers);
+        // Workers take the next cluster as they finish one, so no core idles while another
+        // still has a backlog; each result is put back at its cluster's index.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(d) = dirs.get(i) else {
+                    return done;
+                };
+                done.push((i, one(d)));
+            }
+        };
+        let mut slots: Vec<Option<Result<(String, String, T)>>> =
+            std::iter::repeat_with(|| None).take(dirs.len()).collect();
         std::thread::scope(|s| {
-            let handles: Vec<_> = dirs
-                .chunks(chunk)
-                .map(|part| s.spawn(|| part.iter().map(&one).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| vec![Err(anyhow::anyhow!("a render worker panicked"))])
-                })
-                .collect()
-        })
+            let handles: Vec<_> = (0..workers).map(|_| s.spawn(work)).collect();
+            for h in handles {
+                match h.join() {
+                    Ok(done) => {
+                        for (i, r) in done {
+                            slots[i] = Some(r);
+                        }
+                    }
+                    Err(_) => slots.push(Some(Err(anyhow::anyhow!("a render worker panicked")))),
+                }
+            }
+        });
+        slots.into_iter().flatten().collect()
     };
     let mut seen: std::collections::HashMap<String, String> =
         std::collections::HashMap::with_capacity(results.len());
@@ -180,6 +195,8 @@ fn render(args: RenderArgs) -> Result<Status> {
                 }
                 let mut text = String::with_capacity(16384);
                 crate::resource::write_stream(&r.resources, &mut text);
+                // Held until every cluster is rendered: keep only what it needs.
+                text.shrink_to_fit();
                 Ok(text)
             })?;
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());

@@ -203,15 +203,25 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
         sha256: sha256_hex(text.as_bytes()),
     }];
     let age_path = dir.join(crate::import::SECRETS_FILE);
-    let secrets_age_sha256 = if age_path.is_file() {
-        let d = sha256_hex(&read_bytes(&age_path)?);
-        digests.push(Digest256 {
-            path: rel(&root, &age_path),
-            sha256: d.clone(),
-        });
-        Some(d)
-    } else {
-        None
+    // Read directly (no separate existence check): absent means the cluster has none.
+    let secrets_age_sha256 = match std::fs::read(&age_path) {
+        Ok(bytes) => {
+            let d = sha256_hex(&bytes);
+            digests.push(Digest256 {
+                path: rel(&root, &age_path),
+                sha256: d.clone(),
+            });
+            Some(d)
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+            ) =>
+        {
+            None
+        }
+        Err(e) => return Err(io(&age_path)(e)),
     };
     let sealed = read_sealed(dir, false)?;
     for s in &sealed {
@@ -247,17 +257,26 @@ pub fn read_sealed(dir: &Path, workload: bool) -> Result<Vec<crate::seal::Sealed
         }
     }
     for (d, prefix) in dirs {
-        if !d.is_dir() {
-            continue;
-        }
-        for entry in std::fs::read_dir(&d).map_err(io(&d))? {
+        let listing = match std::fs::read_dir(&d) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) if !d.is_dir() => continue,
+            Err(e) => return Err(io(&d)(e)),
+        };
+        for entry in listing {
             let entry = entry.map_err(io(&d))?;
             let name = entry.file_name().to_string_lossy().into_owned();
+            if !(name.ends_with(".yaml") || name.ends_with(".yml")) || name.starts_with('.') {
+                continue;
+            }
             let p = entry.path();
-            if p.is_file()
-                && (name.ends_with(".yaml") || name.ends_with(".yml"))
-                && !name.starts_with('.')
-            {
+            // The directory entry's type needs no extra system call; links are followed.
+            let is_file = match entry.file_type() {
+                Ok(t) if t.is_symlink() => p.is_file(),
+                Ok(t) => t.is_file(),
+                Err(_) => p.is_file(),
+            };
+            if is_file {
                 out.push(SealedFile {
                     rel: format!("{prefix}/{name}"),
                     path: p.display().to_string(),

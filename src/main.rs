@@ -19,3 +19,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// mimalloc instead of the system allocator: rendering allocates many small strings and
+/// maps on every core, and glibc's malloc cost ~30% of a 1,000-cluster render (bench/README).
+/// Transparent huge pages are off (`no_thp`), which keeps peak memory where glibc's was.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

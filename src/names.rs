@@ -50,8 +50,8 @@ pub fn apply(resources: &mut [Resource]) -> Vec<Rename> {
         if !IMMUTABLE_KINDS.contains(&r.kind()) {
             continue;
         }
-        let spec = r.value.get("spec").cloned().unwrap_or(Value::Null);
-        let to = format!("{}-{}", r.name(), content_hash(&spec));
+        let hash = content_hash(r.value.get("spec").unwrap_or(&Value::Null));
+        let to = format!("{}-{hash}", r.name());
         renames.push(Rename {
             group: group_of(r.api_version()).to_string(),
             kind: r.kind().to_string(),

@@ -136,8 +136,12 @@ pub fn to_stream(values: &[Value]) -> String {
 }
 
 fn indent(out: &mut String, n: usize) {
-    for _ in 0..n {
-        out.push(' ');
+    const SPACES: &str = "                                                                ";
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(SPACES.len());
+        out.push_str(&SPACES[..k]);
+        left -= k;
     }
 }
 
@@ -273,64 +277,67 @@ fn write_plain_or_quoted(out: &mut String, s: &str) {
 }
 
 /// Conservative test for a plain scalar that reads back as the same string under both
-/// YAML 1.1 and 1.2 resolvers.
+/// YAML 1.1 and 1.2 resolvers. (One pass over the bytes: it runs for every emitted scalar.)
 fn plain_ok(s: &str) -> bool {
-    let Some(first) = s.chars().next() else {
+    let b = s.as_bytes();
+    let Some(&first) = b.first() else {
         return false;
     };
-    if !(first.is_ascii_alphanumeric() || first == '/' || first == '_' || first == '.') {
+    if !(first.is_ascii_alphanumeric() || matches!(first, b'/' | b'_' | b'.')) {
         return false;
     }
-    if s.ends_with(' ') || s.ends_with(':') {
-        return false;
-    }
-    if !s.chars().all(|c| {
-        c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                ' ' | '.'
-                    | '_'
-                    | '/'
-                    | ':'
-                    | '-'
-                    | '+'
-                    | '='
-                    | ','
-                    | '('
-                    | ')'
-                    | '~'
-                    | '$'
-                    | '^'
-                    | ';'
-                    | '<'
-                    | '\\'
-            )
-    }) {
-        return false;
-    }
-    if s.contains(": ") || s.contains(" #") {
-        return false;
-    }
-    let lower = s.to_ascii_lowercase();
-    if matches!(
-        lower.as_str(),
-        "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n" | "null" | ".inf" | ".nan"
-    ) {
-        return false;
-    }
-    // YAML 1.1 timestamps (`2026-01-01`, `2026-01-01T10:00:00Z`, …) would be read as dates.
-    let b = s.as_bytes();
-    if b.len() >= 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' {
+    if matches!(b[b.len() - 1], b' ' | b':') {
         return false;
     }
     // Anything that might be a number, a sexagesimal, a date or a version-like float.
-    let numberish = s.chars().all(|c| {
-        c.is_ascii_hexdigit() || matches!(c, '.' | '_' | ':' | '+' | '-' | 'x' | 'X' | 'o' | 'O')
-    });
-    if (first.is_ascii_digit() || first == '.') && numberish {
+    let mut numberish = true;
+    let mut prev = 0u8;
+    for &c in b {
+        let allowed = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b' ' | b'.'
+                    | b'_'
+                    | b'/'
+                    | b':'
+                    | b'-'
+                    | b'+'
+                    | b'='
+                    | b','
+                    | b'('
+                    | b')'
+                    | b'~'
+                    | b'$'
+                    | b'^'
+                    | b';'
+                    | b'<'
+                    | b'\\'
+            );
+        if !allowed || (prev == b':' && c == b' ') || (prev == b' ' && c == b'#') {
+            return false;
+        }
+        numberish = numberish
+            && (c.is_ascii_hexdigit()
+                || matches!(
+                    c,
+                    b'.' | b'_' | b':' | b'+' | b'-' | b'x' | b'X' | b'o' | b'O'
+                ));
+        prev = c;
+    }
+    if b.len() <= 5
+        && [
+            "true", "false", "yes", "no", "on", "off", "y", "n", "null", ".inf", ".nan",
+        ]
+        .iter()
+        .any(|w| s.eq_ignore_ascii_case(w))
+    {
         return false;
     }
-    true
+    // YAML 1.1 timestamps (`2026-01-01`, `2026-01-01T10:00:00Z`, …) would be read as dates.
+    if b.len() >= 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' {
+        return false;
+    }
+    !((first.is_ascii_digit() || first == b'.') && numberish)
 }
 
 #[cfg(test)]

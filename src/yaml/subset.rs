@@ -12,6 +12,7 @@
 //! integer; duplicate keys; indentation that is not exactly that of an open block; nesting
 //! beyond [`MAX_DEPTH`]. So errors always come from serde-saphyr, with its locations.
 
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// Deeper documents are declined (serde-saphyr's own budget allows 64 levels).
@@ -199,12 +200,15 @@ impl<'a> Reader<'a> {
                         return Err(Decline);
                     }
                     let (key, rest) = split_key(body)?.ok_or(Decline)?;
-                    if map.contains_key(&key) || key == "<<" {
+                    if key == "<<" {
                         return Err(Decline);
                     }
                     self.advance();
                     let value = self.value_after_key(rest, n)?;
-                    map.insert(key, value);
+                    match map.entry(key) {
+                        Entry::Vacant(slot) => slot.insert(value),
+                        Entry::Occupied(_) => return Err(Decline),
+                    };
                 }
                 Peek::Content(indent, _) if indent > n => return Err(Decline),
                 _ => return Ok(Value::Object(map)),
@@ -403,7 +407,7 @@ impl<'a> Reader<'a> {
                     loop {
                         skip_spaces(s, i);
                         let key = flow_key(s, i)?;
-                        if map.contains_key(&key) || key == "<<" {
+                        if key == "<<" {
                             return Err(Decline);
                         }
                         skip_spaces(s, i);
@@ -411,7 +415,10 @@ impl<'a> Reader<'a> {
                             return Err(Decline);
                         }
                         let value = self.flow_node(s, i)?;
-                        map.insert(key, value);
+                        match map.entry(key) {
+                            Entry::Vacant(slot) => slot.insert(value),
+                            Entry::Occupied(_) => return Err(Decline),
+                        };
                         skip_spaces(s, i);
                         match b.get(*i) {
                             Some(b',') => {
@@ -749,7 +756,8 @@ fn double_quoted(t: &str) -> R<(String, usize)> {
                 i += 2;
                 run = i;
             }
-            Some(_) => i += 1,
+            // Long runs (base64 ciphertext) are skipped to the next quote or backslash.
+            Some(_) => i += memchr::memchr2(b'"', b'\\', &b[i..]).unwrap_or(b.len() - i),
         }
     }
 }
