@@ -373,20 +373,8 @@ impl<'a> Reader<'a> {
                 } else {
                     loop {
                         items.push(self.flow_node(s, i)?);
-                        skip_spaces(s, i);
-                        match b.get(*i) {
-                            Some(b',') => {
-                                *i += 1;
-                                skip_spaces(s, i);
-                                if b.get(*i) == Some(&b']') {
-                                    return Err(Decline);
-                                }
-                            }
-                            Some(b']') => {
-                                *i += 1;
-                                break;
-                            }
-                            _ => return Err(Decline),
+                        if flow_entry_end(s, i, b']')? {
+                            break;
                         }
                     }
                 }
@@ -419,20 +407,8 @@ impl<'a> Reader<'a> {
                             Entry::Vacant(slot) => slot.insert(value),
                             Entry::Occupied(_) => return Err(Decline),
                         };
-                        skip_spaces(s, i);
-                        match b.get(*i) {
-                            Some(b',') => {
-                                *i += 1;
-                                skip_spaces(s, i);
-                                if b.get(*i) == Some(&b'}') {
-                                    return Err(Decline);
-                                }
-                            }
-                            Some(b'}') => {
-                                *i += 1;
-                                break;
-                            }
-                            _ => return Err(Decline),
+                        if flow_entry_end(s, i, b'}')? {
+                            break;
                         }
                     }
                 }
@@ -461,6 +437,28 @@ impl<'a> Reader<'a> {
             }
             None => Err(Decline),
         }
+    }
+}
+
+/// After a flow entry: `,` and another entry (false), or the closing bracket (true);
+/// a trailing comma is declined.
+fn flow_entry_end(s: &str, i: &mut usize, close: u8) -> R<bool> {
+    skip_spaces(s, i);
+    let b = s.as_bytes();
+    match b.get(*i) {
+        Some(b',') => {
+            *i += 1;
+            skip_spaces(s, i);
+            if b.get(*i) == Some(&close) {
+                return Err(Decline);
+            }
+            Ok(false)
+        }
+        Some(&c) if c == close => {
+            *i += 1;
+            Ok(true)
+        }
+        _ => Err(Decline),
     }
 }
 
