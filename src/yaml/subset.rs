@@ -354,6 +354,22 @@ impl<'a> Reader<'a> {
         Ok(Value::String(out))
     }
 
+    /// Past the opening bracket at `*i` (one level deeper): true when the collection is
+    /// empty (its closing bracket consumed too).
+    fn open_flow(&mut self, s: &str, i: &mut usize, close: u8) -> R<bool> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Decline);
+        }
+        *i += 1;
+        skip_spaces(s, i);
+        let empty = s.as_bytes().get(*i) == Some(&close);
+        if empty {
+            *i += 1;
+        }
+        Ok(empty)
+    }
+
     /// A flow node on one line, from byte `*i` of `s`; `*i` ends after it.
     fn flow_node(&mut self, s: &str, i: &mut usize) -> R<Value> {
         self.count_node()?;
@@ -361,16 +377,8 @@ impl<'a> Reader<'a> {
         let b = s.as_bytes();
         match b.get(*i) {
             Some(b'[') => {
-                self.depth += 1;
-                if self.depth > MAX_DEPTH {
-                    return Err(Decline);
-                }
-                *i += 1;
                 let mut items = Vec::new();
-                skip_spaces(s, i);
-                if b.get(*i) == Some(&b']') {
-                    *i += 1;
-                } else {
+                if !self.open_flow(s, i, b']')? {
                     loop {
                         items.push(self.flow_node(s, i)?);
                         if flow_entry_end(s, i, b']')? {
@@ -382,16 +390,8 @@ impl<'a> Reader<'a> {
                 Ok(Value::Array(items))
             }
             Some(b'{') => {
-                self.depth += 1;
-                if self.depth > MAX_DEPTH {
-                    return Err(Decline);
-                }
-                *i += 1;
                 let mut map = Map::new();
-                skip_spaces(s, i);
-                if b.get(*i) == Some(&b'}') {
-                    *i += 1;
-                } else {
+                if !self.open_flow(s, i, b'}')? {
                     loop {
                         skip_spaces(s, i);
                         let key = flow_key(s, i)?;
