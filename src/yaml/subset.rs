@@ -173,6 +173,12 @@ impl<'a> Reader<'a> {
 
     /// A block mapping or sequence whose first line (the current one) has `indent`.
     fn block(&mut self, indent: usize) -> R<Value> {
+        self.block_with(indent, None)
+    }
+
+    /// [`Self::block`], where the caller may already have split the first line into the
+    /// first key and what follows it (so it is not split twice).
+    fn block_with(&mut self, indent: usize, first: Option<(String, &'a str)>) -> R<Value> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(Decline);
@@ -181,25 +187,26 @@ impl<'a> Reader<'a> {
             Peek::Content(_, body) => body,
             _ => return Err(Decline),
         };
-        let v = if is_entry(body) {
+        let v = if first.is_none() && is_entry(body) {
             self.sequence(indent)
         } else {
-            self.mapping(indent)
+            self.mapping(indent, first)
         };
         self.depth -= 1;
         v
     }
 
-    fn mapping(&mut self, n: usize) -> R<Value> {
+    fn mapping(&mut self, n: usize, mut first: Option<(String, &'a str)>) -> R<Value> {
         self.count_node()?;
         let mut map = Map::new();
         loop {
             match self.peek()? {
                 Peek::Content(indent, body) if indent == n => {
-                    if is_entry(body) {
-                        return Err(Decline);
-                    }
-                    let (key, rest) = split_key(body)?.ok_or(Decline)?;
+                    let (key, rest) = match first.take() {
+                        Some(split) => split,
+                        None if is_entry(body) => return Err(Decline),
+                        None => split_key(body)?.ok_or(Decline)?,
+                    };
                     if key == "<<" {
                         return Err(Decline);
                     }
@@ -230,10 +237,15 @@ impl<'a> Reader<'a> {
                         continue;
                     }
                     let col = n + 1 + (after.len() - rest.len());
-                    if is_entry(rest) || split_key(rest)?.is_some() {
-                        // A compact mapping or sequence starting on the entry's line.
+                    // A compact sequence or mapping starting on the entry's line.
+                    let first = if is_entry(rest) {
+                        None
+                    } else {
+                        split_key(rest)?
+                    };
+                    if is_entry(rest) || first.is_some() {
                         self.virt = Some((col, rest));
-                        items.push(self.block(col)?);
+                        items.push(self.block_with(col, first)?);
                     } else {
                         self.advance();
                         items.push(self.inline(rest, n)?);
