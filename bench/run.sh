@@ -255,12 +255,14 @@ row "c" "  per cluster" "$(us "$C" "$N")" "<= 200 us" "c / $N"
 # each inode freed in the last 60 s, 300 s while its table block is dirty: fs/ext4/ialloc.c
 # recently_deleted), which charged seconds to whichever command ran first after an `rm -rf`.
 # cp -r copies the tree rendered during the sanity checks (the same files), so the two can
-# swap order: even runs render first, odd runs copy first.
+# swap order: even runs render first, odd runs copy first. Each command starts after a `sync`
+# (not timed), so neither runs beside the kernel writing back the trees made before it.
 log "d: $N clusters into a fresh tree vs cp -r"
 d_r=(); d_c=()
 sync
 for ((i = 0; i <= RUNS_BULK; i++)); do            # i=0 is a warm-up
   for step in $( ((i % 2 == 0)) && echo "r c" || echo "c r"); do
+    sync    # no writeback of earlier runs left to compete for the two cores
     now_ns; t0=$NOW
     if [[ $step == r ]]; then
       "$BIN" render "$W/repo" -o "$W/d_out.$i" >/dev/null 2>&1 || die "capstan render -o failed"

@@ -91,12 +91,18 @@ pub struct Digest256 {
 
 /// Lowercase hex sha256 of bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let d = Sha256::digest(bytes);
     let mut s = String::with_capacity(64);
-    for b in d.iter() {
-        s.push_str(&format!("{b:02x}"));
-    }
+    push_hex(&Sha256::digest(bytes), &mut s);
     s
+}
+
+/// Append `bytes` to `out` as lowercase hex (two digits a byte).
+pub fn push_hex(bytes: &[u8], out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
 }
 
 /// Everything read for one cluster.
@@ -919,6 +925,18 @@ impl Resolver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sha256_in_lowercase_hex() {
+        // FIPS 180-2 test vector; every nibble value occurs in the two digests.
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let mut s = String::from("x");
+        push_hex(&[0x00, 0x0f, 0xf0, 0xff, 0x9a], &mut s);
+        assert_eq!(s, "x000ff0ff9a");
+    }
 
     #[test]
     fn discovery_and_roots() {

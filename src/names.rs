@@ -37,9 +37,7 @@ pub fn content_hash(value: &Value) -> String {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
     let digest = Sha256::digest(&bytes);
     let mut out = String::with_capacity(HASH_LEN);
-    for b in digest.iter().take(HASH_LEN / 2) {
-        out.push_str(&format!("{b:02x}"));
-    }
+    crate::inputs::push_hex(&digest[..HASH_LEN / 2], &mut out);
     out
 }
 
