@@ -584,6 +584,11 @@ fn strict<T: serde::de::DeserializeOwned>(
             ),
         ));
     }
+    // Most files are valid: deserialize straight from the borrowed value, and only on an error
+    // again with the path tracker (slower: it records every step) to name the field.
+    if let Ok(t) = T::deserialize(&value) {
+        return Ok(t);
+    }
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
         let path = if path == "." {

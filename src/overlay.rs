@@ -42,7 +42,7 @@
 //! Talos applies strategic patches in order, so an overlay's patch wins over capstan's.
 
 use crate::model::PatchType;
-use crate::resource::{group_of, Resource};
+use crate::resource::{self, group_of, Resource};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -391,9 +391,7 @@ impl Target {
             && self.name.as_deref().is_none_or(|n| glob(n, r.name()))
             && self.labels.as_ref().is_none_or(|l| {
                 l.matches(
-                    r.value
-                        .pointer("/metadata/labels")
-                        .and_then(Value::as_object),
+                    resource::at(&r.value, &["metadata", "labels"]).and_then(Value::as_object),
                 )
             })
     }
@@ -629,8 +627,7 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
             })
             .map(|k| format!("the object lost `{k}`"))
             .or_else(|| {
-                r.value
-                    .pointer("/metadata/name")
+                resource::at(&r.value, &["metadata", "name"])
                     .and_then(Value::as_str)
                     .is_none_or(str::is_empty)
                     .then(|| "the object lost `metadata.name`".to_string())

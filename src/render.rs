@@ -413,19 +413,18 @@ impl Renderer {
         names::apply(&mut out);
         resource::sort(&mut out);
         check_interlocks(file, config, &out)?;
-        let mut seen: HashSet<ResId> = HashSet::with_capacity(out.len());
+        let mut seen: HashSet<(&str, &str, &str, &str)> = HashSet::with_capacity(out.len());
         for (i, r) in out.iter().enumerate() {
-            let id = r.id();
-            if !seen.insert(id.clone()) {
+            if !seen.insert(r.id_ref()) {
                 let first = out
                     .iter()
                     .take(i)
-                    .find(|o| o.id() == id)
+                    .find(|o| o.id_ref() == r.id_ref())
                     .map(|o| o.origin.clone())
                     .unwrap_or_default();
                 return Err(RenderError::Duplicate {
                     file: file.into(),
-                    id: Box::new(id),
+                    id: Box::new(r.id()),
                     first,
                     second: r.origin.clone(),
                 });
@@ -466,7 +465,7 @@ fn check_interlocks(
     for r in out {
         // An absent `spec.replicas` is defaulted by the webhooks: to 1 (a MachineDeployment
         // with autoscaler annotations: to the minimum size, kept when removed later).
-        let declared = r.value.pointer("/spec/replicas").and_then(Value::as_u64);
+        let declared = resource::at(&r.value, &["spec", "replicas"]).and_then(Value::as_u64);
         if declared.is_none()
             && matches!(r.kind(), "TalosControlPlane" | "MachineDeployment")
             && matches!(m.phase, Phase::Prepare | Phase::ControlPlane)
@@ -491,10 +490,11 @@ fn check_interlocks(
                 }
             }
             ("TalosControlPlane", Phase::ControlPlane) if replicas > 0 => {
-                let paused = r
-                    .value
-                    .pointer("/metadata/annotations/cluster.x-k8s.io~1paused")
-                    .and_then(Value::as_str);
+                let paused = resource::at(
+                    &r.value,
+                    &["metadata", "annotations", "cluster.x-k8s.io/paused"],
+                )
+                .and_then(Value::as_str);
                 if paused != Some("true") {
                     return fail(format!(
                         "{} has replicas {replicas} while kubeadm etcd members remain but is not paused (`cluster.x-k8s.io/paused: \"true\"`): the provider's etcd audit would remove every kubeadm member",

@@ -48,6 +48,13 @@ impl fmt::Display for ResId {
     }
 }
 
+/// The value at `path` (mapping keys, outermost first), or `None`. Unlike
+/// `Value::pointer`, which unescapes each token into a new string, this allocates nothing:
+/// it runs several times for every object rendered.
+pub fn at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(value, |v, key| v.get(*key))
+}
+
 /// The API group of an `apiVersion` (`cluster.x-k8s.io/v1beta2` → `cluster.x-k8s.io`, `v1` → ``).
 pub fn group_of(api_version: &str) -> &str {
     match api_version.rsplit_once('/') {
@@ -70,17 +77,24 @@ impl Resource {
     }
     /// `metadata.name`, or `""`.
     pub fn name(&self) -> &str {
-        self.value
-            .pointer("/metadata/name")
+        at(&self.value, &["metadata", "name"])
             .and_then(Value::as_str)
             .unwrap_or("")
     }
     /// `metadata.namespace`, or `""`.
     pub fn namespace(&self) -> &str {
-        self.value
-            .pointer("/metadata/namespace")
+        at(&self.value, &["metadata", "namespace"])
             .and_then(Value::as_str)
             .unwrap_or("")
+    }
+    /// The object's identity, borrowed: (group, kind, namespace, name).
+    pub fn id_ref(&self) -> (&str, &str, &str, &str) {
+        (
+            group_of(self.api_version()),
+            self.kind(),
+            self.namespace(),
+            self.name(),
+        )
     }
     /// The object's identity.
     pub fn id(&self) -> ResId {
@@ -154,7 +168,7 @@ pub fn missing_identity(doc: &Value) -> Option<&'static str> {
     [
         ("apiVersion", doc.get("apiVersion")),
         ("kind", doc.get("kind")),
-        ("metadata.name", doc.pointer("/metadata/name")),
+        ("metadata.name", at(doc, &["metadata", "name"])),
     ]
     .into_iter()
     .find(|(_, v)| empty(*v))
@@ -181,6 +195,18 @@ pub fn sort(resources: &mut [Resource]) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn at_follows_mapping_keys_literally() {
+        let v = json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": "true"}}, "a": [1]});
+        assert_eq!(
+            at(&v, &["metadata", "annotations", "cluster.x-k8s.io/paused"]),
+            Some(&json!("true"))
+        );
+        assert_eq!(at(&v, &[]), Some(&v));
+        assert_eq!(at(&v, &["metadata", "nope"]), None);
+        assert_eq!(at(&v, &["a", "0"]), None, "keys only, no array indices");
+    }
 
     #[test]
     fn identity_and_order() {

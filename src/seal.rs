@@ -18,7 +18,7 @@
 //! the vSphere credentials) and is passed through too.
 
 use crate::model::ClusterConfig;
-use crate::resource::Resource;
+use crate::resource::{self, Resource};
 use crate::sops::{self, CryptRule, Plain, SopsFile};
 use crate::talos::SecretsBundle;
 use crate::yaml;
@@ -337,7 +337,7 @@ pub fn sealed_resources(
         {
             return Err(invalid("expected a v1 Secret".into()));
         }
-        let ns = doc.pointer("/metadata/namespace").and_then(Value::as_str);
+        let ns = resource::at(&doc, &["metadata", "namespace"]).and_then(Value::as_str);
         if ns != Some(config.metadata.namespace.as_str()) {
             return Err(invalid(format!(
                 "metadata.namespace: expected `{}` (the cluster's namespace), found {}",
@@ -347,9 +347,7 @@ pub fn sealed_resources(
         }
         if expected.contains(&s.rel) {
             let ann = |k: &str| {
-                doc.pointer("/metadata/annotations")
-                    .and_then(|a| a.get(k))
-                    .and_then(Value::as_str)
+                resource::at(&doc, &["metadata", "annotations", k]).and_then(Value::as_str)
             };
             match ann(ANN_BUNDLE) {
                 Some(d) if d == digest => {}
