@@ -34,11 +34,26 @@ pub struct Rename {
 
 /// The short content hash of a value (its canonical JSON bytes).
 pub fn content_hash(value: &Value) -> String {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    let digest = Sha256::digest(&bytes);
+    let mut hasher = HashWriter(Sha256::new());
+    // Writing into a hasher cannot fail, and a Value always serializes.
+    let _ = serde_json::to_writer(&mut hasher, value);
+    let digest = hasher.0.finalize();
     let mut out = String::with_capacity(HASH_LEN);
     crate::inputs::push_hex(&digest[..HASH_LEN / 2], &mut out);
     out
+}
+
+/// Feeds serialized bytes straight into the digest (no intermediate buffer).
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Give immutable templates content-hash names and rewrite every reference to them.
@@ -81,8 +96,15 @@ pub fn apply(resources: &mut [Resource]) -> Vec<Rename> {
 fn rewrite_refs(value: &mut Value, map: &HashMap<(&str, &str, &str), &str>) {
     match value {
         Value::Object(obj) => {
-            let target = {
-                let kind = obj.get("kind").and_then(Value::as_str);
+            // `kind` first: most objects in a spec are not references to a renamed kind, and
+            // each lookup hashes its key.
+            let kind = obj
+                .get("kind")
+                .and_then(Value::as_str)
+                .filter(|k| IMMUTABLE_KINDS.contains(k));
+            let target = if kind.is_none() {
+                None
+            } else {
                 let name = obj.get("name").and_then(Value::as_str);
                 let group = obj
                     .get("apiGroup")
