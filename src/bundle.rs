@@ -8,7 +8,8 @@
 //! rewritten. Files capstan wrote before and no longer renders disappear with the old
 //! directory. Nothing is fsynced: the guarantee is about failed renders, not power loss.
 
-use crate::inputs::{sha256_hex, Digest256};
+use crate::digest::sha256_hex;
+use crate::inputs::Digest256;
 use crate::render::Rendered;
 use crate::yaml;
 use serde_json::{json, Value};

@@ -470,7 +470,7 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
     let old = inputs::read_bytes(&age_path)?;
     let plain = crate::secrets::decrypt(&age_label, &old, &ids)?;
     let new_age = crate::secrets::encrypt_armored(&plain, &recipients)?;
-    let digest = inputs::sha256_hex(new_age.as_bytes());
+    let digest = crate::digest::sha256_hex(new_age.as_bytes());
     let now = crate::sops::lastmodified_now();
     let mut files = vec![(
         crate::import::SECRETS_FILE.to_string(),

@@ -260,7 +260,7 @@ pub fn import_kubeadm(files: KubeadmFiles, opts: ImportOptions) -> Result<Import
     let sealed = crate::seal::seal(crate::seal::SealRequest {
         config: &config,
         cluster_file: "cluster.yaml",
-        secrets_age_sha256: &crate::inputs::sha256_hex(secrets_age.as_bytes()),
+        secrets_age_sha256: &crate::digest::sha256_hex(secrets_age.as_bytes()),
         bundle: &bundle,
         previous: Vec::new(),
         lastmodified: &crate::sops::rfc3339_utc(

@@ -5,11 +5,11 @@
 //! of what it returns. Paths recorded for the lock file are relative to the repository
 //! root, so the lock does not depend on how the user spelled the path.
 
+use crate::digest::sha256_hex;
 use crate::model::{ClusterConfig, ModelError, OverlayFile};
 use crate::overlay::{Overlay, OverlayError};
 use crate::render::TemplateOverride;
 use crate::yaml;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -87,22 +87,6 @@ pub struct Digest256 {
     pub path: String,
     /// Lowercase hex sha256.
     pub sha256: String,
-}
-
-/// Lowercase hex sha256 of bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(64);
-    push_hex(&Sha256::digest(bytes), &mut s);
-    s
-}
-
-/// Append `bytes` to `out` as lowercase hex (two digits a byte).
-pub fn push_hex(bytes: &[u8], out: &mut String) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
 }
 
 /// Everything read for one cluster.
@@ -925,18 +909,6 @@ impl Resolver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sha256_in_lowercase_hex() {
-        // FIPS 180-2 test vector; every nibble value occurs in the two digests.
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        let mut s = String::from("x");
-        push_hex(&[0x00, 0x0f, 0xf0, 0xff, 0x9a], &mut s);
-        assert_eq!(s, "x000ff0ff9a");
-    }
 
     #[test]
     fn discovery_and_roots() {

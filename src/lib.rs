@@ -18,6 +18,7 @@ pub mod cli;
 pub mod cmd_argocd;
 pub mod commands;
 pub mod diff;
+pub mod digest;
 pub mod explain;
 pub mod import;
 pub mod inputs;

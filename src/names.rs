@@ -39,7 +39,7 @@ pub fn content_hash(value: &Value) -> String {
     let _ = serde_json::to_writer(&mut hasher, value);
     let digest = hasher.0.finalize();
     let mut out = String::with_capacity(HASH_LEN);
-    crate::inputs::push_hex(&digest[..HASH_LEN / 2], &mut out);
+    crate::digest::push_hex(&digest[..HASH_LEN / 2], &mut out);
     out
 }
 
@@ -98,23 +98,17 @@ fn rewrite_refs(value: &mut Value, map: &HashMap<(&str, &str, &str), &str>) {
         Value::Object(obj) => {
             // `kind` first: most objects in a spec are not references to a renamed kind, and
             // each lookup hashes its key.
-            let kind = obj
-                .get("kind")
-                .and_then(Value::as_str)
-                .filter(|k| IMMUTABLE_KINDS.contains(k));
-            let target = if kind.is_none() {
-                None
-            } else {
-                let name = obj.get("name").and_then(Value::as_str);
-                let group = obj
-                    .get("apiGroup")
+            let target =
+                obj.get("kind")
                     .and_then(Value::as_str)
-                    .or_else(|| obj.get("apiVersion").and_then(Value::as_str).map(group_of));
-                match (group, kind, name) {
-                    (Some(g), Some(k), Some(n)) => map.get(&(g, k, n)).map(|s| s.to_string()),
-                    _ => None,
-                }
-            };
+                    .filter(|k| IMMUTABLE_KINDS.contains(k))
+                    .and_then(|kind| {
+                        let name = obj.get("name").and_then(Value::as_str)?;
+                        let group = obj.get("apiGroup").and_then(Value::as_str).or_else(|| {
+                            obj.get("apiVersion").and_then(Value::as_str).map(group_of)
+                        })?;
+                        map.get(&(group, kind, name)).map(|s| s.to_string())
+                    });
             if let Some(new_name) = target {
                 obj.insert("name".into(), Value::String(new_name));
             }

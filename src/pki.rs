@@ -388,14 +388,9 @@ pub fn sha256_fingerprint_der(der: &[u8]) -> String {
     let digest = Sha256::digest(der);
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
-    for b in digest.iter() {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
+    crate::digest::push_hex(&digest, &mut out);
     out
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Seconds since the Unix epoch (negative before it).
 pub fn unix_seconds(t: SystemTime) -> i64 {

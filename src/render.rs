@@ -415,11 +415,12 @@ impl Renderer {
         check_interlocks(file, config, &out)?;
         let mut seen: HashSet<(&str, &str, &str, &str)> = HashSet::with_capacity(out.len());
         for (i, r) in out.iter().enumerate() {
-            if !seen.insert(r.id_ref()) {
+            let id = r.id_ref();
+            if !seen.insert(id) {
                 let first = out
                     .iter()
                     .take(i)
-                    .find(|o| o.id_ref() == r.id_ref())
+                    .find(|o| o.id_ref() == id)
                     .map(|o| o.origin.clone())
                     .unwrap_or_default();
                 return Err(RenderError::Duplicate {

@@ -34,6 +34,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256, Sha512};
 use zeroize::Zeroizing;
 
+use crate::digest::upper_hex;
+
 /// The sops release whose file format this module writes (the `version` metadata key).
 pub const SOPS_VERSION: &str = "3.13.2";
 
@@ -1045,16 +1047,6 @@ fn is_canonical_timestamp(s: &str) -> bool {
             19 => *c == b'Z',
             _ => c.is_ascii_digit(),
         })
-}
-
-fn upper_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    s
 }
 
 /// Go's `strconv.FormatFloat(v, 'f', -1, 64)`: shortest round-trip digits, no exponent.

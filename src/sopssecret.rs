@@ -104,7 +104,7 @@ pub fn sealed_values_digest(sealed: &Value) -> String {
         "data": pick("/data"),
         "stringData": pick("/stringData"),
     });
-    crate::inputs::sha256_hex(canonical.to_string().as_bytes())
+    crate::digest::sha256_hex(canonical.to_string().as_bytes())
 }
 
 /// The SopsSecret (plaintext, to be encrypted) standing for a decrypted Secret. `label`

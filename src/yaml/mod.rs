@@ -276,39 +276,6 @@ fn write_plain_or_quoted(out: &mut String, s: &str) {
     }
 }
 
-/// Bit in [`SCALAR_CLASS`]: the byte may appear in a plain scalar.
-const PLAIN: u8 = 1;
-/// Bit in [`SCALAR_CLASS`]: the byte may appear in something a resolver reads as a number.
-const NUMBERISH: u8 = 2;
-/// What each byte may be part of, looked up once a byte by [`plain_ok`].
-const SCALAR_CLASS: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut c = 0;
-    while c < 256 {
-        let b = c as u8;
-        if b.is_ascii_alphanumeric() || in_set(b" ._/:-+=,()~$^;<\\", b) {
-            t[c] |= PLAIN;
-        }
-        if b.is_ascii_hexdigit() || in_set(b"._:+-xXoO", b) {
-            t[c] |= NUMBERISH;
-        }
-        c += 1;
-    }
-    t
-};
-
-/// `set` contains `b` (usable in a constant).
-const fn in_set(set: &[u8], b: u8) -> bool {
-    let mut i = 0;
-    while i < set.len() {
-        if set[i] == b {
-            return true;
-        }
-        i += 1;
-    }
-    false
-}
-
 /// Conservative test for a plain scalar that reads back as the same string under both
 /// YAML 1.1 and 1.2 resolvers. (One pass over the bytes: it runs for every emitted scalar.)
 fn plain_ok(s: &str) -> bool {
@@ -326,11 +293,35 @@ fn plain_ok(s: &str) -> bool {
     let mut numberish = true;
     let mut prev = 0u8;
     for &c in b {
-        let class = SCALAR_CLASS[usize::from(c)];
-        if class & PLAIN == 0 || (prev == b':' && c == b' ') || (prev == b' ' && c == b'#') {
+        let allowed = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b' ' | b'.'
+                    | b'_'
+                    | b'/'
+                    | b':'
+                    | b'-'
+                    | b'+'
+                    | b'='
+                    | b','
+                    | b'('
+                    | b')'
+                    | b'~'
+                    | b'$'
+                    | b'^'
+                    | b';'
+                    | b'<'
+                    | b'\\'
+            );
+        if !allowed || (prev == b':' && c == b' ') || (prev == b' ' && c == b'#') {
             return false;
         }
-        numberish = numberish && class & NUMBERISH != 0;
+        numberish = numberish
+            && (c.is_ascii_hexdigit()
+                || matches!(
+                    c,
+                    b'.' | b'_' | b':' | b'+' | b'-' | b'x' | b'X' | b'o' | b'O'
+                ));
         prev = c;
     }
     if b.len() <= 5
