@@ -31,11 +31,8 @@ pub(super) fn parse_stream(text: &str) -> Option<Vec<Value>> {
     if text.len() > MAX_TEXT_BYTES || !characters_ok(text) {
         return None;
     }
-    let mut lines: Vec<&str> = text.split('\n').collect();
+    let lines = Line::split(text);
     let ends_with_newline = text.ends_with('\n');
-    if ends_with_newline {
-        lines.pop();
-    }
     let mut r = Reader {
         lines,
         ends_with_newline,
@@ -77,6 +74,40 @@ fn characters_ok(text: &str) -> bool {
             }))
 }
 
+/// One line of the text (without its line feed) and the number of spaces that start it.
+#[derive(Clone, Copy)]
+struct Line<'a> {
+    text: &'a str,
+    indent: usize,
+}
+
+impl<'a> Line<'a> {
+    /// The lines of `text`; a final line feed ends the last line rather than starting an
+    /// empty one. One pass over the bytes: this runs over every document.
+    fn split(text: &'a str) -> Vec<Line<'a>> {
+        let mut lines = Vec::with_capacity(text.len() / 24 + 1);
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', text.as_bytes()) {
+            lines.push(Line::new(&text[start..end]));
+            start = end + 1;
+        }
+        if start < text.len() {
+            lines.push(Line::new(&text[start..]));
+        }
+        lines
+    }
+
+    fn new(text: &'a str) -> Line<'a> {
+        let indent = text.bytes().take_while(|&b| b == b' ').count();
+        Line { text, indent }
+    }
+
+    /// The text after the indentation.
+    fn body(self) -> &'a str {
+        &self.text[self.indent..]
+    }
+}
+
 enum Peek<'a> {
     /// A line with content: its indentation and the text after it.
     Content(usize, &'a str),
@@ -86,7 +117,7 @@ enum Peek<'a> {
 }
 
 struct Reader<'a> {
-    lines: Vec<&'a str>,
+    lines: Vec<Line<'a>>,
     ends_with_newline: bool,
     /// The current line.
     pos: usize,
@@ -108,12 +139,12 @@ impl<'a> Reader<'a> {
             return Ok(Peek::Content(indent, body));
         }
         while let Some(&line) = self.lines.get(self.pos) {
-            let body = line.trim_start_matches(' ');
+            let body = line.body();
             if body.is_empty() || body.starts_with('#') {
                 self.pos += 1;
                 continue;
             }
-            let indent = line.len() - body.len();
+            let indent = line.indent;
             if indent == 0 {
                 if let Some(rest) = body.strip_prefix("---") {
                     return if rest.bytes().all(|b| b == b' ') {
@@ -323,20 +354,19 @@ impl<'a> Reader<'a> {
         };
         end_of_value(rest)?;
         let first = *self.lines.get(self.pos).ok_or(Decline)?;
-        let m = first.len() - first.trim_start_matches(' ').len();
-        if m <= n || m == first.len() {
+        let m = first.indent;
+        if m <= n || m == first.text.len() {
             // Empty scalars, leading empty lines and under-indented content are declined.
             return Err(Decline);
         }
-        let mut out = String::new();
+        let mut out = String::with_capacity(256);
         let mut empty_run = 0usize;
-        while let Some(&line) = self.lines.get(self.pos) {
+        while let Some(&Line { text: line, indent }) = self.lines.get(self.pos) {
             if line.is_empty() {
                 empty_run += 1;
                 self.pos += 1;
                 continue;
             }
-            let indent = line.len() - line.trim_start_matches(' ').len();
             if indent == line.len() {
                 // A whitespace-only line: its meaning depends on rules not modelled here.
                 return Err(Decline);
@@ -612,12 +642,21 @@ fn flow_plain_end(s: &str, start: usize) -> usize {
 
 /// A plain scalar in block context: up to a comment, trailing spaces trimmed.
 fn block_plain(t: &str) -> R<Value> {
-    let end = t.find(" #").unwrap_or(t.len());
-    let text = plain_text(&t[..end])?;
-    if text.contains(": ") || text.ends_with(':') {
-        return Err(Decline);
+    // One pass: the comment starts at the first ` #`; a `: ` or a final `:` before it
+    // (trailing spaces aside) would make the line a mapping entry, which is declined.
+    let b = t.as_bytes();
+    let mut end = b.len();
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b' ' if b.get(i + 1) == Some(&b'#') => {
+                end = i;
+                break;
+            }
+            b':' if matches!(b.get(i + 1), None | Some(b' ')) => return Err(Decline),
+            _ => {}
+        }
     }
-    resolve(text)
+    resolve(plain_text(&t[..end])?)
 }
 
 /// The text of a plain scalar (trailing spaces trimmed), declined when it is empty or
@@ -730,8 +769,12 @@ fn decimal_integer(s: &str) -> Option<Number> {
 /// the string and the length of its source text.
 fn double_quoted(t: &str) -> R<(String, usize)> {
     let b = t.as_bytes();
-    let mut out = String::new();
-    let mut i = 1;
+    let mut i = 1 + memchr::memchr2(b'"', b'\\', &b[1..]).ok_or(Decline)?;
+    if b[i] == b'"' {
+        // No escapes: the common case.
+        return Ok((t[1..i].to_owned(), i + 1));
+    }
+    let mut out = String::with_capacity(b.len());
     let mut run = 1;
     loop {
         match b.get(i) {
@@ -779,8 +822,12 @@ fn double_quoted(t: &str) -> R<(String, usize)> {
 /// A single-quoted scalar at the start of `t`, on one line (`''` is a quote).
 fn single_quoted(t: &str) -> R<(String, usize)> {
     let b = t.as_bytes();
-    let mut out = String::new();
-    let mut i = 1;
+    let mut i = 1 + memchr::memchr(b'\'', &b[1..]).ok_or(Decline)?;
+    if b.get(i + 1) != Some(&b'\'') {
+        // No `''`: the common case.
+        return Ok((t[1..i].to_owned(), i + 1));
+    }
+    let mut out = String::with_capacity(b.len());
     let mut run = 1;
     loop {
         match b.get(i) {
