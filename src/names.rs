@@ -7,7 +7,7 @@
 //! module does: any JSON object anywhere that has `kind` + `name` and an `apiVersion` or
 //! `apiGroup` naming a renamed template is pointed at the new name.
 
-use crate::resource::{group_of, Resource};
+use crate::resource::{field, group_of, map_get, Resource};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -63,7 +63,7 @@ pub fn apply(resources: &mut [Resource]) -> Vec<Rename> {
         if !IMMUTABLE_KINDS.contains(&r.kind()) {
             continue;
         }
-        let hash = content_hash(r.value.get("spec").unwrap_or(&Value::Null));
+        let hash = content_hash(field(&r.value, "spec").unwrap_or(&Value::Null));
         let to = format!("{}-{hash}", r.name());
         renames.push(Rename {
             group: group_of(r.api_version()).to_string(),
@@ -96,19 +96,15 @@ pub fn apply(resources: &mut [Resource]) -> Vec<Rename> {
 fn rewrite_refs(value: &mut Value, map: &HashMap<(&str, &str, &str), &str>) {
     match value {
         Value::Object(obj) => {
-            // `kind` first: most objects in a spec are not references to a renamed kind, and
-            // each lookup hashes its key.
-            let target =
-                obj.get("kind")
-                    .and_then(Value::as_str)
-                    .filter(|k| IMMUTABLE_KINDS.contains(k))
-                    .and_then(|kind| {
-                        let name = obj.get("name").and_then(Value::as_str)?;
-                        let group = obj.get("apiGroup").and_then(Value::as_str).or_else(|| {
-                            obj.get("apiVersion").and_then(Value::as_str).map(group_of)
-                        })?;
-                        map.get(&(group, kind, name)).map(|s| s.to_string())
-                    });
+            // `kind` first: most objects in a spec are not references to a renamed kind.
+            let get = |k: &str| map_get(obj, k).and_then(Value::as_str);
+            let target = get("kind")
+                .filter(|k| IMMUTABLE_KINDS.contains(k))
+                .and_then(|kind| {
+                    let name = get("name")?;
+                    let group = get("apiGroup").or_else(|| get("apiVersion").map(group_of))?;
+                    map.get(&(group, kind, name)).map(|s| s.to_string())
+                });
             if let Some(new_name) = target {
                 obj.insert("name".into(), Value::String(new_name));
             }

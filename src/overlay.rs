@@ -620,8 +620,7 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
         ["apiVersion", "kind"]
             .iter()
             .find(|k| {
-                r.value
-                    .get(**k)
+                resource::field(&r.value, k)
                     .and_then(Value::as_str)
                     .is_none_or(str::is_empty)
             })

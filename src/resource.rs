@@ -52,7 +52,23 @@ impl fmt::Display for ResId {
 /// `Value::pointer`, which unescapes each token into a new string, this allocates nothing:
 /// it runs several times for every object rendered.
 pub fn at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(value, |v, key| v.get(*key))
+    path.iter().try_fold(value, |v, key| field(v, key))
+}
+
+/// The value of `key` in a mapping, or `None` (also for non-mappings).
+pub fn field<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
+    value.as_object().and_then(|m| map_get(m, key))
+}
+
+/// `map.get(key)`, faster for small mappings (most of an object's: its top level,
+/// `metadata`, references), which are scanned in order rather than hashed: comparing a few
+/// short keys costs less than hashing the one looked for.
+pub fn map_get<'a>(map: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if map.len() <= 8 {
+        map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        map.get(key)
+    }
 }
 
 /// The API group of an `apiVersion` (`cluster.x-k8s.io/v1beta2` → `cluster.x-k8s.io`, `v1` → ``).
@@ -66,14 +82,15 @@ pub fn group_of(api_version: &str) -> &str {
 impl Resource {
     /// `apiVersion`, or `""`.
     pub fn api_version(&self) -> &str {
-        self.value
-            .get("apiVersion")
+        field(&self.value, "apiVersion")
             .and_then(Value::as_str)
             .unwrap_or("")
     }
     /// `kind`, or `""`.
     pub fn kind(&self) -> &str {
-        self.value.get("kind").and_then(Value::as_str).unwrap_or("")
+        field(&self.value, "kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
     /// `metadata.name`, or `""`.
     pub fn name(&self) -> &str {
@@ -166,8 +183,8 @@ pub fn missing_identity(doc: &Value) -> Option<&'static str> {
     }
     let empty = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
     [
-        ("apiVersion", doc.get("apiVersion")),
-        ("kind", doc.get("kind")),
+        ("apiVersion", field(doc, "apiVersion")),
+        ("kind", field(doc, "kind")),
         ("metadata.name", at(doc, &["metadata", "name"])),
     ]
     .into_iter()
@@ -188,7 +205,8 @@ pub fn write_stream(resources: &[Resource], out: &mut String) {
 
 /// Sort by [`kind_rank`], keeping render order within a rank (a stable sort).
 pub fn sort(resources: &mut [Resource]) {
-    resources.sort_by_key(|r| kind_rank(r.kind()));
+    // Stable; each object's rank is computed once.
+    resources.sort_by_cached_key(|r| kind_rank(r.kind()));
 }
 
 #[cfg(test)]
@@ -206,6 +224,16 @@ mod tests {
         assert_eq!(at(&v, &[]), Some(&v));
         assert_eq!(at(&v, &["metadata", "nope"]), None);
         assert_eq!(at(&v, &["a", "0"]), None, "keys only, no array indices");
+        // Large mappings are hashed, small ones scanned: both find the same keys.
+        let big: serde_json::Map<String, Value> =
+            (0..20).map(|i| (format!("k{i}"), json!(i))).collect();
+        let big = Value::Object(big);
+        for i in 0..20 {
+            assert_eq!(field(&big, &format!("k{i}")), Some(&json!(i)));
+        }
+        assert_eq!(field(&big, "k20"), None);
+        assert_eq!(field(&json!({"k": 1}), "k"), Some(&json!(1)));
+        assert_eq!(field(&json!([1]), "0"), None);
     }
 
     #[test]

@@ -325,16 +325,15 @@ pub fn sealed_resources(
             message,
         };
         let doc = yaml::parse_one(&s.text).map_err(|e| invalid(format!("invalid YAML: {e}")))?;
-        if doc.get("sops").is_none() {
+        if resource::field(&doc, "sops").is_none() {
             return Err(invalid(
                 "not SOPS-encrypted: a plaintext Secret must never be committed; encrypt it with sops \
                  (encrypted_regex `^(data|stringData)$`) or let `capstan secrets seal` write it"
                     .into(),
             ));
         }
-        if doc.get("apiVersion").and_then(Value::as_str) != Some("v1")
-            || doc.get("kind").and_then(Value::as_str) != Some("Secret")
-        {
+        let top = |k: &str| resource::field(&doc, k).and_then(Value::as_str);
+        if top("apiVersion") != Some("v1") || top("kind") != Some("Secret") {
             return Err(invalid("expected a v1 Secret".into()));
         }
         let ns = resource::at(&doc, &["metadata", "namespace"]).and_then(Value::as_str);
