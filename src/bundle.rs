@@ -90,6 +90,8 @@ impl Bundle {
     /// Lay out a rendered cluster as files. `inputs` are the digests of what was read.
     pub fn build(rendered: &Rendered, inputs: &[Digest256]) -> Result<Bundle, BundleError> {
         let mut files: Vec<(String, String)> = Vec::with_capacity(rendered.resources.len() + 2);
+        // Each file's digest for the lock; verbatim documents bring theirs from the reader.
+        let mut digests: Vec<String> = Vec::with_capacity(rendered.resources.len() + 1);
         let mut seen = BTreeSet::new();
         for r in &rendered.resources {
             let f = file_name(r.kind(), r.name());
@@ -99,13 +101,23 @@ impl Bundle {
                     file: f,
                 });
             }
-            files.push((f, r.to_yaml()));
+            let text = r.to_yaml();
+            digests.push(match r.yaml_sha256() {
+                Some(known) => known.to_string(),
+                None => sha256_hex(text.as_bytes()),
+            });
+            files.push((f, text));
         }
         let mut kustomization = String::with_capacity(256 + 64 * files.len());
         write_kustomization(&mut kustomization, files.iter().map(|(f, _)| f.as_str()));
+        digests.push(sha256_hex(kustomization.as_bytes()));
         files.push((KUSTOMIZATION.to_string(), kustomization));
         let mut lock = String::with_capacity(256 + 128 * (inputs.len() + files.len()));
-        write_lock(&mut lock, &rendered.name, inputs, &files);
+        let written = files
+            .iter()
+            .zip(&digests)
+            .map(|((f, _), d)| (f.as_str(), d.as_str()));
+        write_lock(&mut lock, &rendered.name, inputs, written);
         files.push((LOCK_FILE.to_string(), lock));
         Ok(Bundle {
             name: rendered.name.clone(),
@@ -135,14 +147,17 @@ fn write_kustomization<'a>(out: &mut String, resources: impl ExactSizeIterator<I
 }
 
 /// `capstan.lock`: the digests of what was read and of every file written before it.
-fn write_lock(out: &mut String, cluster: &str, inputs: &[Digest256], files: &[(String, String)]) {
+/// `files` are (file name, sha256) pairs.
+fn write_lock<'a>(
+    out: &mut String,
+    cluster: &str,
+    inputs: &[Digest256],
+    files: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
+) {
     out.push_str("apiVersion: capstan.dev/v1alpha1\nkind: Lock\ncluster: ");
     yaml::write_str_scalar(out, cluster, 2);
     let inputs = inputs.iter().map(|d| (d.path.as_str(), d.sha256.as_str()));
     write_digests(out, "inputs", inputs);
-    let files = files
-        .iter()
-        .map(|(f, c)| (f.as_str(), sha256_hex(c.as_bytes())));
     write_digests(out, "files", files);
     out.push('\n');
 }
@@ -429,6 +444,42 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn lock_digests_of_verbatim_files_are_of_the_written_bytes() {
+        let doc = |name: &str, text: &str| Resource {
+            value: json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}}),
+            origin: "t".into(),
+            raw: Some(crate::resource::Verbatim {
+                text: text.into(),
+                // What the reader computed over the text it read.
+                sha256: Some(sha256_hex(text.as_bytes())),
+            }),
+        };
+        let r = Rendered {
+            name: "c1".into(),
+            namespace: "c1".into(),
+            // The second lacks its final newline, so the file is not the text read.
+            resources: vec![doc("a", "kind: Secret\n"), doc("b", "kind: Secret")],
+        };
+        let b = Bundle::build(&r, &[]).unwrap();
+        let lock = &b.files.last().unwrap().1;
+        for (f, content) in &b.files[..b.files.len() - 1] {
+            let line = format!(
+                "- path: {f}\n  sha256: {}\n",
+                sha256_hex(content.as_bytes())
+            );
+            let quoted = format!(
+                "- path: {f}\n  sha256: \"{}\"\n",
+                sha256_hex(content.as_bytes())
+            );
+            assert!(
+                lock.contains(&line) || lock.contains(&quoted),
+                "{f}:\n{lock}"
+            );
+        }
+        assert_eq!(b.files[1].1, "kind: Secret\n");
+    }
+
+    #[test]
     fn lock_and_kustomization_text_is_what_the_emitter_writes() {
         // Names that need quoting or a literal block, beside ordinary ones.
         let odd = [
@@ -464,7 +515,15 @@ mod tests {
             }));
             assert_eq!(kustomization, want);
             let mut lock = String::new();
-            write_lock(&mut lock, name, &inputs, &files);
+            let digests: Vec<String> = files
+                .iter()
+                .map(|(_, c)| sha256_hex(c.as_bytes()))
+                .collect();
+            let written = files
+                .iter()
+                .zip(&digests)
+                .map(|((f, _), d)| (f.as_str(), d.as_str()));
+            write_lock(&mut lock, name, &inputs, written);
             let want = yaml::to_string(&json!({
                 "apiVersion": "capstan.dev/v1alpha1",
                 "kind": "Lock",

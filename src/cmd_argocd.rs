@@ -207,7 +207,7 @@ pub fn seal_operator(args: ClusterSecretsArgs) -> Result<Status> {
             .ok_or_else(|| anyhow::anyhow!("{}: not among the sealed files read", res.origin))?;
         let rel = sopssecret::operator_path(&s.rel)
             .ok_or_else(|| anyhow::anyhow!("{}: not in a secrets directory", s.path))?;
-        let raw = res.raw.as_deref().unwrap_or_default();
+        let raw = res.raw.as_ref().map_or("", |r| r.text.as_str());
         let file = SopsFile::parse(&s.path, raw)?;
         let plain = file.decrypt(&s.path, &ids)?;
         let tree = sopssecret::from_secret(

@@ -326,7 +326,7 @@ pub fn decrypt_sealed(
     ids: &[age::x25519::Identity],
 ) -> Result<()> {
     if let Some(raw) = res.raw.take() {
-        let file = crate::sops::SopsFile::parse(&res.origin, &raw)?;
+        let file = crate::sops::SopsFile::parse(&res.origin, &raw.text)?;
         res.value = plaintext_object(file.decrypt(&res.origin, ids)?.into_tree());
     }
     Ok(())

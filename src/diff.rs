@@ -1023,7 +1023,8 @@ impl SecretView {
         let label = r.id().to_string();
         let text = r
             .raw
-            .clone()
+            .as_ref()
+            .map(|raw| raw.text.clone())
             .unwrap_or_else(|| crate::yaml::to_string(&r.value));
         let decrypted =
             crate::sops::SopsFile::parse(&label, &text).and_then(|f| f.decrypt(&label, ids));

@@ -217,7 +217,7 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
     for s in &sealed {
         digests.push(Digest256 {
             path: rel(&root, &dir.join(&s.rel)),
-            sha256: sha256_hex(s.text.as_bytes()),
+            sha256: s.sha256.clone(),
         });
     }
     Ok(ClusterInput {
@@ -267,10 +267,12 @@ pub fn read_sealed(dir: &Path, workload: bool) -> Result<Vec<crate::seal::Sealed
                 Err(_) => p.is_file(),
             };
             if is_file {
+                let text = read_text(&p)?;
                 out.push(SealedFile {
                     rel: format!("{prefix}/{name}"),
                     path: p.display().to_string(),
-                    text: read_text(&p)?,
+                    sha256: sha256_hex(text.as_bytes()),
+                    text,
                 });
             }
         }
@@ -528,7 +530,7 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
                 out.push(crate::resource::Resource {
                     value,
                     origin,
-                    raw: single.then(|| text.clone()),
+                    raw: single.then(|| crate::resource::Verbatim::new(text.clone())),
                 });
             }
         }

@@ -13,7 +13,24 @@ pub struct Resource {
     pub origin: String,
     /// The exact text to emit instead of serializing `value` (sealed SOPS files pass through
     /// verbatim: re-serializing would break nothing in SOPS, but byte-identity is the point).
-    pub raw: Option<String>,
+    pub raw: Option<Verbatim>,
+}
+
+/// A document's text, emitted as it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verbatim {
+    /// The text.
+    pub text: String,
+    /// sha256 (lowercase hex) of `text`, when the reader computed it already (the lock file
+    /// then reuses it instead of hashing the same bytes again).
+    pub sha256: Option<String>,
+}
+
+impl Verbatim {
+    /// Text whose digest is not known.
+    pub fn new(text: String) -> Verbatim {
+        Verbatim { text, sha256: None }
+    }
 }
 
 /// Group, kind, namespace and name: what identifies an object in a cluster.
@@ -125,16 +142,24 @@ impl Resource {
     /// The object as YAML text: `raw` when set, else the canonical serialization.
     pub fn to_yaml(&self) -> String {
         match &self.raw {
-            Some(raw) if raw.ends_with('\n') => raw.clone(),
-            Some(raw) => format!("{raw}\n"),
+            Some(raw) if raw.text.ends_with('\n') => raw.text.clone(),
+            Some(raw) => format!("{}\n", raw.text),
             None => crate::yaml::to_string(&self.value),
         }
+    }
+
+    /// sha256 of [`Self::to_yaml`], when it is already known.
+    pub fn yaml_sha256(&self) -> Option<&str> {
+        self.raw
+            .as_ref()
+            .filter(|raw| raw.text.ends_with('\n'))
+            .and_then(|raw| raw.sha256.as_deref())
     }
 
     /// Append the object as YAML text to `out`.
     pub fn write_yaml(&self, out: &mut String) {
         match &self.raw {
-            Some(raw) => {
+            Some(Verbatim { text: raw, .. }) => {
                 out.push_str(raw);
                 if !raw.ends_with('\n') {
                     out.push('\n');

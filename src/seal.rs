@@ -145,6 +145,8 @@ pub struct SealedFile {
     pub path: String,
     /// Its text (ciphertext and public metadata only).
     pub text: String,
+    /// sha256 (lowercase hex) of `text`.
+    pub sha256: String,
 }
 
 /// The file names sealing produces for a cluster (relative to the cluster directory).
@@ -383,7 +385,10 @@ pub fn sealed_resources(
         out.push(Resource {
             value: doc,
             origin: s.path.clone(),
-            raw: Some(s.text.clone()),
+            raw: Some(resource::Verbatim {
+                text: s.text.clone(),
+                sha256: Some(s.sha256.clone()),
+            }),
         });
     }
     Ok(out)

@@ -246,7 +246,7 @@ pub fn check(
     Ok(Resource {
         value: doc,
         origin: path.to_string(),
-        raw: Some(text.to_string()),
+        raw: Some(crate::resource::Verbatim::new(text.to_string())),
     })
 }
 
