@@ -4,6 +4,7 @@
 #   bash bench/run.sh [N]        # N generated clusters, default 1000
 #
 # Env: RUNS_SINGLE (default 30), RUNS_KUSTOMIZE (10), RUNS_BULK (5), KEEP=1 keeps the work dir,
+#      BENCH_DIR (parent of the work dir, default bench/out),
 #      NO_INSTALL=1 never tries apt-get (hyperfine / GNU time are optional).
 # Figures are printed, never asserted: exit status is 0 unless a command (capstan, kubectl, cp) fails.
 set -euo pipefail
@@ -17,8 +18,12 @@ N10=$(( N / 10 ))
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-mkdir -p bench/out
-W=$(mktemp -d "$ROOT/bench/out/run.XXXXXX")
+# BENCH_DIR: where the work directory goes (default bench/out). On a busy ext4 the block
+# groups near a cargo target directory, or near trees deleted minutes ago, make file
+# creation slow and erratic for both commands of row d (bench/README.md, session 5).
+BENCH_DIR=${BENCH_DIR:-$ROOT/bench/out}
+mkdir -p "$BENCH_DIR"
+W=$(mktemp -d "$BENCH_DIR/run.XXXXXX")
 cleanup() { if [[ ${KEEP:-0} == 1 ]]; then echo "kept $W" >&2; else rm -rf "$W"; fi; }
 trap cleanup EXIT
 
@@ -274,6 +279,7 @@ for ((i = 0; i <= RUNS_BULK; i++)); do            # i=0 is a warm-up
   done
   if ((i > 0)); then d_r+=("$tr"); d_c+=("$tc"); fi
 done
+log "d pairs (render ms / cp -r ms): $(for ((i = 0; i < ${#d_r[@]}; i++)); do printf '%d/%d ' $(( d_r[i] / 1000000 )) $(( d_c[i] / 1000000 )); done)"
 diff -r "$W/tree" "$W/d_out.1" >/dev/null || die "render -o into a fresh tree differs from the first render"
 rm -rf "$W"/d_out.* "$W"/d_cp.*
 median_ns() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {m = (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "%.6f", m/1e9}'; }
