@@ -100,8 +100,8 @@ pub fn render_each<T: Send>(
     // not cached, creating files) then leaves its core to another instead of idling it.
     // Measured on 2 cores, 1,000 clusters into a fresh tree: 3 workers beat 2 in each of
     // 9 alternating pairs, by 2-10% (bench/README.md).
-    let workers = (std::thread::available_parallelism().map_or(1, usize::from) + 1)
-        .min(dirs.len().max(1));
+    let workers =
+        (std::thread::available_parallelism().map_or(1, usize::from) + 1).min(dirs.len().max(1));
     let results: Vec<Result<(String, String, T)>> = if workers <= 1 || dirs.len() < 8 {
         dirs.iter().map(one).collect()
     } else {
