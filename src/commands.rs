@@ -212,9 +212,13 @@ fn render(args: RenderArgs) -> Result<Status> {
             out.flush()?;
         }
         Some(root) => {
+            // Each worker writes its cluster into a staging directory as soon as it is
+            // rendered; the directories are swapped in only once every cluster succeeded.
             std::fs::create_dir_all(&root)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?;
-            let staged = render_tree(&clusters, args.templates.as_ref(), &root)?;
+            let staged = render_each(&clusters, args.templates.as_ref(), |r, d| {
+                Ok(bundle::stage(&root, &Bundle::build(&r, &d)?)?)
+            })?;
             let report = bundle::commit(staged)?;
             let mut err = std::io::stderr().lock();
             for (name, outcome) in report {
@@ -228,59 +232,6 @@ fn render(args: RenderArgs) -> Result<Status> {
         }
     }
     Ok(Status::Success)
-}
-
-/// Render every cluster and stage its directory under `root` (swapped in by
-/// [`bundle::commit`] only once every cluster succeeded), in input order.
-///
-/// The workers render; one writer thread stages the bundles they send it. So files are
-/// created by one thread, as `cp -r` creates them: on a busy ext4, several threads creating
-/// files at once were slower than one (bench/README.md, session 5). The channel is bounded,
-/// so at most a few rendered clusters wait in memory.
-fn render_tree(
-    clusters: &[PathBuf],
-    templates: Option<&PathBuf>,
-    root: &std::path::Path,
-) -> Result<Vec<bundle::Staged>> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Bundle>(8);
-    let (names, staged) = std::thread::scope(|s| {
-        let writer = s.spawn(
-            move || -> Result<std::collections::HashMap<String, bundle::Staged>> {
-                let mut staged = std::collections::HashMap::new();
-                for b in rx {
-                    let st = bundle::stage(root, &b)?;
-                    staged.insert(b.name, st);
-                }
-                Ok(staged)
-            },
-        );
-        let names = {
-            // Moved into this block: dropped when the workers are done, which ends the writer.
-            let tx = tx;
-            render_each(clusters, templates, |r, d| {
-                let b = Bundle::build(&r, &d)?;
-                let name = b.name.clone();
-                // A send fails only when the writer stopped, on an error it reports below.
-                tx.send(b)
-                    .map_err(|_| anyhow::anyhow!("the output writer stopped"))?;
-                Ok(name)
-            })
-        };
-        let staged = writer
-            .join()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the output writer panicked")));
-        (names, staged)
-    });
-    // The writer's error first: it is why the workers' sends failed.
-    let mut staged = staged?;
-    names?
-        .into_iter()
-        .map(|n| {
-            staged
-                .remove(&n)
-                .ok_or_else(|| anyhow::anyhow!("cluster `{n}` was rendered but not staged"))
-        })
-        .collect()
 }
 
 fn crd_key(doc: &serde_json::Value) -> (String, String) {
