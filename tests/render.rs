@@ -372,3 +372,56 @@ fn help_lists_commands() {
     let o = capstan(&["render", "--bogus"], &root());
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Ten copies of lab-f (`p01`..`p10`), enough for the parallel path of `render_each`.
+fn fleet_repo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (t, repo) = example_copy();
+    let src = repo.join("clusters/lab-f");
+    for i in 1..=10 {
+        let name = format!("p{i:02}");
+        let dir = repo.join("clusters").join(&name);
+        std::fs::create_dir_all(dir.join("secrets")).unwrap();
+        let text = std::fs::read_to_string(src.join("cluster.yaml")).unwrap();
+        std::fs::write(dir.join("cluster.yaml"), text.replace("lab-f", &name)).unwrap();
+        std::fs::copy(src.join("secrets.age"), dir.join("secrets.age")).unwrap();
+        // The sealed files' MAC covers only the encrypted values, so renaming is safe.
+        for f in ["lab-f-talos.yaml", "lab-f-ca.yaml"] {
+            let text = std::fs::read_to_string(src.join("secrets").join(f)).unwrap();
+            std::fs::write(
+                dir.join("secrets").join(f.replace("lab-f", &name)),
+                text.replace("lab-f", &name),
+            )
+            .unwrap();
+        }
+    }
+    (t, repo)
+}
+
+#[test]
+fn error_foreign_file_while_many_clusters_render_in_parallel() {
+    let (_t, repo) = fleet_repo();
+    let dirs: Vec<String> = (1..=10).map(|i| format!("clusters/p{i:02}")).collect();
+    let mut args: Vec<&str> = vec!["render"];
+    args.extend(dirs.iter().map(String::as_str));
+    args.extend(["-o", "out"]);
+    let o = capstan(&args, &repo);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(repo.join("out")).unwrap().count(), 10);
+    std::fs::write(repo.join("out/p05/extra.yaml"), "kind: Mine\n").unwrap();
+    let refs: Vec<&str> = dirs.iter().map(String::as_str).collect();
+    // render_fails: exit 2, nothing on stdout, every file under out/ unchanged.
+    let err = render_fails(&repo, &refs);
+    assert!(
+        err.contains(
+            "out/p05: refusing to write: this file was not written by capstan (extra.yaml)"
+        ),
+        "{err}"
+    );
+    // No staging directory is left behind.
+    let left: Vec<String> = std::fs::read_dir(repo.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
