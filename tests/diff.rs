@@ -690,30 +690,12 @@ fn git_revisions() {
 
 /// A repository of `n` clusters copied from lab-f (renamed, sealed files included).
 fn fleet(root: &Path, n: usize, cpus: u32) {
-    let ex = example().join("clusters/lab-f");
     copy_tree(&example().join("overlays"), &root.join("overlays"));
-    let yaml = std::fs::read_to_string(ex.join("cluster.yaml")).unwrap();
-    let age = std::fs::read(ex.join("secrets.age")).unwrap();
     for i in 1..=n {
         let name = format!("c{i:03}");
-        let d = root.join("clusters").join(&name);
-        std::fs::create_dir_all(d.join("secrets")).unwrap();
-        std::fs::write(
-            d.join("cluster.yaml"),
-            yaml.replace("lab-f", &name)
-                .replacen("numCPUs: 4", &format!("numCPUs: {cpus}"), 1),
-        )
-        .unwrap();
-        std::fs::write(d.join("secrets.age"), &age).unwrap();
-        for f in ["lab-f-talos.yaml", "lab-f-ca.yaml"] {
-            // "-" never occurs in base64 ciphertext, and the MAC covers only the values.
-            let text = std::fs::read_to_string(ex.join("secrets").join(f)).unwrap();
-            std::fs::write(
-                d.join("secrets").join(f.replace("lab-f", &name)),
-                text.replace("lab-f", &name),
-            )
-            .unwrap();
-        }
+        lab_f_as(&root.join("clusters").join(&name), &name, |yaml| {
+            yaml.replacen("numCPUs: 4", &format!("numCPUs: {cpus}"), 1)
+        });
     }
 }
 

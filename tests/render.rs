@@ -376,23 +376,9 @@ fn help_lists_commands() {
 /// Ten copies of lab-f (`p01`..`p10`), enough for the parallel path of `render_each`.
 fn fleet_repo() -> (tempfile::TempDir, std::path::PathBuf) {
     let (t, repo) = example_copy();
-    let src = repo.join("clusters/lab-f");
     for i in 1..=10 {
         let name = format!("p{i:02}");
-        let dir = repo.join("clusters").join(&name);
-        std::fs::create_dir_all(dir.join("secrets")).unwrap();
-        let text = std::fs::read_to_string(src.join("cluster.yaml")).unwrap();
-        std::fs::write(dir.join("cluster.yaml"), text.replace("lab-f", &name)).unwrap();
-        std::fs::copy(src.join("secrets.age"), dir.join("secrets.age")).unwrap();
-        // The sealed files' MAC covers only the encrypted values, so renaming is safe.
-        for f in ["lab-f-talos.yaml", "lab-f-ca.yaml"] {
-            let text = std::fs::read_to_string(src.join("secrets").join(f)).unwrap();
-            std::fs::write(
-                dir.join("secrets").join(f.replace("lab-f", &name)),
-                text.replace("lab-f", &name),
-            )
-            .unwrap();
-        }
+        lab_f_as(&repo.join("clusters").join(&name), &name, |yaml| yaml);
     }
     (t, repo)
 }

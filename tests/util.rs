@@ -47,6 +47,25 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// Copy lab-f into `dest` as cluster `name`: `cluster.yaml` (renamed, then passed through
+/// `edit`), `secrets.age` and the sealed files renamed ("-" never occurs in base64
+/// ciphertext, and the sealed files' MAC covers only the encrypted values).
+pub fn lab_f_as(dest: &Path, name: &str, edit: impl FnOnce(String) -> String) {
+    let ex = example().join("clusters/lab-f");
+    std::fs::create_dir_all(dest.join("secrets")).unwrap();
+    let yaml = std::fs::read_to_string(ex.join("cluster.yaml")).unwrap();
+    std::fs::write(dest.join("cluster.yaml"), edit(yaml.replace("lab-f", name))).unwrap();
+    std::fs::copy(ex.join("secrets.age"), dest.join("secrets.age")).unwrap();
+    for f in ["lab-f-talos.yaml", "lab-f-ca.yaml"] {
+        let text = std::fs::read_to_string(ex.join("secrets").join(f)).unwrap();
+        std::fs::write(
+            dest.join("secrets").join(f.replace("lab-f", name)),
+            text.replace("lab-f", name),
+        )
+        .unwrap();
+    }
+}
+
 /// A temporary copy of the example repository.
 pub fn example_copy() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
