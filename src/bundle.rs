@@ -163,10 +163,10 @@ fn write_lock<'a>(
 }
 
 /// `key:` and a list of `{path, sha256}` mappings, after a line that is not yet ended.
-fn write_digests<S: AsRef<str>>(
+fn write_digests<'a>(
     out: &mut String,
     key: &str,
-    list: impl ExactSizeIterator<Item = (impl AsRef<str>, S)>,
+    list: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
 ) {
     out.push('\n');
     out.push_str(key);
@@ -176,9 +176,9 @@ fn write_digests<S: AsRef<str>>(
     }
     for (path, sha256) in list {
         out.push_str("\n- path: ");
-        yaml::write_str_scalar(out, path.as_ref(), 4);
+        yaml::write_str_scalar(out, path, 4);
         out.push_str("\n  sha256: ");
-        yaml::write_str_scalar(out, sha256.as_ref(), 4);
+        yaml::write_str_scalar(out, sha256, 4);
     }
 }
 

@@ -141,11 +141,9 @@ impl Resource {
     }
     /// The object as YAML text: `raw` when set, else the canonical serialization.
     pub fn to_yaml(&self) -> String {
-        match &self.raw {
-            Some(raw) if raw.text.ends_with('\n') => raw.text.clone(),
-            Some(raw) => format!("{}\n", raw.text),
-            None => crate::yaml::to_string(&self.value),
-        }
+        let mut out = String::with_capacity(self.raw.as_ref().map_or(1024, |r| r.text.len() + 1));
+        self.write_yaml(&mut out);
+        out
     }
 
     /// sha256 of [`Self::to_yaml`], when it is already known.

@@ -213,21 +213,17 @@ fn write_scalar(out: &mut String, value: &Value, block_indent: usize) {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => write_string(out, s, block_indent),
+        Value::String(s) => write_str_scalar(out, s, block_indent),
         Value::Object(_) => out.push_str("{}"),
         Value::Array(_) => out.push_str("[]"),
     }
 }
 
-/// Append a string scalar exactly as [`write_document`] writes it after `key: ` or `- `, for
-/// callers that write a fixed layout as text (the lock file) instead of building a value.
-/// `block_indent` is the indentation of a literal block's lines: the key's or the dash's
-/// column plus two.
+/// Append a string scalar as [`write_document`] writes it after `key: ` or `- ` (it does so
+/// through this function), also for callers that write a fixed layout as text (the lock
+/// file) instead of building a value. `block_indent` is the indentation of a literal
+/// block's lines: the key's or the dash's column plus two.
 pub fn write_str_scalar(out: &mut String, s: &str, block_indent: usize) {
-    write_string(out, s, block_indent);
-}
-
-fn write_string(out: &mut String, s: &str, block_indent: usize) {
     if s.contains('\n') && literal_block_ok(s) {
         let trailing = s.len() - s.trim_end_matches('\n').len();
         out.push_str(match trailing {
