@@ -36,6 +36,23 @@ impl From<Status> for ExitCode {
     }
 }
 
+/// The error and its causes, joined by ": ", each cause left out when the text before it
+/// already ends with it (a library error that names its source in its own message, as
+/// `path: OS error` does, is not followed by the OS error a second time).
+pub fn error_message(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.is_empty() {
+            text = part;
+        } else if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+    }
+    text
+}
+
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<Status> {
     match cli.command {
@@ -67,9 +84,11 @@ pub fn run(cli: Cli) -> Result<Status> {
 /// Each worker reads its cluster (overlays come from a cache shared by all), renders it and keeps only what `f` returns, so no
 /// cluster's inputs or objects outlive its turn. Results, the first error, and the
 /// duplicate-name check come back in input order: output never depends on scheduling.
+/// `wanted` says whether the inputs are hashed for a lock (only `-o` writes one).
 pub fn render_each<T: Send>(
     dirs: &[PathBuf],
     templates: Option<&PathBuf>,
+    wanted: inputs::Digests,
     f: impl Fn(Rendered, Vec<inputs::Digest256>) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
     let tdir_of = |d: &PathBuf| {
@@ -87,13 +106,15 @@ pub fn render_each<T: Send>(
     }
     let overlay_cache = inputs::OverlayCache::default();
     let one = |d: &PathBuf| -> Result<(String, String, T)> {
-        let c = inputs::load_cluster(d)?;
+        let c = inputs::load_cluster_with(d, wanted)?;
         let overlays = inputs::load_overlays(&c, &overlay_cache)?;
         let (renderer, tdigests) = &renderers[&tdir_of(d)];
         let rendered = build(&c, &overlays, renderer)?;
         let mut digests = c.digests;
-        digests.extend(overlays.digests);
-        digests.extend(tdigests.iter().cloned());
+        if wanted == inputs::Digests::Wanted {
+            digests.extend(overlays.digests);
+            digests.extend(tdigests.iter().cloned());
+        }
         Ok((c.config.metadata.name, c.file, f(rendered, digests)?))
     };
     // One worker more than cores: a worker waiting for the disk (reading inputs that are
@@ -190,18 +211,23 @@ fn render(args: RenderArgs) -> Result<Status> {
     match args.output {
         None => {
             // The whole stream is built before anything is printed: a failure prints nothing.
-            let parts = render_each(&clusters, args.templates.as_ref(), |mut r, _| {
-                if let Some(ids) = &ids {
-                    for res in &mut r.resources {
-                        decrypt_sealed(res, ids)?;
+            let parts = render_each(
+                &clusters,
+                args.templates.as_ref(),
+                inputs::Digests::NotWanted,
+                |mut r, _| {
+                    if let Some(ids) = &ids {
+                        for res in &mut r.resources {
+                            decrypt_sealed(res, ids)?;
+                        }
                     }
-                }
-                let mut text = String::with_capacity(16384);
-                crate::resource::write_stream(&r.resources, &mut text);
-                // Held until every cluster is rendered: keep only what it needs.
-                text.shrink_to_fit();
-                Ok(text)
-            })?;
+                    let mut text = String::with_capacity(16384);
+                    crate::resource::write_stream(&r.resources, &mut text);
+                    // Held until every cluster is rendered: keep only what it needs.
+                    text.shrink_to_fit();
+                    Ok(text)
+                },
+            )?;
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             for (i, part) in parts.iter().enumerate() {
                 if i > 0 {
@@ -216,9 +242,12 @@ fn render(args: RenderArgs) -> Result<Status> {
             // rendered; the directories are swapped in only once every cluster succeeded.
             std::fs::create_dir_all(&root)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?;
-            let staged = render_each(&clusters, args.templates.as_ref(), |r, d| {
-                Ok(bundle::stage(&root, &Bundle::build(&r, &d)?)?)
-            })?;
+            let staged = render_each(
+                &clusters,
+                args.templates.as_ref(),
+                inputs::Digests::Wanted,
+                |r, d| Ok(bundle::stage(&root, &Bundle::build(&r, &d)?)?),
+            )?;
             let report = bundle::commit(staged)?;
             let mut err = std::io::stderr().lock();
             for (name, outcome) in report {
@@ -407,7 +436,7 @@ fn open_sealed(
     ids: &[age::x25519::Identity],
 ) -> Result<Vec<(String, crate::sops::SopsFile, crate::sops::Plain)>> {
     let mut out = Vec::new();
-    for s in inputs::read_sealed(&c.dir, true)? {
+    for s in inputs::read_sealed(&c.dir, true, false)? {
         let file = crate::sops::SopsFile::parse(&s.path, &s.text)?;
         let plain = file.decrypt(&s.path, ids)?;
         out.push((s.rel, file, plain));
@@ -511,7 +540,7 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
     let wanted: std::collections::BTreeSet<String> =
         c.config.spec.recipients.iter().cloned().collect();
     let mut stale = Vec::new();
-    for s in inputs::read_sealed(&c.dir, true)? {
+    for s in inputs::read_sealed(&c.dir, true, false)? {
         let f = crate::sops::SopsFile::parse(&s.path, &s.text)?;
         let have: std::collections::BTreeSet<String> = f.recipients().into_iter().collect();
         if have != wanted {
@@ -876,7 +905,9 @@ fn load_side(
     match inputs::discover(path) {
         Ok(dirs) => {
             let mut set = ResourceSet::default();
-            let rendered = render_each(&dirs, templates, |r, _| Ok((r.name, r.resources)))?;
+            let rendered = render_each(&dirs, templates, inputs::Digests::NotWanted, |r, _| {
+                Ok((r.name, r.resources))
+            })?;
             for (d, (name, resources)) in dirs.iter().zip(rendered) {
                 let phase = inputs::load_cluster(d)?
                     .config
@@ -1106,4 +1137,23 @@ fn diff(args: DiffArgs) -> Result<Status> {
     } else {
         Status::Success
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_message;
+
+    #[test]
+    fn error_message_says_a_repeated_cause_once() {
+        let os = std::io::Error::new(std::io::ErrorKind::NotFound, "not found");
+        let lib = crate::inputs::InputError::Io {
+            path: "a/b".into(),
+            source: os,
+        };
+        let err = anyhow::Error::new(lib).context("rendering lab-f");
+        assert_eq!(error_message(&err), "rendering lab-f: a/b: not found");
+        // A cause that the message does not already end with is kept.
+        let err = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_message(&err), "outer: inner");
+    }
 }

@@ -100,7 +100,7 @@ pub struct ClusterInput {
     pub config: ClusterConfig,
     /// The repository root (the parent of `clusters/`), or the cluster directory.
     pub root: PathBuf,
-    /// Digests of the inputs read for this cluster.
+    /// Digests of the inputs read for this cluster (none when not [`Digests::Wanted`]).
     pub digests: Vec<Digest256>,
     /// sha256 of `secrets.age`, when the cluster has one.
     pub secrets_age_sha256: Option<String>,
@@ -180,27 +180,49 @@ fn parse_yaml_file(file: &str, text: &str) -> Result<serde_json::Value, InputErr
     })
 }
 
-/// Read and parse one cluster directory.
+/// Whether the digests of a cluster's inputs are wanted (for a bundle's `capstan.lock`).
+/// Without them only `secrets.age` is hashed: the sealed files' checks need its digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Digests {
+    /// Hash every input file.
+    Wanted,
+    /// Hash only what the checks need (rendering to a stream, diffing).
+    NotWanted,
+}
+
+/// Read and parse one cluster directory, with the digests of its inputs.
 pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
+    load_cluster_with(dir, Digests::Wanted)
+}
+
+/// [`load_cluster`], hashing the inputs only when `digests` asks for it (then
+/// [`ClusterInput::digests`] is empty and the sealed files carry no digest).
+pub fn load_cluster_with(dir: &Path, digests: Digests) -> Result<ClusterInput, InputError> {
+    let wanted = digests == Digests::Wanted;
     let path = dir.join(CLUSTER_FILE);
     let file = path.display().to_string();
     let text = read_text(&path)?;
     let value = parse_yaml_file(&file, &text)?;
     let config = ClusterConfig::from_value(&file, value)?;
     let root = repo_root(dir);
-    let mut digests = vec![Digest256 {
-        path: rel(&root, &path),
-        sha256: sha256_hex(text.as_bytes()),
-    }];
+    let mut digests = Vec::with_capacity(if wanted { 4 } else { 0 });
+    if wanted {
+        digests.push(Digest256 {
+            path: rel(&root, &path),
+            sha256: sha256_hex(text.as_bytes()),
+        });
+    }
     let age_path = dir.join(crate::import::SECRETS_FILE);
     // Read directly (no separate existence check): absent means the cluster has none.
     let secrets_age_sha256 = match std::fs::read(&age_path) {
         Ok(bytes) => {
             let d = sha256_hex(&bytes);
-            digests.push(Digest256 {
-                path: rel(&root, &age_path),
-                sha256: d.clone(),
-            });
+            if wanted {
+                digests.push(Digest256 {
+                    path: rel(&root, &age_path),
+                    sha256: d.clone(),
+                });
+            }
             Some(d)
         }
         Err(e)
@@ -213,12 +235,14 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
         }
         Err(e) => return Err(io(&age_path)(e)),
     };
-    let sealed = read_sealed(dir, false)?;
+    let sealed = read_sealed(dir, false, wanted)?;
     for s in &sealed {
-        digests.push(Digest256 {
-            path: rel(&root, &dir.join(&s.rel)),
-            sha256: s.sha256.clone(),
-        });
+        if let Some(sha256) = &s.sha256 {
+            digests.push(Digest256 {
+                path: rel(&root, &dir.join(&s.rel)),
+                sha256: sha256.clone(),
+            });
+        }
     }
     Ok(ClusterInput {
         dir: dir.to_path_buf(),
@@ -233,8 +257,13 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
 
 /// The sealed files of a cluster directory: `secrets/*.yaml`, and with `workload` also
 /// `secrets/workload/*.yaml` and the SopsSecrets in `secrets/operator/*.yaml` (every file
-/// encrypted to the recipients, for rekey); sorted by relative path.
-pub fn read_sealed(dir: &Path, workload: bool) -> Result<Vec<crate::seal::SealedFile>, InputError> {
+/// encrypted to the recipients, for rekey); sorted by relative path; each with its digest
+/// when `digest`.
+pub fn read_sealed(
+    dir: &Path,
+    workload: bool,
+    digest: bool,
+) -> Result<Vec<crate::seal::SealedFile>, InputError> {
     use crate::seal::{SealedFile, SEALED_DIR, WORKLOAD_DIR};
     let mut out = Vec::new();
     let mut dirs = vec![(dir.join(SEALED_DIR), SEALED_DIR.to_string())];
@@ -271,7 +300,7 @@ pub fn read_sealed(dir: &Path, workload: bool) -> Result<Vec<crate::seal::Sealed
                 out.push(SealedFile {
                     rel: format!("{prefix}/{name}"),
                     path: p.display().to_string(),
-                    sha256: sha256_hex(text.as_bytes()),
+                    sha256: digest.then(|| sha256_hex(text.as_bytes())),
                     text,
                 });
             }

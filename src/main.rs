@@ -14,7 +14,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", capstan::commands::error_message(&err));
             ExitCode::from(2)
         }
     }

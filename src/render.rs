@@ -328,16 +328,23 @@ impl Renderer {
             });
         }
         let plan = Plan::new(config);
-        // The context is converted to template values once per cluster; per-machine and
-        // per-pool values are layered on top (minijinja merges maps lazily).
+        // The context's entries are converted to template values once per cluster; each
+        // template gets them in one map, with its machine and pool set over them.
         let json_ctx = context(config, &plan);
-        let base0 = to_template_value(&json_ctx);
+        let mut base: ContextMap = json_ctx
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (minijinja::Value::from(k.as_str()), to_template_value(v)))
+            .collect();
+        let base0 = over(&base, &[]);
         let cp_patch = self.render_patch("talos/controlplane-patch.yaml", &base0)?;
         let worker_patch = self.render_patch("talos/worker-patch.yaml", &base0)?;
         let mut talos = json_ctx["talos"].clone();
         talos["controlPlanePatch"] = Value::String(cp_patch);
         talos["workerPatch"] = Value::String(worker_patch);
-        let ctx = minijinja::context! { talos => to_template_value(&talos), ..base0 };
+        base.insert("talos".into(), to_template_value(&talos));
+        let ctx = over(&base, &[]);
 
         let fl = config.spec.flavour.as_str();
         let t = |n: &str| format!("{fl}/{n}");
@@ -357,7 +364,7 @@ impl Renderer {
                 &cp.machine,
                 &vsphere_template,
             );
-            let c = minijinja::context! { machine => to_template_value(&machine), ..ctx.clone() };
+            let c = over(&base, &[("machine", to_template_value(&machine))]);
             self.render_objects(&t("vspheremachinetemplate.yaml"), &c, &mut out)?;
         }
         for (pool, pool_ctx) in config.spec.workers.iter().zip(plan.pools.iter()) {
@@ -367,16 +374,18 @@ impl Renderer {
                 &pool.machine,
                 &vsphere_template,
             );
-            let c = minijinja::context! {
-                machine => to_template_value(&machine),
-                pool => to_template_value(pool_ctx),
-                ..ctx.clone()
-            };
+            let c = over(
+                &base,
+                &[
+                    ("machine", to_template_value(&machine)),
+                    ("pool", to_template_value(pool_ctx)),
+                ],
+            );
             self.render_objects(&t("vspheremachinetemplate.yaml"), &c, &mut out)?;
         }
         self.render_objects(&t("taloscontrolplane.yaml"), &ctx, &mut out)?;
         for pool_ctx in &plan.pools {
-            let c = minijinja::context! { pool => to_template_value(pool_ctx), ..ctx.clone() };
+            let c = over(&base, &[("pool", to_template_value(pool_ctx))]);
             self.render_objects(&t("talosconfigtemplate.yaml"), &c, &mut out)?;
             self.render_objects(&t("machinedeployment.yaml"), &c, &mut out)?;
         }
@@ -513,6 +522,20 @@ fn check_interlocks(
         }
     }
     Ok(())
+}
+
+/// The top-level entries of a template context.
+type ContextMap = BTreeMap<minijinja::Value, minijinja::Value>;
+
+/// A template context: `base` with `extra` set over it, as one map. (Copying the dozen
+/// top-level entries costs less than looking every name up through layered maps, as
+/// `context! { .., ..base }` does.)
+fn over(base: &ContextMap, extra: &[(&str, minijinja::Value)]) -> minijinja::Value {
+    let mut map = base.clone();
+    for (k, v) in extra {
+        map.insert(minijinja::Value::from(*k), v.clone());
+    }
+    minijinja::Value::from_object(map)
 }
 
 /// A JSON value as a template value.

@@ -145,8 +145,8 @@ pub struct SealedFile {
     pub path: String,
     /// Its text (ciphertext and public metadata only).
     pub text: String,
-    /// sha256 (lowercase hex) of `text`.
-    pub sha256: String,
+    /// sha256 (lowercase hex) of `text`, when the reader was asked for it.
+    pub sha256: Option<String>,
 }
 
 /// The file names sealing produces for a cluster (relative to the cluster directory).
@@ -387,7 +387,7 @@ pub fn sealed_resources(
             origin: s.path.clone(),
             raw: Some(resource::Verbatim {
                 text: s.text.clone(),
-                sha256: Some(s.sha256.clone()),
+                sha256: s.sha256.clone(),
             }),
         });
     }

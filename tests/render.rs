@@ -317,6 +317,8 @@ fn error_missing_directory_and_yaml_syntax() {
     let (_t, repo) = prepared_repo();
     let err = render_fails(&repo, &["clusters/nope"]);
     assert!(err.contains("clusters/nope"), "{err}");
+    // The OS error is said once, though it is both in the message and its source.
+    assert_eq!(err.matches("(os error 2)").count(), 1, "{err}");
     std::fs::write(
         repo.join("clusters/lab-f/cluster.yaml"),
         "spec: [unclosed\n",

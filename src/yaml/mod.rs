@@ -280,26 +280,18 @@ fn write_plain_or_quoted(out: &mut String, s: &str) {
     }
 }
 
-/// Conservative test for a plain scalar that reads back as the same string under both
-/// YAML 1.1 and 1.2 resolvers. (One pass over the bytes: it runs for every emitted scalar.)
-fn plain_ok(s: &str) -> bool {
-    let b = s.as_bytes();
-    let Some(&first) = b.first() else {
-        return false;
-    };
-    if !(first.is_ascii_alphanumeric() || matches!(first, b'/' | b'_' | b'.')) {
-        return false;
-    }
-    if matches!(b[b.len() - 1], b' ' | b':') {
-        return false;
-    }
-    // Anything that might be a number, a sexagesimal, a date or a version-like float.
-    let mut numberish = true;
-    let mut prev = 0u8;
-    for &c in b {
-        let allowed = c.is_ascii_alphanumeric()
+/// Byte classes for [`plain_ok`]: may appear in a plain scalar; may appear in a number,
+/// sexagesimal or version-like float.
+const PLAIN: u8 = 1;
+const NUMBERISH: u8 = 2;
+const CLASSES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        let allowed = b.is_ascii_alphanumeric()
             || matches!(
-                c,
+                b,
                 b' ' | b'.'
                     | b'_'
                     | b'/'
@@ -317,17 +309,45 @@ fn plain_ok(s: &str) -> bool {
                     | b'<'
                     | b'\\'
             );
-        if !allowed || (prev == b':' && c == b' ') || (prev == b' ' && c == b'#') {
-            return false;
-        }
-        numberish = numberish
-            && (c.is_ascii_hexdigit()
-                || matches!(
-                    c,
-                    b'.' | b'_' | b':' | b'+' | b'-' | b'x' | b'X' | b'o' | b'O'
-                ));
+        let numberish = b.is_ascii_hexdigit()
+            || matches!(
+                b,
+                b'.' | b'_' | b':' | b'+' | b'-' | b'x' | b'X' | b'o' | b'O'
+            );
+        t[c] = (allowed as u8 * PLAIN) | (numberish as u8 * NUMBERISH);
+        c += 1;
+    }
+    t
+};
+
+/// Conservative test for a plain scalar that reads back as the same string under both
+/// YAML 1.1 and 1.2 resolvers. (One pass over the bytes, without branches on their
+/// classes: it runs for every emitted scalar.)
+fn plain_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    let Some(&first) = b.first() else {
+        return false;
+    };
+    if !(first.is_ascii_alphanumeric() || matches!(first, b'/' | b'_' | b'.')) {
+        return false;
+    }
+    if matches!(b[b.len() - 1], b' ' | b':') {
+        return false;
+    }
+    // Every byte allowed (`#` is not, so ` #` cannot start a comment), no `: `, and whether
+    // all of them could belong to a number.
+    let mut all = PLAIN | NUMBERISH;
+    let mut colon_space = false;
+    let mut prev = 0u8;
+    for &c in b {
+        all &= CLASSES[c as usize];
+        colon_space |= prev == b':' && c == b' ';
         prev = c;
     }
+    if all & PLAIN == 0 || colon_space {
+        return false;
+    }
+    let numberish = all & NUMBERISH != 0;
     if b.len() <= 5
         && [
             "true", "false", "yes", "no", "on", "off", "y", "n", "null", ".inf", ".nan",
