@@ -196,6 +196,9 @@ pub fn build(
     Ok(rendered)
 }
 
+/// The line between two clusters' documents in a stream.
+const SEPARATOR: &str = "---\n";
+
 fn render(args: RenderArgs) -> Result<Status> {
     let dirs = if args.dirs.is_empty() {
         vec![PathBuf::from(".")]
@@ -221,18 +224,24 @@ fn render(args: RenderArgs) -> Result<Status> {
                             decrypt_sealed(res, ids)?;
                         }
                     }
+                    // Each part ends with the separator from the next cluster's documents
+                    // (the last part's is left out when printing), so a part is one write.
                     let mut text = String::with_capacity(16384);
                     crate::resource::write_stream(&r.resources, &mut text);
+                    text.push_str(SEPARATOR);
                     // Held until every cluster is rendered: keep only what it needs.
                     text.shrink_to_fit();
                     Ok(text)
                 },
             )?;
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            let mut out = std::io::stdout().lock();
+            let last = parts.len().saturating_sub(1);
             for (i, part) in parts.iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b"---\n")?;
-                }
+                let part = if i == last {
+                    &part[..part.len() - SEPARATOR.len()]
+                } else {
+                    &part[..]
+                };
                 out.write_all(part.as_bytes())?;
             }
             out.flush()?;
