@@ -224,7 +224,7 @@ fn render(args: RenderArgs) -> Result<Status> {
                             decrypt_sealed(res, ids)?;
                         }
                     }
-                    // Each part ends with the separator from the next cluster's documents
+                    // Each part ends with the separator before the next cluster's documents
                     // (the last part's is left out when printing), so a part is one write.
                     let mut text = String::with_capacity(16384);
                     crate::resource::write_stream(&r.resources, &mut text);

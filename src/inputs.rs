@@ -942,6 +942,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn inputs_are_hashed_only_when_wanted() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gitops/clusters/lab-f");
+        let with = load_cluster_with(&dir, Digests::Wanted).unwrap();
+        let without = load_cluster_with(&dir, Digests::NotWanted).unwrap();
+        let paths: Vec<&str> = with.digests.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "clusters/lab-f/cluster.yaml",
+                "clusters/lab-f/secrets.age",
+                "clusters/lab-f/secrets/lab-f-ca.yaml",
+                "clusters/lab-f/secrets/lab-f-talos.yaml",
+            ]
+        );
+        let text = std::fs::read(dir.join("cluster.yaml")).unwrap();
+        assert_eq!(with.digests[0].sha256, sha256_hex(&text));
+        assert!(with.sealed.iter().all(|s| s.sha256.is_some()));
+        // Without: nothing listed, no sealed digest, but the bundle digest the sealed
+        // files' checks compare with is the same.
+        assert!(without.digests.is_empty());
+        assert!(without.sealed.iter().all(|s| s.sha256.is_none()));
+        assert!(without.secrets_age_sha256.is_some());
+        assert_eq!(without.secrets_age_sha256, with.secrets_age_sha256);
+        assert_eq!(without.config, with.config);
+    }
+
+    #[test]
     fn discovery_and_roots() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
