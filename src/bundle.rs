@@ -25,13 +25,14 @@ pub const KUSTOMIZATION: &str = "kustomization.yaml";
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     /// An IO error on a path.
-    #[error("{path}: {source}")]
+    // The message names the OS error, so it is not also the error's `source()`: a
+    // printed chain (`{:#}`) would say it twice.
+    #[error("{path}: {error}")]
     Io {
         /// The path.
         path: String,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The target holds files capstan did not write.
     #[error("{dir}: refusing to write: {} not written by capstan ({}); move {} away or choose another output directory", if files.len() == 1 { "this file was" } else { "these files were" }, files.join(", "), if files.len() == 1 { "it" } else { "them" })]
@@ -66,9 +67,9 @@ pub enum BundleError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
-    move |source| BundleError::Io {
+    move |error| BundleError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     }
 }
 
@@ -211,7 +212,7 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
                 } else {
                     BundleError::Io {
                         path: p.display().to_string(),
-                        source: e.error,
+                        error: e.error,
                     }
                 }
             })?;
@@ -263,7 +264,7 @@ pub fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<Stri
         std::io::Write::write_all(&mut tmp, bytes).map_err(io(&p))?;
         tmp.persist(&p).map_err(|e| BundleError::Io {
             path: p.display().to_string(),
-            source: e.error,
+            error: e.error,
         })?;
         written.push(name.clone());
     }
@@ -413,7 +414,7 @@ pub fn commit(staged: Vec<Staged>) -> Result<Vec<(String, Outcome)>, BundleError
                 let _ = std::fs::remove_dir_all(&tmp_path);
                 return Err(BundleError::Io {
                     path: s.dir.display().to_string(),
-                    source: e,
+                    error: e,
                 });
             }
             std::fs::remove_dir_all(&old).map_err(io(&old))?;

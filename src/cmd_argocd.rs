@@ -63,21 +63,12 @@ fn one_line(text: &str) -> String {
 /// `capstan argocd generate`: the whole stream is built before anything is printed, so a
 /// failure prints nothing on stdout and exits 2 with one line on stderr.
 pub fn generate() -> Result<Status> {
-    let vars = env_vars().map_err(|e| {
-        anyhow::anyhow!(
-            "argocd generate: {}",
-            one_line(&crate::commands::error_message(&e))
-        )
-    })?;
+    let vars = env_vars()
+        .map_err(|e| anyhow::anyhow!("argocd generate: {}", one_line(&format!("{e:#}"))))?;
     let ctx = Context::from_env(&vars)
         .map_err(|e| anyhow::anyhow!("argocd generate: {}", one_line(&e.to_string())))?;
-    let stream = build_stream(&ctx, &vars).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: {}",
-            ctx.label(),
-            one_line(&crate::commands::error_message(&e))
-        )
-    })?;
+    let stream = build_stream(&ctx, &vars)
+        .map_err(|e| anyhow::anyhow!("{}: {}", ctx.label(), one_line(&format!("{e:#}"))))?;
     let mut out = std::io::stdout().lock();
     out.write_all(stream.as_bytes())?;
     out.flush()?;
@@ -111,31 +102,26 @@ fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<St
     // Relative to the repository root, every file in a message is named as in git.
     std::env::set_current_dir(&root).with_context(|| root.display().to_string())?;
     let clusters = inputs::discover_all(&[target])?;
-    let parts = render_each(
-        &clusters,
-        None,
-        crate::inputs::Digests::NotWanted,
-        |r, _| {
-            ctx.check_namespace(&r.name, &r.namespace)?;
-            let mut objects = Vec::with_capacity(r.resources.len());
-            for mut res in r.resources {
-                if res.raw.is_some() {
-                    match mode {
-                        SecretsMode::Omit => continue,
-                        SecretsMode::Decrypt => {
-                            decrypt_sealed(&mut res, ids.as_deref().unwrap_or_default())?
-                        }
-                        SecretsMode::Operator => res = operator_object(&res.value, &res.origin)?,
+    let parts = render_each(&clusters, None, inputs::Digests::NotWanted, |r, _| {
+        ctx.check_namespace(&r.name, &r.namespace)?;
+        let mut objects = Vec::with_capacity(r.resources.len());
+        for mut res in r.resources {
+            if res.raw.is_some() {
+                match mode {
+                    SecretsMode::Omit => continue,
+                    SecretsMode::Decrypt => {
+                        decrypt_sealed(&mut res, ids.as_deref().unwrap_or_default())?
                     }
+                    SecretsMode::Operator => res = operator_object(&res.value, &res.origin)?,
                 }
-                argocd::annotate(&mut res);
-                objects.push(res);
             }
-            let mut text = Zeroizing::new(String::with_capacity(16384));
-            crate::resource::write_stream(&objects, &mut text);
-            Ok((text, objects.len()))
-        },
-    )?;
+            argocd::annotate(&mut res);
+            objects.push(res);
+        }
+        let mut text = Zeroizing::new(String::with_capacity(16384));
+        crate::resource::write_stream(&objects, &mut text);
+        Ok((text, objects.len()))
+    })?;
     if parts.iter().all(|(_, n)| *n == 0) {
         return Err(ArgocdError::Empty.into());
     }
@@ -164,7 +150,7 @@ fn operator_object(
         .map_or_else(|| ".".to_string(), |d| d.display().to_string());
     let text = match inputs::read_text(Path::new(&path)) {
         Ok(t) => t,
-        Err(InputError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+        Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
             return Err(SopsSecretError::Missing {
                 path,
                 dir: cluster_dir,
@@ -204,7 +190,7 @@ pub fn seal_operator(args: ClusterSecretsArgs) -> Result<Status> {
     )?;
     let prefix = format!("{}/{}/", crate::seal::SEALED_DIR, sopssecret::OPERATOR_DIR);
     let mut previous = Vec::new();
-    for s in inputs::read_sealed(&c.dir, true, false)? {
+    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
         if s.rel.starts_with(&prefix) {
             let f = SopsFile::parse(&s.path, &s.text)?;
             let p = f.decrypt(&s.path, &ids)?;

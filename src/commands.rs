@@ -36,23 +36,6 @@ impl From<Status> for ExitCode {
     }
 }
 
-/// The error and its causes, joined by ": ", each cause left out when the text before it
-/// already ends with it (a library error that names its source in its own message, as
-/// `path: OS error` does, is not followed by the OS error a second time).
-pub fn error_message(err: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in err.chain() {
-        let part = cause.to_string();
-        if text.is_empty() {
-            text = part;
-        } else if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-    }
-    text
-}
-
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<Status> {
     match cli.command {
@@ -445,7 +428,7 @@ fn open_sealed(
     ids: &[age::x25519::Identity],
 ) -> Result<Vec<(String, crate::sops::SopsFile, crate::sops::Plain)>> {
     let mut out = Vec::new();
-    for s in inputs::read_sealed(&c.dir, true, false)? {
+    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
         let file = crate::sops::SopsFile::parse(&s.path, &s.text)?;
         let plain = file.decrypt(&s.path, ids)?;
         out.push((s.rel, file, plain));
@@ -549,7 +532,7 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
     let wanted: std::collections::BTreeSet<String> =
         c.config.spec.recipients.iter().cloned().collect();
     let mut stale = Vec::new();
-    for s in inputs::read_sealed(&c.dir, true, false)? {
+    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
         let f = crate::sops::SopsFile::parse(&s.path, &s.text)?;
         let have: std::collections::BTreeSet<String> = f.recipients().into_iter().collect();
         if have != wanted {
@@ -1150,19 +1133,19 @@ fn diff(args: DiffArgs) -> Result<Status> {
 
 #[cfg(test)]
 mod tests {
-    use super::error_message;
-
     #[test]
-    fn error_message_says_a_repeated_cause_once() {
+    fn a_printed_error_chain_says_a_repeated_cause_once() {
+        // `main` prints `{:#}`: a library error that names its cause in its own message
+        // does not also return it as its source, so the cause is not printed again.
         let os = std::io::Error::new(std::io::ErrorKind::NotFound, "not found");
         let lib = crate::inputs::InputError::Io {
             path: "a/b".into(),
-            source: os,
+            error: os,
         };
         let err = anyhow::Error::new(lib).context("rendering lab-f");
-        assert_eq!(error_message(&err), "rendering lab-f: a/b: not found");
+        assert_eq!(format!("{err:#}"), "rendering lab-f: a/b: not found");
         // A cause that the message does not already end with is kept.
         let err = anyhow::anyhow!("inner").context("outer");
-        assert_eq!(error_message(&err), "outer: inner");
+        assert_eq!(format!("{err:#}"), "outer: inner");
     }
 }

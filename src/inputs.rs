@@ -24,13 +24,14 @@ pub const CLUSTER_FILE: &str = "cluster.yaml";
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     /// A file or directory could not be read.
-    #[error("{path}: {source}")]
+    // The message names the OS error, so it is not also the error's `source()`: a
+    // printed chain (`{:#}`) would say it twice.
+    #[error("{path}: {error}")]
     Io {
         /// The path.
         path: String,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file is not valid YAML.
     #[error("{file}: invalid YAML: {message}")]
@@ -74,9 +75,9 @@ pub enum InputError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InputError + '_ {
-    move |source| InputError::Io {
+    move |error| InputError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     }
 }
 
@@ -195,10 +196,10 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
     load_cluster_with(dir, Digests::Wanted)
 }
 
-/// [`load_cluster`], hashing the inputs only when `digests` asks for it (then
+/// [`load_cluster`], hashing the inputs only when `want` asks for it (else
 /// [`ClusterInput::digests`] is empty and the sealed files carry no digest).
-pub fn load_cluster_with(dir: &Path, digests: Digests) -> Result<ClusterInput, InputError> {
-    let wanted = digests == Digests::Wanted;
+pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, InputError> {
+    let wanted = want == Digests::Wanted;
     let path = dir.join(CLUSTER_FILE);
     let file = path.display().to_string();
     let text = read_text(&path)?;
@@ -235,7 +236,7 @@ pub fn load_cluster_with(dir: &Path, digests: Digests) -> Result<ClusterInput, I
         }
         Err(e) => return Err(io(&age_path)(e)),
     };
-    let sealed = read_sealed(dir, false, wanted)?;
+    let sealed = read_sealed(dir, false, want)?;
     for s in &sealed {
         if let Some(sha256) = &s.sha256 {
             digests.push(Digest256 {
@@ -258,11 +259,11 @@ pub fn load_cluster_with(dir: &Path, digests: Digests) -> Result<ClusterInput, I
 /// The sealed files of a cluster directory: `secrets/*.yaml`, and with `workload` also
 /// `secrets/workload/*.yaml` and the SopsSecrets in `secrets/operator/*.yaml` (every file
 /// encrypted to the recipients, for rekey); sorted by relative path; each with its digest
-/// when `digest`.
+/// when `want` asks for it.
 pub fn read_sealed(
     dir: &Path,
     workload: bool,
-    digest: bool,
+    want: Digests,
 ) -> Result<Vec<crate::seal::SealedFile>, InputError> {
     use crate::seal::{SealedFile, SEALED_DIR, WORKLOAD_DIR};
     let mut out = Vec::new();
@@ -300,7 +301,7 @@ pub fn read_sealed(
                 out.push(SealedFile {
                     rel: format!("{prefix}/{name}"),
                     path: p.display().to_string(),
-                    sha256: digest.then(|| sha256_hex(text.as_bytes())),
+                    sha256: (want == Digests::Wanted).then(|| sha256_hex(text.as_bytes())),
                     text,
                 });
             }
@@ -359,7 +360,7 @@ pub fn read_yaml_documents(
                 let p = e.path().unwrap_or(path).display().to_string();
                 InputError::Io {
                     path: p,
-                    source: e
+                    error: e
                         .into_io_error()
                         .unwrap_or_else(|| std::io::Error::other("walk failed")),
                 }
@@ -459,7 +460,7 @@ fn require_pki_dir(pki: &Path) -> Result<(), InputError> {
     }
     Err(InputError::Io {
         path: pki.display().to_string(),
-        source: std::io::Error::new(
+        error: std::io::Error::new(
             std::io::ErrorKind::NotFound,
             "not a directory (expected the kubeadm pki directory)",
         ),
@@ -611,7 +612,7 @@ pub fn load_templates(
             let path = e.path().unwrap_or(dir).display().to_string();
             InputError::Io {
                 path,
-                source: e
+                error: e
                     .into_io_error()
                     .unwrap_or_else(|| std::io::Error::other("walk failed")),
             }

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {}", capstan::commands::error_message(&err));
+            eprintln!("error: {err:#}");
             ExitCode::from(2)
         }
     }

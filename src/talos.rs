@@ -75,15 +75,16 @@ pub enum BundleError {
         path: String,
     },
     /// A certificate or key in the bundle does not parse.
-    #[error("{label}: {path}: {source}")]
+    // The message names the cause, so it is not also `source()`: a printed chain would
+    // repeat it.
+    #[error("{label}: {path}: {error}")]
     Pki {
         /// The file the problem is in.
         label: String,
         /// The YAML path of the certificate or key (`certs.k8s.crt`).
         path: String,
         /// Why it does not parse.
-        #[source]
-        source: Box<PkiError>,
+        error: Box<PkiError>,
     },
     /// `Bundle.Validate` failed; `problems` are Talos's messages joined with `; `.
     #[error("{label}: failed to validate secrets bundle: {problems}")]
@@ -94,15 +95,16 @@ pub enum BundleError {
         problems: String,
     },
     /// Generating a certificate, token or secret for a new bundle failed.
-    #[error("{label}: cannot generate {what}: {source}")]
+    // The message names the cause, so it is not also `source()`: a printed chain would
+    // repeat it.
+    #[error("{label}: cannot generate {what}: {error}")]
     Generate {
         /// The bundle being built.
         label: String,
         /// What was being generated (`the Talos OS CA`, `cluster.id`, …).
         what: &'static str,
         /// Why generation failed.
-        #[source]
-        source: Box<PkiError>,
+        error: Box<PkiError>,
     },
 }
 
@@ -508,7 +510,7 @@ impl SecretsBundle {
                 BundleError::Pki {
                     label: self.label.clone(),
                     path: path.clone(),
-                    source: Box::new(source),
+                    error: Box::new(source),
                 }
             })?;
             Ok(pki::sha256_fingerprint_der(&der))
@@ -522,7 +524,7 @@ impl SecretsBundle {
             pki::parse_private_key(sa_path, &sa.key).map_err(|source| BundleError::Pki {
                 label: self.label.clone(),
                 path: sa_path.to_string(),
-                source: Box::new(source),
+                error: Box::new(source),
             })?;
         Ok(CaFingerprints {
             k8s: cert_fp("k8s", &certs.k8s)?,
@@ -552,7 +554,7 @@ impl SecretsBundle {
             move |source: PkiError| BundleError::Generate {
                 label,
                 what,
-                source: Box::new(source),
+                error: Box::new(source),
             }
         };
         let os = pki::generate_os_ca(now).map_err(gen("the Talos OS CA"))?;

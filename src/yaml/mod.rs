@@ -289,36 +289,25 @@ const CLASSES: [u8; 256] = {
     let mut c = 0;
     while c < 256 {
         let b = c as u8;
-        let allowed = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b' ' | b'.'
-                    | b'_'
-                    | b'/'
-                    | b':'
-                    | b'-'
-                    | b'+'
-                    | b'='
-                    | b','
-                    | b'('
-                    | b')'
-                    | b'~'
-                    | b'$'
-                    | b'^'
-                    | b';'
-                    | b'<'
-                    | b'\\'
-            );
-        let numberish = b.is_ascii_hexdigit()
-            || matches!(
-                b,
-                b'.' | b'_' | b':' | b'+' | b'-' | b'x' | b'X' | b'o' | b'O'
-            );
+        let allowed = b.is_ascii_alphanumeric() || in_set(b" ._/:-+=,()~$^;<\\", b);
+        let numberish = b.is_ascii_hexdigit() || in_set(b"._:+-xXoO", b);
         t[c] = (allowed as u8 * PLAIN) | (numberish as u8 * NUMBERISH);
         c += 1;
     }
     t
 };
+
+/// `set` contains `b` (usable in a constant).
+const fn in_set(set: &[u8], b: u8) -> bool {
+    let mut i = 0;
+    while i < set.len() {
+        if set[i] == b {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
 
 /// Conservative test for a plain scalar that reads back as the same string under both
 /// YAML 1.1 and 1.2 resolvers. (One pass over the bytes, without branches on their
