@@ -209,7 +209,9 @@ fn render(args: RenderArgs) -> Result<Status> {
                     }
                     // Each part ends with the separator before the next cluster's documents
                     // (the last part's is left out when printing), so a part is one write.
-                    let mut text = String::with_capacity(16384);
+                    let mut text = String::with_capacity(
+                        crate::resource::stream_capacity(&r.resources) + SEPARATOR.len(),
+                    );
                     crate::resource::write_stream(&r.resources, &mut text);
                     text.push_str(SEPARATOR);
                     // Held until every cluster is rendered: keep only what it needs.

@@ -164,9 +164,21 @@ fn rel(root: &Path, path: &Path) -> String {
     s.join("/")
 }
 
+/// A file's bytes. Unlike `std::fs::read`, no system call asks for the file's size first:
+/// inputs are small, so a 16 KiB buffer usually takes them in one read (then one more read
+/// sees the end). System calls are a large part of loading a cluster on some machines.
+fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::with_capacity(16 << 10);
+    // `take` hides the file from `read_to_end`'s size query (a `statx`).
+    file.take(u64::MAX).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Read a file as UTF-8 text.
 pub fn read_text(path: &Path) -> Result<String, InputError> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
+    let bytes = read_file(path).map_err(io(path))?;
     String::from_utf8(bytes).map_err(|_| InputError::Yaml {
         file: path.display().to_string(),
         message: "not UTF-8 text".into(),
@@ -215,7 +227,7 @@ pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, Inpu
     }
     let age_path = dir.join(crate::import::SECRETS_FILE);
     // Read directly (no separate existence check): absent means the cluster has none.
-    let secrets_age_sha256 = match std::fs::read(&age_path) {
+    let secrets_age_sha256 = match read_file(&age_path) {
         Ok(bytes) => {
             let d = sha256_hex(&bytes);
             if wanted {
@@ -593,7 +605,7 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
 
 /// Read a file's bytes.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, InputError> {
-    std::fs::read(path).map_err(io(path))
+    read_file(path).map_err(io(path))
 }
 
 /// Template overrides from a directory (`<dir>/<flavour>/*.yaml`, `<dir>/talos/*.yaml`),

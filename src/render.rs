@@ -210,12 +210,9 @@ impl Renderer {
             .build()
             .map_err(|e| template_error("(syntax)", "built-in", &e))?;
         env.set_syntax(syntax);
-        let mut sources: BTreeMap<String, (String, String)> = BUILTIN
-            .iter()
-            .map(|(n, s)| (n.to_string(), ("built-in".to_string(), s.to_string())))
-            .collect();
+        let mut origins = BTreeMap::new();
         for o in overrides {
-            if !sources.contains_key(&o.name) {
+            if !BUILTIN.iter().any(|(n, _)| *n == o.name) {
                 return Err(RenderError::UnknownTemplate {
                     origin: o.origin.clone(),
                     name: o.name.clone(),
@@ -226,14 +223,16 @@ impl Renderer {
                         .join(", "),
                 });
             }
-            sources.insert(o.name.clone(), (o.origin.clone(), o.source.clone()));
+            // Overrides are compiled now, so a syntax error in one is reported before any
+            // cluster renders, whether or not a cluster uses it.
+            env.add_template_owned(o.name.clone(), o.source.clone())
+                .map_err(|e| template_error(&o.name, &o.origin, &e))?;
+            origins.insert(o.name.clone(), o.origin.clone());
         }
-        let mut origins = BTreeMap::new();
-        for (name, (origin, source)) in sources {
-            env.add_template_owned(name.clone(), source)
-                .map_err(|e| template_error(&name, &origin, &e))?;
-            origins.insert(name, origin);
-        }
+        // The built-in templates (tested, see `every_builtin_template_compiles`) are compiled
+        // when first used: a cluster needs about half of them (one flavour, its phase's
+        // Jobs), and compiling all of them was a fifth of a one-cluster render.
+        env.set_loader(|name| Ok(BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)));
         Ok(Renderer { env, origins })
     }
 
@@ -331,20 +330,18 @@ impl Renderer {
         // The context's entries are converted to template values once per cluster; each
         // template gets them in one map, with its machine and pool set over them.
         let json_ctx = context(config, &plan);
-        let mut base: ContextMap = json_ctx
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| (minijinja::Value::from(k.as_str()), to_template_value(v)))
-            .collect();
-        let base0 = over(&base, &[]);
+        let mut base = Scope::default();
+        for (k, v) in json_ctx.as_object().into_iter().flatten() {
+            base.set(k, to_template_value(v));
+        }
+        let base0 = base.over(&[]);
         let cp_patch = self.render_patch("talos/controlplane-patch.yaml", &base0)?;
         let worker_patch = self.render_patch("talos/worker-patch.yaml", &base0)?;
         let mut talos = json_ctx["talos"].clone();
         talos["controlPlanePatch"] = Value::String(cp_patch);
         talos["workerPatch"] = Value::String(worker_patch);
-        base.insert("talos".into(), to_template_value(&talos));
-        let ctx = over(&base, &[]);
+        base.set("talos", to_template_value(&talos));
+        let ctx = base.over(&[]);
 
         let fl = config.spec.flavour.as_str();
         let t = |n: &str| format!("{fl}/{n}");
@@ -364,7 +361,7 @@ impl Renderer {
                 &cp.machine,
                 &vsphere_template,
             );
-            let c = over(&base, &[("machine", to_template_value(&machine))]);
+            let c = base.over(&[("machine", to_template_value(&machine))]);
             self.render_objects(&t("vspheremachinetemplate.yaml"), &c, &mut out)?;
         }
         for (pool, pool_ctx) in config.spec.workers.iter().zip(plan.pools.iter()) {
@@ -374,18 +371,15 @@ impl Renderer {
                 &pool.machine,
                 &vsphere_template,
             );
-            let c = over(
-                &base,
-                &[
-                    ("machine", to_template_value(&machine)),
-                    ("pool", to_template_value(pool_ctx)),
-                ],
-            );
+            let c = base.over(&[
+                ("machine", to_template_value(&machine)),
+                ("pool", to_template_value(pool_ctx)),
+            ]);
             self.render_objects(&t("vspheremachinetemplate.yaml"), &c, &mut out)?;
         }
         self.render_objects(&t("taloscontrolplane.yaml"), &ctx, &mut out)?;
         for pool_ctx in &plan.pools {
-            let c = over(&base, &[("pool", to_template_value(pool_ctx))]);
+            let c = base.over(&[("pool", to_template_value(pool_ctx))]);
             self.render_objects(&t("talosconfigtemplate.yaml"), &c, &mut out)?;
             self.render_objects(&t("machinedeployment.yaml"), &c, &mut out)?;
         }
@@ -524,18 +518,53 @@ fn check_interlocks(
     Ok(())
 }
 
-/// The top-level entries of a template context.
-type ContextMap = BTreeMap<minijinja::Value, minijinja::Value>;
+/// The top-level names of a template context and their values, sorted by name. (A dozen
+/// entries: a scan of them costs less than minijinja's ordered map, which compares
+/// template values on every lookup.)
+#[derive(Debug, Clone, Default)]
+struct Scope(Vec<(String, minijinja::Value)>);
 
-/// A template context: `base` with `extra` set over it, as one map. (Copying the dozen
-/// top-level entries costs less than looking every name up through layered maps, as
-/// `context! { .., ..base }` does.)
-fn over(base: &ContextMap, extra: &[(&str, minijinja::Value)]) -> minijinja::Value {
-    let mut map = base.clone();
-    for (k, v) in extra {
-        map.insert(minijinja::Value::from(*k), v.clone());
+impl Scope {
+    /// Set `name` to `value`, replacing what it held.
+    fn set(&mut self, name: &str, value: minijinja::Value) {
+        match self.0.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+            Ok(i) => self.0[i].1 = value,
+            Err(i) => self.0.insert(i, (name.to_string(), value)),
+        }
     }
-    minijinja::Value::from_object(map)
+
+    /// A template context: these names with `extra` set over them.
+    fn over(&self, extra: &[(&str, minijinja::Value)]) -> minijinja::Value {
+        let mut scope = self.clone();
+        for (k, v) in extra {
+            scope.set(k, v.clone());
+        }
+        minijinja::Value::from_object(scope)
+    }
+}
+
+impl minijinja::value::Object for Scope {
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        self.get_value_by_str(key.as_str()?)
+    }
+
+    fn get_value_by_str(self: &Arc<Self>, key: &str) -> Option<minijinja::Value> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        use minijinja::value::ObjectExt;
+        self.mapped_enumerator(|this| {
+            Box::new(
+                this.0
+                    .iter()
+                    .map(|(n, _)| minijinja::Value::from(n.as_str())),
+            )
+        })
+    }
 }
 
 /// A JSON value as a template value.
@@ -988,6 +1017,43 @@ mod tests {
             e.starts_with("template `v1beta1/cluster.yaml` (t) line 1: syntax error"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn every_builtin_template_compiles() {
+        // Built-ins are compiled on first use, so this is where a broken one shows.
+        let r = Renderer::new(&[]).unwrap();
+        for (name, _) in BUILTIN {
+            if let Err(e) = r.env.get_template(name) {
+                panic!("built-in template {name}: {e:#}");
+            }
+        }
+        assert!(r.env.get_template("v1beta1/nope.yaml").is_err());
+        // An override is compiled at once even when no cluster uses it (a v1beta2 template
+        // for a v1beta1 fleet), and it replaces the built-in.
+        let unused = TemplateOverride {
+            name: "v1beta2/cluster.yaml".into(),
+            origin: "templates/v1beta2/cluster.yaml".into(),
+            source: "{% if %}".into(),
+        };
+        let e = Renderer::new(&[unused]).err().unwrap().to_string();
+        assert!(
+            e.contains("`v1beta2/cluster.yaml` (templates/v1beta2/cluster.yaml)"),
+            "{e}"
+        );
+        let replaced = TemplateOverride {
+            name: "talos/worker-patch.yaml".into(),
+            origin: "t".into(),
+            source: "machine: {}\n".into(),
+        };
+        let r = Renderer::new(&[replaced]).unwrap();
+        let src = r
+            .env
+            .get_template("talos/worker-patch.yaml")
+            .unwrap()
+            .source()
+            .to_string();
+        assert_eq!(src, "machine: {}\n");
     }
 
     #[test]

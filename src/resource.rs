@@ -215,6 +215,15 @@ pub fn missing_identity(doc: &Value) -> Option<&'static str> {
     .map(|(field, _)| field)
 }
 
+/// About how many bytes [`write_stream`] writes for `resources` (an upper bound for
+/// typical objects), so the text can be allocated once.
+pub fn stream_capacity(resources: &[Resource]) -> usize {
+    resources
+        .iter()
+        .map(|r| r.raw.as_ref().map_or(1024, |raw| raw.text.len() + 1) + 4)
+        .sum()
+}
+
 /// Append objects to `out` as a YAML stream: documents separated by `---` (also from what
 /// `out` already holds).
 pub fn write_stream(resources: &[Resource], out: &mut String) {

@@ -212,7 +212,11 @@ fn write_scalar(out: &mut String, value: &Value, block_indent: usize) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::Number(n) => {
+            use std::fmt::Write as _;
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{n}");
+        }
         Value::String(s) => write_str_scalar(out, s, block_indent),
         Value::Object(_) => out.push_str("{}"),
         Value::Array(_) => out.push_str("[]"),

@@ -233,7 +233,7 @@ impl<'a> Reader<'a> {
 
     fn mapping(&mut self, n: usize, mut first: Option<(String, &'a str)>) -> R<Value> {
         self.count_node()?;
-        let mut map = Map::new();
+        let mut map = Map::with_capacity(4);
         loop {
             match self.peek()? {
                 Peek::Content(indent, body) if indent == n => {
