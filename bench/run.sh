@@ -325,6 +325,23 @@ G=$MED
 row "g" "$N10 clusters -> stdout" "$(sec "$G")" "-" "$METHOD"
 row "g" "  per cluster at $N10 / at $N" "$(us "$G" "$N10") / $(us "$C" "$N")" "~equal" "g / $N10, c / $N"
 
+# ---------------------------------------------------------------- (i) work, counted in instructions
+# Wall times on a shared VM swing by 2x within minutes for the same binary (bench/README.md,
+# session 7); the instructions a render executes do not. callgrind counts them (valgrind's
+# sha256 is the portable software one, not SHA-NI, so hashing weighs more than natively).
+if command -v valgrind >/dev/null 2>&1; then
+  log "i: instructions (callgrind), 1 and $N10 clusters to stdout"
+  irs() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+    awk '/Collected :/ {print $NF}'; }
+  I1=$(irs "$BIN" render "$ONE_DIR"); IN=$(irs "$BIN" render "$W/repo10")
+  if [[ -n $I1 && -n $IN ]]; then
+    row "i" "instructions, 1 cluster -> stdout" "$(awk -v i="$I1" 'BEGIN {printf "%.2f M", i/1e6}')" "-" "callgrind, whole process"
+    row "i" "  per further cluster ($N10 clusters)" "$(awk -v a="$IN" -v b="$I1" -v n="$N10" 'BEGIN {printf "%.2f M", (a-b)/(n-1)/1e6}')" "-" "(i($N10) - i(1)) / $(( N10 - 1 ))"
+  fi
+else
+  log "i: skipped (no valgrind)"
+fi
+
 # ---------------------------------------------------------------- (h) Argo CD plugin, one cluster
 # As the repo-server sidecar runs it: cwd = the Application's path, only the ARGOCD_* variables
 # and the identity in the environment (env -i), secrets mode decrypt (two SOPS files opened).

@@ -678,6 +678,18 @@ fn plain_text(raw: &str) -> R<&str> {
 /// What a plain scalar means: `null`, a boolean, a decimal integer or a string; anything
 /// that might be read as another number, boolean or null spelling is declined.
 fn resolve(s: &str) -> R<Value> {
+    // Most keys and many values start with a letter that begins no null, boolean, infinity
+    // or NaN spelling (and no number): such a scalar is a string.
+    if let Some(&first) = s.as_bytes().first() {
+        if first.is_ascii_alphabetic()
+            && !matches!(
+                first,
+                b'n' | b'N' | b't' | b'T' | b'f' | b'F' | b'i' | b'I' | b'y' | b'Y' | b'o' | b'O'
+            )
+        {
+            return Ok(Value::String(s.to_owned()));
+        }
+    }
     match s {
         "null" | "~" => return Ok(Value::Null),
         "true" => return Ok(Value::Bool(true)),
