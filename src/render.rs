@@ -723,6 +723,15 @@ mod tests {
         ClusterConfig::from_value("cluster.yaml", yaml::parse_one(text).unwrap()).unwrap()
     }
 
+    /// A template override as `inputs::load_templates` returns one.
+    fn template(name: &str, origin: &str, source: &str) -> TemplateOverride {
+        TemplateOverride {
+            name: name.into(),
+            origin: origin.into(),
+            source: source.into(),
+        }
+    }
+
     fn kinds(r: &Rendered) -> Vec<(String, String)> {
         r.resources
             .iter()
@@ -956,11 +965,11 @@ mod tests {
             .find(|(n, _)| *n == "v1beta1/taloscontrolplane.yaml")
             .unwrap()
             .1;
-        let o = TemplateOverride {
-            name: "v1beta1/taloscontrolplane.yaml".into(),
-            origin: "templates/v1beta1/taloscontrolplane.yaml".into(),
-            source: builtin.replace("{% if controlPlane.paused %}", "{% if false %}"),
-        };
+        let o = template(
+            "v1beta1/taloscontrolplane.yaml",
+            "templates/v1beta1/taloscontrolplane.yaml",
+            &builtin.replace("{% if controlPlane.paused %}", "{% if false %}"),
+        );
         let e = Renderer::new(&[o])
             .unwrap()
             .render("c", &config(&base), &[])
@@ -968,11 +977,7 @@ mod tests {
             .to_string();
         assert!(e.contains("migration interlock: lab-f-cp has replicas 3 while kubeadm etcd members remain but is not paused"), "{e}");
         // An override that empties the scale Job is refused.
-        let o = TemplateOverride {
-            name: "migration/scale-job.yaml".into(),
-            origin: "t".into(),
-            source: String::new(),
-        };
+        let o = template("migration/scale-job.yaml", "t", "");
         let e = Renderer::new(&[o])
             .unwrap()
             .render("c", &config(&base), &[])
@@ -986,32 +991,24 @@ mod tests {
 
     #[test]
     fn template_errors_name_template_and_line() {
-        let o = TemplateOverride {
-            name: "v1beta1/cluster.yaml".into(),
-            origin: "templates/v1beta1/cluster.yaml".into(),
-            source: "apiVersion: v1\nkind: X\nmetadata:\n  name: {{ cluster.nmae }}\n".into(),
-        };
+        let o = template(
+            "v1beta1/cluster.yaml",
+            "templates/v1beta1/cluster.yaml",
+            "apiVersion: v1\nkind: X\nmetadata:\n  name: {{ cluster.nmae }}\n",
+        );
         let r = Renderer::new(&[o]).unwrap();
         let e = r
             .render("c", &config(MINIMAL), &[])
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("template `v1beta1/cluster.yaml` (templates/v1beta1/cluster.yaml) line 4: undefined value"), "{e}");
-        let bad = TemplateOverride {
-            name: "v1beta1/nope.yaml".into(),
-            origin: "templates/v1beta1/nope.yaml".into(),
-            source: String::new(),
-        };
+        let bad = template("v1beta1/nope.yaml", "templates/v1beta1/nope.yaml", "");
         let e = Renderer::new(&[bad]).err().unwrap().to_string();
         assert!(
             e.contains("`v1beta1/nope.yaml` is not a template capstan knows"),
             "{e}"
         );
-        let syntax = TemplateOverride {
-            name: "v1beta1/cluster.yaml".into(),
-            origin: "t".into(),
-            source: "a: {{ x \n".into(),
-        };
+        let syntax = template("v1beta1/cluster.yaml", "t", "a: {{ x \n");
         let e = Renderer::new(&[syntax]).err().unwrap().to_string();
         assert!(
             e.starts_with("template `v1beta1/cluster.yaml` (t) line 1: syntax error"),
@@ -1031,21 +1028,17 @@ mod tests {
         assert!(r.env.get_template("v1beta1/nope.yaml").is_err());
         // An override is compiled at once even when no cluster uses it (a v1beta2 template
         // for a v1beta1 fleet), and it replaces the built-in.
-        let unused = TemplateOverride {
-            name: "v1beta2/cluster.yaml".into(),
-            origin: "templates/v1beta2/cluster.yaml".into(),
-            source: "{% if %}".into(),
-        };
+        let unused = template(
+            "v1beta2/cluster.yaml",
+            "templates/v1beta2/cluster.yaml",
+            "{% if %}",
+        );
         let e = Renderer::new(&[unused]).err().unwrap().to_string();
         assert!(
             e.contains("`v1beta2/cluster.yaml` (templates/v1beta2/cluster.yaml)"),
             "{e}"
         );
-        let replaced = TemplateOverride {
-            name: "talos/worker-patch.yaml".into(),
-            origin: "t".into(),
-            source: "machine: {}\n".into(),
-        };
+        let replaced = template("talos/worker-patch.yaml", "t", "machine: {}\n");
         let r = Renderer::new(&[replaced]).unwrap();
         let src = r
             .env
