@@ -1017,6 +1017,33 @@ mod tests {
     }
 
     #[test]
+    fn scope_sets_over_a_copy_and_looks_names_up() {
+        let mut base = Scope::default();
+        base.set("pool", minijinja::Value::from(1));
+        base.set("cluster", minijinja::Value::from("a"));
+        base.set("pool", minijinja::Value::from(2));
+        assert_eq!(
+            base.0.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            ["cluster", "pool"],
+            "sorted, one entry per name"
+        );
+        let ctx = base.over(&[("pool", minijinja::Value::from(3))]);
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        let out = env.render_str("{{ cluster }}-{{ pool }}", &ctx).unwrap();
+        assert_eq!(out, "a-3");
+        assert_eq!(
+            base.0[1].1,
+            minijinja::Value::from(2),
+            "the base is unchanged"
+        );
+        assert!(
+            env.render_str("{{ nope }}", &ctx).is_err(),
+            "unknown names are undefined"
+        );
+    }
+
+    #[test]
     fn every_builtin_template_compiles() {
         // Built-ins are compiled on first use, so this is where a broken one shows.
         let r = Renderer::new(&[]).unwrap();
