@@ -458,6 +458,7 @@ mod tests {
         let r = Rendered {
             name: "c1".into(),
             namespace: "c1".into(),
+            phase: None,
             // The second lacks its final newline, so the file is not the text read.
             resources: vec![doc("a", "kind: Secret\n"), doc("b", "kind: Secret")],
         };
@@ -547,6 +548,7 @@ mod tests {
         Rendered {
             name: "c1".into(),
             namespace: "ns".into(),
+            phase: None,
             resources,
         }
     }

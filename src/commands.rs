@@ -9,6 +9,7 @@ use crate::cli::{
     SecretsCommand, ValidateArgs,
 };
 use crate::inputs::{self, ClusterInput};
+use crate::model::Phase;
 use crate::render::{Rendered, Renderer};
 use crate::schema::CrdSet;
 use crate::yaml;
@@ -900,15 +901,10 @@ fn load_side(
         Ok(dirs) => {
             let mut set = ResourceSet::default();
             let rendered = render_each(&dirs, templates, inputs::Digests::NotWanted, |r, _| {
-                Ok((r.name, r.resources))
+                Ok((r.name, r.phase, r.resources))
             })?;
-            for (d, (name, resources)) in dirs.iter().zip(rendered) {
-                let phase = inputs::load_cluster(d)?
-                    .config
-                    .spec
-                    .migration
-                    .map_or_else(|| "(none)".to_string(), |m| m.phase.as_str().to_string());
-                let phase = Some(phase);
+            for (name, phase, resources) in rendered {
+                let phase = Some(phase.map_or("(none)", Phase::as_str).to_string());
                 set.clusters.insert(name, ClusterSet { resources, phase });
             }
             return Ok(set);

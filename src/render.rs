@@ -194,6 +194,8 @@ pub struct Rendered {
     pub name: String,
     /// Its namespace.
     pub namespace: String,
+    /// Its migration phase (`None` when `cluster.yaml` has no migration).
+    pub phase: Option<Phase>,
     /// Objects in the fixed output order.
     pub resources: Vec<Resource>,
 }
@@ -437,6 +439,7 @@ impl Renderer {
         Ok(Rendered {
             name: config.metadata.name.clone(),
             namespace: config.metadata.namespace.clone(),
+            phase: config.spec.migration.as_ref().map(|m| m.phase),
             resources: out,
         })
     }

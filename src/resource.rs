@@ -141,9 +141,15 @@ impl Resource {
     }
     /// The object as YAML text: `raw` when set, else the canonical serialization.
     pub fn to_yaml(&self) -> String {
-        let mut out = String::with_capacity(self.raw.as_ref().map_or(1024, |r| r.text.len() + 1));
+        let mut out = String::with_capacity(self.yaml_len_hint());
         self.write_yaml(&mut out);
         out
+    }
+
+    /// About how long [`Self::to_yaml`] is: exact for verbatim text, else a size that holds
+    /// a typical object, so the text is allocated once.
+    pub fn yaml_len_hint(&self) -> usize {
+        self.raw.as_ref().map_or(1024, |raw| raw.text.len() + 1)
     }
 
     /// sha256 of [`Self::to_yaml`], when it is already known.
@@ -215,13 +221,10 @@ pub fn missing_identity(doc: &Value) -> Option<&'static str> {
     .map(|(field, _)| field)
 }
 
-/// About how many bytes [`write_stream`] writes for `resources` (an upper bound for
-/// typical objects), so the text can be allocated once.
+/// About how many bytes [`write_stream`] writes for `resources` (each object's
+/// [`Resource::yaml_len_hint`] and its separator), so the text can be allocated once.
 pub fn stream_capacity(resources: &[Resource]) -> usize {
-    resources
-        .iter()
-        .map(|r| r.raw.as_ref().map_or(1024, |raw| raw.text.len() + 1) + 4)
-        .sum()
+    resources.iter().map(|r| r.yaml_len_hint() + 4).sum()
 }
 
 /// Append objects to `out` as a YAML stream: documents separated by `---` (also from what
