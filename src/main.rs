@@ -1,5 +1,7 @@
 //! The `capstan` binary: parse arguments, run the command, map the result to an exit code.
 
+mod allocator;
+
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -20,8 +22,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// mimalloc instead of the system allocator: rendering allocates many small strings and
-/// maps on every core, and glibc's malloc cost ~30% of a 1,000-cluster render (bench/README).
-/// Transparent huge pages are off (`no_thp`), which keeps peak memory where glibc's was.
+/// mimalloc, through the allocator in `allocator.rs` (why: see there).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: allocator::Mimalloc = allocator::Mimalloc;
