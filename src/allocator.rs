@@ -34,40 +34,40 @@ fn aligned(p: *mut c_void, align: usize) -> bool {
     (p as usize) & (align - 1) == 0
 }
 
+/// A block from `plain` when the layout's alignment allows and the pointer meets it,
+/// otherwise from `aligned_fn` (a pair of mimalloc's allocation functions, zeroing or not).
+#[inline]
+fn plain_first(
+    layout: Layout,
+    plain: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_fn: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    let (size, align) = (layout.size(), layout.align());
+    if align <= PLAIN_ALIGN_MAX {
+        // SAFETY: mimalloc's allocation functions have no preconditions.
+        let p = unsafe { plain(size) };
+        if p.is_null() || aligned(p, align) {
+            return p.cast();
+        }
+        // SAFETY: `p` came from mimalloc and is not used again.
+        unsafe { mi::mi_free(p) };
+    }
+    // SAFETY: `align` is a power of two (a `Layout` invariant).
+    unsafe { aligned_fn(size, align) }.cast()
+}
+
 // SAFETY: every method returns null or a block of at least `layout.size()` bytes aligned
 // to `layout.align()` (checked on the plain path, guaranteed by mimalloc on the `_aligned`
 // one), and every block comes from mimalloc, so `mi_free` may free it.
 unsafe impl GlobalAlloc for Mimalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let (size, align) = (layout.size(), layout.align());
-        if align <= PLAIN_ALIGN_MAX {
-            // SAFETY: FFI call with no preconditions.
-            let p = unsafe { mi::mi_malloc(size) };
-            if p.is_null() || aligned(p, align) {
-                return p.cast();
-            }
-            // SAFETY: `p` came from mi_malloc and is not used again.
-            unsafe { mi::mi_free(p) };
-        }
-        // SAFETY: `align` is a power of two (a `Layout` invariant).
-        unsafe { mi::mi_malloc_aligned(size, align) }.cast()
+        plain_first(layout, mi::mi_malloc, mi::mi_malloc_aligned)
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let (size, align) = (layout.size(), layout.align());
-        if align <= PLAIN_ALIGN_MAX {
-            // SAFETY: FFI call with no preconditions.
-            let p = unsafe { mi::mi_zalloc(size) };
-            if p.is_null() || aligned(p, align) {
-                return p.cast();
-            }
-            // SAFETY: `p` came from mi_zalloc and is not used again.
-            unsafe { mi::mi_free(p) };
-        }
-        // SAFETY: `align` is a power of two (a `Layout` invariant).
-        unsafe { mi::mi_zalloc_aligned(size, align) }.cast()
+        plain_first(layout, mi::mi_zalloc, mi::mi_zalloc_aligned)
     }
 
     #[inline]
