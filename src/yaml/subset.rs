@@ -905,6 +905,7 @@ mod tests {
             "\"quoted key\": 1\n'single': 2\nk y: 3\nk: a b  \n",
             "deep: {\"a\":[1,{\"b\":[]}],\"c\":{}}\n",
             "ü: ümlaut ✓\n",
+            "a#b: c#d\nu: http://h/p#frag # comment\nk: x:y:z\nm:n: 1\nq: a #b: c\n",
         ] {
             accepted(text);
         }
