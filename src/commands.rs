@@ -44,8 +44,9 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Validate(args) => validate(args),
         Command::Plan(args) => {
             let c = inputs::load_cluster(&args.dir)?;
+            let sizes = pool_sizes(&c)?;
             let mut out = std::io::stdout().lock();
-            out.write_all(crate::plan::runbook(&c.config).as_bytes())?;
+            out.write_all(crate::plan::runbook(&c.config, &sizes).as_bytes())?;
             out.flush()?;
             Ok(Status::Success)
         }
@@ -178,6 +179,40 @@ pub fn build(
     crate::resource::sort(&mut resources);
     rendered.resources = resources;
     Ok(rendered)
+}
+
+/// The worker pools' sizes as the cluster renders them (overlays applied: the autoscaler
+/// overlay, for one, takes `spec.replicas` out of git), for the runbook.
+fn pool_sizes(c: &ClusterInput) -> Result<Vec<crate::plan::PoolSize>> {
+    let root = inputs::repo_root(&c.dir);
+    let (overrides, _) = inputs::load_templates(&root.join("templates"), &root)?;
+    let overlays = inputs::load_overlays(c, &inputs::OverlayCache::default())?;
+    let rendered = Renderer::new(&overrides)?.render(&c.file, &c.config, &overlays.overlays)?;
+    Ok(rendered
+        .resources
+        .iter()
+        .filter(|r| r.kind() == "MachineDeployment")
+        .map(|r| {
+            let size = |which: &str| {
+                crate::resource::at(
+                    &r.value,
+                    &[
+                        "metadata",
+                        "annotations",
+                        &format!("cluster.x-k8s.io/cluster-api-autoscaler-node-group-{which}-size"),
+                    ],
+                )
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+            };
+            crate::plan::PoolSize {
+                name: r.name().to_string(),
+                replicas: crate::resource::at(&r.value, &["spec", "replicas"])
+                    .and_then(serde_json::Value::as_u64),
+                autoscaler: size("min").zip(size("max")),
+            }
+        })
+        .collect())
 }
 
 /// The line between two clusters' documents in a stream.

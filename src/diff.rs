@@ -1237,14 +1237,79 @@ fn tolerance(n: i64) -> i64 {
     }
 }
 
-fn replica_risks(od: &ObjectDiff, a: Option<i64>, b: Option<i64>, out: &mut Vec<Risk>) {
-    let (Some(n), Some(m)) = (a, b) else {
-        return;
+/// What Cluster API's webhooks set when `spec.replicas` leaves git, from `n` (its value
+/// before): a MachineDeployment with both autoscaler size annotations is clamped into
+/// [min, max], anything else gets 1 (`capi-argocd-sops-facts.md` §A.3). Returns the count
+/// and how it came about.
+fn defaulted_replicas(kind: &str, n: i64, b: Option<&Resource>) -> (i64, String) {
+    let size = |which: &str| {
+        b.and_then(|r| {
+            crate::resource::at(
+                &r.value,
+                &[
+                    "metadata",
+                    "annotations",
+                    &format!("cluster.x-k8s.io/cluster-api-autoscaler-node-group-{which}-size"),
+                ],
+            )
+        })
+        .and_then(Value::as_str)
+        .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    match (kind, size("min"), size("max")) {
+        ("MachineDeployment", Some(lo), Some(hi)) if lo <= hi => (
+            n.clamp(lo, hi),
+            format!("the Cluster Autoscaler owns it; the webhook clamps {n} into [{lo}, {hi}]"),
+        ),
+        _ => (
+            1,
+            "the webhook defaults a missing spec.replicas to 1".to_string(),
+        ),
+    }
+}
+
+fn replica_risks(
+    od: &ObjectDiff,
+    (a, b): (Option<i64>, Option<i64>),
+    rb: Option<&Resource>,
+    out: &mut Vec<Risk>,
+) {
+    let id = &od.id;
+    let what = if is_control_plane(&id.kind) {
+        "control-plane replicas"
+    } else {
+        "worker replicas"
+    };
+    let (n, m, shown) = match (a, b) {
+        (Some(n), Some(m)) => (n, m, m.to_string()),
+        (Some(n), None) => {
+            let (m, how) = defaulted_replicas(&id.kind, n, rb);
+            if m == n {
+                out.push(risk(
+                    Severity::Low,
+                    id,
+                    format!("{what} {n} → not in git: {how}, which keeps {n}"),
+                ));
+                return;
+            }
+            (n, m, format!("not in git ({how}: {m})"))
+        }
+        (None, Some(m)) => {
+            out.push(risk(
+                Severity::Medium,
+                id,
+                format!(
+                    "{what} return to git at {m}: the count on the cluster (set by the webhook or \
+                     the autoscaler) is replaced by {m}, which creates or deletes machines to match"
+                ),
+            ));
+            return;
+        }
+        (None, None) => return,
     };
     if n == m {
         return;
     }
-    let id = &od.id;
     if is_control_plane(&id.kind) {
         let (sev, why) = if m == 0 {
             (
@@ -1295,11 +1360,7 @@ fn replica_risks(od: &ObjectDiff, a: Option<i64>, b: Option<i64>, out: &mut Vec<
                 ),
             )
         };
-        out.push(risk(
-            sev,
-            id,
-            format!("control-plane replicas {n} → {m}: {why}"),
-        ));
+        out.push(risk(sev, id, format!("{what} {n} → {shown}: {why}")));
     } else {
         let (sev, why) = if m == 0 {
             (
@@ -1315,7 +1376,7 @@ fn replica_risks(od: &ObjectDiff, a: Option<i64>, b: Option<i64>, out: &mut Vec<
         } else {
             (Severity::Low, format!("creates {} machine(s)", m - n))
         };
-        out.push(risk(sev, id, format!("worker replicas {n} → {m}: {why}")));
+        out.push(risk(sev, id, format!("{what} {n} → {shown}: {why}")));
     }
 }
 
@@ -1649,7 +1710,7 @@ fn object_risks(
 
     if matches!(od.status, ObjectStatus::Changed | ObjectStatus::Replaced) {
         if od.fields.iter().any(|f| f.path == "spec.replicas") {
-            replica_risks(od, replicas(ra), replicas(rb), out);
+            replica_risks(od, (replicas(ra), replicas(rb)), rb, out);
         }
         if let (Some(x), Some(y)) = (ra, rb) {
             if let (Some(va), Some(vb)) = (kubernetes_version(x), kubernetes_version(y)) {

@@ -801,6 +801,13 @@ fn load_overlay(
     }
     inside_root(root, rel, &dir.display().to_string())
         .map_err(|m| overlay_error(from_file, field, m))?;
+    // The file itself may be a link out of the repository even when its directory is not.
+    inside_root(
+        root,
+        &rel_join(rel, OVERLAY_FILE),
+        &path.display().to_string(),
+    )
+    .map_err(|m| overlay_error(from_file, field, m))?;
     let file = path.display().to_string();
     let text = read_text(&path)?;
     let value = parse_yaml_file(&file, &text)?;

@@ -20,7 +20,7 @@ use crate::model::{ClusterConfig, Phase, SemVer};
 use std::fmt::Write as _;
 
 /// The runbook for the cluster's current phase.
-pub fn runbook(config: &ClusterConfig) -> String {
+pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
     let mut md = String::with_capacity(8192);
     let s = &config.spec;
     let name = &config.metadata.name;
@@ -144,7 +144,7 @@ pub fn runbook(config: &ClusterConfig) -> String {
         Some(Phase::Workers) => {
             section(&mut md, "What the bundle does when synced", &[
                 &format!("Renders TalosControlPlane `{tcp}` unpaused: the provider reconciles again (its etcd audit now finds only its own machines)."),
-                &format!("Scales the worker pools to their declared replicas: {}.", pools(config)),
+                &format!("Scales the worker pools: {}.", pools(config, sizes)),
             ]);
             section(&mut md, "Around the sync", &[&format!(
                 "As Talos workers become Ready, drain and remove the kubeadm workers ({}) one by one: `kubectl drain <node> --delete-emptydir-data --force --ignore-daemonsets --timeout=10m`, `kubectl delete node <node>`, then `kubeadm reset --force` on it and remove it from `workerNodes` in `cluster.yaml`.",
@@ -175,7 +175,18 @@ pub fn runbook(config: &ClusterConfig) -> String {
     md
 }
 
-fn pools(config: &ClusterConfig) -> String {
+/// A worker pool's MachineDeployment as rendered, overlays applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSize {
+    /// The MachineDeployment's name.
+    pub name: String,
+    /// `spec.replicas`, absent when an overlay took it out of git.
+    pub replicas: Option<u64>,
+    /// The Cluster Autoscaler's min and max size annotations, when both are set.
+    pub autoscaler: Option<(String, String)>,
+}
+
+fn pools(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
     if config.spec.workers.is_empty() {
         return "no pools declared".into();
     }
@@ -183,9 +194,24 @@ fn pools(config: &ClusterConfig) -> String {
         .spec
         .workers
         .iter()
-        .map(|p| format!("`{}-{}` {}", config.metadata.name, p.name, p.replicas))
+        .map(|p| {
+            let name = format!("{}-{}", config.metadata.name, p.name);
+            match sizes.iter().find(|s| s.name == name) {
+                None => format!("`{name}` to {} replicas", p.replicas),
+                Some(PoolSize { replicas: Some(n), .. }) => format!("`{name}` to {n} replicas"),
+                Some(PoolSize { replicas: None, autoscaler: Some((lo, hi)), .. }) => format!(
+                    "`{name}` by the Cluster Autoscaler, between {lo} and {hi} machines (no replicas in git, \
+                     so `spec.workers[].replicas` ({}) is not applied: the webhook clamps the current count \
+                     into that range, so a pool at 0 gets {lo})",
+                    p.replicas
+                ),
+                Some(PoolSize { replicas: None, autoscaler: None, .. }) => format!(
+                    "`{name}` to 1 replica (no replicas in git: the webhook defaults them to 1)"
+                ),
+            }
+        })
         .collect::<Vec<_>>()
-        .join(", ")
+        .join("; ")
 }
 
 fn section(md: &mut String, title: &str, items: &[&str]) {
@@ -201,6 +227,43 @@ mod tests {
     use super::*;
     use crate::model::tests::MINIMAL;
 
+    fn runbook_of(c: &ClusterConfig) -> String {
+        runbook(c, &[])
+    }
+
+    #[test]
+    fn pools_say_how_they_are_sized() {
+        let c = cfg("  workers:\n  - name: general\n    replicas: 6\n    machine: {numCPUs: 2, memoryMiB: 4096, diskGiB: 40}\n  migration:\n    phase: workers\n");
+        let pool = &c.spec.workers[0];
+        let name = format!("{}-{}", c.metadata.name, pool.name);
+        let size = |replicas, autoscaler| PoolSize {
+            name: name.clone(),
+            replicas,
+            autoscaler,
+        };
+        assert_eq!(
+            pools(&c, &[]),
+            format!("`{name}` to {} replicas", pool.replicas)
+        );
+        assert_eq!(
+            pools(&c, &[size(Some(7), None)]),
+            format!("`{name}` to 7 replicas")
+        );
+        let auto = pools(&c, &[size(None, Some(("2".into(), "5".into())))]);
+        assert!(
+            auto.starts_with(&format!(
+                "`{name}` by the Cluster Autoscaler, between 2 and 5 machines"
+            )) && auto.contains(&format!(
+                "`spec.workers[].replicas` ({}) is not applied",
+                pool.replicas
+            )) && auto.ends_with("a pool at 0 gets 2)"),
+            "{auto}"
+        );
+        assert!(pools(&c, &[size(None, None)]).contains("to 1 replica (no replicas in git"));
+        assert!(runbook(&c, &[size(None, Some(("2".into(), "5".into())))])
+            .contains("Scales the worker pools: `"));
+    }
+
     fn cfg(extra: &str) -> ClusterConfig {
         ClusterConfig::from_value(
             "c",
@@ -211,22 +274,22 @@ mod tests {
 
     #[test]
     fn each_phase_explains_itself() {
-        let prepare = runbook(&cfg("  migration:\n    phase: prepare\n    jobImage: i\n    kubeadm:\n      etcdMembers: [cp-1]\n"));
+        let prepare = runbook_of(&cfg("  migration:\n    phase: prepare\n    jobImage: i\n    kubeadm:\n      etcdMembers: [cp-1]\n"));
         assert!(prepare.starts_with("# Runbook: `lab-f`, phase `prepare`"));
         assert!(prepare.contains("status.bootstrapped=true") && prepare.contains("**0 replicas**"));
         assert!(
             !prepare.contains("too many learner member in cluster"),
             "Talos 1.10 runs etcd 3.5"
         );
-        let cp = runbook(&cfg("  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit]\n    kubeadm:\n      etcdMembers: [cp-1]\n      controlPlaneNodes: [cp-1]\n"));
+        let cp = runbook_of(&cfg("  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit]\n    kubeadm:\n      etcdMembers: [cp-1]\n      controlPlaneNodes: [cp-1]\n"));
         assert!(
             cp.contains("## Why the control plane stays paused")
                 && cp.contains("force-removes every member")
         );
         assert!(cp.contains("**3 replicas**") && cp.contains("`cp-1`"));
-        let w = runbook(&cfg("  migration:\n    phase: workers\n"));
+        let w = runbook_of(&cfg("  migration:\n    phase: workers\n"));
         assert!(w.contains("unpaused"));
-        let done = runbook(&cfg(""));
+        let done = runbook_of(&cfg(""));
         assert!(done.contains("phase `none (not migrating)`"));
     }
 
@@ -236,7 +299,7 @@ mod tests {
             ;
         let mut c = c;
         c.spec.versions.talos = "v1.11.2".into();
-        let md = runbook(&c);
+        let md = runbook(&c, &[]);
         assert!(
             md.contains("too many learner member in cluster") && md.contains("older 3.5"),
             "{md}"

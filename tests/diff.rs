@@ -282,6 +282,47 @@ fn unchanged_inputs_renders_and_streams_exit_0() {
 }
 
 #[test]
+fn replicas_leaving_and_returning_to_git() {
+    // b puts lab-g's pool under the autoscaler again: replicas leave git, and the webhook
+    // clamps the 4 of before into [1, 10], which keeps 4.
+    let p = Pair::new();
+    edit(
+        &lab_g(&p),
+        "  - overlays/talos-vmware\n",
+        "  - overlays/talos-vmware\n  - overlays/autoscaler\n",
+    );
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-g");
+    assert!(
+        has_risk(c, "low", "worker replicas 4 → not in git: the Cluster Autoscaler owns it; the webhook clamps 4 into [1, 10], which keeps 4"),
+        "{}",
+        o.text
+    );
+    // With a maximum below the old count the clamp deletes machines.
+    edit(
+        &p.b().join("overlays/autoscaler/overlay.yaml"),
+        "max-size: \"10\"",
+        "max-size: \"3\"",
+    );
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-g");
+    assert!(
+        has_risk(c, "medium", "worker replicas 4 → not in git (the Cluster Autoscaler owns it; the webhook clamps 4 into [1, 3]: 3): drains and deletes 1 machine(s)"),
+        "{}",
+        o.text
+    );
+    // The other way round: replicas come back into git.
+    let o = diff_all(&p, &["b", "a"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-g");
+    assert!(
+        has_risk(c, "medium", "worker replicas return to git at 4"),
+        "{}",
+        o.text
+    );
+}
+
+#[test]
 fn replica_change() {
     let p = Pair::new();
     edit(

@@ -256,3 +256,45 @@ fn golden_per_phase() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("clusters/nope"), "{}", stderr(&o));
 }
+
+/// The runbook describes the pools as rendered: with the autoscaler overlay there are no
+/// replicas in git, and the runbook says who sizes the pools instead of quoting
+/// `spec.workers[].replicas`.
+#[test]
+fn plan_follows_the_autoscaler_overlay() {
+    let (_t, repo) = example_copy();
+    phase_variant(&repo, "workers");
+    let o = capstan(&["plan", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("Scales the worker pools: `lab-f-general` to 6 replicas; `lab-f-ingress` to 2 replicas."),
+        "{}",
+        stdout(&o)
+    );
+    let file = repo.join("clusters/lab-f/cluster.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text = text.replace(
+        "  - overlays/talos-vmware\n",
+        "  - overlays/talos-vmware\n  - overlays/autoscaler\n",
+    );
+    std::fs::write(&file, text).unwrap();
+    let o = capstan(&["plan", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let md = stdout(&o);
+    assert!(
+        md.contains("`lab-f-general` by the Cluster Autoscaler, between 1 and 10 machines (no replicas in git, so `spec.workers[].replicas` (6) is not applied")
+            && md.contains("`lab-f-ingress` by the Cluster Autoscaler, between 1 and 10 machines")
+            && !md.contains("to 6 replicas"),
+        "{md}"
+    );
+    // An overlay that does not load fails the runbook, naming it.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("  - overlays/autoscaler\n", "  - overlays/nope\n"),
+    )
+    .unwrap();
+    let o = capstan(&["plan", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("overlays/nope"), "{}", stderr(&o));
+}

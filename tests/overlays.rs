@@ -557,6 +557,22 @@ fn error_escape_from_the_repository_root() {
                 && err.contains("resolves outside the repository root"),
             "{err}"
         );
+        // A directory inside the repository whose overlay.yaml links out of it.
+        std::fs::create_dir_all(repo.join("overlays/filelink")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.join("overlay.yaml"),
+            repo.join("overlays/filelink/overlay.yaml"),
+        )
+        .unwrap();
+        set_overlays(&repo, "lab-f", &["overlays/filelink"]);
+        let err = render_fails(&repo, "lab-f");
+        assert!(
+            err.contains("spec.overlays[0]: `")
+                && err.contains(
+                    "overlays/filelink/overlay.yaml` resolves outside the repository root"
+                ),
+            "{err}"
+        );
     }
 }
 
