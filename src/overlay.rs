@@ -31,6 +31,10 @@
 //!   with these rules), an item with a new key is appended, and an item holding
 //!   `$patch: delete` removes the item with its key. Every other list is replaced.
 //!
+//! A patch may not change an object's kind, name or namespace (references would not
+//! follow; kustomize refuses it too), and on capstan's migration objects (origin
+//! `template migration/…`) it may only set labels and add annotations.
+//!
 //! Targets select by group, version, kind, name (a glob with `*` and `?`, matched against
 //! the name as rendered, before the content hash), namespace and label selector; a patch
 //! that selects nothing is an error unless it is `optional`.
@@ -583,6 +587,17 @@ pub fn apply(
 
 fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), OverlayError> {
     let id = r.id().to_string();
+    let before_id = (
+        r.kind().to_string(),
+        r.name().to_string(),
+        r.namespace().to_string(),
+    );
+    // capstan's migration objects (the Jobs that guard the bootstrap and the etcd audit,
+    // and their RBAC) are checked as a whole afterwards: kept to compare with.
+    let migration = r
+        .origin
+        .starts_with("template migration/")
+        .then(|| r.value.clone());
     let fail = |operation: Option<String>, message: String| OverlayError::Patch {
         file: overlay.file.clone(),
         patch: p.index,
@@ -632,10 +647,70 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
                     .then(|| "the object lost `metadata.name`".to_string())
             })
     };
+    let problem = problem.or_else(|| {
+        let after = (r.kind(), r.name(), r.namespace());
+        [("kind", &before_id.0, after.0), ("metadata.name", &before_id.1, after.1), ("metadata.namespace", &before_id.2, after.2)]
+            .into_iter()
+            .find(|(_, b, a)| b.as_str() != *a)
+            .map(|(field, b, a)| {
+                format!(
+                    "the patch changes `{field}` from `{b}` to `{a}`: a patch may not rename an object or change its kind \
+                     (kustomize refuses it too), as references to it would not follow; name objects in cluster.yaml, \
+                     or add the object under its own name as an overlay resource"
+                )
+            })
+    });
+    let problem = problem.or_else(|| {
+        let before = migration.as_ref()?;
+        migration_change(before, &r.value).map(|what| {
+            format!(
+                "this is one of capstan's migration objects ({}), and the patch changes {what}: overlays may add \
+                 labels and annotations to them, nothing else (a template override in `templates/` is the deliberate way)",
+                r.origin
+            )
+        })
+    });
     match problem {
         Some(m) => Err(fail(None, format!("on {id}: {m}"))),
         None => Ok(()),
     }
+}
+
+/// What a patch changed in a migration object beyond what overlays may touch: labels
+/// (any), and annotations that were not there before. `None` when nothing else changed.
+fn migration_change(before: &Value, after: &Value) -> Option<String> {
+    let (Some(b), Some(a)) = (before.as_object(), after.as_object()) else {
+        return Some("its shape".into());
+    };
+    for k in b.keys().chain(a.keys().filter(|k| !b.contains_key(*k))) {
+        if k == "metadata" {
+            continue;
+        }
+        if b.get(k) != a.get(k) {
+            return Some(format!("`{k}`"));
+        }
+    }
+    let meta = |v: &Value| v.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    let (mb, ma) = (meta(before), meta(after));
+    for k in mb.keys().chain(ma.keys().filter(|k| !mb.contains_key(*k))) {
+        match k.as_str() {
+            "labels" => {}
+            "annotations" => {
+                let empty = serde_json::Map::new();
+                let ab = mb.get(k).and_then(Value::as_object).unwrap_or(&empty);
+                let aa = ma.get(k).and_then(Value::as_object).unwrap_or(&empty);
+                if let Some((key, _)) = ab.iter().find(|(key, v)| aa.get(*key) != Some(*v)) {
+                    return Some(format!("the annotation `{key}`"));
+                }
+            }
+            _ => {
+                if mb.get(k) != ma.get(k) {
+                    return Some(format!("`metadata.{k}`"));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// One RFC 6902 operation. `json-patch` removes object members with `swap_remove`, which

@@ -653,3 +653,60 @@ fn error_secrets_and_unsafe_phases_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn error_patch_renaming_an_object_or_changing_a_migration_job() {
+    let (_t, repo) = prepared();
+    // A rename would leave the MachineDeployment's infrastructureRef dangling.
+    write(
+        &repo,
+        "overlays/bad/overlay.yaml",
+        &format!("{HEAD}patches:\n- target: {{kind: VSphereMachineTemplate, name: lab-f-general}}\n  type: json\n  patch:\n  - {{op: replace, path: /metadata/name, value: renamed}}\n"),
+    );
+    set_overlays(&repo, "lab-f", &["overlays/bad"]);
+    let err = render_fails(&repo, "lab-f");
+    assert!(
+        err.contains("overlays/bad/overlay.yaml: patches[0]: on VSphereMachineTemplate.infrastructure.cluster.x-k8s.io lab-f/lab-f-general: the patch changes `metadata.name` from `lab-f-general` to `renamed`: a patch may not rename an object"),
+        "{err}"
+    );
+    write(
+        &repo,
+        "overlays/bad/overlay.yaml",
+        &format!("{HEAD}patches:\n- target: {{kind: Cluster}}\n  type: merge\n  patch: {{metadata: {{namespace: elsewhere}}}}\n"),
+    );
+    let err = render_fails(&repo, "lab-f");
+    assert!(
+        err.contains("the patch changes `metadata.namespace` from `lab-f` to `elsewhere`"),
+        "{err}"
+    );
+    // The migration Job guards the bootstrap: its spec is not an overlay's to change.
+    write(
+        &repo,
+        "overlays/bad/overlay.yaml",
+        &format!("{HEAD}patches:\n- target: {{kind: Job}}\n  type: json\n  patch:\n  - {{op: replace, path: /spec/template/spec/containers/0/command, value: [\"true\"]}}\n"),
+    );
+    let err = render_fails(&repo, "lab-f");
+    assert!(
+        err.contains("overlays/bad/overlay.yaml: patches[0]: on Job.batch lab-f/lab-f-capstan-migration-bootstrapped: this is one of capstan's migration objects (template migration/bootstrapped-job.yaml), and the patch changes `spec`: overlays may add labels and annotations to them, nothing else"),
+        "{err}"
+    );
+    // Nor its existing annotations (the Argo CD hook).
+    write(
+        &repo,
+        "overlays/bad/overlay.yaml",
+        &format!("{HEAD}patches:\n- target: {{kind: Job}}\n  type: merge\n  patch: {{metadata: {{annotations: {{argocd.argoproj.io/hook: Skip}}}}}}\n"),
+    );
+    let err = render_fails(&repo, "lab-f");
+    assert!(err.contains("the patch changes the annotation `argocd.argoproj.io/hook`"), "{err}");
+    // Labels and new annotations on every object, migration objects included, are fine.
+    write(
+        &repo,
+        "overlays/bad/overlay.yaml",
+        &format!("{HEAD}patches:\n- target: {{name: \"*\"}}\n  type: merge\n  patch: {{metadata: {{labels: {{team: platform}}, annotations: {{owner: platform}}}}}}\n"),
+    );
+    let objs = render(&repo, "lab-f");
+    let job = of_kind(&objs, "Job")[0];
+    assert_eq!(job["metadata"]["labels"]["team"], "platform");
+    assert_eq!(job["metadata"]["annotations"]["owner"], "platform");
+    assert_eq!(job["metadata"]["annotations"]["argocd.argoproj.io/hook"], "Sync");
+}
