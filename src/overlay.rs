@@ -690,7 +690,12 @@ fn migration_change(before: &Value, after: &Value) -> Option<String> {
             return Some(format!("`{k}`"));
         }
     }
-    let meta = |v: &Value| v.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    let meta = |v: &Value| {
+        v.get("metadata")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
     let (mb, ma) = (meta(before), meta(after));
     for k in mb.keys().chain(ma.keys().filter(|k| !mb.contains_key(*k))) {
         match k.as_str() {

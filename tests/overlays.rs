@@ -697,7 +697,10 @@ fn error_patch_renaming_an_object_or_changing_a_migration_job() {
         &format!("{HEAD}patches:\n- target: {{kind: Job}}\n  type: merge\n  patch: {{metadata: {{annotations: {{argocd.argoproj.io/hook: Skip}}}}}}\n"),
     );
     let err = render_fails(&repo, "lab-f");
-    assert!(err.contains("the patch changes the annotation `argocd.argoproj.io/hook`"), "{err}");
+    assert!(
+        err.contains("the patch changes the annotation `argocd.argoproj.io/hook`"),
+        "{err}"
+    );
     // Labels and new annotations on every object, migration objects included, are fine.
     write(
         &repo,
@@ -708,5 +711,8 @@ fn error_patch_renaming_an_object_or_changing_a_migration_job() {
     let job = of_kind(&objs, "Job")[0];
     assert_eq!(job["metadata"]["labels"]["team"], "platform");
     assert_eq!(job["metadata"]["annotations"]["owner"], "platform");
-    assert_eq!(job["metadata"]["annotations"]["argocd.argoproj.io/hook"], "Sync");
+    assert_eq!(
+        job["metadata"]["annotations"]["argocd.argoproj.io/hook"],
+        "Sync"
+    );
 }
