@@ -192,25 +192,12 @@ fn pool_sizes(c: &ClusterInput) -> Result<Vec<crate::plan::PoolSize>> {
         .resources
         .iter()
         .filter(|r| r.kind() == "MachineDeployment")
-        .map(|r| {
-            let size = |which: &str| {
-                crate::resource::at(
-                    &r.value,
-                    &[
-                        "metadata",
-                        "annotations",
-                        &format!("cluster.x-k8s.io/cluster-api-autoscaler-node-group-{which}-size"),
-                    ],
-                )
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_string)
-            };
-            crate::plan::PoolSize {
-                name: r.name().to_string(),
-                replicas: crate::resource::at(&r.value, &["spec", "replicas"])
-                    .and_then(serde_json::Value::as_u64),
-                autoscaler: size("min").zip(size("max")),
-            }
+        .map(|r| crate::plan::PoolSize {
+            name: r.name().to_string(),
+            replicas: crate::resource::at(&r.value, &["spec", "replicas"])
+                .and_then(serde_json::Value::as_u64),
+            autoscaler: crate::resource::autoscaler_sizes(&r.value)
+                .map(|(lo, hi)| (lo.to_string(), hi.to_string())),
         })
         .collect())
 }

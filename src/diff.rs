@@ -1242,22 +1242,12 @@ fn tolerance(n: i64) -> i64 {
 /// [min, max], anything else gets 1 (`capi-argocd-sops-facts.md` §A.3). Returns the count
 /// and how it came about.
 fn defaulted_replicas(kind: &str, n: i64, b: Option<&Resource>) -> (i64, String) {
-    let size = |which: &str| {
-        b.and_then(|r| {
-            crate::resource::at(
-                &r.value,
-                &[
-                    "metadata",
-                    "annotations",
-                    &format!("cluster.x-k8s.io/cluster-api-autoscaler-node-group-{which}-size"),
-                ],
-            )
-        })
-        .and_then(Value::as_str)
-        .and_then(|v| v.trim().parse::<i64>().ok())
-    };
-    match (kind, size("min"), size("max")) {
-        ("MachineDeployment", Some(lo), Some(hi)) if lo <= hi => (
+    let parse = |v: &str| v.trim().parse::<i64>().ok();
+    let sizes = b
+        .and_then(|r| crate::resource::autoscaler_sizes(&r.value))
+        .map(|(lo, hi)| (parse(lo), parse(hi)));
+    match (kind, sizes) {
+        ("MachineDeployment", Some((Some(lo), Some(hi)))) if lo <= hi => (
             n.clamp(lo, hi),
             format!("the Cluster Autoscaler owns it; the webhook clamps {n} into [{lo}, {hi}]"),
         ),

@@ -586,12 +586,8 @@ pub fn apply(
 }
 
 fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), OverlayError> {
-    let id = r.id().to_string();
-    let before_id = (
-        r.kind().to_string(),
-        r.name().to_string(),
-        r.namespace().to_string(),
-    );
+    let before = r.id();
+    let id = before.to_string();
     // capstan's migration objects (the Jobs that guard the bootstrap and the etcd audit,
     // and their RBAC) are checked as a whole afterwards: kept to compare with.
     let migration = r
@@ -648,10 +644,13 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
             })
     };
     let problem = problem.or_else(|| {
-        let after = (r.kind(), r.name(), r.namespace());
-        [("kind", &before_id.0, after.0), ("metadata.name", &before_id.1, after.1), ("metadata.namespace", &before_id.2, after.2)]
-            .into_iter()
-            .find(|(_, b, a)| b.as_str() != *a)
+        [
+            ("kind", &before.kind, r.kind()),
+            ("metadata.name", &before.name, r.name()),
+            ("metadata.namespace", &before.namespace, r.namespace()),
+        ]
+        .into_iter()
+        .find(|(_, b, a)| b.as_str() != *a)
             .map(|(field, b, a)| {
                 format!(
                     "the patch changes `{field}` from `{b}` to `{a}`: a patch may not rename an object or change its kind \
@@ -661,8 +660,7 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
             })
     });
     let problem = problem.or_else(|| {
-        let before = migration.as_ref()?;
-        migration_change(before, &r.value).map(|what| {
+        migration_change(migration.as_ref()?, &r.value).map(|what| {
             format!(
                 "this is one of capstan's migration objects ({}), and the patch changes {what}: overlays may add \
                  labels and annotations to them, nothing else (a template override in `templates/` is the deliberate way)",
@@ -682,40 +680,38 @@ fn migration_change(before: &Value, after: &Value) -> Option<String> {
     let (Some(b), Some(a)) = (before.as_object(), after.as_object()) else {
         return Some("its shape".into());
     };
-    for k in b.keys().chain(a.keys().filter(|k| !b.contains_key(*k))) {
-        if k == "metadata" {
-            continue;
-        }
-        if b.get(k) != a.get(k) {
-            return Some(format!("`{k}`"));
-        }
+    type Map = serde_json::Map<String, Value>;
+    fn object<'a>(m: &'a Map, k: &str, empty: &'a Map) -> &'a Map {
+        m.get(k).and_then(Value::as_object).unwrap_or(empty)
     }
-    let meta = |v: &Value| {
-        v.get("metadata")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let (mb, ma) = (meta(before), meta(after));
-    for k in mb.keys().chain(ma.keys().filter(|k| !mb.contains_key(*k))) {
-        match k.as_str() {
-            "labels" => {}
-            "annotations" => {
-                let empty = serde_json::Map::new();
-                let ab = mb.get(k).and_then(Value::as_object).unwrap_or(&empty);
-                let aa = ma.get(k).and_then(Value::as_object).unwrap_or(&empty);
-                if let Some((key, _)) = ab.iter().find(|(key, v)| aa.get(*key) != Some(*v)) {
-                    return Some(format!("the annotation `{key}`"));
-                }
-            }
-            _ => {
-                if mb.get(k) != ma.get(k) {
-                    return Some(format!("`metadata.{k}`"));
-                }
-            }
-        }
+    let empty = Map::new();
+    let (mb, ma) = (object(b, "metadata", &empty), object(a, "metadata", &empty));
+    if let Some(k) = first_difference(b, a, &["metadata"]) {
+        return Some(format!("`{k}`"));
     }
-    None
+    if let Some(k) = first_difference(mb, ma, &["labels", "annotations"]) {
+        return Some(format!("`metadata.{k}`"));
+    }
+    let (ab, aa) = (
+        object(mb, "annotations", &empty),
+        object(ma, "annotations", &empty),
+    );
+    ab.iter()
+        .find(|(key, v)| aa.get(*key) != Some(*v))
+        .map(|(key, _)| format!("the annotation `{key}`"))
+}
+
+/// The first key, of either mapping and not in `skip`, whose values differ.
+fn first_difference<'a>(
+    b: &'a serde_json::Map<String, Value>,
+    a: &'a serde_json::Map<String, Value>,
+    skip: &[&str],
+) -> Option<&'a str> {
+    b.keys()
+        .chain(a.keys())
+        .map(String::as_str)
+        .filter(|k| !skip.contains(k))
+        .find(|k| b.get(*k) != a.get(*k))
 }
 
 /// One RFC 6902 operation. `json-patch` removes object members with `swap_remove`, which

@@ -72,6 +72,15 @@ pub fn at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(value, |v, key| field(v, key))
 }
 
+/// The Cluster Autoscaler's node-group size annotations (min, max) of an object, when both
+/// are set (Cluster API's MachineDeployment webhook uses them only together).
+pub fn autoscaler_sizes(value: &Value) -> Option<(&str, &str)> {
+    let size = |key: &str| at(value, &["metadata", "annotations", key]).and_then(Value::as_str);
+    size("cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size").zip(size(
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size",
+    ))
+}
+
 /// The value of `key` in a mapping, or `None` (also for non-mappings).
 pub fn field<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
     value.as_object().and_then(|m| map_get(m, key))
