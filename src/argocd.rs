@@ -32,7 +32,11 @@
 //! when every resource of the current one is healthy; its built-in health check keeps a
 //! `Cluster` Progressing (or Degraded) until the control plane is up, so nothing may wait
 //! behind the Cluster. Hence three waves:
-//! - `-2`: Secrets (and SopsSecrets), RBAC: what the other objects reference;
+//! - `-2`: Secrets (and SopsSecrets), RBAC, and the bootstrapped guard (the admission
+//!   policy and its binding that refuse the cluster's machines until `status.bootstrapped`
+//!   is set): what the other objects reference or need in place first. With the SopsSecret
+//!   health check of `deploy/argocd/` Argo CD waits here until sops-secrets-operator has
+//!   created the Secrets, so no TalosConfig is reconciled before the imported PKI exists (M12);
 //! - `-1`: immutable machine and bootstrap templates (kinds ending in `Template`);
 //! - `0`: Cluster, infrastructure cluster, control plane, MachineDeployments, and the
 //!   migration Jobs. Those Jobs are `Sync` hooks already in the templates (a Job without
@@ -44,7 +48,7 @@
 //! Cluster API objects and Secrets (Argo CD then owns only the fields it sets, leaving
 //! webhook defaults and controller-set fields alone, and no Secret is copied into a
 //! `last-applied-configuration` annotation); `Prune=false,Delete=false` on the Secrets,
-//! the Cluster, the infrastructure cluster and the control plane: removing them from git,
+//! the Cluster, the infrastructure cluster, the control plane and its guard: removing them from git,
 //! or deleting the Application, must never delete a running cluster or its CA. An
 //! annotation already on an object (a template override's) is kept.
 //!
@@ -371,8 +375,16 @@ fn builtin_group(group: &str) -> bool {
 pub fn sync_wave(kind: &str) -> i32 {
     match kind {
         "Namespace" => -3,
-        "ServiceAccount" | "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding"
-        | "Secret" | "ConfigMap" | "SopsSecret" => -2,
+        "ServiceAccount"
+        | "Role"
+        | "RoleBinding"
+        | "ClusterRole"
+        | "ClusterRoleBinding"
+        | "Secret"
+        | "ConfigMap"
+        | "SopsSecret"
+        | "ValidatingAdmissionPolicy"
+        | "ValidatingAdmissionPolicyBinding" => -2,
         k if k.ends_with("Template") => -1,
         _ => 0,
     }
@@ -383,6 +395,10 @@ pub fn sync_options(kind: &str, group: &str) -> Option<&'static str> {
     match kind {
         "Secret" if group.is_empty() => Some("Prune=false,Delete=false,ServerSideApply=true"),
         "SopsSecret" => Some("Prune=false,Delete=false,SkipDryRunOnMissingResource=true"),
+        // The bootstrapped guard lives as long as the TalosControlPlane it guards.
+        "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
+            Some("Prune=false,Delete=false")
+        }
         "Cluster" | "VSphereCluster" | "TalosControlPlane" if !builtin_group(group) => {
             Some("Prune=false,Delete=false,ServerSideApply=true,SkipDryRunOnMissingResource=true")
         }

@@ -490,7 +490,16 @@ fn stub(
             vsphere: None,
             control_plane: None,
             workers: Vec::new(),
-            migration: None,
+            // The cluster exists: it starts in the safe phase (nothing scales, the
+            // provider is kept from bootstrapping it); render asks for the Job image and
+            // the provider releases.
+            migration: Some(model::Migration {
+                phase: model::Phase::Prepare,
+                kubeadm: model::KubeadmNodes::default(),
+                job_image: None,
+                acknowledge: Vec::new(),
+                providers: None,
+            }),
             overlays: Vec::new(),
             recipients: opts
                 .recipients

@@ -28,6 +28,7 @@ pub mod names;
 pub mod overlay;
 pub mod pki;
 pub mod plan;
+pub mod providers;
 pub mod render;
 pub mod report;
 pub mod resource;

@@ -362,9 +362,60 @@ pub struct Migration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_image: Option<String>,
     /// Hazards the operator has read about in `capstan plan` and accepts; `control-plane`
-    /// requires `etcd-audit`.
+    /// requires `etcd-audit` and `control-plane-anti-affinity`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acknowledge: Vec<Acknowledgement>,
+    /// The provider releases the management cluster runs (`clusterctl` inventory names).
+    /// Required in the phases that migrate (`prepare`, `control-plane`, `workers`): they
+    /// run only on releases whose behaviour capstan verified (`capstan check --providers`
+    /// compares these with the management cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub providers: Option<ProviderReleases>,
+}
+
+/// The releases of the Cluster API providers in the management cluster, named as
+/// `clusterctl` names its inventory (`kubectl get providers -A`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderReleases {
+    /// Cluster API core (`cluster-api`).
+    #[serde(rename = "cluster-api")]
+    pub cluster_api: String,
+    /// The Talos bootstrap provider, CABPT (`bootstrap-talos`).
+    #[serde(rename = "bootstrap-talos")]
+    pub bootstrap_talos: String,
+    /// The Talos control-plane provider, CACPPT (`control-plane-talos`).
+    #[serde(rename = "control-plane-talos")]
+    pub control_plane_talos: String,
+    /// The vSphere infrastructure provider, CAPV (`infrastructure-vsphere`).
+    #[serde(rename = "infrastructure-vsphere")]
+    pub infrastructure_vsphere: String,
+    /// The in-cluster IPAM provider (`ipam-in-cluster`), when the cluster uses it.
+    #[serde(
+        rename = "ipam-in-cluster",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ipam_in_cluster: Option<String>,
+}
+
+impl ProviderReleases {
+    /// `(inventory name, release)` of each provider declared, in inventory order.
+    pub fn entries(&self) -> Vec<(&'static str, &str)> {
+        let mut v = vec![
+            ("cluster-api", self.cluster_api.as_str()),
+            ("bootstrap-talos", self.bootstrap_talos.as_str()),
+            ("control-plane-talos", self.control_plane_talos.as_str()),
+            (
+                "infrastructure-vsphere",
+                self.infrastructure_vsphere.as_str(),
+            ),
+        ];
+        if let Some(i) = &self.ipam_in_cluster {
+            v.push(("ipam-in-cluster", i.as_str()));
+        }
+        v
+    }
 }
 
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
@@ -383,6 +434,29 @@ pub enum Acknowledgement {
     /// Cluster API machine once all control-plane machines have a node: the
     /// TalosControlPlane stays paused until every kubeadm etcd member is removed by hand.
     EtcdAudit,
+    /// During phase `control-plane` etcd has the kubeadm and the Talos members (3 + 3 = 6
+    /// voters, quorum 4), and CAPV makes no vSphere cluster module (anti-affinity) for a
+    /// TalosControlPlane: the operator keeps the Talos control-plane VMs on separate hosts
+    /// (a DRS anti-affinity rule), or one host failure loses quorum.
+    ControlPlaneAntiAffinity,
+}
+
+impl Acknowledgement {
+    /// The name used in `cluster.yaml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Acknowledgement::EtcdAudit => "etcd-audit",
+            Acknowledgement::ControlPlaneAntiAffinity => "control-plane-anti-affinity",
+        }
+    }
+}
+
+impl Phase {
+    /// Whether the phase migrates (kubeadm is still part of the cluster): `prepare`,
+    /// `control-plane` and `workers`. These run only on verified provider releases.
+    pub fn migrates(self) -> bool {
+        !matches!(self, Phase::Complete)
+    }
 }
 
 impl Migration {
@@ -719,6 +793,22 @@ impl ClusterConfig {
         strict(file, value, KIND)
     }
 
+    /// Whether `import kubeadm` wrote this file (`spec.provenance.importedFrom`): the cluster
+    /// exists, and the provider must never bootstrap it.
+    pub fn imported(&self) -> bool {
+        self.spec
+            .provenance
+            .as_ref()
+            .is_some_and(|p| p.imported_from.is_some())
+    }
+
+    /// Whether the cluster exists already (imported, or migrating): its TalosControlPlane is
+    /// guarded against the Talos Bootstrap RPC in every phase. A cluster that does not exist
+    /// yet is bootstrapped by the control-plane provider.
+    pub fn exists(&self) -> bool {
+        self.imported() || self.spec.migration.is_some()
+    }
+
     /// Check meaning across fields; returns every problem found.
     pub fn validate(&self, purpose: Purpose) -> Vec<Problem> {
         let mut v = Validator::default();
@@ -940,19 +1030,48 @@ impl ClusterConfig {
             }
             v.machine(&format!("{path}.machine"), &pool.machine);
         }
+        if s.migration.is_none() && self.imported() && purpose == Purpose::Render {
+            v.push(
+                "spec.migration.phase",
+                "required for a cluster imported from kubeadm (spec.provenance.importedFrom): one of \
+                 `prepare`, `control-plane`, `workers`, `complete`. Without a phase the TalosControlPlane \
+                 would render with its replicas, unpaused and without the bootstrapped guard, and the \
+                 provider could bootstrap a second, empty etcd cluster; start with `prepare` (see \
+                 `capstan plan`), or `complete` once no kubeadm node is left"
+                    .into(),
+            );
+        }
         if let Some(m) = &s.migration {
-            let needs_jobs = matches!(m.phase, Phase::Prepare | Phase::ControlPlane);
-            match (&m.job_image, needs_jobs) {
-                (None, true) => v.push(
+            match &m.job_image {
+                None if purpose == Purpose::Check => {}
+                None => v.push(
                     "spec.migration.jobImage",
                     format!(
-                        "required in phase `{}`: an image with `kubectl` (1.27 or later) and a POSIX shell for \
-                         the migration Jobs, e.g. your mirror of `docker.io/alpine/k8s:1.33.4`",
+                        "required in phase `{}`: every phase runs a Job that keeps the TalosControlPlane guarded \
+                         (status.bootstrapped, the pause); it needs an image with `kubectl` (1.27 or later) and a \
+                         POSIX shell, e.g. your mirror of `docker.io/alpine/k8s:1.33.4`",
                         m.phase.as_str()
                     ),
                 ),
-                (Some(i), _) => v.non_empty("spec.migration.jobImage", i),
-                (None, false) => {}
+                Some(i) => v.non_empty("spec.migration.jobImage", i),
+            }
+            match &m.providers {
+                None if m.phase.migrates() && purpose == Purpose::Render => v.push(
+                    "spec.migration.providers",
+                    format!(
+                        "required in phase `{}`: the provider releases the management cluster runs \
+                         (`cluster-api`, `bootstrap-talos`, `control-plane-talos`, `infrastructure-vsphere`, \
+                         optionally `ipam-in-cluster`; `kubectl get providers -A`): the migration phases run \
+                         only on releases whose behaviour capstan verified (`capstan check --providers`)",
+                        m.phase.as_str()
+                    ),
+                ),
+                None => {}
+                Some(p) => {
+                    for (name, release) in p.entries() {
+                        v.version(&format!("spec.migration.providers.{name}"), release);
+                    }
+                }
             }
             match m.phase {
                 Phase::Prepare => {}
@@ -963,6 +1082,19 @@ impl ClusterConfig {
                             "phase `control-plane` requires `etcd-audit`: the TalosControlPlane is paused as soon as \
                              its machines exist and must stay paused until every kubeadm etcd member is removed, or \
                              the provider's etcd audit removes them all at once (read `capstan plan`)"
+                                .into(),
+                        );
+                    }
+                    if !m
+                        .acknowledge
+                        .contains(&Acknowledgement::ControlPlaneAntiAffinity)
+                    {
+                        v.push(
+                            "spec.migration.acknowledge",
+                            "phase `control-plane` requires `control-plane-anti-affinity`: etcd then has the kubeadm \
+                             and the Talos members (3 + 3 = 6 voters, quorum 4) and CAPV makes no anti-affinity \
+                             cluster module for a TalosControlPlane, so the Talos control-plane VMs need a DRS \
+                             anti-affinity rule or one ESXi host failure loses quorum (read `capstan plan`)"
                                 .into(),
                         );
                     }
@@ -1212,6 +1344,9 @@ spec:
     replicas: 3
     machine: {numCPUs: 4, memoryMiB: 8192, diskGiB: 40}
 "#;
+
+    /// `spec.migration.providers` with the releases flavour `v1beta1` was verified against.
+    pub(crate) const PROVIDERS: &str = "    providers: {cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1}\n";
 
     fn parse(text: &str) -> Result<ClusterConfig, ModelError> {
         ClusterConfig::from_value("cluster.yaml", yaml::parse_one(text).unwrap())

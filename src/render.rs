@@ -50,6 +50,20 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../templates/migration/scale-job.yaml"),
     ),
     (
+        "migration/unpause-job.yaml",
+        include_str!("../templates/migration/unpause-job.yaml"),
+    ),
+    (
+        "migration/guard-policy.yaml",
+        include_str!("../templates/migration/guard-policy.yaml"),
+    ),
+    // Not a `.yaml` file, so a repository cannot override it: the migration Jobs' shell
+    // library (bounded, checked kubectl calls; the guard; the pause).
+    (
+        "migration/lib.sh",
+        include_str!("../templates/migration/lib.sh"),
+    ),
+    (
         "v1beta1/cluster.yaml",
         include_str!("../templates/v1beta1/cluster.yaml"),
     ),
@@ -408,16 +422,13 @@ impl Renderer {
             self.render_objects(&t("machinedeployment.yaml"), &c, &mut out)?;
         }
 
-        match config.spec.migration.as_ref().map(|m| m.phase) {
-            Some(Phase::Prepare) => {
-                self.render_objects("migration/rbac.yaml", &ctx, &mut out)?;
-                self.render_objects("migration/bootstrapped-job.yaml", &ctx, &mut out)?;
-            }
-            Some(Phase::ControlPlane) => {
-                self.render_objects("migration/rbac.yaml", &ctx, &mut out)?;
-                self.render_objects("migration/scale-job.yaml", &ctx, &mut out)?;
-            }
-            _ => {}
+        // An existing cluster is guarded in every phase: the admission policy refuses its
+        // machines until status.bootstrapped is set, and the phase's Job sets it (validation
+        // guarantees a phase for an imported cluster).
+        if let Some(m) = &config.spec.migration {
+            self.render_objects("migration/rbac.yaml", &ctx, &mut out)?;
+            self.render_objects("migration/guard-policy.yaml", &ctx, &mut out)?;
+            self.render_objects(phase_job(m.phase).1, &ctx, &mut out)?;
         }
 
         if !overlays.is_empty() {
@@ -467,11 +478,24 @@ impl Renderer {
     }
 }
 
-/// The migration interlocks, checked on the final objects (so a template override cannot
-/// remove them): while kubeadm still runs the control plane, a TalosControlPlane with
-/// replicas > 0 must be paused and come with the one-shot scale Job (which refuses unless
-/// `status.bootstrapped` is true); in `prepare` it must have 0 replicas and come with the
-/// bootstrapped-status Job; and no worker pool scales before the control plane is done.
+/// The Job each phase of an existing cluster runs: its name suffix (after
+/// `<cluster>-capstan-migration-`) and its template.
+pub fn phase_job(phase: Phase) -> (&'static str, &'static str) {
+    match phase {
+        Phase::Prepare => ("bootstrapped", "migration/bootstrapped-job.yaml"),
+        Phase::ControlPlane => ("scale-control-plane", "migration/scale-job.yaml"),
+        Phase::Workers | Phase::Complete => ("unpause-control-plane", "migration/unpause-job.yaml"),
+    }
+}
+
+/// The migration interlocks, checked on the final objects (so neither a template override
+/// nor an overlay can remove them). For an existing cluster (one with a migration phase;
+/// validation requires one of an imported cluster), in every phase: the admission policy
+/// that refuses the cluster's machines until `status.bootstrapped` is set, bound to this
+/// TalosControlPlane, fail-closed; the phase's Job; no `init` config (the provider would
+/// mark the control plane bootstrapped and give the first machine an init config). In
+/// `prepare` the TalosControlPlane has 0 replicas; in `control-plane` replicas come with
+/// the pause; no worker pool scales before phase `workers`.
 fn check_interlocks(
     file: &str,
     config: &ClusterConfig,
@@ -486,11 +510,33 @@ fn check_interlocks(
             message,
         })
     };
-    let job = |prefix: &str| {
-        let prefix = format!("{}-capstan-migration-{prefix}", config.metadata.name);
-        out.iter()
-            .any(|r| r.kind() == "Job" && r.name().starts_with(&prefix))
-    };
+    let name = &config.metadata.name;
+    let tcp_name = format!("{name}-cp");
+    let (suffix, template) = phase_job(m.phase);
+    let job = format!("{name}-capstan-migration-{suffix}");
+    // Jobs are immutable, so they carry a content hash like the templates (`names`).
+    let job_prefix = format!("{job}-");
+    if !out
+        .iter()
+        .any(|r| r.kind() == "Job" && r.name().starts_with(&job_prefix))
+    {
+        return fail(format!(
+            "phase `{}` needs the Job {job} (template {template}): it sets status.bootstrapped on {tcp_name} \
+             so the provider never bootstraps a second etcd{}",
+            m.phase.as_str(),
+            match m.phase {
+                Phase::ControlPlane => ", and creates the control-plane machines in one paused-again window",
+                Phase::Workers | Phase::Complete => ", and lifts the pause once no kubeadm etcd member is left",
+                Phase::Prepare => "",
+            }
+        ));
+    }
+    if let Err(message) = guard_policy_problem(config, &tcp_name, out) {
+        return fail(format!(
+            "{message}: the API server must refuse the cluster's machines until {tcp_name} has \
+             status.bootstrapped=true, in every phase (template migration/guard-policy.yaml)"
+        ));
+    }
     for r in out {
         // An absent `spec.replicas` is defaulted by the webhooks: to 1 (a MachineDeployment
         // with autoscaler annotations: to the minimum size, kept when removed later).
@@ -509,14 +555,19 @@ fn check_interlocks(
             ));
         }
         let replicas = declared.unwrap_or(1);
+        if r.kind() == "TalosControlPlane"
+            && resource::at(&r.value, &["spec", "controlPlaneConfig", "init"]).is_some()
+        {
+            return fail(format!(
+                "{} has spec.controlPlaneConfig.init: the provider then marks the control plane \
+                 bootstrapped by itself and gives its first machine an init config, which an existing \
+                 cluster must never get; use controlPlaneConfig.controlplane only",
+                r.name()
+            ));
+        }
         match (r.kind(), m.phase) {
-            ("TalosControlPlane", Phase::Prepare) => {
-                if replicas > 0 {
-                    return fail(format!("{} has replicas {replicas} in phase `prepare`: no Talos control-plane machine may exist before status.bootstrapped is set", r.name()));
-                }
-                if !job("bootstrapped") {
-                    return fail("phase `prepare` needs the bootstrapped-status Job (template migration/bootstrapped-job.yaml)".into());
-                }
+            ("TalosControlPlane", Phase::Prepare) if replicas > 0 => {
+                return fail(format!("{} has replicas {replicas} in phase `prepare`: no Talos control-plane machine may exist before status.bootstrapped is set", r.name()));
             }
             ("TalosControlPlane", Phase::ControlPlane) if replicas > 0 => {
                 let paused = resource::at(
@@ -530,15 +581,104 @@ fn check_interlocks(
                         r.name()
                     ));
                 }
-                if !job("scale-control-plane") {
-                    return fail("phase `control-plane` needs the scale Job (template migration/scale-job.yaml) that refuses unless status.bootstrapped is true".into());
-                }
             }
             ("MachineDeployment", Phase::Prepare | Phase::ControlPlane) if replicas > 0 => {
                 return fail(format!("{} has replicas {replicas}: worker pools scale only in phase `workers`, after the control plane", r.name()));
             }
             _ => {}
         }
+    }
+    Ok(())
+}
+
+/// What is wrong with the rendered bootstrapped guard (the admission policy and its
+/// binding), if anything.
+fn guard_policy_problem(
+    config: &ClusterConfig,
+    tcp_name: &str,
+    out: &[Resource],
+) -> Result<(), String> {
+    let name = guard_policy_name(config);
+    let find = |kind: &str| out.iter().find(|r| r.kind() == kind && r.name() == name);
+    let str_at = |r: &Resource, path: &[&str]| {
+        resource::at(&r.value, path)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let list_has = |v: Option<&Value>, want: &str| {
+        v.and_then(Value::as_array).is_some_and(|a| {
+            a.iter()
+                .any(|x| x.as_str() == Some(want) || x.as_str() == Some("*"))
+        })
+    };
+    let policy = find("ValidatingAdmissionPolicy")
+        .ok_or_else(|| format!("no ValidatingAdmissionPolicy {name}"))?;
+    let binding = find("ValidatingAdmissionPolicyBinding")
+        .ok_or_else(|| format!("no ValidatingAdmissionPolicyBinding {name}"))?;
+    if str_at(policy, &["spec", "failurePolicy"]).as_deref() != Some("Fail") {
+        return Err(format!(
+            "ValidatingAdmissionPolicy {name} is not failurePolicy: Fail"
+        ));
+    }
+    let want_param = (
+        Some(tcp_api_version(config.spec.flavour).to_string()),
+        Some("TalosControlPlane".to_string()),
+    );
+    if (
+        str_at(policy, &["spec", "paramKind", "apiVersion"]),
+        str_at(policy, &["spec", "paramKind", "kind"]),
+    ) != want_param
+    {
+        return Err(format!(
+            "ValidatingAdmissionPolicy {name} does not take the TalosControlPlane ({}) as its parameter",
+            tcp_api_version(config.spec.flavour)
+        ));
+    }
+    let rules = resource::at(
+        &policy.value,
+        &["spec", "matchConstraints", "resourceRules"],
+    )
+    .and_then(Value::as_array)
+    .cloned()
+    .unwrap_or_default();
+    let covers = |group: &str, res: &str| {
+        rules.iter().any(|r| {
+            list_has(r.get("apiGroups"), group)
+                && list_has(r.get("resources"), res)
+                && list_has(r.get("operations"), "CREATE")
+        })
+    };
+    if !covers("cluster.x-k8s.io", "machines")
+        || !covers("infrastructure.cluster.x-k8s.io", "vspheremachines")
+    {
+        return Err(format!(
+            "ValidatingAdmissionPolicy {name} does not match the creation of Machines and VSphereMachines"
+        ));
+    }
+    if resource::at(&policy.value, &["spec", "validations"])
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        return Err(format!(
+            "ValidatingAdmissionPolicy {name} has no validation"
+        ));
+    }
+    let b = |path: &[&str]| str_at(binding, path);
+    if b(&["spec", "policyName"]).as_deref() != Some(name.as_str())
+        || !list_has(
+            resource::at(&binding.value, &["spec", "validationActions"]),
+            "Deny",
+        )
+        || b(&["spec", "paramRef", "name"]).as_deref() != Some(tcp_name)
+        || b(&["spec", "paramRef", "namespace"]).as_deref()
+            != Some(config.metadata.namespace.as_str())
+        || b(&["spec", "paramRef", "parameterNotFoundAction"]).as_deref() != Some("Deny")
+    {
+        return Err(format!(
+            "ValidatingAdmissionPolicyBinding {name} must bind policy {name} with validationActions [Deny] \
+             to TalosControlPlane {}/{tcp_name} with parameterNotFoundAction: Deny",
+            config.metadata.namespace
+        ));
     }
     Ok(())
 }
@@ -676,6 +816,23 @@ fn machine_ctx(role: &str, name: &str, m: &crate::model::Machine, default_templa
     })
 }
 
+/// The name of a cluster's bootstrapped-guard admission policy and its binding (cluster
+/// scoped, so the namespace is part of it): `<cluster>.<namespace>.bootstrapped.capstan.dev`.
+pub fn guard_policy_name(config: &ClusterConfig) -> String {
+    format!(
+        "{}.{}.bootstrapped.capstan.dev",
+        config.metadata.name, config.metadata.namespace
+    )
+}
+
+/// The TalosControlPlane `apiVersion` of a flavour.
+pub fn tcp_api_version(flavour: crate::model::Flavour) -> &'static str {
+    match flavour {
+        crate::model::Flavour::V1beta1 => "controlplane.cluster.x-k8s.io/v1alpha3",
+        crate::model::Flavour::V1beta2 => "controlplane.cluster.x-k8s.io/v1beta1",
+    }
+}
+
 /// The template context. Every key is always present (absent optional inputs are `null`),
 /// so strict undefined checking catches typos in templates without tripping on `if`.
 fn context(config: &ClusterConfig, plan: &Plan) -> Value {
@@ -716,6 +873,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "vsphereCluster": name,
             "controlPlane": plan.names.control_plane,
             "migration": format!("{name}-capstan-migration"),
+            "guardPolicy": guard_policy_name(config),
         },
         "talos": {"version": s.versions.talos, "controlPlanePatch": Value::Null, "workerPatch": Value::Null},
         "kubernetes": {"version": s.versions.kubernetes},
@@ -731,6 +889,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         "controlPlane": {
             "replicas": plan.cp_replicas,
             "paused": plan.cp_paused,
+            "apiVersion": tcp_api_version(s.flavour),
             "machineTemplate": plan.names.control_plane_machine_template,
         },
         "migration": s.migration.as_ref().map(|m| json!({"phase": m.phase.as_str(), "jobImage": m.job_image})),
@@ -913,7 +1072,8 @@ mod tests {
         let r = Renderer::new(&[]).unwrap();
         let base = MINIMAL.to_string()
             + POOLS
-            + "  migration:\n    phase: PHASE\n    jobImage: mirror/alpine/k8s:1.33.4\n    acknowledge: [etcd-audit]\n    kubeadm:\n      etcdMembers: [ETCD]\n";
+            + "  migration:\n    phase: PHASE\n    jobImage: mirror/alpine/k8s:1.33.4\n    acknowledge: [etcd-audit, control-plane-anti-affinity]\n    kubeadm:\n      etcdMembers: [ETCD]\n"
+            + crate::model::tests::PROVIDERS;
         let render = |phase: &str, etcd: &str| {
             r.render(
                 "c",
@@ -946,33 +1106,52 @@ mod tests {
                     !l.starts_with("VSphere")
                         && !l.starts_with("TalosConfig")
                         && !l.starts_with("Cluster ")
+                        && !l.starts_with("ServiceAccount")
+                        && !l.starts_with("Role")
                 })
                 .collect()
         };
+        let guard = [
+            "ValidatingAdmissionPolicy lab-f.lab-f.bootstrapped.capstan.dev",
+            "ValidatingAdmissionPolicyBinding lab-f.lab-f.bootstrapped.capstan.dev",
+        ];
+        let with_guard = |rest: &[&str]| -> Vec<String> {
+            guard.iter().chain(rest).map(|s| s.to_string()).collect()
+        };
         assert_eq!(
             summary(&render("prepare", "[cp-1]").unwrap()),
-            [
-                "ServiceAccount lab-f-capstan-migration",
-                "Role lab-f-capstan-migration",
-                "RoleBinding lab-f-capstan-migration",
+            with_guard(&[
                 "TalosControlPlane lab-f-cp replicas=0",
                 "MachineDeployment lab-f-general replicas=0",
                 "Job lab-f-capstan-migration-bootstrapped"
-            ]
+            ])
         );
         assert_eq!(
             summary(&render("control-plane", "[cp-1]").unwrap()),
-            [
-                "ServiceAccount lab-f-capstan-migration",
-                "Role lab-f-capstan-migration",
-                "RoleBinding lab-f-capstan-migration",
+            with_guard(&[
                 "TalosControlPlane lab-f-cp replicas=3 paused=\"true\"",
                 "MachineDeployment lab-f-general replicas=0",
                 "Job lab-f-capstan-migration-scale-control-plane"
-            ]
+            ])
         );
+        for phase in ["workers", "complete"] {
+            assert_eq!(
+                summary(&render(phase, "[]").unwrap()),
+                with_guard(&[
+                    "TalosControlPlane lab-f-cp replicas=3",
+                    "MachineDeployment lab-f-general replicas=3",
+                    "Job lab-f-capstan-migration-unpause-control-plane"
+                ]),
+                "{phase}"
+            );
+        }
+        // A cluster that is not imported and not migrating is a new one: the provider
+        // bootstraps it, so no guard.
+        let greenfield = r
+            .render("c", &config(&(MINIMAL.to_string() + POOLS)), &[])
+            .unwrap();
         assert_eq!(
-            summary(&render("workers", "[]").unwrap()),
+            summary(&greenfield),
             [
                 "TalosControlPlane lab-f-cp replicas=3",
                 "MachineDeployment lab-f-general replicas=3"
@@ -986,28 +1165,59 @@ mod tests {
         );
         let e = render("control-plane", "[]").unwrap_err().to_string();
         assert!(e.contains("spec.migration.kubeadm.etcdMembers: phase `control-plane` needs the kubeadm etcd member names"), "{e}");
-        let no_ack = base
-            .replace("    acknowledge: [etcd-audit]\n", "")
-            .replace("PHASE", "control-plane")
-            .replace("[ETCD]", "[cp-1]");
+        for (ack, missing) in [
+            ("[control-plane-anti-affinity]", "requires `etcd-audit`"),
+            ("[etcd-audit]", "requires `control-plane-anti-affinity`"),
+        ] {
+            let text = base
+                .replace("[etcd-audit, control-plane-anti-affinity]", ack)
+                .replace("PHASE", "control-plane")
+                .replace("[ETCD]", "[cp-1]");
+            let e = r.render("c", &config(&text), &[]).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "spec.migration.acknowledge: phase `control-plane` {missing}"
+                )),
+                "{e}"
+            );
+        }
+        for phase in ["prepare", "complete"] {
+            let no_image = base
+                .replace("    jobImage: mirror/alpine/k8s:1.33.4\n", "")
+                .replace("PHASE", phase)
+                .replace("[ETCD]", if phase == "prepare" { "[cp-1]" } else { "[]" });
+            let e = r
+                .render("c", &config(&no_image), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!(
+                    "spec.migration.jobImage: required in phase `{phase}`"
+                )),
+                "{e}"
+            );
+        }
+        let no_providers = base
+            .replace(crate::model::tests::PROVIDERS, "")
+            .replace("PHASE", "workers")
+            .replace("[ETCD]", "[]");
         let e = r
-            .render("c", &config(&no_ack), &[])
+            .render("c", &config(&no_providers), &[])
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("spec.migration.acknowledge: phase `control-plane` requires `etcd-audit`"),
+            e.contains("spec.migration.providers: required in phase `workers`"),
             "{e}"
         );
-        let no_image = base
-            .replace("    jobImage: mirror/alpine/k8s:1.33.4\n", "")
-            .replace("PHASE", "prepare")
-            .replace("[ETCD]", "[cp-1]");
+        // An imported cluster without a phase is refused, naming the field and the choices.
+        let imported = MINIMAL.to_string() + "  provenance: {importedFrom: kubeadm}\n";
         let e = r
-            .render("c", &config(&no_image), &[])
+            .render("c", &config(&imported), &[])
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("spec.migration.jobImage: required in phase `prepare`"),
+            e.contains("spec.migration.phase: required for a cluster imported from kubeadm")
+                && e.contains("`prepare`, `control-plane`, `workers`, `complete`"),
             "{e}"
         );
     }
@@ -1015,35 +1225,111 @@ mod tests {
     #[test]
     fn interlocks_survive_template_overrides() {
         let base = MINIMAL.to_string()
-            + "  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit]\n    kubeadm:\n      etcdMembers: [cp-1]\n";
+            + "  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit, control-plane-anti-affinity]\n    kubeadm:\n      etcdMembers: [cp-1]\n"
+            + crate::model::tests::PROVIDERS;
+        let builtin = |name: &str| BUILTIN.iter().find(|(n, _)| *n == name).unwrap().1;
+        let refused = |o: TemplateOverride, text: &str| {
+            Renderer::new(&[o])
+                .unwrap()
+                .render("c", &config(text), &[])
+                .unwrap_err()
+                .to_string()
+        };
         // An override that drops the pause annotation is refused.
-        let builtin = BUILTIN
-            .iter()
-            .find(|(n, _)| *n == "v1beta1/taloscontrolplane.yaml")
-            .unwrap()
-            .1;
         let o = template(
             "v1beta1/taloscontrolplane.yaml",
             "templates/v1beta1/taloscontrolplane.yaml",
-            &builtin.replace("{% if controlPlane.paused %}", "{% if false %}"),
+            &builtin("v1beta1/taloscontrolplane.yaml")
+                .replace("{% if controlPlane.paused %}", "{% if false %}"),
         );
-        let e = Renderer::new(&[o])
-            .unwrap()
-            .render("c", &config(&base), &[])
-            .unwrap_err()
-            .to_string();
+        let e = refused(o, &base);
         assert!(e.contains("migration interlock: lab-f-cp has replicas 3 while kubeadm etcd members remain but is not paused"), "{e}");
-        // An override that empties the scale Job is refused.
-        let o = template("migration/scale-job.yaml", "t", "");
-        let e = Renderer::new(&[o])
-            .unwrap()
-            .render("c", &config(&base), &[])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("phase `control-plane` needs the scale Job"),
-            "{e}"
+        // An override that empties a phase's Job is refused, in every phase.
+        for (phase, template_name, job) in [
+            (
+                "control-plane",
+                "migration/scale-job.yaml",
+                "scale-control-plane",
+            ),
+            ("prepare", "migration/bootstrapped-job.yaml", "bootstrapped"),
+            (
+                "complete",
+                "migration/unpause-job.yaml",
+                "unpause-control-plane",
+            ),
+        ] {
+            let text = base
+                .replace("phase: control-plane", &format!("phase: {phase}"))
+                .replace(
+                    "etcdMembers: [cp-1]",
+                    if phase == "prepare" {
+                        "etcdMembers: [cp-1]"
+                    } else if phase == "complete" {
+                        "etcdMembers: []"
+                    } else {
+                        "etcdMembers: [cp-1]"
+                    },
+                );
+            let e = refused(template(template_name, "t", ""), &text);
+            assert!(
+                e.contains(&format!(
+                    "phase `{phase}` needs the Job lab-f-capstan-migration-{job} (template {template_name})"
+                )),
+                "{e}"
+            );
+        }
+        // The guard policy: dropped, weakened to fail open, or bound to another object.
+        let policy = builtin("migration/guard-policy.yaml");
+        for (edit, why) in [
+            (
+                "",
+                "no ValidatingAdmissionPolicy lab-f.lab-f.bootstrapped.capstan.dev",
+            ),
+            (
+                "failurePolicy: Fail|failurePolicy: Ignore",
+                "is not failurePolicy: Fail",
+            ),
+            (
+                "parameterNotFoundAction: Deny|parameterNotFoundAction: Allow",
+                "with parameterNotFoundAction: Deny",
+            ),
+            (
+                "name: {{ names.controlPlane }}|name: other",
+                "to TalosControlPlane lab-f/lab-f-cp",
+            ),
+            (
+                "- vspheremachines|- vspheremachinetemplates",
+                "does not match the creation of Machines and VSphereMachines",
+            ),
+            (
+                "kind: TalosControlPlane|kind: Cluster",
+                "does not take the TalosControlPlane",
+            ),
+        ] {
+            let source = match edit.split_once('|') {
+                None => String::new(),
+                Some((from, to)) => {
+                    assert!(policy.contains(from), "{from}");
+                    policy.replace(from, to)
+                }
+            };
+            let e = refused(template("migration/guard-policy.yaml", "t", &source), &base);
+            assert!(
+                e.contains(why) && e.contains("template migration/guard-policy.yaml"),
+                "{edit}: {e}"
+            );
+        }
+        // No init config on an existing cluster.
+        let o = template(
+            "v1beta1/taloscontrolplane.yaml",
+            "t",
+            &builtin("v1beta1/taloscontrolplane.yaml").replace(
+                "controlPlaneConfig:\n",
+                "controlPlaneConfig:\n    init:\n      generateType: init\n",
+            ),
         );
+        let e = refused(o, &base);
+        assert!(e.contains("has spec.controlPlaneConfig.init"), "{e}");
     }
 
     #[test]

@@ -200,7 +200,11 @@ impl Resource {
 pub fn kind_rank(kind: &str) -> u8 {
     match kind {
         "Namespace" => 0,
-        "ServiceAccount" | "Role" | "RoleBinding" => 1,
+        "ServiceAccount"
+        | "Role"
+        | "RoleBinding"
+        | "ValidatingAdmissionPolicy"
+        | "ValidatingAdmissionPolicyBinding" => 1,
         "Secret" => 2,
         "Cluster" => 3,
         "VSphereCluster" => 4,

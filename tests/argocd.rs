@@ -125,14 +125,24 @@ fn decrypt_mode_equals_render_decrypt_plus_sync_annotations() {
             let hook = ann(d, "argocd.argoproj.io/hook").is_some();
             let wave = ann(d, ANN_SYNC_WAVE).unwrap_or_else(|| panic!("no sync wave: {d}"));
             let want = match kind(d) {
-                "Secret" | "ServiceAccount" | "Role" | "RoleBinding" => "-2",
+                "Secret"
+                | "ServiceAccount"
+                | "Role"
+                | "RoleBinding"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding" => "-2",
                 "VSphereMachineTemplate" | "TalosConfigTemplate" => "-1",
                 _ => "0",
             };
             assert_eq!(wave, want, "{}", kind(d));
             let opts = ann(d, ANN_SYNC_OPTIONS).unwrap_or("");
             match kind(d) {
-                "Secret" | "Cluster" | "VSphereCluster" | "TalosControlPlane" => {
+                "Secret"
+                | "Cluster"
+                | "VSphereCluster"
+                | "TalosControlPlane"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding" => {
                     assert!(
                         opts.contains("Prune=false") && opts.contains("Delete=false"),
                         "{opts}"

@@ -108,6 +108,22 @@ fn import_then_decrypt_then_render() {
         let completed = format!(
             "{stub}  vsphere:\n    server: vc\n    datacenter: dc\n    datastore: ds\n    folder: f\n    resourcePool: rp\n    network: n\n    template: t\n    cloneMode: linkedClone\n  controlPlane:\n    replicas: 3\n    machine: {{numCPUs: 2, memoryMiB: 4096}}\n"
         );
+        // The stub starts in the safe phase; render asks for the Job image and the provider
+        // releases before anything else.
+        assert!(stub.contains("migration:\n    phase: prepare\n"), "{stub}");
+        std::fs::write(out.join("cluster.yaml"), &completed).unwrap();
+        let o = capstan(&["render", "clusters/lab-f"], &s.dir);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("spec.migration.jobImage: required in phase `prepare`")
+                && stderr(&o).contains("spec.migration.providers: required in phase `prepare`"),
+            "{}",
+            stderr(&o)
+        );
+        let completed = completed.replace(
+            "    phase: prepare\n",
+            "    phase: prepare\n    jobImage: mirror/alpine/k8s:1.33.4\n    providers: {cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1}\n",
+        );
         std::fs::write(out.join("cluster.yaml"), completed).unwrap();
         let o = capstan(&["render", "clusters/lab-f"], &s.dir);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -12,6 +12,8 @@ mod import;
 mod secrets;
 // The migration phases: the Jobs' shell scripts run against a simulated control plane.
 mod migration;
+// A model of the providers from their source, with the Jobs' scripts run against it.
+mod provider_model;
 // `capstan explain`: known migration errors to cause, check finding and fix; exit codes.
 mod explain;
 // `capstan check`: one test per finding, the import stub, the JSON report, bad inputs.

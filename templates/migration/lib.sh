@@ -1,0 +1,159 @@
+{#- The shell library of the migration Jobs, included at the top of each Job's script.
+    Every kubectl call is bounded (--request-timeout), its exit status checked and its output
+    parsed; anything unexpected makes the function fail, and the Jobs fail closed: they keep
+    (or re-assert) the pause and exit non-zero. POSIX sh only (dash, busybox ash): no
+    pipefail, no arrays, so output is captured and checked instead of piped. -#}
+ns={{ cluster.namespace }}
+cluster={{ cluster.name }}
+tcp={{ names.controlPlane }}
+cp_selector={{ "cluster.x-k8s.io/cluster-name=" ~ cluster.name ~ ",cluster.x-k8s.io/control-plane" }}
+{% raw -%}
+tcp_res=taloscontrolplanes.controlplane.cluster.x-k8s.io
+machine_res=machines.cluster.x-k8s.io
+kubeconfig=/tmp/workload.kubeconfig
+umask 077
+log() { printf 'capstan: %s\n' "$*"; }
+err() { printf 'capstan: %s\n' "$*" >&2; }
+# kc ARGS: kubectl against the management cluster; stdout in $out, exit status kept.
+kc() { out=$(kubectl --request-timeout=20s "$@"); }
+# kw ARGS: kubectl against the workload cluster (after workload_kubeconfig).
+kw() { out=$(kubectl --kubeconfig="$kubeconfig" --request-timeout=20s "$@"); }
+# tcp_get JSONPATH: a field of the TalosControlPlane, in $out.
+tcp_get() { kc -n "$ns" get "$tcp_res" "$tcp" -o "jsonpath=$1"; }
+# name_ok NAME: a Kubernetes object name, nothing else (rejects unexpected output).
+name_ok() {
+  case "$1" in
+    '' | *[!a-z0-9.-]*) err "unexpected kubectl output: '$1'"; return 1 ;;
+  esac
+}
+# paused: the TalosControlPlane carries cluster.x-k8s.io/paused: "true".
+paused() { tcp_get '{.metadata.annotations.cluster\.x-k8s\.io/paused}' && [ "$out" = true ]; }
+# pause: annotate, then read back; retried until it holds (about 5 minutes), loud if not.
+pause() {
+  pause_tries=0
+  until kc -n "$ns" annotate "$tcp_res" "$tcp" cluster.x-k8s.io/paused=true --overwrite && paused; do
+    pause_tries=$((pause_tries + 1))
+    if [ "$pause_tries" -ge 30 ]; then
+      err "COULD NOT PAUSE $ns/$tcp: pause it by hand now: kubectl -n $ns annotate $tcp_res $tcp cluster.x-k8s.io/paused=true --overwrite"
+      return 1
+    fi
+    sleep 10
+  done
+}
+# machines: the cluster's control-plane Machines, deleting ones included (the provider
+# counts them too); sets $count and $joined (those with a nodeRef).
+machines() {
+  kc -n "$ns" get "$machine_res" -l "$cp_selector" \
+    -o 'jsonpath={range .items[*]}{.metadata.name}{" "}{.status.nodeRef.name}{"\n"}{end}' || return 1
+  count=0
+  joined=0
+  while read -r m node extra; do
+    [ -n "$m" ] || continue
+    name_ok "$m" || return 1
+    if [ -n "$node" ]; then name_ok "$node" || return 1; joined=$((joined + 1)); fi
+    if [ -n "$extra" ]; then err "unexpected kubectl output: '$m $node $extra'"; return 1; fi
+    count=$((count + 1))
+  done <<EOF
+$out
+EOF
+}
+# machines_twice: machines, read twice a few seconds apart; the two reads must agree.
+machines_twice() {
+  machines || return 1
+  first="$count/$joined"
+  sleep 3
+  machines || return 1
+  if [ "$first" != "$count/$joined" ]; then
+    err "two reads of the control-plane Machines disagree ($first, then $count/$joined machines/joined)"
+    return 1
+  fi
+}
+# guard: the cluster exists, so status.bootstrapped must be true before any machine of it
+# exists (else the provider sends the Talos Bootstrap RPC: a second, empty etcd). Waits
+# for the TalosControlPlane and the imported PKI Secrets (the bootstrap provider generates
+# a new PKI for a machine whose cluster lacks them), then sets and verifies the status.
+guard() {
+  tries=0
+  until tcp_get '{.metadata.name}'; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 60 ]; then err "TalosControlPlane $ns/$tcp cannot be read after 5 minutes"; return 1; fi
+    sleep 5
+  done
+  tries=0
+  until kc -n "$ns" get secret "$cluster-talos" "$cluster-ca" -o name; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 60 ]; then
+      err "Secrets $ns/$cluster-talos and $ns/$cluster-ca are not both there after 5 minutes: the providers would generate a new PKI; sync the sealed Secrets first (sops-secrets-operator: kubectl -n $ns get sopssecrets)"
+      return 1
+    fi
+    sleep 5
+  done
+  tcp_get '{.status.bootstrapped}' || return 1
+  case "$out" in
+    true) log "$ns/$tcp: status.bootstrapped is true"; return 0 ;;
+    '' | false) ;;
+    *) err "unexpected status.bootstrapped '$out'"; return 1 ;;
+  esac
+  machines_twice || return 1
+  kc -n "$ns" patch "$tcp_res" "$tcp" --subresource=status --type=merge -p '{"status":{"bootstrapped":true}}' || return 1
+  if ! tcp_get '{.status.bootstrapped}' || [ "$out" != true ]; then
+    err "status.bootstrapped of $ns/$tcp does not read back as true"
+    return 1
+  fi
+  log "$ns/$tcp: status.bootstrapped=true"
+  if [ "$count" -gt 0 ]; then
+    err "$count control-plane Machines existed before status.bootstrapped was set: the provider may have bootstrapped a second etcd; check etcdctl member list on a kubeadm control-plane node (capstan explain 'please run talosctl bootstrap')"
+    return 1
+  fi
+}
+# workload_kubeconfig: the workload cluster's kubeconfig from <cluster>-kubeconfig (the
+# control-plane provider writes it), to a file only this process can read.
+workload_kubeconfig() {
+  if ! kc -n "$ns" get secret "$cluster-kubeconfig" -o 'go-template={{.data.value | base64decode}}'; then
+    err "cannot read Secret $ns/$cluster-kubeconfig (the control-plane provider writes it while reconciling $ns/$tcp unpaused, in phase prepare)"
+    return 1
+  fi
+  printf '%s\n' "$out" > "$kubeconfig" || return 1
+}
+# workload: what the workload cluster runs: $kubeadm_etcd (etcd static Pods in kube-system:
+# kubeadm's; Talos runs etcd as a service, not a Pod), $kubeadm_cp and $talos_cp
+# (control-plane Nodes by operating system).
+workload() {
+  kw get pods -n kube-system -l component=etcd \
+    -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}' || return 1
+  kubeadm_etcd=0
+  while read -r p extra; do
+    [ -n "$p" ] || continue
+    name_ok "$p" || return 1
+    if [ -n "$extra" ]; then err "unexpected kubectl output: '$p $extra'"; return 1; fi
+    kubeadm_etcd=$((kubeadm_etcd + 1))
+  done <<EOF
+$out
+EOF
+  kw get nodes -l node-role.kubernetes.io/control-plane \
+    -o 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.status.nodeInfo.osImage}{"\n"}{end}' || return 1
+  kubeadm_cp=0
+  talos_cp=0
+  while IFS='|' read -r n os; do
+    [ -n "$n" ] || continue
+    name_ok "$n" || return 1
+    case "$os" in
+      Talos*) talos_cp=$((talos_cp + 1)) ;;
+      *) kubeadm_cp=$((kubeadm_cp + 1)) ;;
+    esac
+  done <<EOF
+$out
+EOF
+}
+# workload_twice: workload, read twice a few seconds apart; the two reads must agree.
+workload_twice() {
+  workload || return 1
+  first="$kubeadm_etcd/$kubeadm_cp/$talos_cp"
+  sleep 3
+  workload || return 1
+  if [ "$first" != "$kubeadm_etcd/$kubeadm_cp/$talos_cp" ]; then
+    err "two reads of the workload cluster disagree ($first, then $kubeadm_etcd/$kubeadm_cp/$talos_cp kubeadm etcd Pods/kubeadm control-plane Nodes/Talos control-plane Nodes)"
+    return 1
+  fi
+}
+{% endraw %}
