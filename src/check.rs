@@ -18,13 +18,14 @@ use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
 use crate::kubeadm::{ApiServerFacts, ClusterConfigFacts, EncryptionFacts, KeyedProvider};
-use crate::model::{self, ClusterConfig, EncryptionProvider, SemVer, TALOS_SUPPORT};
+use crate::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS_SUPPORT};
 use crate::pki::{self, CertSummary, PkiError};
 use crate::talos::SecretsBundle;
 
 /// Every finding id, in report order. Stable: `capstan explain` refers to them.
 pub const IDS: &[&str] = &[
     "flavour-talos-version",
+    "provider-releases",
     "kubernetes-version",
     "etcd-version-skew",
     "control-plane-replicas",
@@ -317,6 +318,8 @@ pub struct CheckInputs {
     pub cas: Option<Vec<CaInput>>,
     /// `secrets.age`, decrypted with `--identity`.
     pub bundle: Option<SecretsBundle>,
+    /// `--providers`: the provider releases the management cluster runs.
+    pub providers: Option<Input<crate::providers::Inventory>>,
     /// The time CA validity is checked against.
     pub now: SystemTime,
 }
@@ -335,6 +338,7 @@ impl CheckInputs {
             etcd_version: None,
             cas: None,
             bundle: None,
+            providers: None,
             now,
         }
     }
@@ -345,6 +349,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     let cx = Cx::new(inputs);
     let mut out = Vec::new();
     cx.flavour_talos_version(&mut out);
+    cx.provider_releases(&mut out);
     cx.kubernetes_version(&mut out);
     cx.etcd_version_skew(&mut out);
     cx.control_plane_replicas(&mut out);
@@ -360,6 +365,17 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.etcd_member_name(&mut out);
     out.sort_by_key(|f| IDS.iter().position(|id| *id == f.id).unwrap_or(IDS.len()));
     out
+}
+
+/// The blocking findings `cluster.yaml` alone shows: `render` refuses to render them (a
+/// check that would block the migration is not left to be run by hand). No other input is
+/// read, so the result depends on `cluster.yaml` only (not on the time).
+pub fn refusals(config: &ClusterConfig, file: &str) -> Vec<Finding> {
+    let inputs = CheckInputs::new(config.clone(), file, SystemTime::UNIX_EPOCH);
+    check(&inputs)
+        .into_iter()
+        .filter(|f| f.severity == Severity::Blocking)
+        .collect()
 }
 
 /// Counts per severity.
@@ -708,6 +724,21 @@ impl<'a> Cx<'a> {
 
     fn etcd_version_skew(&self, out: &mut Vec<Finding>) {
         let id = "etcd-version-skew";
+        if let Some(m) = self.i.config.spec.migration.as_ref().filter(|m| {
+            !m.kubeadm_control_plane_present()
+                && matches!(m.phase, Phase::Workers | Phase::Complete)
+        }) {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                "spec.migration.phase",
+                format!(
+                    "phase `{}`: no kubeadm etcd member is left, so the kubeadm etcd version no longer matters",
+                    m.phase.as_str()
+                ),
+            ));
+            return;
+        }
         let prov = self
             .i
             .config
@@ -865,14 +896,262 @@ impl<'a> Cx<'a> {
                 ),
             )
             .fix(format!("use {} or {}", cp.replicas - 1, cp.replicas + 1)),
-            Some(cp) => Finding::new(
-                id,
-                Severity::Pass,
-                field,
-                format!("{} control-plane machines: odd, etcd keeps quorum", cp.replicas),
-            ),
+            Some(cp) => {
+                let kubeadm = self
+                    .i
+                    .config
+                    .spec
+                    .migration
+                    .as_ref()
+                    .filter(|m| m.phase.migrates())
+                    .map_or(0, |m| m.kubeadm.etcd_members.len());
+                let during = if kubeadm > 0 && cp.replicas > 0 {
+                    let voters = kubeadm + cp.replicas as usize;
+                    format!(
+                        "; during phase control-plane etcd has the {kubeadm} kubeadm and the {} Talos members: \
+                         {voters} voters, quorum {}, so {} members down lose it (one ESXi host holding the Talos \
+                         VMs, or Talos machines deleted before their members are removed), until the kubeadm members \
+                         are removed one at a time",
+                        cp.replicas,
+                        voters / 2 + 1,
+                        voters - voters / 2
+                    )
+                } else {
+                    String::new()
+                };
+                Finding::new(
+                    id,
+                    Severity::Pass,
+                    field,
+                    format!(
+                        "{} control-plane machines: odd, etcd keeps quorum with {} of them{during}",
+                        cp.replicas,
+                        cp.replicas / 2 + 1
+                    ),
+                )
+            }
         };
         out.push(f);
+    }
+
+    /// The provider releases: the phases that migrate run only on releases capstan verified
+    /// (`providers::verified`); with `--providers` the declaration is compared with what
+    /// the management cluster runs; Talos 1.13's list-valued issuer needs CABPT v0.6.12 (M9).
+    fn provider_releases(&self, out: &mut Vec<Finding>) {
+        use crate::providers;
+        let id = "provider-releases";
+        let field = "spec.migration.providers";
+        let s = &self.i.config.spec;
+        let phase = s.migration.as_ref().map(|m| m.phase);
+        let migrating = phase.filter(|p| p.migrates());
+        let declared = s.migration.as_ref().and_then(|m| m.providers.as_ref());
+        let flavour = s.flavour;
+        let pins = providers::verified(flavour);
+        if let Some(p) = migrating {
+            if pins.is_empty() {
+                out.push(
+                    Finding::new(
+                        id,
+                        Severity::Blocking,
+                        "spec.flavour vs spec.migration.phase",
+                        format!(
+                            "no provider release of flavour `{}` is verified for phase `{}`: the community \
+                             control-plane provider v0.9 runs preflight checks before scale-up (every Machine \
+                             with a Node, etcd members equal to machines) that cannot pass while kubeadm members \
+                             exist, so one machine is created, the others never, and its etcd audit can remove \
+                             the kubeadm members",
+                            flavour.as_str(),
+                            p.as_str()
+                        ),
+                    )
+                    .fix(format!(
+                        "migrate with flavour `v1beta1` ({}), and move to `v1beta2` once phase `complete` is reached",
+                        providers::declaration_hint(crate::model::Flavour::V1beta1)
+                    )),
+                );
+            } else {
+                match declared {
+                    None => out.push(
+                        Finding::new(
+                            id,
+                            Severity::Blocking,
+                            field,
+                            format!(
+                                "phase `{}` runs only on verified provider releases, and cluster.yaml does not \
+                                 declare which the management cluster runs",
+                                p.as_str()
+                            ),
+                        )
+                        .fix(format!(
+                            "add under spec.migration: {} (`kubectl get providers -A`), and compare with \
+                             `capstan check --providers FILE`",
+                            providers::declaration_hint(flavour)
+                        )),
+                    ),
+                    Some(d) => {
+                        let bad = providers::unverified(flavour, &providers::as_map(d));
+                        if bad.is_empty() {
+                            out.push(Finding::new(
+                                id,
+                                Severity::Pass,
+                                field,
+                                format!(
+                                    "{}: the releases phase `{}` was verified against",
+                                    d.entries()
+                                        .iter()
+                                        .map(|(n, r)| format!("{n} {r}"))
+                                        .collect::<Vec<_>>()
+                                        .join(", "),
+                                    p.as_str()
+                                ),
+                            ));
+                        }
+                        for u in bad {
+                            out.push(
+                                Finding::new(
+                                    id,
+                                    Severity::Blocking,
+                                    format!("{field}.{}", u.name),
+                                    format!(
+                                        "{} {}: phase `{}` of flavour `{}` was verified against {} only; the \
+                                         phases rest on what the provider does (when it bootstraps, when its etcd \
+                                         audit runs, whether scale-up is gated), which changes between releases",
+                                        u.name,
+                                        u.release.as_deref().unwrap_or("is not declared"),
+                                        p.as_str(),
+                                        flavour.as_str(),
+                                        u.expected
+                                    ),
+                                )
+                                .fix(format!(
+                                    "run {} {} in the management cluster for the migration (clusterctl upgrade \
+                                     or a pinned clusterctl init), and declare it",
+                                    u.name, u.expected
+                                )),
+                            );
+                        }
+                    }
+                }
+            }
+        } else {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                field,
+                format!(
+                    "{}: provider releases are required and verified only in the phases that migrate",
+                    phase.map_or("no migration phase".to_string(), |p| format!("phase `{}`", p.as_str()))
+                ),
+            ));
+        }
+        // The management cluster, when given.
+        match &self.i.providers {
+            None => {
+                if migrating.is_some() {
+                    out.push(Finding::new(
+                        id,
+                        Severity::Info,
+                        field,
+                        "not compared with the management cluster: pass --providers FILE (`kubectl get \
+                         providers.clusterctl.cluster.x-k8s.io -A -o yaml` or `kubectl get deployments -A -o yaml`)"
+                            .into(),
+                    ));
+                }
+            }
+            Some(inv) => {
+                let running = &inv.value.releases;
+                if let Some(d) = declared {
+                    for (name, want) in d.entries() {
+                        let have = running.get(name);
+                        let f = if have.map(String::as_str) == Some(want) {
+                            Finding::new(
+                                id,
+                                Severity::Pass,
+                                format!("{field}.{name} vs {}", inv.file),
+                                format!("the management cluster runs {name} {want}, as declared"),
+                            )
+                        } else {
+                            Finding::new(
+                                id,
+                                if migrating.is_some() {
+                                    Severity::Blocking
+                                } else {
+                                    Severity::Warning
+                                },
+                                format!("{field}.{name} vs {}", inv.file),
+                                format!(
+                                    "cluster.yaml declares {name} {want}, the management cluster runs {}",
+                                    have.map_or("none".to_string(), |h| format!(
+                                        "{h} ({})",
+                                        inv.value.sources.get(name).map(String::as_str).unwrap_or("?")
+                                    ))
+                                ),
+                            )
+                            .fix(format!(
+                                "declare what runs, or run {name} {want}: the phases are verified for the declared releases"
+                            ))
+                        };
+                        out.push(f);
+                    }
+                } else if migrating.is_none() {
+                    let bad = providers::unverified(flavour, running);
+                    out.push(Finding::new(
+                        id,
+                        Severity::Info,
+                        inv.file.clone(),
+                        format!(
+                            "the management cluster runs {}{}",
+                            running
+                                .iter()
+                                .map(|(n, r)| format!("{n} {r}"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            if bad.is_empty() {
+                                String::new()
+                            } else {
+                                format!(
+                                    "; not the releases the migration phases of flavour `{}` were verified against ({})",
+                                    flavour.as_str(),
+                                    bad.iter()
+                                        .map(|u| format!("{} {}", u.name, u.expected))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+        // M9: a list of issuers reaches CABPT as a list-valued extraArgs patch.
+        if self.talos_at_least(13) && s.service_account.issuers.len() > 1 {
+            let cabpt = self
+                .i
+                .providers
+                .as_ref()
+                .and_then(|p| p.value.releases.get("bootstrap-talos").cloned())
+                .or_else(|| declared.map(|d| d.bootstrap_talos.clone()));
+            let too_old = cabpt.as_deref().and_then(SemVer::parse).is_some_and(|v| {
+                (v.major, v.minor) == (0, 6) && v.patch < 12 || (v.major, v.minor) < (0, 6)
+            });
+            if let (Some(r), true) = (&cabpt, too_old) {
+                out.push(
+                    Finding::new(
+                        id,
+                        Severity::Blocking,
+                        "spec.serviceAccount.issuers vs bootstrap-talos",
+                        format!(
+                            "{} issuers with Talos {} render a list-valued service-account-issuer, and CABPT {r} is \
+                             built with Talos machinery v1.12 (extraArgs a string map): machine configs fail with \
+                             `failure loading StrategicPatch`",
+                            s.service_account.issuers.len(),
+                            self.talos_str()
+                        ),
+                    )
+                    .fix("run CABPT v0.6.12 or later (Talos machinery v1.13)"),
+                );
+            }
+        }
     }
 
     /// The issuers the Talos apiservers will use: capstan renders `spec.serviceAccount.issuers`

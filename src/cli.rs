@@ -357,6 +357,9 @@ pub struct CheckArgs {
     /// The kube-proxy DaemonSet (`kubectl -n kube-system get ds kube-proxy -o yaml`): its labels.
     #[arg(long, value_name = "FILE")]
     pub kube_proxy: Option<PathBuf>,
+    /// The management cluster's providers: `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml`, or `kubectl get deployments -A -o yaml` (their images' tags).
+    #[arg(long, value_name = "FILE")]
+    pub providers: Option<PathBuf>,
     /// The etcd version the kubeadm cluster runs (`etcdctl version`), e.g. `3.5.15`.
     #[arg(long, value_name = "VERSION")]
     pub etcd_version: Option<String>,

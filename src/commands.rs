@@ -684,6 +684,12 @@ fn explain(args: ExplainArgs) -> Result<Status> {
                         "cause": e.cause,
                         "caught_by": e.caught_by,
                         "fix": e.fix,
+                        "procedures": e.procedures.iter().filter_map(|id| crate::procedure::by_id(id)).map(|p| serde_json::json!({
+                            "id": p.id,
+                            "title": p.title,
+                            "steps": p.steps(&crate::procedure::Names::placeholders()),
+                            "why": p.why,
+                        })).collect::<Vec<_>>(),
                         "line": m.line,
                         "occurrences": m.occurrences,
                     })
@@ -740,6 +746,21 @@ fn explain(args: ExplainArgs) -> Result<Status> {
                 writeln!(out, "  fix:")?;
                 for step in e.fix {
                     writeln!(out, "    - {step}")?;
+                }
+                for p in e
+                    .procedures
+                    .iter()
+                    .filter_map(|id| crate::procedure::by_id(id))
+                {
+                    writeln!(out, "  {}:", p.title)?;
+                    for (i, step) in p
+                        .steps(&crate::procedure::Names::placeholders())
+                        .iter()
+                        .enumerate()
+                    {
+                        writeln!(out, "    {}. {step}", i + 1)?;
+                    }
+                    writeln!(out, "    why: {}", p.why)?;
                 }
             }
         }
@@ -799,6 +820,15 @@ fn check(args: CheckArgs) -> Result<Status> {
         let docs = inputs::read_yaml_documents(p, false)?;
         let value = check::find_kube_proxy(&file, docs.into_iter().map(|(_, d)| d).collect())?;
         ci.kube_proxy = Some(Input { file, value });
+    }
+    if let Some(p) = &args.providers {
+        let file = p.display().to_string();
+        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+        let value = crate::providers::Inventory::from_documents(&file, &docs)?;
+        ci.providers = Some(Input { file, value });
     }
     if let Some(v) = &args.etcd_version {
         if check::parse_etcd_version(v).is_none() {

@@ -28,7 +28,7 @@
 //!
 //! Each entry names the findings (stable ids, [`FINDINGS`]) that report the condition before
 //! the cluster shows the error: most are `capstan check` findings (`check` uses exactly these
-//! ids, tested against `check::IDS`); `etcd-audit`, `bootstrapped-status` and
+//! ids, tested against `check::IDS`); `etcd-audit`, `guarded-unpause`, `bootstrapped-status` and
 //! `secrets-bundle` are guarded by `capstan render`, which refuses the unsafe state:
 //!
 //! | finding id | what `check` verifies |
@@ -41,7 +41,9 @@
 //! | `etcd-version-skew` | the kubeadm etcd is ≥ v3.5.20 (blocking) and ≥ v3.5.26 (advised) before a Talos ≥ 1.11 (etcd 3.6) member joins |
 //! | `etcd-member-name` | no Talos hostname equals a kubeadm etcd member name |
 //! | `etcd-audit` | the TalosControlPlane (or Cluster) stays paused while kubeadm etcd members exist |
-//! | `bootstrapped-status` | `status.bootstrapped=true` is set on the TalosControlPlane before any Talos control-plane machine exists |
+//! | `guarded-unpause` | phases `workers` and `complete` run the Job that lifts the pause once no kubeadm etcd member is left |
+//! | `provider-releases` | the migration phases run only on verified provider releases, the ones the management cluster runs |
+//! | `bootstrapped-status` | `status.bootstrapped=true` is set before any machine of an existing cluster exists (admission policy and phase Job, every phase) |
 //! | `bootstrap-token` | the bundle's bootstrap token has a non-expiring `kube-system/bootstrap-token-<id>` Secret |
 //! | `kube-proxy-labels` | the kube-proxy DaemonSet selector carries `tier: node` and `k8s-app: kube-proxy` |
 //! | `ca-intermediate` | the kubeadm CAs are self-signed roots (Talos cannot carry intermediate CAs) |
@@ -71,6 +73,8 @@ pub struct Entry {
     pub caught_by: &'static [&'static str],
     /// The fix, one step per item, with commands (by Talos version where it matters).
     pub fix: &'static [&'static str],
+    /// Procedures ([`crate::procedure`] ids) the fix refers to, printed after it.
+    pub procedures: &'static [&'static str],
 }
 
 /// An entry found in a text.
@@ -113,7 +117,9 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("etcd-version-skew", Guard::Check, "the kubeadm etcd is >= v3.5.20 (>= v3.5.26 advised) before a Talos >= 1.11 member joins"),
     ("etcd-member-name", Guard::Check, "no Talos hostname equals a kubeadm etcd member name"),
     ("etcd-audit", Guard::Render, "the TalosControlPlane stays paused while kubeadm etcd members exist"),
-    ("bootstrapped-status", Guard::Render, "status.bootstrapped=true is set before any Talos control-plane machine exists"),
+    ("guarded-unpause", Guard::Render, "phases workers and complete run the Job that lifts the pause once the workload cluster has no kubeadm etcd member left"),
+    ("provider-releases", Guard::Check, "the migration phases run only on the provider releases capstan verified, and the management cluster runs the declared ones"),
+    ("bootstrapped-status", Guard::Render, "status.bootstrapped=true is set before any machine of an existing cluster exists (admission policy and phase Job, every phase)"),
     ("bootstrap-token", Guard::Check, "the bundle's bootstrap token has a non-expiring bootstrap-token-<id> Secret"),
     ("kube-proxy-labels", Guard::Check, "the kube-proxy DaemonSet selector carries tier: node and k8s-app: kube-proxy"),
     ("ca-intermediate", Guard::Check, "the kubeadm CAs are self-signed roots"),
@@ -151,6 +157,7 @@ pub static ENTRIES: &[Entry] = &[
             "with Cluster API, apply the sealed `<cluster>-talos` Secret before any TalosConfig is reconciled; if CABPT already generated one, replace it and re-create the Talos machines that booted with it",
             "compare the public keys: `openssl rsa -in /etc/kubernetes/pki/sa.key -pubout | sha256sum` on a kubeadm node against the key in the bundle (`capstan secrets decrypt clusters/<name>/secrets.age`)",
         ],
+        procedures: &[],
     },
     Entry {
         id: "token-audience-mismatch",
@@ -167,6 +174,7 @@ pub static ENTRIES: &[Entry] = &[
             "Talos 1.14 multi-document config: `KubeServiceAccountConfig` `accepted.audiences: [both URLs]`",
             "restart pods still failing so the kubelet requests fresh projected tokens",
         ],
+        procedures: &[],
     },
     Entry {
         id: "invalid-bearer-token",
@@ -182,6 +190,7 @@ pub static ENTRIES: &[Entry] = &[
             "Talos >= 1.13: accept both, kubeadm's first (the first one signs): `service-account-issuer: [https://kubernetes.default.svc.cluster.local, https://<endpoint>:6443]` and `api-audiences: \"https://kubernetes.default.svc.cluster.local,https://<endpoint>:6443\"`; Talos 1.14 multi-document config: `KubeServiceAccountConfig` `issuer.issuerURL` plus `accepted.issuers`/`accepted.audiences`",
             "the Talos guide's way (kubeadm change): on every kubeadm apiserver add `--service-account-issuer=https://<endpoint>:6443` before the existing one and set `--api-audiences` to both URLs, one node at a time; without the audiences, old tokens fail with `token audiences … is invalid`",
         ],
+        procedures: &[],
     },
     // ---- §8.2 encryption at rest ----------------------------------------------------
     Entry {
@@ -197,6 +206,7 @@ pub static ENTRIES: &[Entry] = &[
             "compare: the `secret:` of the secretbox key in the kubeadm EncryptionConfiguration against `talosctl -n <talos-cp> get machineconfig -o yaml | grep -i encryptionsecret`",
             "Secrets already written with the wrong key (their paths are in the log, `/registry/secrets/<ns>/<name>`) can be read only with that key: add it as a second secretbox key on the kubeadm apiservers, restart them, rewrite the Secrets (`kubectl get secrets -A -o json | kubectl replace -f -`), then remove it; or delete and recreate those Secrets",
         ],
+        procedures: &[],
     },
     Entry {
         id: "encryption-short-data",
@@ -211,6 +221,7 @@ pub static ENTRIES: &[Entry] = &[
             concat!("find the object from the log (`/registry/secrets/<ns>/<name>`) and look at its prefix: ", etcdctl!("get /registry/secrets/<ns>/<name> --print-value-only"), " `| head -c 64 | od -c`"),
             "recreate it: `kubectl -n <ns> delete secret <name>`, then re-apply it from its source",
         ],
+        procedures: &[],
     },
     Entry {
         id: "encryption-no-matching-prefix",
@@ -228,6 +239,7 @@ pub static ENTRIES: &[Entry] = &[
             "Talos 1.14 multi-document config: a `KubeEtcdEncryptionConfig` document can hold the kubeadm providers as they are",
             RESTART_KUBEADM_APISERVER,
         ],
+        procedures: &[],
     },
     Entry {
         id: "encryption-identity-reads-encrypted",
@@ -242,6 +254,7 @@ pub static ENTRIES: &[Entry] = &[
             "then rewrite the Secrets Talos already encrypted (their paths are in the log) through an apiserver that still has the key, or delete and recreate them",
             "or, to keep encryption: give every kubeadm apiserver an EncryptionConfiguration with `identity` first and the Talos secretbox `key2` second, restart them, then plan the switch to encrypting everywhere",
         ],
+        procedures: &[],
     },
     Entry {
         id: "encryption-illegal-base64",
@@ -255,6 +268,7 @@ pub static ENTRIES: &[Entry] = &[
             "remove `cluster.secretboxEncryptionSecret` from the Talos config when kubeadm does not encrypt (capstan: `spec.encryption.provider: none`, re-render), or give the kubeadm apiservers the same key",
             "rewrite or recreate the Secrets the Talos apiservers already wrote encrypted",
         ],
+        procedures: &[],
     },
     Entry {
         id: "encryption-config-conflict",
@@ -267,6 +281,7 @@ pub static ENTRIES: &[Entry] = &[
         fix: &[
             "keep one: delete `cluster.secretboxEncryptionSecret` and `cluster.aescbcEncryptionSecret` from the v1alpha1 document when using `KubeEtcdEncryptionConfig`, or drop the document",
         ],
+        procedures: &[],
     },
     // ---- §8.5 denied extra args ------------------------------------------------------
     Entry {
@@ -282,6 +297,7 @@ pub static ENTRIES: &[Entry] = &[
             "carry the kubeadm key as `cluster.secretboxEncryptionSecret`, named `key2` on the kubeadm side (rename and re-encrypt first if it is not; see `encryption-no-matching-prefix`)",
             "Talos 1.14: put the kubeadm providers in a `KubeEtcdEncryptionConfig` document instead",
         ],
+        procedures: &[],
     },
     Entry {
         id: "extra-arg-ca-files",
@@ -297,6 +313,7 @@ pub static ENTRIES: &[Entry] = &[
             "remove the flag from `cluster.apiServer.extraArgs` / `cluster.controllerManager.extraArgs`",
             "check the kubeadm CA is self-signed: `openssl x509 -noout -subject -issuer -in /etc/kubernetes/pki/ca.crt` (subject = issuer); with an intermediate CA the certificates must be regenerated from a root before migrating",
         ],
+        procedures: &[],
     },
     Entry {
         id: "extra-arg-service-account-keys",
@@ -311,6 +328,7 @@ pub static ENTRIES: &[Entry] = &[
         fix: &[
             "remove the flag; carry the kubeadm `sa.key` in the bundle instead (`capstan import kubeadm --pki …`, or `talosctl gen secrets --from-kubernetes-pki`)",
         ],
+        procedures: &[],
     },
     Entry {
         id: "extra-arg-not-allowed",
@@ -324,6 +342,7 @@ pub static ENTRIES: &[Entry] = &[
             "remove the named flag from `cluster.apiServer.extraArgs` (or `controllerManager`/`scheduler`) and use the Talos setting that feeds it (encryption secrets, the bundle's keys and CAs)",
             "`service-account-issuer` and `api-audiences` are allowed and replace Talos's values (lists from Talos 1.13)",
         ],
+        procedures: &[],
     },
     // ---- §8.3 etcd join ----------------------------------------------------------------
     Entry {
@@ -340,6 +359,7 @@ pub static ENTRIES: &[Entry] = &[
             "or pin Talos to a 3.5 etcd until the kubeadm members are gone: `cluster.etcd.image: gcr.io/etcd-development/etcd:v3.5.26`",
             concat!("remove a stuck learner: ", etcdctl!("member list -w table"), ", then `… member remove <hex id>`"),
         ],
+        procedures: &[],
     },
     Entry {
         id: "etcd-add-member-failed",
@@ -354,6 +374,7 @@ pub static ENTRIES: &[Entry] = &[
             concat!("list members and learners: ", etcdctl!("member list -w table"), "; remove stale learners of earlier attempts with `member remove <hex id>`"),
             "make sure the bundle's `certs.etcd` is the kubeadm `/etc/kubernetes/pki/etcd/ca.crt` (`capstan import kubeadm` records its fingerprint in `spec.provenance`)",
         ],
+        procedures: &[],
     },
     Entry {
         id: "etcd-remove-self-failed",
@@ -367,6 +388,7 @@ pub static ENTRIES: &[Entry] = &[
             concat!("compare names: ", etcdctl!("member list -w table"), " against the Talos hostnames"),
             "give Talos machines names no kubeadm member uses (CABPT `hostname.source: MachineName` with a distinct machine name prefix) before booting them",
         ],
+        procedures: &[],
     },
     Entry {
         id: "etcd-member-removed",
@@ -377,10 +399,11 @@ pub static ENTRIES: &[Entry] = &[
         cause: "Something removed this member: CACPPT's etcd audit force-removes every member not named after a CP Machine (all kubeadm members) once all Talos CP machines have a NodeRef, and a joining Talos node removes a member named like its hostname.",
         caught_by: &["etcd-audit", "etcd-member-name"],
         fix: &[
-            "stop further removals now: `kubectl -n <ns> annotate taloscontrolplane <cluster> cluster.x-k8s.io/paused=true` (in git too, or Argo CD reverts it)",
+            "stop further removals now: pause the control plane (below)",
             concat!("check quorum: ", etcdctl!("endpoint status --cluster -w table")),
             "a removed kubeadm member cannot come back as it is: move its etcd manifest away, empty `/var/lib/etcd`, `member add` it again and start it with `--initial-cluster-state=existing`, or finish migrating that node",
         ],
+        procedures: &["pause"],
     },
     Entry {
         id: "etcd-peer-san",
@@ -398,6 +421,7 @@ pub static ENTRIES: &[Entry] = &[
             "Talos: pin etcd to the node network: `cluster.etcd.advertisedSubnets: [<node CIDR>]` (and `listenSubnets`), so the VIP or a second NIC is not used",
             "kubeadm: add the address to `etcd.local.peerCertSANs`, reissue with `kubeadm init phase certs etcd-peer --config <file>` (after moving the old peer.crt/key away) and restart etcd",
         ],
+        procedures: &[],
     },
     Entry {
         id: "etcd-no-endpoints",
@@ -412,6 +436,7 @@ pub static ENTRIES: &[Entry] = &[
             "from the node's network: `curl -k https://<endpoint>:6443/healthz`",
             "make sure `cluster.ca` is the kubeadm `ca.crt` (an imported bundle; compare fingerprints with `spec.provenance`)",
         ],
+        procedures: &[],
     },
     Entry {
         id: "etcd-waiting-to-join",
@@ -423,9 +448,10 @@ pub static ENTRIES: &[Entry] = &[
         caught_by: &["bootstrapped-status"],
         fix: &[
             "do not run `talosctl bootstrap`",
-            "make sure `kubectl -n <ns> get tcp <cluster> -o jsonpath='{.status.bootstrapped}'` prints `true`; if not: `kubectl -n <ns> patch tcp <cluster> --subresource=status --type=merge -p '{\"status\":{\"bootstrapped\":true}}'`",
+            "make sure `status.bootstrapped` is true (capstan's phase Job sets it; by hand: below)",
             "if it persists, `talosctl -n <node> logs etcd` shows why (no endpoints, `error adding member`, certificates)",
         ],
+        procedures: &["set-bootstrapped"],
     },
     Entry {
         id: "talos-bootstrap-refused",
@@ -436,8 +462,9 @@ pub static ENTRIES: &[Entry] = &[
         cause: "Something asked this node to bootstrap a new etcd cluster (usually CACPPT with `status.bootstrapped` false); Talos refused because it already holds etcd data. Good for this node, but a node that has not joined yet would have accepted.",
         caught_by: &["bootstrapped-status"],
         fix: &[
-            "set `status.bootstrapped=true` now: `kubectl -n <ns> patch tcp <cluster> --subresource=status --type=merge -p '{\"status\":{\"bootstrapped\":true}}'`",
+            "set `status.bootstrapped=true` now (below)",
         ],
+        procedures: &["set-bootstrapped"],
     },
     // ---- §8.5 CACPPT -------------------------------------------------------------------
     Entry {
@@ -452,10 +479,11 @@ pub static ENTRIES: &[Entry] = &[
         cause: "`status.bootstrapped` is false, so CACPPT calls the Talos Bootstrap API on the first control-plane Machine unless a machine already has `/var/lib/etcd/member`. With `replicas: 0` it fails harmlessly (`at least one machine should be provided`); the first Talos control-plane machine that has not joined etcd yet would be bootstrapped into a second, empty etcd cluster. Status is a subresource: Argo CD cannot set it from git.",
         caught_by: &["bootstrapped-status"],
         fix: &[
-            "before scaling above 0: `kubectl -n <ns> patch tcp <cluster> --subresource=status --type=merge -p '{\"status\":{\"bootstrapped\":true}}'` (kubectl >= 1.24; or a PATCH to the `/status` subresource)",
-            "it is not preserved by `clusterctl move`: set it again after a move",
+            "set `status.bootstrapped` before any machine exists (below): capstan's phase Job does it in every phase once the imported Secrets exist, and capstan's admission policy refuses the cluster's machines until it is set",
+            "it is not preserved by `clusterctl move`: the phase Job sets it again on the next sync",
             "if a node was bootstrapped already: take it out of the load balancer, reset it (`talosctl -n <node> reset`), and check with `etcdctl member list` that the original members are intact",
         ],
+        procedures: &["set-bootstrapped"],
     },
     Entry {
         id: "cacppt-noderef",
@@ -466,9 +494,10 @@ pub static ENTRIES: &[Entry] = &[
         cause: "The audit only waits while some control-plane Machine lacks a NodeRef. As soon as all have one it force-removes every etcd member whose name is not a CP Machine's node name: every kubeadm member. It runs before scale-up in the same reconcile.",
         caught_by: &["etcd-audit"],
         fix: &[
-            "pause before the NodeRefs appear: `kubectl -n <ns> annotate taloscontrolplane <cluster> cluster.x-k8s.io/paused=true` (or on the Cluster), and keep the pause in git so Argo CD does not revert it",
-            "unpause only when no kubeadm etcd member is left (`etcdctl member list`)",
+            "pause before the NodeRefs appear (below)",
+            "lift the pause only when no kubeadm etcd member is left (below)",
         ],
+        procedures: &["pause", "unpause"],
     },
     Entry {
         id: "cacppt-foreign-etcd-member",
@@ -479,10 +508,11 @@ pub static ENTRIES: &[Entry] = &[
         cause: "The TalosControlPlane is unpaused and all its machines have NodeRefs, so the audit force-removes members not named after a CP Machine: the kubeadm members. etcd refuses only to remove the last voter.",
         caught_by: &["etcd-audit"],
         fix: &[
-            "pause now: `kubectl -n <ns> annotate taloscontrolplane <cluster> cluster.x-k8s.io/paused=true` (and in git)",
+            "pause now (below)",
             concat!("check what is left: ", etcdctl!("member list -w table")),
             "re-add removed kubeadm members (empty data dir, `member add`, `--initial-cluster-state=existing`) or finish migrating those nodes",
         ],
+        procedures: &["pause"],
     },
     Entry {
         id: "cacppt-etcd-member-count",
@@ -499,6 +529,53 @@ pub static ENTRIES: &[Entry] = &[
             "expected while kubeadm members exist; do not unpause the TalosControlPlane to make it green: that runs the etcd audit, which removes the kubeadm members",
             "it clears once the last kubeadm member is removed (`kubeadm reset` on that node)",
         ],
+        procedures: &[],
+    },
+    Entry {
+        id: "cacppt-paused",
+        title: "The TalosControlPlane is paused",
+        patterns: &[r"reconciliation is paused for this object"],
+        unless: &[],
+        source: "CACPPT (TalosControlPlane controller) log, on every requeue of a paused control plane",
+        cause: "Expected during phase control-plane: the provider must not reconcile while kubeadm etcd members exist. After it, the pause annotation that the scale Job re-asserted belongs to that Job's field manager, and server-side apply (Argo CD) never removes a field another manager owns: git dropping it does not unpause, so the kubeconfig client certificate is never rotated and, after a version bump, CAPI holds every worker MachineSet.",
+        caught_by: &["guarded-unpause"],
+        fix: &[
+            "in phase control-plane: nothing to do",
+            "after it: lift the pause (below)",
+        ],
+        procedures: &["unpause"],
+    },
+    Entry {
+        id: "cacppt-preflight-hold",
+        title: "The control-plane provider holds scale-up on preflight checks",
+        patterns: &[r"waiting for control plane to pass preflight checks"],
+        unless: &[],
+        source: "Warning event `ControlPlaneUnhealthy` on the TalosControlPlane (the community control-plane provider v0.9 and later)",
+        cause: "Releases of the community control-plane provider run KCP-style preflight checks before scale-up: every Machine with a Node and etcd members equal to machines. While kubeadm members exist that never passes, so the migration's one-window design creates one machine, and the etcd audit can remove the kubeadm members as soon as that machine has a node.",
+        caught_by: &["provider-releases"],
+        fix: &[
+            "pause now (below); if a Talos machine was created, roll the phase back (below)",
+            "migrate on the provider releases capstan verified (`capstan check --providers FILE`), then upgrade after phase complete",
+        ],
+        procedures: &["pause", "rollback-control-plane"],
+    },
+    Entry {
+        id: "etcd-quorum-lost",
+        title: "etcd lost quorum",
+        patterns: &[
+            r"etcdserver: no leader",
+            r"etcdserver: request timed out",
+            r"raft: .*lost leader",
+        ],
+        unless: &[],
+        source: "kube-apiserver and etcd logs, `etcdctl endpoint health`",
+        cause: "Fewer than a majority of etcd voters are up. During phase control-plane etcd has the kubeadm and the Talos members (3 + 3 = 6 voters, quorum 4): deleting the Talos control-plane Machines before removing their members (Talos does not leave etcd when powered off), or one ESXi host holding several control-plane VMs, takes 3 of 6 down.",
+        caught_by: &[],
+        fix: &[
+            "if the powered-off members' VMs still exist, power them on: quorum returns, then follow the rollback (below) in its order",
+            "if they are gone, restore from one kubeadm member: stop every member, take a snapshot of its data directory (`etcdutl snapshot save` cannot run without quorum: copy `member/snap/db`), restore it with `etcdutl snapshot restore` on that node, start it with `--force-new-cluster`, then add the others back one at a time",
+        ],
+        procedures: &["rollback-control-plane", "anti-affinity"],
     },
     // ---- §8.4 bootstrap token -----------------------------------------------------------
     Entry {
@@ -516,6 +593,7 @@ pub static ENTRIES: &[Entry] = &[
             "check: `kubectl -n kube-system get secret bootstrap-token-<id> -o jsonpath='{.data.expiration}'` (no Secret, or a past date, is the problem)",
             "recreate the same token without expiry on a kubeadm control plane: `kubeadm token create <id>.<secret> --ttl 0`, or apply the Secret capstan sealed (`capstan import kubeadm --print-bootstrap-secret` prints it)",
         ],
+        procedures: &[],
     },
     // ---- §9 kube-proxy ---------------------------------------------------------------------
     Entry {
@@ -533,6 +611,7 @@ pub static ENTRIES: &[Entry] = &[
             "export: `kubectl -n kube-system get ds kube-proxy -o yaml > kube-proxy.yaml`; add `tier: node` and `k8s-app: kube-proxy` to `metadata.labels`, `spec.selector.matchLabels` and `spec.template.metadata.labels`; drop `status`, `resourceVersion`, `uid`, `creationTimestamp`",
             "replace it: `kubectl -n kube-system delete ds kube-proxy && kubectl apply -f kube-proxy.yaml` (service rules already programmed stay in place meanwhile)",
         ],
+        procedures: &[],
     },
     // ---- §1.2, §8.5 secrets bundle (talosctl, CABPT) ----------------------------------------
     Entry {
@@ -549,6 +628,7 @@ pub static ENTRIES: &[Entry] = &[
             "for talosctl: put any secretbox secret in the bundle for validation, then remove it from the generated config (Talos guide step 7): `talosctl gen config … --with-secrets secrets.yaml --config-patch-control-plane '[{\"op\":\"remove\",\"path\":\"/cluster/secretboxEncryptionSecret\"}]'`",
             "with capstan and Cluster API: `spec.encryption.provider: none`; the bundle is used by CABPT as is",
         ],
+        procedures: &[],
     },
     Entry {
         id: "bundle-encryption-secret-both",
@@ -563,6 +643,7 @@ pub static ENTRIES: &[Entry] = &[
         fix: &[
             "keep the one the kubeadm cluster writes with: secretbox `key2` (delete `aescbcencryptionsecret`); an aescbc kubeadm key must be moved to secretbox `key2` and everything re-encrypted first, or patched in as `cluster.aescbcEncryptionSecret` (key `key1`)",
         ],
+        procedures: &[],
     },
     Entry {
         id: "secrets-bundle-invalid",
@@ -580,6 +661,7 @@ pub static ENTRIES: &[Entry] = &[
             "regenerate it from the kubeadm PKI instead of editing it: `capstan import kubeadm …` (then `capstan secrets decrypt clusters/<name>/secrets.age > secrets.yaml` for talosctl), or `talosctl gen secrets --from-kubernetes-pki <dir> --kubernetes-bootstrap-token <token>`",
             "every `crt`/`key` value is standard base64 of the whole PEM file; the field named in the message is the one to fix",
         ],
+        procedures: &[],
     },
     Entry {
         id: "talosctl-pki-import-failed",
@@ -593,6 +675,7 @@ pub static ENTRIES: &[Entry] = &[
             "copy the whole `/etc/kubernetes/pki` of a kubeadm control-plane node, keeping `etcd/`",
             "`capstan import kubeadm --pki <dir> …` reads the same files and names the one missing",
         ],
+        procedures: &[],
     },
     Entry {
         id: "cabpt-bundle-missing",
@@ -606,6 +689,7 @@ pub static ENTRIES: &[Entry] = &[
             "apply the sealed `<cluster>-talos` and `<cluster>-ca` Secrets (decrypted by your SOPS tooling) before any TalosConfig: `kubectl -n <ns> get secret <cluster>-talos <cluster>-ca`",
             "if CABPT generated its own: replace both Secrets with the imported ones before any machine boots, and delete the bootstrap data of machines that used it",
         ],
+        procedures: &[],
     },
     Entry {
         id: "cabpt-bundle-unmarshal",
@@ -619,6 +703,7 @@ pub static ENTRIES: &[Entry] = &[
             "look at it: `kubectl -n <ns> get secret <cluster>-talos -o jsonpath='{.data.bundle}' | base64 -d | head` must show `cluster:`, `secrets:`, `trustdinfo:`, `certs:`",
             "re-apply the Secret capstan sealed, decrypted (`capstan render --decrypt` or your SOPS tooling)",
         ],
+        procedures: &[],
     },
     Entry {
         id: "cabpt-none-without-data",
@@ -631,6 +716,7 @@ pub static ENTRIES: &[Entry] = &[
         fix: &[
             "use `generateType: controlplane` or `worker` (what capstan renders), or put the full machine config in `spec.data`",
         ],
+        procedures: &[],
     },
     // ---- PKI -------------------------------------------------------------------------------
     Entry {
@@ -645,6 +731,7 @@ pub static ENTRIES: &[Entry] = &[
             "compare fingerprints: `openssl x509 -noout -fingerprint -sha256 -in /etc/kubernetes/pki/ca.crt` (and `etcd/ca.crt`, `front-proxy-ca.crt`) with `spec.provenance` in cluster.yaml and with `kubectl -n <ns> get secret <cluster>-ca -o jsonpath='{.data.tls\\.crt}' | base64 -d | openssl x509 -noout -fingerprint -sha256`",
             "check the kubeadm CA is self-signed: `openssl x509 -noout -subject -issuer -in /etc/kubernetes/pki/ca.crt`",
         ],
+        procedures: &[],
     },
 ];
 
@@ -916,6 +1003,18 @@ mod tests {
         etcd_member_count:
             r#"E0601 12:00:00.000000       1 controller.go:324] "Reconciler error" err="error checking etcd health on machine \"lab-f-cp-abcde\": talos-cp-1: expected to have 3 members, got 5" controller="taloscontrolplane""#
             => ["cacppt-etcd-member-count"];
+        tcp_paused:
+            r#"I1205 10:00:00.000000       1 taloscontrolplane_controller.go:118] "reconciliation is paused for this object" namespace="lab-f" talosControlPlane="lab-f-cp" cluster="lab-f""#
+            => ["cacppt-paused"];
+        preflight_hold_event:
+            "  Warning  ControlPlaneUnhealthy  12s  taloscontrolplane-controller  Waiting for control plane to pass preflight checks to continue reconciliation: Machine lab-g-cp-x4k2m does not have a Node"
+            => ["cacppt-preflight-hold"];
+        apiserver_etcd_request_timed_out:
+            r#"E1205 10:00:00.000000       1 status.go:71] apiserver received an error that is not an metav1.Status: &errors.errorString{s:"etcdserver: request timed out"}: etcdserver: request timed out"#
+            => ["etcd-quorum-lost"];
+        etcd_no_leader:
+            r#"{"level":"warn","ts":"2026-12-05T10:00:00.000Z","caller":"etcdserver/util.go:170","msg":"apply request took too long","error":"etcdserver: no leader"}"#
+            => ["etcd-quorum-lost"];
         bootstrap_failed_retrying:
             r#"I0601 12:00:00.000000       1 taloscontrolplane_controller.go:790] "bootstrap failed, retrying in 20 seconds" controller="taloscontrolplane" error="at least one machine should be provided""#
             => ["cacppt-bootstrap-retry"];

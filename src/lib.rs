@@ -28,6 +28,7 @@ pub mod names;
 pub mod overlay;
 pub mod pki;
 pub mod plan;
+pub mod procedure;
 pub mod providers;
 pub mod render;
 pub mod report;

@@ -2,21 +2,31 @@
 //! function of `cluster.yaml`: what the bundle does when synced, the commands to run around
 //! it, what to verify before moving to the next phase, how to roll back, and why.
 //!
-//! The phase model (facts in `talos-facts.md` §2, §3, §6, §8):
-//! - `prepare`: the objects and sealed secrets exist, every replica count is 0, and a Job
-//!   sets `status.bootstrapped=true` on the TalosControlPlane: otherwise the provider sends
-//!   the Talos Bootstrap RPC to the first Talos machine, which starts a second, empty etcd.
-//! - `control-plane`: the TalosControlPlane gets its replicas but is paused in git; a
-//!   one-shot Job unpauses it only while it has no machine, waits until the provider has
-//!   created them all, and pauses it again. The provider's etcd audit force-removes every
-//!   etcd member that is not one of its machines, and runs on any unpaused reconcile once
-//!   all its machines have a node: so the control plane stays paused until the kubeadm
-//!   members are removed by hand, one at a time, after their nodes are drained.
-//! - `workers`: no kubeadm etcd member is left, so the control plane is unpaused and the
-//!   worker pools scale; kubeadm workers are drained and removed as Talos workers arrive.
-//! - `complete`: no kubeadm node is left; Cluster API manages the cluster.
+//! The phase model (facts in `talos-facts.md` §2, §3, §6, §8; provider behaviour in
+//! `provider-behaviour.md`):
+//! - every phase of an existing cluster: an admission policy refuses the cluster's machines
+//!   until `status.bootstrapped` is true on the TalosControlPlane, and the phase's Job sets
+//!   it once the imported Secrets exist; otherwise the provider sends the Talos Bootstrap
+//!   RPC to a machine that has not joined yet, which starts a second, empty etcd;
+//! - `prepare`: the objects and sealed secrets exist, every replica count is 0;
+//! - `control-plane`: the TalosControlPlane gets its replicas but is paused in git; a Job
+//!   unpauses it only while it has no machine, for seconds, until the provider has created
+//!   them all, and pauses it again. The provider's etcd audit force-removes every etcd
+//!   member that is not one of its machines on any unpaused reconcile once all its machines
+//!   have a node: so the control plane stays paused until the kubeadm members are removed
+//!   by hand, one at a time. etcd has 6 voters (quorum 4) meanwhile;
+//! - `workers`: no kubeadm etcd member is left; a Job lifts the pause (server-side apply
+//!   cannot: the scale Job's annotate owns it) and the worker pools scale;
+//! - `complete`: no kubeadm node is left; Cluster API manages the cluster, still guarded.
+//!
+//! Procedures (rollback, replacing a machine, removing a kubeadm node, ...) come from
+//! [`crate::procedure`], the one source `explain` and the README share.
 
 use crate::model::{ClusterConfig, Phase, SemVer};
+use crate::procedure::{
+    Names, ANTI_AFFINITY, REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE, ROLLBACK_CONTROL_PLANE,
+    UNPAUSE,
+};
 use std::fmt::Write as _;
 
 /// The runbook for the cluster's current phase.
@@ -64,7 +74,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         list(&kubeadm.etcd_members),
         list(&kubeadm.worker_nodes)
     );
-    let _ = writeln!(md, "Phases: `prepare` → `control-plane` → `workers` → `complete`. Before every step: `capstan check clusters/{name}` must be clean, and `capstan diff` of the change reviewed.\n");
+    let _ = writeln!(md, "Phases: `prepare` → `control-plane` → `workers` → `complete`. Before every step: `capstan check clusters/{name}` with the kubeadm files and `--providers` must be clean, and `capstan diff` of the change reviewed.\n");
 
     let etcd_old = s
         .provenance
@@ -75,14 +85,27 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
     let talos_etcd36 =
         SemVer::parse(&s.versions.talos).is_some_and(|t| t.major == 1 && t.minor >= 11);
 
+    let names = Names {
+        namespace: ns.clone(),
+        cluster: name.clone(),
+    };
+    let policy = format!("{name}.{ns}.bootstrapped.capstan.dev");
+    let guard = format!(
+        "Keeps the cluster guarded against a second etcd: the admission policy `{policy}` refuses every Machine and \
+         VSphereMachine of the cluster until `{tcp}` has `status.bootstrapped=true`, and the phase's Job (ServiceAccount \
+         `{name}-capstan-migration`: `{tcp}` and its status by name, listing Machines, reading Secrets by name) waits for \
+         `{name}-talos` and `{name}-ca`, then sets the status."
+    );
     match phase {
         Some(Phase::Prepare) => {
             section(&mut md, "What the bundle does when synced", &[
                 &format!("Creates the Cluster API objects, the sealed Secrets `{name}-talos` (the imported Talos secrets bundle) and `{name}-ca` (the kubeadm Kubernetes CA), so the providers reuse the kubeadm PKI instead of generating one."),
                 &format!("Renders TalosControlPlane `{tcp}` and every MachineDeployment with **0 replicas**: no Talos machine is created in this phase."),
-                &format!("Runs Job `{name}-capstan-migration-bootstrapped-…` (ServiceAccount `{name}-capstan-migration`, allowed only `get`/`patch` on `taloscontrolplanes/status` of `{tcp}`), which sets `status.bootstrapped=true` and verifies it. It refuses once `spec.replicas` is above 0."),
+                &guard,
+                &format!("Runs Job `{name}-capstan-migration-bootstrapped-…`: the guard alone."),
             ]);
             let mut before = vec![
+                format!("The management cluster runs Kubernetes 1.30 or later (the admission policy is `admissionregistration.k8s.io/v1`) and the provider releases declared in `spec.migration.providers`: `capstan check clusters/{name} --providers providers.yaml` with `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml > providers.yaml`."),
                 "Config matching on the kubeadm side (`capstan check`): the service-account issuer and audiences, the encryption provider order and key name (`key2` secretbox), CIDRs, DNS domain, endpoint.".to_string(),
                 "Create a non-expiring join token on the kubeadm cluster, or apply the sealed one: `capstan secrets decrypt clusters/NAME/secrets/workload/bootstrap-token-*.yaml | kubectl --kubeconfig kubeadm.conf apply -f -` (the token of the imported bundle, no expiry).".replace("NAME", name),
                 "Fix the kube-proxy DaemonSet labels (`tier: node`, `k8s-app: kube-proxy`) if `capstan check` reports them.".to_string(),
@@ -102,18 +125,19 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             section(&mut md, "Verify before the next phase", &[
                 &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.status.bootstrapped}}'` prints `true`."),
                 &format!("`kubectl -n {ns} get machines -l cluster.x-k8s.io/cluster-name={name}` lists nothing."),
-                &format!("`kubectl -n {ns} get secret {name}-talos {name}-ca` exist, and the Cluster's infrastructure is ready (`kubectl -n {ns} get vspherecluster {name}`)."),
+                &format!("`kubectl -n {ns} get secret {name}-talos {name}-ca {name}-kubeconfig` exist (the control-plane provider wrote the kubeconfig: the next phase's Job reads the workload cluster through it), and the Cluster's infrastructure is ready (`kubectl -n {ns} get vspherecluster {name}`)."),
                 "On a kubeadm control-plane node: `etcdctl member list` shows only the kubeadm members, all started.",
             ]);
             section(&mut md, "Next phase", &[&format!(
-                "In `clusters/{name}/cluster.yaml` set `spec.migration.phase: control-plane`, add `acknowledge: [etcd-audit]` after reading the next phase's runbook (`capstan plan` after the edit), keep `etcdMembers` listing every kubeadm etcd member. The TalosControlPlane will get {cp_replicas} replicas at once."
+                "In `clusters/{name}/cluster.yaml` set `spec.migration.phase: control-plane`, add `acknowledge: [etcd-audit, control-plane-anti-affinity]` after reading the next phase's runbook (`capstan plan` after the edit), keep `etcdMembers` listing every kubeadm etcd member. The TalosControlPlane will get {cp_replicas} replicas at once."
             )]);
-            section(&mut md, "Roll back", &["Nothing runs on the workload cluster yet: remove the Application (or `kubectl delete -k` the bundle); a `status.bootstrapped` already set does no harm while no Talos machine exists."]);
+            section(&mut md, "Roll back", &[&format!("Nothing runs on the workload cluster yet: remove the Application (or `kubectl delete -k` the bundle); the admission policy `{policy}` and its binding are kept by Argo CD (`Delete=false`, like the TalosControlPlane): delete them by hand with the TalosControlPlane. A `status.bootstrapped` already set does no harm while no Talos machine exists.")]);
         }
         Some(Phase::ControlPlane) => {
             section(&mut md, "What the bundle does when synced", &[
                 &format!("Renders TalosControlPlane `{tcp}` with **{cp_replicas} replicas** and the annotation `cluster.x-k8s.io/paused: \"true\"`. Worker pools stay at 0."),
-                &format!("Runs Job `{name}-capstan-migration-scale-control-plane-…` once: it refuses unless `status.bootstrapped` is `true` and no control-plane Machine exists; then it removes the pause, waits until the provider has created all {cp_replicas} Machines (seconds; a VM takes minutes to join), and pauses again, also on failure. Once any Machine exists it never unpauses again."),
+                &guard,
+                &format!("Runs Job `{name}-capstan-migration-scale-control-plane-…`: after the guard it unpauses only if no control-plane Machine exists (two agreeing reads) and the workload cluster (through `{name}-kubeconfig`) has no Talos control-plane Node, which would mean this management cluster lost its Machines. The provider then creates all {cp_replicas} Machines in seconds (one per reconcile); the Job pauses again as soon as they exist, at the first nodeRef, or after 30 seconds, and on every exit path, retried until it holds. Any failed, timed-out or unparsable `kubectl` call fails the Job with the pause kept; a killed pod is replaced by one that re-asserts it. Once any Machine exists it never unpauses again."),
                 "The Talos machines boot, join the kubeadm etcd as learners one at a time (Talos finds the members through the `default/kubernetes` endpoints) and are promoted; their kubelets join with the imported bootstrap token.",
             ]);
             section(&mut md, "Why the control plane stays paused", &[
@@ -121,52 +145,75 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 "It runs before scaling in the same reconcile, so raising replicas on an unpaused control plane whose machines have joined triggers it too. That is why all Talos control-plane machines are created in one window, before any has a node, and why the control plane stays paused until `etcdMembers` is empty.",
                 "While paused the provider does not reconcile `status`, scale or remediate: that is expected during this phase.",
             ]);
+            let kubeadm_n = kubeadm.etcd_members.len();
+            let voters = kubeadm_n + cp_replicas as usize;
+            section(&mut md, "Quorum during this phase", &[
+                &format!("etcd has {kubeadm_n} kubeadm and {cp_replicas} Talos members: {voters} voters, quorum {}, so it survives {} members down, and no more: the new Talos VMs may share an ESXi host, and every kubeadm node drained, rebooted or removed counts. Remove the kubeadm members promptly, one at a time.", voters / 2 + 1, voters - (voters / 2 + 1)),
+                "CAPV makes no vSphere cluster module (anti-affinity) for a TalosControlPlane: keep the Talos control-plane VMs on separate hosts (below).",
+            ]);
+            md.push_str(&ANTI_AFFINITY.markdown(&names, "##"));
+            md.push('\n');
             section(&mut md, "Around the sync", &[
-                "Watch the join: `talosctl -n <talos-ip> service etcd` and `etcdctl member list` on a kubeadm node (learners appear, then turn into voters).",
+                "Watch the join: `talosctl -n <talos-ip> service etcd` and `etcdctl member list` on a kubeadm node (learners appear, then turn into voters). The talosconfig is in the Secret `NAME-talosconfig` (key `talosconfig`).".replace("NAME", name).as_str(),
                 "Move the load balancer backends to the Talos control-plane nodes as they become Ready (`kubectl get nodes -l node-role.kubernetes.io/control-plane`).",
                 &format!(
-                    "Then, one kubeadm control-plane node at a time ({}): `kubectl drain <node> --delete-emptydir-data --force --ignore-daemonsets --timeout=10m`; on that node `kubeadm reset --force` (it removes its etcd member); check `etcdctl member list`; `kubectl delete node <node>`; remove the node and its member from `controlPlaneNodes` and `etcdMembers` in `cluster.yaml` and commit.",
+                    "Then remove the kubeadm control-plane nodes ({}) one at a time, as below.",
                     list(&kubeadm.control_plane_nodes)
                 ),
                 "Never unpause the TalosControlPlane by hand in this phase.",
             ]);
+            md.push_str(&REMOVE_KUBEADM_NODE.markdown(&names, "##"));
+            md.push('\n');
+            md.push_str(&REPLACE_TALOS_MACHINE.markdown(&names, "##"));
+            md.push('\n');
             section(&mut md, "Verify before the next phase", &[
                 "`etcdctl member list` shows only the Talos members, all voters.",
                 "`etcdMembers` and `controlPlaneNodes` in `cluster.yaml` are empty; `capstan check` is clean.",
                 "The API through the load balancer answers with the Talos nodes only; service-account tokens of running workloads still authenticate (no `invalid bearer token` in the apiserver logs).",
             ]);
-            section(&mut md, "Next phase", &[&format!("Set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: the TalosControlPlane is then unpaused, and the worker pools scale.")]);
-            section(&mut md, "Roll back", &[
-                &"Before the first kubeadm member is removed: delete the Talos control-plane Machines (`kubectl -n NS delete machine -l cluster.x-k8s.io/control-plane,cluster.x-k8s.io/cluster-name=NAME`) while paused, remove their etcd members with `etcdctl member remove`, point the load balancer back at the kubeadm nodes, and return to phase `prepare`.".replace("NS", ns).replace("NAME", name),
-                "After kubeadm members were removed there is no going back to kubeadm: restore quorum on the Talos side instead.",
-            ]);
+            section(&mut md, "Next phase", &[&format!("Set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: its Job lifts the pause once the workload cluster shows no kubeadm etcd member, and the worker pools scale.")]);
+            md.push_str(&ROLLBACK_CONTROL_PLANE.markdown(&names, "##"));
+            md.push('\n');
         }
         Some(Phase::Workers) => {
             section(&mut md, "What the bundle does when synced", &[
-                &format!("Renders TalosControlPlane `{tcp}` unpaused: the provider reconciles again (its etcd audit now finds only its own machines)."),
+                &format!("Renders TalosControlPlane `{tcp}` without the pause annotation, and runs Job `{name}-capstan-migration-unpause-control-plane-…` that removes it (see below): the provider reconciles again, and its etcd audit now finds only its own machines."),
+                &guard,
                 &format!("Scales the worker pools: {}.", pools(config, sizes)),
             ]);
+            md.push_str(&UNPAUSE.markdown(&names, "##"));
+            md.push('\n');
             section(&mut md, "Around the sync", &[&format!(
                 "As Talos workers become Ready, drain and remove the kubeadm workers ({}) one by one: `kubectl drain <node> --delete-emptydir-data --force --ignore-daemonsets --timeout=10m`, `kubectl delete node <node>`, then `kubeadm reset --force` on it and remove it from `workerNodes` in `cluster.yaml`.",
                 list(&kubeadm.worker_nodes)
             )]);
             section(&mut md, "Verify before the next phase", &[
+                &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.metadata.annotations}}'` shows no `cluster.x-k8s.io/paused`."),
                 "`kubectl get nodes -o wide` shows only Talos nodes; `workerNodes` is empty.",
                 &format!("`kubectl -n {ns} get taloscontrolplanes,machinedeployments` report their replicas ready."),
             ]);
             section(
                 &mut md,
                 "Next phase",
-                &["Set `spec.migration.phase: complete` (or remove `spec.migration`)."],
+                &["Set `spec.migration.phase: complete`. Keep `spec.migration` (with `jobImage`): the cluster stays guarded in every phase."],
             );
             section(&mut md, "Roll back", &["Scale a pool down in `cluster.yaml` (Cluster API removes Talos workers) and uncordon the kubeadm workers that are still there."]);
         }
         Some(Phase::Complete) | None => {
-            section(&mut md, "What the bundle does when synced", &[
-                "Manages the cluster like any Cluster API cluster: every replica count as declared, no pause, no migration Job.",
-                "A change of a machine template's spec renames it (content hash) and rolls the machines; review it with `capstan diff`.",
-            ]);
+            let job = format!("Runs Job `{name}-capstan-migration-unpause-control-plane-…`: the guard, and it lifts a pause left from phase control-plane once the workload cluster shows no kubeadm etcd member (`capstan explain 'reconciliation is paused for this object'`).");
+            let mut what = vec![
+                "Manages the cluster like any Cluster API cluster: every replica count as declared, no pause.",
+            ];
+            if phase.is_some() {
+                what.push(guard.as_str());
+                what.push(job.as_str());
+            } else {
+                what.push("Nothing guards against the Bootstrap RPC: this cluster was not imported and has no migration phase, so the control-plane provider bootstraps it as a new cluster.");
+            }
+            what.push("A change of a machine template's spec renames it (content hash) and rolls the machines; review it with `capstan diff`.");
+            section(&mut md, "What the bundle does when synced", &what);
             section(&mut md, "Keep in mind", &[
+                "Keep `spec.migration.phase: complete`: a management cluster rebuilt from git then cannot bootstrap a second etcd (the policy refuses machines until the Job has set `status.bootstrapped`).",
                 "The sealed secrets are the cluster's PKI: never re-import; rotate recipients with `capstan secrets rekey`.",
                 "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses.",
             ]);
@@ -287,8 +334,23 @@ mod tests {
                 && cp.contains("force-removes every member")
         );
         assert!(cp.contains("**3 replicas**") && cp.contains("`cp-1`"));
+        // The rollback removes the Talos members one at a time before deleting the Machines,
+        // and the 6-member window (here 1 kubeadm + 3 Talos) is stated.
+        let rollback = &cp[cp.find("## Roll back phase control-plane").unwrap()..];
+        assert!(
+            rollback.find("etcdctl member remove").unwrap()
+                < rollback.find("delete machines.cluster.x-k8s.io").unwrap()
+        );
+        assert!(cp.contains("etcd has 1 kubeadm and 3 Talos members: 4 voters, quorum 3"));
+        assert!(cp.contains("## Keep the Talos control-plane VMs on separate ESXi hosts"));
+        assert!(cp.contains(
+            "## Replace a failed Talos control-plane machine during phase control-plane"
+        ));
         let w = runbook_of(&cfg("  migration:\n    phase: workers\n"));
-        assert!(w.contains("unpaused"));
+        assert!(
+            w.contains("## Lift the pause after phase control-plane")
+                && w.contains("unpause-control-plane")
+        );
         let done = runbook_of(&cfg(""));
         assert!(done.contains("phase `none (not migrating)`"));
     }

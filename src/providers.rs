@@ -237,6 +237,10 @@ impl Inventory {
         };
         let mut objects: Vec<&Value> = Vec::new();
         for d in docs {
+            if let Some(list) = d.as_array() {
+                objects.extend(list);
+                continue;
+            }
             match d.get("items").and_then(Value::as_array) {
                 Some(items)
                     if d.get("kind")

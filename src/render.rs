@@ -185,6 +185,14 @@ pub enum RenderError {
         /// How many are listed.
         listed: usize,
     },
+    /// `capstan check` blocks what `cluster.yaml` alone shows.
+    #[error("{file}: capstan check blocks this cluster.yaml:{}", findings.iter().map(|f| format!("\n  - {} ({}): {}{}", f.id, f.field, f.summary, f.fix.as_deref().map(|x| format!("; fix: {x}")).unwrap_or_default())).collect::<String>())]
+    Refused {
+        /// The cluster file.
+        file: String,
+        /// The blocking findings.
+        findings: Vec<crate::check::Finding>,
+    },
     /// The rendered objects lack a migration interlock.
     #[error("{file}: migration interlock: {message}")]
     Interlock {
@@ -357,6 +365,13 @@ impl Renderer {
                 problems,
             }
             .into());
+        }
+        let findings = crate::check::refusals(config, file);
+        if !findings.is_empty() {
+            return Err(RenderError::Refused {
+                file: file.into(),
+                findings,
+            });
         }
         if overlays.is_empty() && !config.spec.overlays.is_empty() {
             return Err(RenderError::OverlaysNotLoaded {

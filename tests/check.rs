@@ -631,7 +631,13 @@ fn import_without_encryption_carries_no_key() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let args = [MANIFEST, &["--identity", "identity.txt"]].concat();
     let o = s.check(&args);
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    // The stub starts in phase prepare, which needs the provider releases declared.
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("blocking (1)\n  BLOCK provider-releases"),
+        "{}",
+        stdout(&o)
+    );
     let e = entry(&stdout(&o), "PASS", "encryption-missing");
     assert!(
         e.contains("neither the kubeadm nor the Talos apiservers encrypt"),
@@ -662,7 +668,7 @@ fn import_stub_checks_clean_except_etcd_skew() {
     ]
     .concat();
     let o = s.check(&args);
-    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{}\n{}", stdout(&o), stderr(&o));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let findings = report["findings"].as_array().unwrap();
     let with = |sev: &str| -> Vec<&str> {
@@ -672,7 +678,17 @@ fn import_stub_checks_clean_except_etcd_skew() {
             .map(|f| f["id"].as_str().unwrap())
             .collect()
     };
-    assert!(with("blocking").is_empty(), "{report:#}");
+    // The stub is in phase prepare: the only blocking finding is the undeclared provider
+    // releases, and its fix names the block to add.
+    assert_eq!(with("blocking"), ["provider-releases"], "{report:#}");
+    let f = findings
+        .iter()
+        .find(|f| f["id"] == "provider-releases")
+        .unwrap();
+    assert!(
+        f["fix"].as_str().unwrap().contains("providers: {cluster-api: v1.10.x, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.x}"),
+        "{f}"
+    );
     // kubeadm's etcd 3.5.15 is fine with Talos 1.10 (etcd 3.5) but not with a later 1.11+.
     assert_eq!(with("warning"), ["etcd-version-skew"], "{report:#}");
     for id in [
@@ -693,7 +709,7 @@ fn import_stub_checks_clean_except_etcd_skew() {
     ] {
         assert!(with("pass").contains(&id), "{id} did not pass: {report:#}");
     }
-    assert_eq!(report["counts"]["blocking"], 0);
+    assert_eq!(report["counts"]["blocking"], 1);
     for f in findings {
         assert!(f["field"].as_str().is_some_and(|s| !s.is_empty()), "{f}");
     }
@@ -766,4 +782,140 @@ fn bad_inputs_are_errors_naming_them() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("clusters/nowhere"), "{}", stderr(&o));
     let _ = Path::new("");
+}
+
+const MIGRATING: &str = "  provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}
+  migration:
+    phase: prepare
+    jobImage: mirror/alpine/k8s:1.33.4
+    providers: {cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1}
+";
+
+/// B4, M9: the migrating phases run only on verified provider releases; `--providers`
+/// compares the declaration with the management cluster (the clusterctl inventory or the
+/// controllers' images).
+#[test]
+fn provider_releases_are_verified_and_compared_with_the_management_cluster() {
+    let base = (
+        "  provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}\n",
+        MIGRATING,
+    );
+    let s = Setup::new(&[base]);
+    let e = expect(
+        &s,
+        &[],
+        0,
+        "PASS",
+        "provider-releases",
+        "spec.migration.providers",
+        None,
+    );
+    assert!(
+        e.contains("the releases phase `prepare` was verified against"),
+        "{e}"
+    );
+    // A release of the control-plane provider nobody verified blocks, naming the pin.
+    let s = Setup::new(&[
+        base,
+        (
+            "control-plane-talos: v0.5.12",
+            "control-plane-talos: v0.5.14",
+        ),
+    ]);
+    let e = expect(
+        &s,
+        &[],
+        1,
+        "BLOCK",
+        "provider-releases",
+        "spec.migration.providers.control-plane-talos",
+        None,
+    );
+    assert!(e.contains("control-plane-talos v0.5.14: phase `prepare` of flavour `v1beta1` was verified against v0.5.12 only"), "{e}");
+    // The flavour v1beta2 has no verified release for the phases that migrate.
+    let s = Setup::new(&[base, ("flavour: v1beta1", "flavour: v1beta2")]);
+    let e = expect(
+        &s,
+        &[],
+        1,
+        "BLOCK",
+        "provider-releases",
+        "spec.flavour vs spec.migration.phase",
+        None,
+    );
+    assert!(
+        e.contains("community")
+            && e.contains("preflight checks")
+            && e.contains("migrate with flavour `v1beta1`"),
+        "{e}"
+    );
+    // The management cluster, as clusterctl's inventory lists it.
+    let s = Setup::new(&[base]);
+    s.write(
+        "providers.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3, kind: Provider, metadata: {name: cluster-api, namespace: capi-system}, providerName: cluster-api, type: CoreProvider, version: v1.10.10}\n- {apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3, kind: Provider, metadata: {name: bootstrap-talos, namespace: cabpt-system}, providerName: talos, type: BootstrapProvider, version: v0.6.12}\n- {apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3, kind: Provider, metadata: {name: control-plane-talos, namespace: cacppt-system}, providerName: talos, type: ControlPlaneProvider, version: v0.5.14}\n- {apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3, kind: Provider, metadata: {name: infrastructure-vsphere, namespace: capv-system}, providerName: vsphere, type: InfrastructureProvider, version: v1.13.1}\n",
+    );
+    let out = expect(
+        &s,
+        &["--providers", "providers.yaml"],
+        1,
+        "BLOCK",
+        "provider-releases",
+        "spec.migration.providers.control-plane-talos vs providers.yaml",
+        None,
+    );
+    assert!(out.contains("cluster.yaml declares control-plane-talos v0.5.12, the management cluster runs v0.5.14 (Provider cacppt-system/control-plane-talos)"), "{out}");
+    entry(&out, "PASS", "provider-releases");
+    // ... or as its controllers' images say (any registry, a digest allowed).
+    s.write(
+        "deployments.yaml",
+        "kind: DeploymentList\napiVersion: v1\nitems:\n- kind: Deployment\n  metadata: {name: capi-controller-manager, namespace: capi-system}\n  spec: {template: {spec: {containers: [{name: manager, image: \"mirror.internal/cluster-api/cluster-api-controller:v1.10.10\"}]}}}\n- kind: Deployment\n  metadata: {name: cabpt-controller-manager, namespace: cabpt-system}\n  spec: {template: {spec: {containers: [{name: manager, image: \"mirror.internal/siderolabs/cluster-api-talos-controller:v0.6.12\"}]}}}\n- kind: Deployment\n  metadata: {name: cacppt-controller-manager, namespace: cacppt-system}\n  spec: {template: {spec: {containers: [{name: manager, image: \"mirror.internal/siderolabs/cluster-api-control-plane-talos-controller:v0.5.12@sha256:00ff\"}]}}}\n- kind: Deployment\n  metadata: {name: capv-controller-manager, namespace: capv-system}\n  spec: {template: {spec: {containers: [{name: manager, image: \"mirror.internal/cluster-api-vsphere/cluster-api-vsphere-controller:v1.13.1\"}]}}}\n",
+    );
+    let o = s.check(&["--providers", "deployments.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("the management cluster runs control-plane-talos v0.5.12, as declared")
+    );
+    // A file that is neither is an error naming it.
+    s.write("nope.yaml", "kind: ConfigMap\nmetadata: {name: x}\n");
+    let o = s.check(&["--providers", "nope.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("nope.yaml: expected the output of `kubectl get providers"),
+        "{}",
+        stderr(&o)
+    );
+    // M9: two issuers with Talos 1.13 need CABPT v0.6.12 (Talos machinery 1.13), whatever
+    // the phase: here a finished migration whose management cluster runs v0.6.11.
+    let s = Setup::new(&[
+        (
+            "  provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}\n",
+            "  migration: {phase: complete, jobImage: i}\n",
+        ),
+        (
+            "talos: v1.10.6, kubernetes: v1.30.4",
+            "talos: v1.13.2, kubernetes: v1.33.1",
+        ),
+        (
+            "issuers: [https://kubernetes.default.svc.cluster.local]",
+            "issuers: [https://kubernetes.default.svc.cluster.local, https://lab-f.example.internal:6443]",
+        ),
+    ]);
+    s.write(
+        "providers.yaml",
+        "- {kind: Provider, metadata: {name: bootstrap-talos}, version: v0.6.11}\n",
+    );
+    let e = expect(
+        &s,
+        &["--providers", "providers.yaml"],
+        1,
+        "BLOCK",
+        "provider-releases",
+        "spec.serviceAccount.issuers vs bootstrap-talos",
+        None,
+    );
+    assert!(
+        e.contains("failure loading StrategicPatch") && e.contains("CABPT v0.6.11"),
+        "{e}"
+    );
 }

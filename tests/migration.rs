@@ -81,3 +81,34 @@ fn plan_follows_the_autoscaler_overlay() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("overlays/nope"), "{}", stderr(&o));
 }
+
+/// The README carries the operator procedures exactly as `plan` and `explain` print them
+/// (one source: `capstan::procedure`). `CAPSTAN_BLESS=1` rewrites the section.
+#[test]
+fn readme_procedures_are_the_code_s() {
+    let path = root().join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let (open, close) = (
+        "<!-- procedures: capstan::procedure::readme_section -->\n",
+        "<!-- /procedures -->",
+    );
+    let start = readme
+        .find(open)
+        .expect("README has the procedures section")
+        + open.len();
+    let end = readme[start..].find(close).expect("closed") + start;
+    let want = format!("\n{}", capstan::procedure::readme_section());
+    if readme[start..end] != want {
+        if std::env::var_os("CAPSTAN_BLESS").is_some() {
+            std::fs::write(
+                &path,
+                format!("{}{want}{}", &readme[..start], &readme[end..]),
+            )
+            .unwrap();
+            return;
+        }
+        panic!(
+            "README.md's procedures differ from capstan::procedure (CAPSTAN_BLESS=1 rewrites them)"
+        );
+    }
+}

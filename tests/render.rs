@@ -363,6 +363,33 @@ fn unsafe_migration_phases_are_refused_with_the_reason() {
     );
 }
 
+/// Item 7 of the migration issue: what `capstan check` blocks from cluster.yaml alone is not
+/// rendered (here etcd 3.5.15 recorded for a cluster joined by Talos 1.11's etcd 3.6, and a
+/// migration on the flavour whose providers no release is verified for).
+#[test]
+fn render_refuses_what_check_blocks_from_cluster_yaml_alone() {
+    let (_t, repo) = prepared_repo();
+    edit(&repo, "lab-f", "talos: v1.10.6", "talos: v1.11.2");
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("capstan check blocks this cluster.yaml:")
+            && err
+                .contains("etcd-version-skew (spec.provenance.etcdVersion vs spec.versions.talos)")
+            && err.contains("too many learner")
+            || err.contains("3.5.20"),
+        "{err}"
+    );
+    let o = capstan(&["check", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(1), "check blocks it too");
+    edit(&repo, "lab-f", "talos: v1.11.2", "talos: v1.10.6");
+    edit(&repo, "lab-f", "flavour: v1beta1", "flavour: v1beta2");
+    let err = render_fails(&repo, &["clusters/lab-f"]);
+    assert!(
+        err.contains("provider-releases (spec.flavour vs spec.migration.phase): no provider release of flavour `v1beta2` is verified for phase `prepare`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn help_lists_commands() {
     let o = capstan(&["--help"], &root());

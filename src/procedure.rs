@@ -1,0 +1,235 @@
+//! The operator procedures of the migration, written once: `plan` prints them with the
+//! cluster's names, `explain` and `check` with placeholders, and the README carries the same
+//! text (a test keeps it in step, [`readme_section`]). The etcd steps of the control-plane
+//! rollback are run as written against a real six-member etcd (`tests/etcd.rs`).
+//!
+//! A step is Markdown text; `{ns}`, `{cluster}` and `{tcp}` are replaced by the namespace,
+//! the cluster name and the TalosControlPlane's name, or by `<namespace>`, `<cluster>` and
+//! `<cluster>-cp` when no cluster is known.
+
+/// One procedure: what it is for, its steps in order, and why it is done that way.
+#[derive(Debug, Clone, Copy)]
+pub struct Procedure {
+    /// Stable id (used by `explain` entries and tests).
+    pub id: &'static str,
+    /// Title, also the README heading.
+    pub title: &'static str,
+    /// The steps, in order.
+    pub steps: &'static [&'static str],
+    /// Why it is done this way (the provider or etcd behaviour it rests on).
+    pub why: &'static str,
+}
+
+/// The names a procedure is printed with.
+#[derive(Debug, Clone)]
+pub struct Names {
+    /// The management-cluster namespace.
+    pub namespace: String,
+    /// The cluster name.
+    pub cluster: String,
+}
+
+impl Names {
+    /// Placeholders, for a procedure printed without a cluster.
+    pub fn placeholders() -> Names {
+        Names {
+            namespace: "<namespace>".into(),
+            cluster: "<cluster>".into(),
+        }
+    }
+
+    fn fill(&self, text: &str) -> String {
+        text.replace("{ns}", &self.namespace)
+            .replace("{tcp}", &format!("{}-cp", self.cluster))
+            .replace("{cluster}", &self.cluster)
+    }
+}
+
+impl Procedure {
+    /// The steps with the names filled in.
+    pub fn steps(&self, names: &Names) -> Vec<String> {
+        self.steps.iter().map(|s| names.fill(s)).collect()
+    }
+
+    /// The procedure as a Markdown section: title, numbered steps, why.
+    pub fn markdown(&self, names: &Names, heading: &str) -> String {
+        let mut md = format!("{heading} {}\n\n", self.title);
+        for (i, s) in self.steps(names).iter().enumerate() {
+            md.push_str(&format!("{}. {s}\n", i + 1));
+        }
+        md.push_str(&format!("\nWhy: {}\n", names.fill(self.why)));
+        md
+    }
+}
+
+/// Set `status.bootstrapped` by hand (what the phase Jobs do).
+pub const SET_BOOTSTRAPPED: Procedure = Procedure {
+    id: "set-bootstrapped",
+    title: "Set status.bootstrapped by hand",
+    steps: &[
+        "Check that the imported Secrets exist: `kubectl -n {ns} get secret {cluster}-talos {cluster}-ca`.",
+        "`kubectl -n {ns} patch taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} --subresource=status --type=merge -p '{\"status\":{\"bootstrapped\":true}}'` (kubectl 1.24 or later).",
+        "`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{.status.bootstrapped}'` prints `true`.",
+    ],
+    why: "the control-plane provider sends the Talos Bootstrap RPC to its first machine unless `status.bootstrapped` is true once it has all its machines, and a machine that has not joined etcd yet then starts a second, empty etcd. Status is a subresource: git cannot set it. capstan's admission policy refuses the cluster's machines until it is true, and every phase's Job sets it.",
+};
+
+/// Pause the control plane now.
+pub const PAUSE: Procedure = Procedure {
+    id: "pause",
+    title: "Pause the control plane now",
+    steps: &[
+        "`kubectl -n {ns} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} cluster.x-k8s.io/paused=true --overwrite`.",
+        "Keep `spec.migration.phase: control-plane` in git while kubeadm etcd members exist: the TalosControlPlane is rendered paused, so Argo CD's self-heal does not lift it.",
+    ],
+    why: "the provider's etcd audit force-removes every etcd member that is not one of its machines on any unpaused reconcile once all its control-plane Machines have a node.",
+};
+
+/// Remove one kubeadm control-plane node (phase control-plane).
+pub const REMOVE_KUBEADM_NODE: Procedure = Procedure {
+    id: "remove-kubeadm-node",
+    title: "Remove one kubeadm control-plane node",
+    steps: &[
+        "Take the node out of the load balancer.",
+        "`kubectl drain <node> --delete-emptydir-data --force --ignore-daemonsets --timeout=10m`.",
+        "On the node: `kubeadm reset --force` (it removes its etcd member).",
+        "On another control-plane node: `etcdctl member list` no longer shows it, and `etcdctl endpoint health --cluster` reports every member healthy.",
+        "`kubectl delete node <node>`.",
+        "Remove it from `controlPlaneNodes` and `etcdMembers` in `clusters/{cluster}/cluster.yaml`, commit, and let the sync run before the next node.",
+    ],
+    why: "one member at a time keeps a majority of healthy voters at every step; removing a member's membership before its machine goes away is what keeps quorum (a powered-off member still counts as a voter).",
+};
+
+/// Roll phase control-plane back to prepare (B1).
+pub const ROLLBACK_CONTROL_PLANE: Procedure = Procedure {
+    id: "rollback-control-plane",
+    title: "Roll back phase control-plane",
+    steps: &[
+        "Only before the first kubeadm member was removed; after that, restore quorum on the Talos side instead. Keep the TalosControlPlane paused throughout.",
+        "Take the Talos control-plane nodes out of the load balancer, so no client depends on them.",
+        "On a kubeadm control-plane node, note the Talos members' ids: `etcdctl member list -w table`.",
+        "Remove one Talos member: `etcdctl member remove <member-id>` (or `talosctl -n <talos-ip> etcd leave`).",
+        "Check before the next: `etcdctl endpoint health --cluster` reports every remaining member healthy and `etcdctl member list` no longer shows the removed one. Repeat the last two steps for each Talos member, one at a time.",
+        "Only now delete the Talos control-plane Machines: `kubectl -n {ns} delete machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane` (CAPI powers the VMs off and deletes their Nodes).",
+        "Set `spec.migration.phase: prepare` in `clusters/{cluster}/cluster.yaml` and commit.",
+    ],
+    why: "during phase control-plane etcd has the kubeadm and the Talos members: 3 + 3 = 6 voters, quorum 4. Talos never leaves etcd when powered off, so deleting the three Talos Machines first leaves 3 of 6 voters: quorum is lost, every apiserver fails, and `etcdctl member remove` itself needs the quorum it would restore. Removed one at a time first, each removal shrinks the cluster while a majority is healthy.",
+};
+
+/// Replace one failed Talos control-plane machine during phase control-plane (M2b).
+pub const REPLACE_TALOS_MACHINE: Procedure = Procedure {
+    id: "replace-talos-machine",
+    title: "Replace a failed Talos control-plane machine during phase control-plane",
+    steps: &[
+        "Keep the TalosControlPlane paused: never unpause to let the provider replace it.",
+        "Take the failed node out of the load balancer.",
+        "On a healthy control-plane node: `etcdctl member remove <member-id>` of the failed machine, then `etcdctl endpoint health --cluster`.",
+        "Delete its Machine: `kubectl -n {ns} delete machines.cluster.x-k8s.io <machine>`; the paused provider creates no replacement.",
+        "Go on with the phase: remove the kubeadm nodes one at a time. etcd has one Talos member less until phase `workers` lifts the pause and the provider creates the missing machine (replicas is unchanged); with 2 Talos members left, the last kubeadm removal leaves 2 voters, quorum 2: move on to phase `workers` at once.",
+        "Or roll the phase back (Roll back phase control-plane) and start it again.",
+    ],
+    why: "the provider runs its etcd audit before scaling, in every unpaused reconcile, and the audit runs once every existing control-plane Machine has a node: unpausing with the healthy Talos machines joined removes every kubeadm member at once. The scale Job therefore refuses to unpause once any control-plane Machine exists.",
+};
+
+/// Lift the pause in phase workers (B3).
+pub const UNPAUSE: Procedure = Procedure {
+    id: "unpause",
+    title: "Lift the pause after phase control-plane",
+    steps: &[
+        "Set `spec.migration.phase: workers` with `controlPlaneNodes` and `etcdMembers` empty, and sync: the Job `{cluster}-capstan-migration-unpause-control-plane-*` reads twice through `{cluster}-kubeconfig` that no kubeadm etcd Pod and no kubeadm control-plane Node is left, then removes the annotation.",
+        "If it refuses, find what is left: `kubectl get pods -n kube-system -l component=etcd` and `kubectl get nodes -l node-role.kubernetes.io/control-plane -o wide` in the workload cluster.",
+        "By hand, only after the same checks: `kubectl -n {ns} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} cluster.x-k8s.io/paused-`.",
+    ],
+    why: "the scale Job's `kubectl annotate` owns the pause annotation (a server-side-apply field manager), and server-side apply, as Argo CD syncs, never removes a field another manager owns: git dropping the annotation leaves the control plane paused, with no kubeconfig rotation, no remediation and, after a version bump, worker MachineSets held by CAPI's preflight checks. An Update removes a field whoever owns it.",
+};
+
+/// Keep the Talos control-plane VMs on separate hosts (M2).
+pub const ANTI_AFFINITY: Procedure = Procedure {
+    id: "anti-affinity",
+    title: "Keep the Talos control-plane VMs on separate ESXi hosts",
+    steps: &[
+        "As soon as the scale Job has created the machines, list their VMs: `kubectl -n {ns} get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane` (the VM names are the Machine names).",
+        "In vCenter, create a DRS VM/VM rule of type \"Separate Virtual Machines\" over them (`govc cluster.rule.create -name {cluster}-cp -enable -anti-affinity <vm>...`), and add every later control-plane VM to it.",
+        "Check that DRS moved them apart before removing the first kubeadm node.",
+    ],
+    why: "CAPV makes vSphere cluster modules (anti-affinity) only for KubeadmControlPlane and MachineDeployments, never for a TalosControlPlane. During phase control-plane one host holding the three Talos VMs takes 3 of 6 voters down: quorum (4) is lost. After the migration it takes 3 of 3.",
+};
+
+/// Every procedure, in the order the README lists them.
+pub const ALL: &[&Procedure] = &[
+    &SET_BOOTSTRAPPED,
+    &PAUSE,
+    &ANTI_AFFINITY,
+    &REMOVE_KUBEADM_NODE,
+    &REPLACE_TALOS_MACHINE,
+    &ROLLBACK_CONTROL_PLANE,
+    &UNPAUSE,
+];
+
+/// A procedure by id.
+pub fn by_id(id: &str) -> Option<&'static Procedure> {
+    ALL.iter().copied().find(|p| p.id == id)
+}
+
+/// The README's procedures section, as it must read (between its markers).
+pub fn readme_section() -> String {
+    let names = Names::placeholders();
+    let mut md = String::new();
+    for p in ALL {
+        md.push_str(&p.markdown(&names, "###"));
+        md.push('\n');
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fill_every_placeholder() {
+        let n = Names {
+            namespace: "ns1".into(),
+            cluster: "c1".into(),
+        };
+        for p in ALL {
+            for s in p.steps(&n) {
+                assert!(
+                    !s.contains("{ns}") && !s.contains("{cluster}") && !s.contains("{tcp}"),
+                    "{s}"
+                );
+            }
+        }
+        let rb = ROLLBACK_CONTROL_PLANE.steps(&n).join("\n");
+        assert!(rb.contains("kubectl -n ns1 delete machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=c1,cluster.x-k8s.io/control-plane"));
+        assert!(SET_BOOTSTRAPPED.steps(&Names::placeholders())[1]
+            .contains("<cluster>-cp --subresource=status"));
+    }
+
+    #[test]
+    fn the_rollback_removes_members_before_machines() {
+        let steps = ROLLBACK_CONTROL_PLANE.steps;
+        let remove = steps
+            .iter()
+            .position(|s| s.contains("etcdctl member remove"))
+            .unwrap();
+        let health = steps
+            .iter()
+            .position(|s| s.contains("etcdctl endpoint health"))
+            .unwrap();
+        let delete = steps
+            .iter()
+            .position(|s| s.contains("delete machines"))
+            .unwrap();
+        assert!(remove < health && health < delete);
+        assert!(ROLLBACK_CONTROL_PLANE.why.contains("6 voters, quorum 4"));
+    }
+
+    #[test]
+    fn ids_are_unique_and_found() {
+        for p in ALL {
+            assert_eq!(by_id(p.id).map(|q| q.title), Some(p.title));
+            assert_eq!(ALL.iter().filter(|q| q.id == p.id).count(), 1);
+        }
+    }
+}
