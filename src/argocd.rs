@@ -74,18 +74,21 @@ pub const PLUGIN_YAML: &str = include_str!("../deploy/argocd/plugin.yaml");
 pub const REPO_SERVER_PATCH_YAML: &str = include_str!("../deploy/argocd/repo-server-patch.yaml");
 /// `deploy/argocd/kustomization.yaml`.
 pub const KUSTOMIZATION_YAML: &str = include_str!("../deploy/argocd/kustomization.yaml");
+/// `deploy/argocd/argocd-cm-patch.yaml`: the SopsSecret health check, as a patch of `argocd-cm`.
+pub const ARGOCD_CM_PATCH_YAML: &str = include_str!("../deploy/argocd/argocd-cm-patch.yaml");
 /// `deploy/argocd/applicationset.yaml`: one Application per `clusters/*` directory.
 pub const APPLICATIONSET_YAML: &str = include_str!("../deploy/argocd/applicationset.yaml");
 /// The repository URL placeholder in [`APPLICATIONSET_YAML`].
 pub const REPO_URL_PLACEHOLDER: &str = "https://git.example.internal/platform/clusters.git";
 /// The deployment files, by path relative to a repository root.
-pub const DEPLOY_FILES: [(&str, &str); 4] = [
+pub const DEPLOY_FILES: [(&str, &str); 5] = [
     ("deploy/argocd/kustomization.yaml", KUSTOMIZATION_YAML),
     ("deploy/argocd/plugin.yaml", PLUGIN_YAML),
     (
         "deploy/argocd/repo-server-patch.yaml",
         REPO_SERVER_PATCH_YAML,
     ),
+    ("deploy/argocd/argocd-cm-patch.yaml", ARGOCD_CM_PATCH_YAML),
     ("deploy/argocd/applicationset.yaml", APPLICATIONSET_YAML),
 ];
 

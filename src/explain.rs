@@ -1076,6 +1076,23 @@ mod tests {
                 assert!(findings.contains(f), "{}: {f} is not in FINDINGS", e.id);
                 used.insert(*f);
             }
+            for p in e.procedures {
+                assert!(
+                    crate::procedure::by_id(p).is_some(),
+                    "{}: no procedure {p}",
+                    e.id
+                );
+            }
+            // A fix that pauses or sets the status by hand says so through the procedure,
+            // the one text of it (no second copy of the command here).
+            for step in e.fix {
+                assert!(
+                    !step.contains("cluster.x-k8s.io/paused=true")
+                        && !step.contains("--subresource=status"),
+                    "{}: write the command in crate::procedure, not here: {step}",
+                    e.id
+                );
+            }
         }
         assert_eq!(used, findings, "every contract finding is used by an entry");
     }

@@ -14,6 +14,8 @@ mod secrets;
 mod migration;
 // A model of the providers from their source, with the Jobs' scripts run against it.
 mod provider_model;
+// The control-plane rollback's etcd steps against a real six-member etcd.
+mod etcd;
 // `capstan explain`: known migration errors to cause, check finding and fix; exit codes.
 mod explain;
 // `capstan check`: one test per finding, the import stub, the JSON report, bad inputs.
