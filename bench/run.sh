@@ -138,6 +138,7 @@ spec:
   migration:
     phase: prepare
     jobImage: registry.example.internal/mirror/alpine/k8s:1.33.4
+    providers: {{cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1, ipam-in-cluster: v1.0.3}}
     kubeadm:
       controlPlaneNodes: [{c}-cp-1, {c}-cp-2, {c}-cp-3]
       etcdMembers: [{c}-cp-1, {c}-cp-2, {c}-cp-3]

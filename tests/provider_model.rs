@@ -1880,3 +1880,53 @@ fn the_job_library_fails_on_every_bad_answer() {
         r.output
     );
 }
+
+/// The guard alone (phase prepare) under a failure of each of its kubectl calls in turn:
+/// a pod that exits 0 has set and read back `status.bootstrapped`; one that fails says so,
+/// and the policy keeps every machine out until a later pod sets it.
+#[test]
+fn every_guard_call_failing_in_turn_never_reports_a_status_it_did_not_set() {
+    let prepare = render_phase("prepare", &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"], &[]);
+    let job = prepare.iter().find(|o| is_hook(o)).unwrap().clone();
+    let calls = {
+        let world = Arc::new(Mutex::new(World::kubeadm(true)));
+        argo_apply(&world, &prepare);
+        world.lock().unwrap().calls = 0;
+        assert!(last_ok(&run_job(&world, &job)));
+        let n = world.lock().unwrap().calls;
+        n
+    };
+    assert!(calls >= 5, "{calls}");
+    for n in 1..=calls {
+        for fault in [
+            Fault::Fail(n),
+            Fault::Timeout(n),
+            Fault::Garbage(n),
+            Fault::GarbageWord(n),
+            Fault::Empty(n),
+        ] {
+            let world = Arc::new(Mutex::new(World::kubeadm(true)));
+            argo_apply(&world, &prepare);
+            {
+                let mut w = world.lock().unwrap();
+                w.calls = 0;
+                w.fault = Some(fault);
+            }
+            let mut one = job.clone();
+            one["spec"]["backoffLimit"] = json!(0);
+            let runs = run_job(&world, &one);
+            let w = world.lock().unwrap();
+            if runs[0].code == Some(0) {
+                assert!(
+                    w.tcp.as_ref().unwrap().bootstrapped,
+                    "{fault:?}: exit 0 without the status\n{}",
+                    show(&runs)
+                );
+            }
+            assert!(
+                w.machines.is_empty() && w.second_etcd.is_empty(),
+                "{fault:?}"
+            );
+        }
+    }
+}

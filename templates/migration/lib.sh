@@ -2,7 +2,29 @@
     Every kubectl call is bounded (--request-timeout), its exit status checked and its output
     parsed; anything unexpected makes the function fail, and the Jobs fail closed: they keep
     (or re-assert) the pause and exit non-zero. POSIX sh only (dash, busybox ash): no
-    pipefail, no arrays, so output is captured and checked instead of piped. -#}
+    pipefail, no arrays, so output is captured and checked instead of piped.
+
+    Functions (documented here, so every rendered Job carries only the code):
+    - kc ARGS: kubectl against the management cluster; stdout in $out, exit status kept.
+    - kw ARGS: kubectl against the workload cluster (after workload_kubeconfig).
+    - tcp_get JSONPATH: a field of the TalosControlPlane, in $out.
+    - name_ok NAME: a Kubernetes object name, nothing else (rejects unexpected output).
+    - paused: the TalosControlPlane carries cluster.x-k8s.io/paused: "true".
+    - pause: annotate, then read back; retried until it holds (about 5 minutes), loud if not.
+    - machines: the cluster's control-plane Machines, deleting ones included (the provider
+      counts them too); sets $count and $joined (those with a nodeRef).
+    - machines_twice: machines, read twice a few seconds apart; the two reads must agree.
+    - guard: the cluster exists, so status.bootstrapped must be true before any machine of it
+      exists (else the provider sends the Talos Bootstrap RPC: a second, empty etcd). Waits
+      for the TalosControlPlane and the imported PKI Secrets (the bootstrap provider generates
+      a new PKI for a machine whose cluster lacks them), then sets and verifies the status.
+    - workload_kubeconfig: the workload cluster's kubeconfig from <cluster>-kubeconfig (the
+      control-plane provider writes it), to a file only this process can read.
+    - workload: what the workload cluster runs: $kubeadm_etcd (etcd static Pods in kube-system:
+      kubeadm's; Talos runs etcd as a service, not a Pod), $kubeadm_cp and $talos_cp
+      (control-plane Nodes by operating system).
+    - workload_twice: workload, read twice a few seconds apart; the two reads must agree.
+    -#}
 ns={{ cluster.namespace }}
 cluster={{ cluster.name }}
 tcp={{ names.controlPlane }}
@@ -14,21 +36,15 @@ kubeconfig=/tmp/workload.kubeconfig
 umask 077
 log() { printf 'capstan: %s\n' "$*"; }
 err() { printf 'capstan: %s\n' "$*" >&2; }
-# kc ARGS: kubectl against the management cluster; stdout in $out, exit status kept.
 kc() { out=$(kubectl --request-timeout=20s "$@"); }
-# kw ARGS: kubectl against the workload cluster (after workload_kubeconfig).
 kw() { out=$(kubectl --kubeconfig="$kubeconfig" --request-timeout=20s "$@"); }
-# tcp_get JSONPATH: a field of the TalosControlPlane, in $out.
 tcp_get() { kc -n "$ns" get "$tcp_res" "$tcp" -o "jsonpath=$1"; }
-# name_ok NAME: a Kubernetes object name, nothing else (rejects unexpected output).
 name_ok() {
   case "$1" in
     '' | *[!a-z0-9.-]*) err "unexpected kubectl output: '$1'"; return 1 ;;
   esac
 }
-# paused: the TalosControlPlane carries cluster.x-k8s.io/paused: "true".
 paused() { tcp_get '{.metadata.annotations.cluster\.x-k8s\.io/paused}' && [ "$out" = true ]; }
-# pause: annotate, then read back; retried until it holds (about 5 minutes), loud if not.
 pause() {
   pause_tries=0
   until kc -n "$ns" annotate "$tcp_res" "$tcp" cluster.x-k8s.io/paused=true --overwrite && paused; do
@@ -40,8 +56,6 @@ pause() {
     sleep 10
   done
 }
-# machines: the cluster's control-plane Machines, deleting ones included (the provider
-# counts them too); sets $count and $joined (those with a nodeRef).
 machines() {
   kc -n "$ns" get "$machine_res" -l "$cp_selector" \
     -o 'jsonpath={range .items[*]}{.metadata.name}{" "}{.status.nodeRef.name}{"\n"}{end}' || return 1
@@ -57,7 +71,6 @@ machines() {
 $out
 EOF
 }
-# machines_twice: machines, read twice a few seconds apart; the two reads must agree.
 machines_twice() {
   machines || return 1
   first="$count/$joined"
@@ -68,10 +81,6 @@ machines_twice() {
     return 1
   fi
 }
-# guard: the cluster exists, so status.bootstrapped must be true before any machine of it
-# exists (else the provider sends the Talos Bootstrap RPC: a second, empty etcd). Waits
-# for the TalosControlPlane and the imported PKI Secrets (the bootstrap provider generates
-# a new PKI for a machine whose cluster lacks them), then sets and verifies the status.
 guard() {
   tries=0
   until tcp_get '{.metadata.name}'; do
@@ -106,8 +115,6 @@ guard() {
     return 1
   fi
 }
-# workload_kubeconfig: the workload cluster's kubeconfig from <cluster>-kubeconfig (the
-# control-plane provider writes it), to a file only this process can read.
 workload_kubeconfig() {
   if ! kc -n "$ns" get secret "$cluster-kubeconfig" -o 'go-template={{.data.value | base64decode}}'; then
     err "cannot read Secret $ns/$cluster-kubeconfig (the control-plane provider writes it while reconciling $ns/$tcp unpaused, in phase prepare)"
@@ -115,9 +122,6 @@ workload_kubeconfig() {
   fi
   printf '%s\n' "$out" > "$kubeconfig" || return 1
 }
-# workload: what the workload cluster runs: $kubeadm_etcd (etcd static Pods in kube-system:
-# kubeadm's; Talos runs etcd as a service, not a Pod), $kubeadm_cp and $talos_cp
-# (control-plane Nodes by operating system).
 workload() {
   kw get pods -n kube-system -l component=etcd \
     -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}' || return 1
@@ -145,7 +149,6 @@ EOF
 $out
 EOF
 }
-# workload_twice: workload, read twice a few seconds apart; the two reads must agree.
 workload_twice() {
   workload || return 1
   first="$kubeadm_etcd/$kubeadm_cp/$talos_cp"
