@@ -43,6 +43,8 @@ const TCP: &str = "lab-f-cp";
 const ANN_PAUSED: &str = "cluster.x-k8s.io/paused";
 const ARGO: &str = "argocd-controller";
 const KUBECTL_ANNOTATE: &str = "kubectl-annotate";
+/// The kubeadm control-plane nodes (and etcd members) of the modelled cluster.
+const KUBEADM: [&str; 3] = ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"];
 
 /// When a VM created at t reaches each stage (seconds): vSphere clone and boot give an
 /// address, Talos joins etcd through the `kubernetes` endpoints, the kubelet registers.
@@ -1077,17 +1079,15 @@ fn show(runs: &[PodRun]) -> String {
 /// The control plane after the control-plane phase's first sync: three Talos machines,
 /// the kubeadm members present.
 fn through_control_plane(cpi: bool, fault: Option<Fault>) -> (Arc<Mutex<World>>, Vec<PodRun>) {
-    let world = Arc::new(Mutex::new(World::kubeadm(cpi)));
-    let runs = argo_sync(
-        &world,
-        &render_phase("prepare", &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"], &[]),
-    );
+    into_control_plane(World::kubeadm(cpi), fault)
+}
+
+/// `world` synced through phase prepare, then into phase control-plane with `fault`.
+fn into_control_plane(world: World, fault: Option<Fault>) -> (Arc<Mutex<World>>, Vec<PodRun>) {
+    let world = Arc::new(Mutex::new(world));
+    let runs = argo_sync(&world, &render_phase("prepare", &KUBEADM, &[]));
     assert!(last_ok(&runs), "{}", show(&runs));
-    let cp = render_phase(
-        "control-plane",
-        &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"],
-        &[],
-    );
+    let cp = render_phase("control-plane", &KUBEADM, &[]);
     {
         let mut w = world.lock().unwrap();
         // The control-plane provider reconciled unpaused in phase prepare: it wrote the
@@ -1099,6 +1099,29 @@ fn through_control_plane(cpi: bool, fault: Option<Fault>) -> (Arc<Mutex<World>>,
     let runs = argo_sync(&world, &cp);
     world.lock().unwrap().fault = None;
     (world, runs)
+}
+
+/// Phase control-plane ten minutes after its first sync: three Talos machines joined, with
+/// nodeRefs, the kubeadm members still there, the control plane paused.
+fn established() -> Arc<Mutex<World>> {
+    let (world, runs) = through_control_plane(true, None);
+    assert!(last_ok(&runs), "{}", show(&runs));
+    world.lock().unwrap().advance(600);
+    world
+}
+
+/// A finished migration (only Talos members and nodes) whose management cluster was lost
+/// and rebuilt empty.
+fn migrated_then_management_lost() -> Arc<Mutex<World>> {
+    let world = established();
+    {
+        let mut w = world.lock().unwrap();
+        for n in KUBEADM {
+            w.remove_kubeadm_node(n);
+        }
+        w.rebuild_management();
+    }
+    world
 }
 
 fn assert_safe(w: &World, context: &str) {
@@ -1118,7 +1141,7 @@ fn assert_safe(w: &World, context: &str) {
 
 #[test]
 fn every_phase_of_the_runbook_under_argo_cd() {
-    let kubeadm = ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"];
+    let kubeadm = KUBEADM;
     let (world, runs) = through_control_plane(true, None);
     assert!(last_ok(&runs), "{}", show(&runs));
     {
@@ -1271,7 +1294,7 @@ fn the_unpause_job_never_unpauses_with_kubeadm_etcd_left_whatever_fails() {
 #[test]
 fn a_throttled_api_no_longer_unpauses_an_established_control_plane() {
     let old = include_str!("fixtures/migration/scale-job-14f394d.yaml");
-    let kubeadm = ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"];
+    let kubeadm = KUBEADM;
     for (template, expect_safe) in [(Some(old), false), (None, true)] {
         let (world, runs) = through_control_plane(true, None);
         assert!(last_ok(&runs));
@@ -1349,20 +1372,13 @@ fn a_pod_killed_between_unpause_and_repause() {
     // until Argo CD's self-heal re-applies git's pause, which server-side apply restores
     // because the Job's Update removed the field from every manager.
     let world = Arc::new(Mutex::new(World::kubeadm(true)));
-    argo_sync(
-        &world,
-        &render_phase("prepare", &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"], &[]),
-    );
+    argo_sync(&world, &render_phase("prepare", &KUBEADM, &[]));
     world
         .lock()
         .unwrap()
         .secrets
         .insert("lab-f-kubeconfig".into());
-    let mut cp = render_phase(
-        "control-plane",
-        &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"],
-        &[],
-    );
+    let mut cp = render_phase("control-plane", &KUBEADM, &[]);
     for o in cp.iter_mut().filter(|o| is_hook(o)) {
         o["spec"]["backoffLimit"] = json!(0);
     }
@@ -1382,7 +1398,7 @@ fn a_pod_killed_between_unpause_and_repause() {
 /// policy and the Job), the provider does exactly that.
 #[test]
 fn a_management_cluster_rebuilt_from_git() {
-    let kubeadm = ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"];
+    let kubeadm = KUBEADM;
     // Mid control-plane: the Talos machines joined, kubeadm members still there.
     let (world, _) = through_control_plane(true, None);
     world.lock().unwrap().advance(600);
@@ -1412,15 +1428,7 @@ fn a_management_cluster_rebuilt_from_git() {
 
     // After the migration (phase complete), the Secrets arriving late (an operator decrypts
     // them): the policy refuses every machine until the Job has set status.bootstrapped.
-    let (world, _) = through_control_plane(true, None);
-    {
-        let mut w = world.lock().unwrap();
-        w.advance(600);
-        for n in kubeadm {
-            w.remove_kubeadm_node(n);
-        }
-        w.rebuild_management();
-    }
+    let world = migrated_then_management_lost();
     let complete = render_phase("complete", &[], &[]);
     let without_secrets: Vec<Value> = complete
         .iter()
@@ -1446,15 +1454,7 @@ fn a_management_cluster_rebuilt_from_git() {
     // The same rebuild with the render of main at 14f394d (phase complete: no policy, no
     // Job): the provider creates three machines and sends the Bootstrap RPC to one that has
     // not joined yet.
-    let (world, _) = through_control_plane(true, None);
-    {
-        let mut w = world.lock().unwrap();
-        w.advance(600);
-        for n in kubeadm {
-            w.remove_kubeadm_node(n);
-        }
-        w.rebuild_management();
-    }
+    let world = migrated_then_management_lost();
     let unguarded: Vec<Value> = complete
         .iter()
         .filter(|o| !is_hook(o) && !kind(o).starts_with("ValidatingAdmissionPolicy"))
@@ -1579,9 +1579,7 @@ fn without_a_cloud_provider_no_machine_gets_a_node_ref() {
 /// fail, and the Job keeps the pause instead of reading "no machine".
 #[test]
 fn a_throttled_machine_list_never_reads_as_no_machine() {
-    let (world, runs) = through_control_plane(true, None);
-    assert!(last_ok(&runs));
-    world.lock().unwrap().advance(600);
+    let world = established();
     world.lock().unwrap().remove_kubeadm_node("lab-f-cp-1");
     let objects = render_phase("control-plane", &["lab-f-cp-2", "lab-f-cp-3"], &[]);
     {
@@ -1601,24 +1599,13 @@ fn a_throttled_machine_list_never_reads_as_no_machine() {
 /// would let the audit run inside the window.
 #[test]
 fn the_window_closes_at_the_first_node_ref() {
-    let world = Arc::new(Mutex::new(World::kubeadm(true)));
-    argo_sync(
-        &world,
-        &render_phase("prepare", &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"], &[]),
-    );
-    {
-        let mut w = world.lock().unwrap();
-        w.secrets.insert("lab-f-kubeconfig".into());
-        w.node_after = 8;
-        w.cp_create_limit = Some(2);
-    }
-    let runs = argo_sync(
-        &world,
-        &render_phase(
-            "control-plane",
-            &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"],
-            &[],
-        ),
+    let (world, runs) = into_control_plane(
+        World {
+            node_after: 8,
+            cp_create_limit: Some(2),
+            ..World::kubeadm(true)
+        },
+        None,
     );
     let mut w = world.lock().unwrap();
     assert!(
@@ -1644,14 +1631,7 @@ fn machines_restored_without_status_are_reported_and_guarded() {
         w.secrets.insert("lab-f-kubeconfig".into());
         w.restore_machines();
     }
-    let runs = argo_sync(
-        &world,
-        &render_phase(
-            "control-plane",
-            &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"],
-            &[],
-        ),
-    );
+    let runs = argo_sync(&world, &render_phase("control-plane", &KUBEADM, &[]));
     let mut w = world.lock().unwrap();
     assert!(
         runs[0].code == Some(1)
@@ -1696,7 +1676,7 @@ fn the_jobs_run_under_busybox_ash_too() {
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     world.lock().unwrap().shell = wrapper.display().to_string();
-    let kubeadm = ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"];
+    let kubeadm = KUBEADM;
     let runs = argo_sync(&world, &render_phase("prepare", &kubeadm, &[]));
     assert!(last_ok(&runs), "{}", show(&runs));
     world
@@ -1731,23 +1711,12 @@ fn the_jobs_run_under_busybox_ash_too() {
 /// go on, instead of leaving the control plane unpaused for minutes.
 #[test]
 fn the_window_is_seconds_even_when_a_machine_cannot_be_created() {
-    let world = Arc::new(Mutex::new(World::kubeadm(true)));
-    argo_sync(
-        &world,
-        &render_phase("prepare", &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"], &[]),
-    );
-    {
-        let mut w = world.lock().unwrap();
-        w.secrets.insert("lab-f-kubeconfig".into());
-        w.cp_create_limit = Some(2);
-    }
-    let runs = argo_sync(
-        &world,
-        &render_phase(
-            "control-plane",
-            &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"],
-            &[],
-        ),
+    let (world, runs) = into_control_plane(
+        World {
+            cp_create_limit: Some(2),
+            ..World::kubeadm(true)
+        },
+        None,
     );
     let mut w = world.lock().unwrap();
     assert!(
@@ -1774,10 +1743,8 @@ fn the_window_is_seconds_even_when_a_machine_cannot_be_created() {
 /// cannot parse or two reads that disagree, instead of reading them as "nothing there".
 #[test]
 fn the_job_library_fails_on_every_bad_answer() {
-    let (world, runs) = through_control_plane(true, None);
-    assert!(last_ok(&runs));
-    world.lock().unwrap().advance(600);
-    let prepare = render_phase("prepare", &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"], &[]);
+    let world = established();
+    let prepare = render_phase("prepare", &KUBEADM, &[]);
     let script = prepare
         .iter()
         .find(|o| is_hook(o))
@@ -1886,7 +1853,7 @@ fn the_job_library_fails_on_every_bad_answer() {
 /// and the policy keeps every machine out until a later pod sets it.
 #[test]
 fn every_guard_call_failing_in_turn_never_reports_a_status_it_did_not_set() {
-    let prepare = render_phase("prepare", &["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"], &[]);
+    let prepare = render_phase("prepare", &KUBEADM, &[]);
     let job = prepare.iter().find(|o| is_hook(o)).unwrap().clone();
     let calls = {
         let world = Arc::new(Mutex::new(World::kubeadm(true)));
