@@ -459,6 +459,7 @@ mod tests {
             name: "c1".into(),
             namespace: "c1".into(),
             phase: None,
+            kubeadm_etcd_members: 0,
             // The second lacks its final newline, so the file is not the text read.
             resources: vec![doc("a", "kind: Secret\n"), doc("b", "kind: Secret")],
         };
@@ -549,6 +550,7 @@ mod tests {
             name: "c1".into(),
             namespace: "ns".into(),
             phase: None,
+            kubeadm_etcd_members: 0,
             resources,
         }
     }

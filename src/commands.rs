@@ -953,11 +953,18 @@ fn load_side(
         Ok(dirs) => {
             let mut set = ResourceSet::default();
             let rendered = render_each(&dirs, templates, inputs::Digests::NotWanted, |r, _| {
-                Ok((r.name, r.phase, r.resources))
+                Ok((r.name, r.phase, r.kubeadm_etcd_members, r.resources))
             })?;
-            for (name, phase, resources) in rendered {
+            for (name, phase, kubeadm_etcd_members, resources) in rendered {
                 let phase = Some(phase.map_or("(none)", Phase::as_str).to_string());
-                set.clusters.insert(name, ClusterSet { resources, phase });
+                set.clusters.insert(
+                    name,
+                    ClusterSet {
+                        resources,
+                        phase,
+                        kubeadm_etcd_members,
+                    },
+                );
             }
             return Ok(set);
         }
@@ -972,6 +979,7 @@ fn load_side(
                 ClusterSet {
                     resources,
                     phase: None,
+                    kubeadm_etcd_members: 0,
                 },
             );
         }

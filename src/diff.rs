@@ -41,6 +41,8 @@ pub struct ClusterSet {
     /// The migration phase from `cluster.yaml` (`(none)` without a migration block) when
     /// the side was rendered from inputs; `None` when unknown (rendered output, streams).
     pub phase: Option<String>,
+    /// The kubeadm etcd members `cluster.yaml` declares (0 when unknown).
+    pub kubeadm_etcd_members: usize,
 }
 
 /// One side of a diff: clusters by name.
@@ -1959,6 +1961,31 @@ fn cluster_risks(a: &ClusterSet, b: &ClusterSet, out: &mut Vec<Risk>) {
             });
         }
     }
+    // During phase control-plane etcd has the kubeadm and the Talos members: the replica
+    // note counts only the Talos ones, so state the whole membership.
+    let kubeadm = b.kubeadm_etcd_members as i64;
+    if b.phase.as_deref() == Some("control-plane") && kubeadm > 0 {
+        let talos = b
+            .resources
+            .iter()
+            .filter(|r| is_control_plane(r.kind()))
+            .find_map(|r| replicas(Some(r)))
+            .unwrap_or(0);
+        if talos > 0 {
+            let v = kubeadm + talos;
+            out.push(Risk {
+                severity: Severity::Medium,
+                object: "cluster.yaml".into(),
+                message: format!(
+                    "etcd has the {kubeadm} kubeadm and the {talos} Talos control-plane members in phase control-plane: \
+                     {v} voters, quorum {}, so {} members down lose it; keep the Talos VMs on separate ESXi hosts and \
+                     remove the kubeadm members one at a time (`capstan plan`: Quorum during this phase)",
+                    quorum(v),
+                    v - quorum(v) + 1
+                ),
+            });
+        }
+    }
     let versions = |s: &ClusterSet| {
         let mut cp = None;
         let mut workers = Vec::new();
@@ -2064,6 +2091,7 @@ mod tests {
             ClusterSet {
                 resources: rs.into_iter().map(res).collect(),
                 phase: None,
+                kubeadm_etcd_members: 0,
             },
         );
         s
@@ -2228,6 +2256,22 @@ mod tests {
             .starts_with("spec.migration.phase prepare → control-plane"));
         // Unknown on one side (a rendered directory): no note.
         assert!(run(a, pb).risks.is_empty());
+        // Into phase control-plane with 3 kubeadm members and 3 Talos replicas: the whole
+        // etcd membership is stated, not only the Talos machines'.
+        let mut pa = set(vec![tcp(0, "v1.30.4", "v1.10.6", "t")]);
+        let mut pb = set(vec![tcp(3, "v1.30.4", "v1.10.6", "t")]);
+        pa.clusters.get_mut("c").unwrap().phase = Some("prepare".into());
+        let b = pb.clusters.get_mut("c").unwrap();
+        b.phase = Some("control-plane".into());
+        b.kubeadm_etcd_members = 3;
+        let c = run(pa, pb);
+        assert!(
+            c.risks.iter().any(|r| r.message.starts_with(
+                "etcd has the 3 kubeadm and the 3 Talos control-plane members in phase control-plane: 6 voters, quorum 4, so 3 members down lose it"
+            )),
+            "{:?}",
+            c.risks
+        );
     }
 
     #[test]

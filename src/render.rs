@@ -239,6 +239,9 @@ pub struct Rendered {
     pub namespace: String,
     /// Its migration phase (`None` when `cluster.yaml` has no migration).
     pub phase: Option<Phase>,
+    /// The kubeadm etcd members `cluster.yaml` still declares (they share etcd with the
+    /// Talos control plane during phase `control-plane`).
+    pub kubeadm_etcd_members: usize,
     /// Objects in the fixed output order.
     pub resources: Vec<Resource>,
 }
@@ -488,6 +491,11 @@ impl Renderer {
             name: config.metadata.name.clone(),
             namespace: config.metadata.namespace.clone(),
             phase: config.spec.migration.as_ref().map(|m| m.phase),
+            kubeadm_etcd_members: config
+                .spec
+                .migration
+                .as_ref()
+                .map_or(0, |m| m.kubeadm.etcd_members.len()),
             resources: out,
         })
     }
