@@ -756,14 +756,37 @@ impl<'a> Cx<'a> {
             (None, Some((file, t)), _) => (format!("{file} etcd.local.imageTag"), t),
             (None, None, Some(p)) => ("spec.provenance.etcdVersion".to_string(), p),
             (None, None, None) => {
-                out.push(Finding::new(
-                    id,
-                    Severity::Info,
-                    "spec.provenance.etcdVersion",
-                    "the kubeadm etcd version is not known: pass --etcd-version (`etcdctl version`) \
-                     or --kubeadm-config"
-                        .into(),
-                ));
+                // Talos 1.11 and later run etcd 3.6, which a kubeadm etcd 3.5 below 3.5.20
+                // cannot be joined by: while kubeadm members exist the version must be known.
+                let joining =
+                    self.talos_at_least(11)
+                        && self.i.config.spec.migration.as_ref().is_some_and(|m| {
+                            matches!(m.phase, Phase::Prepare | Phase::ControlPlane)
+                        });
+                let f = if joining {
+                    Finding::new(
+                        id,
+                        Severity::Blocking,
+                        "spec.provenance.etcdVersion",
+                        format!(
+                            "the kubeadm etcd version is not known, and Talos {} runs etcd 3.6, which needs every \
+                             3.5 member on 3.5.20 or later",
+                            self.talos_str()
+                        ),
+                    )
+                    .error(errors::TOO_MANY_LEARNERS)
+                    .fix("record it in cluster.yaml: spec.provenance.etcdVersion (`etcdctl version` on a kubeadm node)")
+                } else {
+                    Finding::new(
+                        id,
+                        Severity::Info,
+                        "spec.provenance.etcdVersion",
+                        "the kubeadm etcd version is not known: pass --etcd-version (`etcdctl version`) \
+                         or --kubeadm-config"
+                            .into(),
+                    )
+                };
+                out.push(f);
                 return;
             }
         };
@@ -2659,6 +2682,26 @@ mod tests {
         let mut i = inputs(&text);
         i.etcd_version = Some("3.5.26".into());
         assert_eq!(worst(&i, "etcd-version-skew"), Severity::Pass);
+        // Unknown while kubeadm members join a Talos >= 1.11 etcd: blocking (render refuses).
+        let unknown = MINIMAL.replace("talos: v1.10.6", "talos: v1.11.2")
+            + "  migration:\n    phase: control-plane\n    kubeadm:\n      etcdMembers: [cp-1]\n";
+        let f = blocking_with(
+            &inputs(&unknown),
+            "etcd-version-skew",
+            Some(errors::TOO_MANY_LEARNERS),
+        );
+        assert!(f.fix.unwrap().contains("spec.provenance.etcdVersion"));
+        assert_eq!(
+            worst(
+                &inputs(
+                    &unknown
+                        .replace("phase: control-plane", "phase: complete")
+                        .replace("      etcdMembers: [cp-1]\n", "")
+                ),
+                "etcd-version-skew"
+            ),
+            Severity::Info
+        );
         assert_eq!(parse_etcd_version("3.5.15-0"), Some((3, 5, 15)));
         assert_eq!(parse_etcd_version("v3.6.4"), Some((3, 6, 4)));
         assert_eq!(parse_etcd_version("3.6"), None);

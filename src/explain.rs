@@ -572,10 +572,10 @@ pub static ENTRIES: &[Entry] = &[
         cause: "Fewer than a majority of etcd voters are up. During phase control-plane etcd has the kubeadm and the Talos members (3 + 3 = 6 voters, quorum 4): deleting the Talos control-plane Machines before removing their members (Talos does not leave etcd when powered off), or one ESXi host holding several control-plane VMs, takes 3 of 6 down.",
         caught_by: &[],
         fix: &[
-            "if the powered-off members' VMs still exist, power them on: quorum returns, then follow the rollback (below) in its order",
-            "if they are gone, restore from one kubeadm member: stop every member, take a snapshot of its data directory (`etcdutl snapshot save` cannot run without quorum: copy `member/snap/db`), restore it with `etcdutl snapshot restore` on that node, start it with `--force-new-cluster`, then add the others back one at a time",
+            "restore quorum (below); then roll the phase back in the documented order",
+            "afterwards keep the Talos control-plane VMs on separate hosts (below)",
         ],
-        procedures: &["rollback-control-plane", "anti-affinity"],
+        procedures: &["restore-quorum", "rollback-control-plane", "anti-affinity"],
     },
     // ---- §8.4 bootstrap token -----------------------------------------------------------
     Entry {

@@ -354,7 +354,11 @@ pub struct Migration {
     /// Current phase.
     pub phase: Phase,
     /// kubeadm machines still present (an empty `kubeadm:` means none).
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "KubeadmNodes::is_empty"
+    )]
     pub kubeadm: KubeadmNodes,
     /// Image for the migration Jobs (needs `kubectl` ≥ 1.27 and a POSIX `sh`), e.g. a mirror
     /// of `docker.io/alpine/k8s:1.33.4`. Required while Jobs are rendered (`prepare`,
@@ -463,6 +467,15 @@ impl Migration {
     /// Whether the kubeadm side still has control-plane nodes or etcd members.
     pub fn kubeadm_control_plane_present(&self) -> bool {
         !self.kubeadm.etcd_members.is_empty() || !self.kubeadm.control_plane_nodes.is_empty()
+    }
+}
+
+impl KubeadmNodes {
+    /// No kubeadm node or member is listed.
+    pub fn is_empty(&self) -> bool {
+        self.control_plane_nodes.is_empty()
+            && self.etcd_members.is_empty()
+            && self.worker_nodes.is_empty()
     }
 }
 
@@ -793,13 +806,16 @@ impl ClusterConfig {
         strict(file, value, KIND)
     }
 
-    /// Whether `import kubeadm` wrote this file (`spec.provenance.importedFrom`): the cluster
-    /// exists, and the provider must never bootstrap it.
+    /// Whether `import kubeadm` wrote this file: any of `spec.provenance` (only the import
+    /// writes it: where the PKI came from, the CA fingerprints, the bootstrap-token id, the
+    /// etcd version). The cluster exists, and the provider must never bootstrap it.
     pub fn imported(&self) -> bool {
-        self.spec
-            .provenance
-            .as_ref()
-            .is_some_and(|p| p.imported_from.is_some())
+        self.spec.provenance.as_ref().is_some_and(|p| {
+            p.imported_from.is_some()
+                || p.fingerprints.is_some()
+                || p.bootstrap_token_id.is_some()
+                || p.etcd_version.is_some()
+        })
     }
 
     /// Whether the cluster exists already (imported, or migrating): its TalosControlPlane is
@@ -1033,7 +1049,7 @@ impl ClusterConfig {
         if s.migration.is_none() && self.imported() && purpose == Purpose::Render {
             v.push(
                 "spec.migration.phase",
-                "required for a cluster imported from kubeadm (spec.provenance.importedFrom): one of \
+                "required for a cluster imported from kubeadm (spec.provenance): one of \
                  `prepare`, `control-plane`, `workers`, `complete`. Without a phase the TalosControlPlane \
                  would render with its replicas, unpaused and without the bootstrapped guard, and the \
                  provider could bootstrap a second, empty etcd cluster; start with `prepare` (see \
@@ -1074,7 +1090,18 @@ impl ClusterConfig {
                 }
             }
             match m.phase {
-                Phase::Prepare => {}
+                Phase::Prepare => {
+                    if m.kubeadm.etcd_members.is_empty() && purpose == Purpose::Render {
+                        v.push(
+                            "spec.migration.kubeadm.etcdMembers",
+                            "phase `prepare` starts from the kubeadm control plane: list its etcd members \
+                             (`etcdctl member list`). It renders the control plane with 0 replicas, so a cluster \
+                             whose kubeadm members are gone is past phase control-plane: use `workers` or \
+                             `complete`"
+                                .into(),
+                        );
+                    }
+                }
                 Phase::ControlPlane => {
                     if !m.acknowledge.contains(&Acknowledgement::EtcdAudit) {
                         v.push(

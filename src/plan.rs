@@ -94,7 +94,8 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         "Keeps the cluster guarded against a second etcd: the admission policy `{policy}` refuses every Machine and \
          VSphereMachine of the cluster until `{tcp}` has `status.bootstrapped=true`, and the phase's Job (ServiceAccount \
          `{name}-capstan-migration`: `{tcp}` and its status by name, listing Machines, reading Secrets by name) waits for \
-         `{name}-talos` and `{name}-ca`, then sets the status."
+         `{name}-talos` and `{name}-ca`, then sets the status, refusing while Talos control-plane Nodes run without \
+         Machines (a lost management cluster: restore its Machines first)."
     );
     match phase {
         Some(Phase::Prepare) => {
@@ -138,6 +139,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 &format!("Renders TalosControlPlane `{tcp}` with **{cp_replicas} replicas** and the annotation `cluster.x-k8s.io/paused: \"true\"`. Worker pools stay at 0."),
                 &guard,
                 &format!("Runs Job `{name}-capstan-migration-scale-control-plane-…`: after the guard it unpauses only if no control-plane Machine exists (two agreeing reads) and the workload cluster (through `{name}-kubeconfig`) has no Talos control-plane Node, which would mean this management cluster lost its Machines. The provider then creates all {cp_replicas} Machines in seconds (one per reconcile); the Job pauses again as soon as they exist, at the first nodeRef, or after 30 seconds, and on every exit path, retried until it holds. Any failed, timed-out or unparsable `kubectl` call fails the Job with the pause kept; a killed pod is replaced by one that re-asserts it. Once any Machine exists it never unpauses again."),
+                &format!("Adds the admission policy `{name}.{ns}.paused-node-refs.capstan.dev`: a control-plane Machine gets its nodeRef only while `{tcp}` is paused, so the etcd audit (which needs every nodeRef) cannot run inside the window, even if the Job's pod is lost in it."),
                 "The Talos machines boot, join the kubeadm etcd as learners one at a time (Talos finds the members through the `default/kubernetes` endpoints) and are promoted; their kubelets join with the imported bootstrap token.",
             ]);
             section(&mut md, "Why the control plane stays paused", &[
@@ -150,6 +152,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             section(&mut md, "Quorum during this phase", &[
                 &format!("etcd has {kubeadm_n} kubeadm and {cp_replicas} Talos members: {voters} voters, quorum {}, so it survives {} members down, and no more: the new Talos VMs may share an ESXi host, and every kubeadm node drained, rebooted or removed counts. Remove the kubeadm members promptly, one at a time.", voters / 2 + 1, voters - (voters / 2 + 1)),
                 "CAPV makes no vSphere cluster module (anti-affinity) for a TalosControlPlane: keep the Talos control-plane VMs on separate hosts (below).",
+                "If etcd loses quorum anyway (`etcdserver: no leader`, `request timed out`): `capstan explain 'etcdserver: no leader'` prints how to restore it from one kubeadm member.",
             ]);
             md.push_str(&ANTI_AFFINITY.markdown(&names, "##"));
             md.push('\n');
@@ -167,11 +170,11 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             md.push_str(&REPLACE_TALOS_MACHINE.markdown(&names, "##"));
             md.push('\n');
             section(&mut md, "Verify before the next phase", &[
-                "`etcdctl member list` shows only the Talos members, all voters.",
-                "`etcdMembers` and `controlPlaneNodes` in `cluster.yaml` are empty; `capstan check` is clean.",
+                "Before the commit that removes the last kubeadm node (and sets phase `workers`): `etcdctl member list` shows the Talos members, all voters, and that one kubeadm member; after its `kubeadm reset`, only the Talos members.",
+                "With `etcdMembers` and `controlPlaneNodes` empty and phase `workers`, `capstan check` is clean.",
                 "The API through the load balancer answers with the Talos nodes only; service-account tokens of running workloads still authenticate (no `invalid bearer token` in the apiserver logs).",
             ]);
-            section(&mut md, "Next phase", &[&format!("Set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: its Job lifts the pause once the workload cluster shows no kubeadm etcd member, and the worker pools scale.")]);
+            section(&mut md, "Next phase", &[&format!("In the commit that removes the last kubeadm node, set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: its Job lifts the pause once the workload cluster shows no kubeadm etcd member, and the worker pools scale.")]);
             md.push_str(&ROLLBACK_CONTROL_PLANE.markdown(&names, "##"));
             md.push('\n');
         }

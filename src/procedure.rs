@@ -95,7 +95,7 @@ pub const REMOVE_KUBEADM_NODE: Procedure = Procedure {
         "On the node: `kubeadm reset --force` (it removes its etcd member).",
         "On another control-plane node: `etcdctl member list` no longer shows it, and `etcdctl endpoint health --cluster` reports every member healthy.",
         "`kubectl delete node <node>`.",
-        "Remove it from `controlPlaneNodes` and `etcdMembers` in `clusters/{cluster}/cluster.yaml`, commit, and let the sync run before the next node.",
+        "Remove it from `controlPlaneNodes` and `etcdMembers` in `clusters/{cluster}/cluster.yaml`, commit, and let the sync run before the next node. With the last one, set `spec.migration.phase: workers` in the same commit: phase control-plane needs a kubeadm member listed, and the workers Job lifts the pause only once the workload cluster shows no kubeadm etcd.",
     ],
     why: "one member at a time keeps a majority of healthy voters at every step; removing a member's membership before its machine goes away is what keeps quorum (a powered-off member still counts as a voter).",
 };
@@ -111,6 +111,7 @@ pub const ROLLBACK_CONTROL_PLANE: Procedure = Procedure {
         "Remove one Talos member: `etcdctl member remove <member-id>` (or `talosctl -n <talos-ip> etcd leave`).",
         "Check before the next: `etcdctl endpoint health --cluster` reports every remaining member healthy and `etcdctl member list` no longer shows the removed one. Repeat the last two steps for each Talos member, one at a time.",
         "Only now delete the Talos control-plane Machines: `kubectl -n {ns} delete machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane` (CAPI powers the VMs off and deletes their Nodes).",
+        "Wait until `kubectl -n {ns} get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane` lists nothing (the phase prepare Job refuses while any remains).",
         "Set `spec.migration.phase: prepare` in `clusters/{cluster}/cluster.yaml` and commit.",
     ],
     why: "during phase control-plane etcd has the kubeadm and the Talos members: 3 + 3 = 6 voters, quorum 4. Talos never leaves etcd when powered off, so deleting the three Talos Machines first leaves 3 of 6 voters: quorum is lost, every apiserver fails, and `etcdctl member remove` itself needs the quorum it would restore. Removed one at a time first, each removal shrinks the cluster while a majority is healthy.",
@@ -125,10 +126,26 @@ pub const REPLACE_TALOS_MACHINE: Procedure = Procedure {
         "Take the failed node out of the load balancer.",
         "On a healthy control-plane node: `etcdctl member remove <member-id>` of the failed machine, then `etcdctl endpoint health --cluster`.",
         "Delete its Machine: `kubectl -n {ns} delete machines.cluster.x-k8s.io <machine>`; the paused provider creates no replacement.",
-        "Go on with the phase: remove the kubeadm nodes one at a time. etcd has one Talos member less until phase `workers` lifts the pause and the provider creates the missing machine (replicas is unchanged); with 2 Talos members left, the last kubeadm removal leaves 2 voters, quorum 2: move on to phase `workers` at once.",
+        "Go on with the phase: remove the kubeadm nodes one at a time. Until phase `workers` the scale Job fails on every sync (`2 of 3 control-plane Machines exist; refusing`): expected, the control plane stays paused. etcd has one Talos member less until phase `workers` lifts the pause and the provider creates the missing machine (replicas is unchanged); with 2 Talos members left, the last kubeadm removal leaves 2 voters, quorum 2: move on to phase `workers` at once.",
         "Or roll the phase back (Roll back phase control-plane) and start it again.",
     ],
     why: "the provider runs its etcd audit before scaling, in every unpaused reconcile, and the audit runs once every existing control-plane Machine has a node: unpausing with the healthy Talos machines joined removes every kubeadm member at once. The scale Job therefore refuses to unpause once any control-plane Machine exists.",
+};
+
+/// Restore etcd quorum from one kubeadm member (B1, M2 gone wrong).
+pub const RESTORE_QUORUM: Procedure = Procedure {
+    id: "restore-quorum",
+    title: "Restore etcd quorum from one kubeadm member",
+    steps: &[
+        "If the lost members' VMs still exist, power them on: quorum returns by itself; stop here.",
+        "Pause the control plane (Pause the control plane now) and take every control-plane node out of the load balancer.",
+        "On every kubeadm control-plane node stop etcd: move `/etc/kubernetes/manifests/etcd.yaml` out of the manifests directory.",
+        "On one kubeadm node (the one with the newest data): copy `/var/lib/etcd` aside, add `--force-new-cluster` to the etcd command in its `etcd.yaml` and move the manifest back: etcd starts as a one-member cluster that keeps every key.",
+        "Check `etcdctl endpoint health` and `etcdctl member list` (one member), then remove `--force-new-cluster` from its `etcd.yaml` again, so that no later restart repeats it.",
+        "Add the other kubeadm members back one at a time: `etcdctl member add <name> --peer-urls=https://<ip>:2380`, empty that node's `/var/lib/etcd`, set `--initial-cluster` from the output of member add and `--initial-cluster-state=existing` in its `etcd.yaml`, move the manifest back, and check `etcdctl endpoint health --cluster` before the next.",
+        "Put the kubeadm nodes back into the load balancer. The deleted Talos machines are gone: roll phase control-plane back (Roll back phase control-plane) and start it again.",
+    ],
+    why: "etcd accepts no write and no membership change without a majority of its voters, so no `member remove` can shrink a cluster that lost quorum. `--force-new-cluster` rewrites one member's own data to a membership of itself alone, keeping every key; the others come back as new, empty members that copy it.",
 };
 
 /// Lift the pause in phase workers (B3).
@@ -163,6 +180,7 @@ pub const ALL: &[&Procedure] = &[
     &REMOVE_KUBEADM_NODE,
     &REPLACE_TALOS_MACHINE,
     &ROLLBACK_CONTROL_PLANE,
+    &RESTORE_QUORUM,
     &UNPAUSE,
 ];
 

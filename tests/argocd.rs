@@ -864,10 +864,16 @@ fn sopssecret_health_check_waits_for_the_operator() {
     let (status, message) = run(sops(msg("Child secret is not owned by controller error")));
     assert_eq!(status, "Degraded");
     assert!(message.contains("sopssecret/managed"), "{message}");
-    assert_eq!(
-        run(sops(msg("Unknown Error"))),
-        ("Progressing".into(), "Unknown Error".into())
-    );
+    for m in [
+        "Unknown Error",
+        "Child secret update error",
+        "New child secret creation error",
+        "Setting controller ownership of the child secret error",
+    ] {
+        let (status, message) = run(sops(msg(m)));
+        assert_eq!(status, "Degraded", "{m}");
+        assert!(message.starts_with(m), "{message}");
+    }
     // Every status the script returns is one Argo CD accepts (util/lua/lua.go).
     for m in [
         "Healthy",

@@ -75,6 +75,10 @@ impl Cluster {
     }
 
     fn start(&mut self, i: usize, initial_cluster: &str, state: &str) {
+        self.start_with(i, initial_cluster, state, &[]);
+    }
+
+    fn start_with(&mut self, i: usize, initial_cluster: &str, state: &str, extra: &[&str]) {
         let m = &self.members[i];
         let data = self.dir.path().join(&m.name);
         let log = std::fs::File::create(self.dir.path().join(format!("{}.log", m.name))).unwrap();
@@ -103,6 +107,7 @@ impl Cluster {
                 "--election-timeout",
                 "500",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -324,6 +329,7 @@ fn the_documented_rollback_keeps_quorum_and_deleting_machines_first_loses_it() {
     // The order capstan gave before (B1): the three Talos Machines deleted first. Talos
     // does not leave etcd on power-off, so 3 of 6 voters are left: no quorum.
     let mut c = six_members();
+    assert!(c.write_succeeds(&KUBEADM, "before-the-loss"));
     for talos in TALOS {
         c.power_off(talos);
     }
@@ -343,6 +349,73 @@ fn the_documented_rollback_keeps_quorum_and_deleting_machines_first_loses_it() {
         .etcdctl(&KUBEADM, &["endpoint", "health", "--cluster"])
         .status
         .success());
+
+    // Restoring quorum as documented (capstan::procedure::RESTORE_QUORUM): etcd stopped
+    // everywhere, one kubeadm member restarted with --force-new-cluster keeps every key as
+    // a cluster of one; the flag removed again; another kubeadm member added back empty.
+    let restore = capstan::procedure::RESTORE_QUORUM
+        .steps(&capstan::procedure::Names::placeholders())
+        .join("\n");
+    for needle in [
+        "--force-new-cluster",
+        "remove `--force-new-cluster`",
+        "etcdctl member add <name> --peer-urls=",
+        "empty that node's `/var/lib/etcd`",
+        "--initial-cluster-state=existing",
+    ] {
+        assert!(restore.contains(needle), "{needle}");
+    }
+    for m in KUBEADM {
+        c.power_off(m);
+    }
+    let one = format!("kubeadm-1={}", c.members[0].peer);
+    c.start_with(0, &one, "new", &["--force-new-cluster"]);
+    wait_until("kubeadm-1 alone and healthy", || {
+        c.etcdctl(&["kubeadm-1"], &["endpoint", "health"])
+            .status
+            .success()
+    });
+    assert_eq!(c.member_count(&["kubeadm-1"]), 1);
+    let got = c.etcdctl(
+        &["kubeadm-1"],
+        &["get", "before-the-loss", "--print-value-only"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout).trim(),
+        "v",
+        "the data is kept"
+    );
+    c.power_off("kubeadm-1");
+    c.start(0, &one, "new");
+    wait_until("kubeadm-1 restarted without the flag", || {
+        c.write_succeeds(&["kubeadm-1"], "after-restore")
+    });
+    let peer2 = c.members[1].peer.clone();
+    wait_until("kubeadm-2 added", || {
+        c.etcdctl(
+            &["kubeadm-1"],
+            &[
+                "member",
+                "add",
+                "kubeadm-2",
+                &format!("--peer-urls={peer2}"),
+            ],
+        )
+        .status
+        .success()
+    });
+    std::fs::remove_dir_all(c.dir.path().join("kubeadm-2")).unwrap();
+    c.start(1, &format!("{one},kubeadm-2={peer2}"), "existing");
+    wait_until("two healthy members", || {
+        c.etcdctl(
+            &["kubeadm-1", "kubeadm-2"],
+            &["endpoint", "health", "--cluster"],
+        )
+        .status
+        .success()
+    });
+    assert_eq!(c.member_count(&["kubeadm-1"]), 2);
+    assert!(c.write_succeeds(&["kubeadm-1", "kubeadm-2"], "restored"));
 }
 
 impl Cluster {

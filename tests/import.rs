@@ -116,13 +116,14 @@ fn import_then_decrypt_then_render() {
         assert_eq!(o.status.code(), Some(2));
         assert!(
             stderr(&o).contains("spec.migration.jobImage: required in phase `prepare`")
-                && stderr(&o).contains("spec.migration.providers: required in phase `prepare`"),
+                && stderr(&o).contains("spec.migration.providers: required in phase `prepare`")
+                && stderr(&o).contains("spec.migration.kubeadm.etcdMembers: phase `prepare` starts from the kubeadm control plane"),
             "{}",
             stderr(&o)
         );
         let completed = completed.replace(
             "    phase: prepare\n",
-            "    phase: prepare\n    jobImage: mirror/alpine/k8s:1.33.4\n    providers: {cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1}\n",
+            "    phase: prepare\n    jobImage: mirror/alpine/k8s:1.33.4\n    providers: {cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1}\n    kubeadm: {etcdMembers: [cp-1, cp-2, cp-3]}\n",
         );
         std::fs::write(out.join("cluster.yaml"), completed).unwrap();
         let o = capstan(&["render", "clusters/lab-f"], &s.dir);

@@ -85,10 +85,14 @@ struct Tcp {
     bootstrapped: bool,
 }
 
-/// The rendered bootstrapped guard: the policy's CEL and the binding's parameter.
-#[derive(Debug, Clone)]
+/// A rendered admission policy: what it matches, its CEL, and its binding's parameter.
+#[derive(Debug, Clone, Default)]
 struct Policy {
     namespace: String,
+    /// (API group, resource, operation).
+    rules: Vec<(String, String, String)>,
+    /// objectSelector: label key and the value it must have (`None`: must exist).
+    labels: Vec<(String, Option<String>)>,
     conditions: Vec<String>,
     validations: Vec<String>,
     param: String,
@@ -123,7 +127,8 @@ struct World {
     machines: Vec<Machine>,
     vms: Vec<Vm>,
     secrets: BTreeSet<String>,
-    policy: Option<Policy>,
+    /// Admission policies by name.
+    policies: BTreeMap<String, Policy>,
     pools: BTreeMap<String, u64>,
     /// Whether a vSphere cloud provider sets Node.spec.providerID (without it no Machine
     /// ever gets a nodeRef, and the audit never runs).
@@ -159,6 +164,8 @@ struct World {
     audit_removed_kubeadm: Vec<String>,
     audit_removed_talos: Vec<String>,
     denied: usize,
+    /// nodeRef updates the admission policy refused.
+    node_refs_denied: usize,
     log: Vec<String>,
 }
 
@@ -177,10 +184,11 @@ impl World {
         }
     }
 
+    /// Cluster API's HasPaused: the annotation is there, whatever its value.
     fn paused(&self) -> bool {
         self.tcp
             .as_ref()
-            .is_some_and(|t| t.annotations.get(ANN_PAUSED).map(String::as_str) == Some("true"))
+            .is_some_and(|t| t.annotations.contains_key(ANN_PAUSED))
     }
 
     fn cp_machines(&self) -> usize {
@@ -242,19 +250,55 @@ impl World {
             .filter(|v| self.node_registered(v))
             .map(|v| format!("vsphere://{}", v.name))
             .collect();
-        for m in &mut self.machines {
-            if m.node_ref.is_none() && registered.contains(&m.provider_id) {
-                m.node_ref = Some(m.vm.clone());
+        for i in 0..self.machines.len() {
+            let m = &self.machines[i];
+            if m.node_ref.is_some() || !registered.contains(&m.provider_id) {
+                continue;
+            }
+            // CAPI patches the Machine's status subresource: admission sees old and new.
+            let old = self.machine_json(m, None);
+            let new = self.machine_json(m, Some(&m.vm));
+            if self.admit(
+                &new,
+                Some(&old),
+                ("cluster.x-k8s.io", "machines/status", "UPDATE"),
+            ) {
+                let vm = self.machines[i].vm.clone();
+                self.machines[i].node_ref = Some(vm);
+            } else {
+                self.node_refs_denied += 1;
             }
         }
+    }
+
+    fn machine_json(&self, m: &Machine, node_ref: Option<&str>) -> Value {
+        let mut labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER});
+        if m.control_plane {
+            labels["cluster.x-k8s.io/control-plane"] = json!("");
+        }
+        let mut v = json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": m.name, "namespace": NS, "labels": labels},
+            "spec": {"clusterName": CLUSTER, "providerID": m.provider_id},
+            "status": {"phase": "Provisioned"}
+        });
+        if let Some(n) = node_ref {
+            v["status"]["nodeRef"] = json!({"kind": "Node", "name": n});
+        }
+        v
     }
 
     /// CACPPT v0.5.12's reconcile of the TalosControlPlane.
     fn cacppt(&mut self) {
         let Some(tcp) = &self.tcp else { return };
-        if tcp.annotations.get(ANN_PAUSED).map(String::as_str) == Some("true") {
+        if tcp.annotations.contains_key(ANN_PAUSED) {
             return;
         }
+        // reconcileKubeconfig (647-696): the workload kubeconfig, from the cluster CA.
+        if self.secrets.contains("lab-f-ca") {
+            self.secrets.insert("lab-f-kubeconfig".into());
+        }
+        let Some(tcp) = &self.tcp else { return };
         let replicas = tcp.replicas as usize;
         let bootstrapped = tcp.bootstrapped;
         // reconcileEtcdMembers: the audit.
@@ -362,7 +406,16 @@ impl World {
             "metadata": {"name": name, "namespace": NS, "labels": labels},
             "spec": {"clusterName": CLUSTER}
         });
-        if !self.admit(&infra) || !self.admit(&machine) {
+        if !self.admit(
+            &infra,
+            None,
+            (
+                "infrastructure.cluster.x-k8s.io",
+                "vspheremachines",
+                "CREATE",
+            ),
+        ) || !self.admit(&machine, None, ("cluster.x-k8s.io", "machines", "CREATE"))
+        {
             self.denied += 1;
             return;
         }
@@ -387,10 +440,38 @@ impl World {
             .push(format!("t={} created Machine {name}", self.t));
     }
 
-    /// The admission policy as the API server evaluates it.
-    fn admit(&self, object: &Value) -> bool {
-        let Some(p) = &self.policy else { return true };
-        if object["metadata"]["namespace"] != json!(p.namespace) {
+    /// The admission policies as the API server evaluates them for one request.
+    fn admit(
+        &self,
+        object: &Value,
+        old: Option<&Value>,
+        (group, resource, op): (&str, &str, &str),
+    ) -> bool {
+        self.policies
+            .values()
+            .all(|p| self.admit_one(p, object, old, (group, resource, op)))
+    }
+
+    fn admit_one(
+        &self,
+        p: &Policy,
+        object: &Value,
+        old: Option<&Value>,
+        (group, resource, op): (&str, &str, &str),
+    ) -> bool {
+        let matches_rule = p
+            .rules
+            .iter()
+            .any(|(g, r, o)| g == group && r == resource && o == op);
+        if !matches_rule || object["metadata"]["namespace"] != json!(p.namespace) {
+            return true;
+        }
+        let labels = &object["metadata"]["labels"];
+        let selected = p.labels.iter().all(|(k, v)| match v {
+            Some(v) => labels[k] == json!(v),
+            None => labels.get(k).is_some(),
+        });
+        if !selected {
             return true;
         }
         let params = if p.param == TCP {
@@ -413,6 +494,8 @@ impl World {
             let program = cel::Program::compile(expr).ok()?;
             let mut cx = cel::Context::default();
             cx.add_variable("object", object.clone()).ok()?;
+            cx.add_variable("oldObject", old.cloned().unwrap_or(Value::Null))
+                .ok()?;
             cx.add_variable("params", params.clone().unwrap_or(Value::Null))
                 .ok()?;
             match program.execute(&cx).ok()? {
@@ -495,7 +578,7 @@ impl World {
         self.tcp = None;
         self.machines.clear();
         self.secrets.clear();
-        self.policy = None;
+        self.policies.clear();
         self.pools.clear();
     }
 
@@ -618,6 +701,25 @@ impl World {
                 3,
                 &format!("fake kubectl: unexpected workload call {rest:?}"),
             ),
+            ["get", res, name, "-o", template]
+                if *res == tcp_res && template.starts_with("go-template=") =>
+            {
+                assert_eq!(*name, TCP);
+                assert_eq!(
+                    *template,
+                    "go-template={{range $k, $v := .metadata.annotations}}{{if eq $k \"cluster.x-k8s.io/paused\"}}paused{{end}}{{end}}"
+                );
+                match &self.tcp {
+                    None => {
+                        not_found("taloscontrolplanes.controlplane.cluster.x-k8s.io \"lab-f-cp\"")
+                    }
+                    Some(t) => Reply::ok(if t.annotations.contains_key(ANN_PAUSED) {
+                        "paused"
+                    } else {
+                        ""
+                    }),
+                }
+            }
             ["get", res, name, "-o", jsonpath] if *res == tcp_res => {
                 assert_eq!(*name, TCP);
                 let Some(tcp) = &self.tcp else {
@@ -996,24 +1098,64 @@ fn argo_apply(world: &Arc<Mutex<World>>, objects: &[Value]) {
                         .filter_map(|c| c[key].as_str().map(str::to_string))
                         .collect()
                 };
-                let p = Policy {
-                    namespace: o
-                        .pointer("/spec/matchConstraints/namespaceSelector/matchLabels/kubernetes.io~1metadata.name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    conditions: strings("/spec/matchConditions", "expression"),
-                    validations: strings("/spec/validations", "expression"),
-                    param: w.policy.as_ref().map(|p| p.param.clone()).unwrap_or_default(),
-                    deny_without_param: w.policy.as_ref().is_some_and(|p| p.deny_without_param),
-                    fail_closed: o.pointer("/spec/failurePolicy") == Some(&json!("Fail")),
+                let list = |v: &Value| -> Vec<String> {
+                    v.as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
                 };
-                w.policy = Some(p);
+                let mut rules = Vec::new();
+                for r in o
+                    .pointer("/spec/matchConstraints/resourceRules")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    for g in list(&r["apiGroups"]) {
+                        for res in list(&r["resources"]) {
+                            for op in list(&r["operations"]) {
+                                rules.push((g.clone(), res.clone(), op));
+                            }
+                        }
+                    }
+                }
+                let mut labels: Vec<(String, Option<String>)> = o
+                    .pointer("/spec/matchConstraints/objectSelector/matchLabels")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string)))
+                    .collect();
+                for e in o
+                    .pointer("/spec/matchConstraints/objectSelector/matchExpressions")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    assert_eq!(e["operator"], "Exists", "the model knows Exists only");
+                    labels.push((e["key"].as_str().unwrap_or_default().to_string(), None));
+                }
+                let entry = w.policies.entry(name).or_default();
+                entry.namespace = o
+                    .pointer("/spec/matchConstraints/namespaceSelector/matchLabels/kubernetes.io~1metadata.name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                entry.rules = rules;
+                entry.labels = labels;
+                entry.conditions = strings("/spec/matchConditions", "expression");
+                entry.validations = strings("/spec/validations", "expression");
+                entry.fail_closed = o.pointer("/spec/failurePolicy") == Some(&json!("Fail"));
             }
             "ValidatingAdmissionPolicyBinding" => {
+                let policy = o
+                    .pointer("/spec/policyName")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let p = w
-                    .policy
-                    .as_mut()
+                    .policies
+                    .get_mut(policy)
                     .expect("the policy is applied before its binding");
                 p.param = o
                     .pointer("/spec/paramRef/name")
@@ -1092,7 +1234,7 @@ fn into_control_plane(world: World, fault: Option<Fault>) -> (Arc<Mutex<World>>,
         let mut w = world.lock().unwrap();
         // The control-plane provider reconciled unpaused in phase prepare: it wrote the
         // workload kubeconfig.
-        w.secrets.insert("lab-f-kubeconfig".into());
+        assert!(w.secrets.contains("lab-f-kubeconfig"));
         w.calls = 0;
         w.fault = fault;
     }
@@ -1135,6 +1277,12 @@ fn assert_safe(w: &World, context: &str) {
         w.audit_removed_kubeadm.is_empty(),
         "{context}: the etcd audit removed kubeadm members {:?}\n{}",
         w.audit_removed_kubeadm,
+        w.log.join("\n")
+    );
+    assert!(
+        w.audit_removed_talos.is_empty(),
+        "{context}: the etcd audit removed running Talos members {:?} (a second control plane)\n{}",
+        w.audit_removed_talos,
         w.log.join("\n")
     );
 }
@@ -1268,7 +1416,9 @@ fn the_unpause_job_never_unpauses_with_kubeadm_etcd_left_whatever_fails() {
     let runs = run_job(&world, &job);
     assert!(!last_ok(&runs));
     assert!(
-        runs[0].output.contains("refusing to unpause"),
+        runs[0]
+            .output
+            .contains("whose etcd members the audit would force-remove"),
         "{}",
         show(&runs)
     );
@@ -1293,35 +1443,33 @@ fn the_unpause_job_never_unpauses_with_kubeadm_etcd_left_whatever_fails() {
 /// The fail-closed Job keeps the pause under the same fault.
 #[test]
 fn a_throttled_api_no_longer_unpauses_an_established_control_plane() {
-    let old = include_str!("fixtures/migration/scale-job-14f394d.yaml");
-    let kubeadm = KUBEADM;
-    for (template, expect_safe) in [(Some(old), false), (None, true)] {
-        let (world, runs) = through_control_plane(true, None);
-        assert!(last_ok(&runs));
-        world.lock().unwrap().advance(600); // every machine has a nodeRef
-        let templates: Vec<(&str, &str)> = template
-            .map(|t| ("migration/scale-job.yaml", t))
-            .into_iter()
-            .collect();
-        // The next commit (one kubeadm member gone) syncs and re-runs the Job; the
-        // Machine list answers 429 twice.
+    let old = include_str!("fixtures/migration/scale-job-14f394d.sh");
+    for (old_job, expect_safe) in [(true, false), (false, true)] {
+        let world = established(); // every machine has a nodeRef
+                                   // The next commit (one kubeadm member gone) syncs and re-runs the Job; the first
+                                   // Machine list answers 429.
         world.lock().unwrap().remove_kubeadm_node("lab-f-cp-1");
-        let objects = render_phase("control-plane", &kubeadm[1..], &templates);
+        let objects = render_phase("control-plane", &KUBEADM[1..], &[]);
         {
             let mut w = world.lock().unwrap();
             w.calls = 0;
             w.fault = None;
         }
         argo_apply(&world, &objects);
-        let job = objects.iter().find(|o| is_hook(o)).unwrap();
+        let mut job = objects.iter().find(|o| is_hook(o)).unwrap().clone();
+        if old_job {
+            job["spec"]["template"]["spec"]["containers"][0]["command"][2] = json!(old);
+            job["spec"]["backoffLimit"] = json!(0);
+        }
         let script = job
             .pointer("/spec/template/spec/containers/0/command/2")
             .unwrap()
             .as_str()
-            .unwrap();
-        let machine_call = script_call_index(&world, script, "machines.cluster.x-k8s.io");
+            .unwrap()
+            .to_string();
+        let machine_call = script_call_index(&world, &script, "machines.cluster.x-k8s.io");
         world.lock().unwrap().fault = Some(Fault::Fail(machine_call));
-        let runs = run_job(&world, job);
+        let runs = run_job(&world, &job);
         let mut w = world.lock().unwrap();
         w.fault = None;
         w.advance(60);
@@ -1368,16 +1516,13 @@ fn a_pod_killed_between_unpause_and_repause() {
         w.advance(900);
         assert_safe(&w, "after the kill");
     }
-    // The same kill with no retry (backoffLimit 0): the TalosControlPlane stays unpaused
-    // until Argo CD's self-heal re-applies git's pause, which server-side apply restores
-    // because the Job's Update removed the field from every manager.
+    // The same kill with no new pod (backoffLimit 0, or a node lost: the pod stays
+    // non-terminal for minutes) and nothing re-applying git's pause (Argo CD does not
+    // auto-sync a revision whose sync failed): the TalosControlPlane stays unpaused. The
+    // nodeRef policy keeps every control-plane Machine without a nodeRef meanwhile, so the
+    // etcd audit never runs.
     let world = Arc::new(Mutex::new(World::kubeadm(true)));
     argo_sync(&world, &render_phase("prepare", &KUBEADM, &[]));
-    world
-        .lock()
-        .unwrap()
-        .secrets
-        .insert("lab-f-kubeconfig".into());
     let mut cp = render_phase("control-plane", &KUBEADM, &[]);
     for o in cp.iter_mut().filter(|o| is_hook(o)) {
         o["spec"]["backoffLimit"] = json!(0);
@@ -1385,12 +1530,22 @@ fn a_pod_killed_between_unpause_and_repause() {
     world.lock().unwrap().fault = Some(Fault::KillAfterUnpause);
     let runs = argo_sync(&world, &cp);
     assert_eq!((runs.len(), runs[0].code), (1, None));
-    assert!(!world.lock().unwrap().paused());
-    argo_apply(&world, &cp); // self-heal: the live object drifted from git
+    {
+        let mut w = world.lock().unwrap();
+        assert!(!w.paused());
+        w.advance(1800);
+        assert!(!w.paused(), "nothing paused it");
+        assert!(w.node_refs_denied > 0 && w.machines.iter().all(|m| m.node_ref.is_none()));
+        assert_safe(&w, "unpaused for 30 minutes");
+    }
+    // When the sync is retried, server-side apply restores git's pause (the Job's Update
+    // removed the field from every manager), and the nodeRefs follow.
+    argo_apply(&world, &cp);
     let mut w = world.lock().unwrap();
     assert!(w.paused());
-    w.advance(900);
-    assert_safe(&w, "self-heal");
+    w.advance(60);
+    assert!(w.machines.iter().all(|m| m.node_ref.is_some()));
+    assert_safe(&w, "retried sync");
 }
 
 /// B8: a management cluster rebuilt from git, in every phase of the migration and after
@@ -1442,12 +1597,34 @@ fn a_management_cluster_rebuilt_from_git() {
         assert_eq!(w.machines.len(), 0, "no machine before status.bootstrapped");
         assert!(w.denied > 0, "the provider tried and was refused");
     }
+    // The Secrets arrive: the Job finds Talos control-plane Nodes but no Machine and
+    // refuses, so the policy keeps every new machine out (no second control plane).
     let runs = argo_sync(&world, &complete);
-    assert!(last_ok(&runs), "{}", show(&runs));
+    assert!(
+        !last_ok(&runs) && runs[0].output.contains("lost its Machines"),
+        "{}",
+        show(&runs)
+    );
     {
         let mut w = world.lock().unwrap();
         w.advance(900);
         assert_safe(&w, "rebuilt in complete");
+        assert_eq!(w.cp_machines(), 0);
+    }
+    // Restored with `clusterctl move`: the Machines come back (with their providerID, so
+    // the policy admits them) without status. The unpaused provider finds etcd data on them
+    // and marks the control plane bootstrapped itself, without the RPC; the Job passes.
+    world.lock().unwrap().restore_machines();
+    let runs = argo_sync(&world, &complete);
+    assert!(
+        last_ok(&runs) && world.lock().unwrap().tcp.as_ref().unwrap().bootstrapped,
+        "{}",
+        show(&runs)
+    );
+    {
+        let mut w = world.lock().unwrap();
+        w.advance(900);
+        assert_safe(&w, "restored in complete");
         assert_eq!(w.cp_machines(), 3);
     }
 
@@ -1516,16 +1693,26 @@ fn no_machine_before_the_imported_secrets_exist() {
     assert_safe(&w, "secrets late");
 }
 
-/// The policy's CEL, evaluated as the API server would: the cluster's new machines are
-/// refused until status.bootstrapped is true; machines of other clusters and machines
-/// moved with a providerID pass; a missing TalosControlPlane refuses.
+/// The policies' CEL, evaluated as the API server would. The bootstrapped guard: the
+/// cluster's new machines are refused until status.bootstrapped is true; machines of other
+/// clusters and machines moved with a providerID pass; a missing TalosControlPlane refuses.
+/// Phase control-plane's nodeRef policy: a control-plane Machine gets its nodeRef only while
+/// the TalosControlPlane is paused (whatever the annotation's value); other status updates,
+/// workers and Machines that had one pass.
 #[test]
-fn the_admission_policy_as_the_api_server_evaluates_it() {
+fn the_admission_policies_as_the_api_server_evaluates_them() {
     let world = Arc::new(Mutex::new(World::kubeadm(true)));
-    argo_apply(&world, &render_phase("complete", &[], &[]));
-    let w = world.lock().unwrap();
+    argo_apply(&world, &render_phase("control-plane", &KUBEADM, &[]));
+    let mut w = world.lock().unwrap().clone();
+    let create_machine = ("cluster.x-k8s.io", "machines", "CREATE");
+    let create_vsm = (
+        "infrastructure.cluster.x-k8s.io",
+        "vspheremachines",
+        "CREATE",
+    );
+    let status = ("cluster.x-k8s.io", "machines/status", "UPDATE");
     let machine = |cluster: &str, provider_id: Option<&str>| {
-        let mut m = json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+        let mut m = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
             "metadata": {"name": "m", "namespace": NS, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
             "spec": {"clusterName": cluster}});
         if let Some(p) = provider_id {
@@ -1538,28 +1725,72 @@ fn the_admission_policy_as_the_api_server_evaluates_it() {
             "metadata": {"name": "m", "namespace": NS, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
             "spec": {}})
     };
-    assert!(!w.admit(&machine(CLUSTER, None)));
-    assert!(!w.admit(&vsm(CLUSTER)));
-    assert!(w.admit(&machine("other", None)));
-    assert!(w.admit(&vsm("other")));
-    assert!(w.admit(&machine(CLUSTER, Some("vsphere://4203"))), "moved");
-    assert!(!w.admit(&machine(CLUSTER, Some(""))));
-    let mut bootstrapped = World {
-        tcp: w.tcp.clone(),
-        policy: w.policy.clone(),
-        ..World::default()
-    };
-    bootstrapped.set_bootstrapped();
-    assert!(bootstrapped.admit(&machine(CLUSTER, None)));
-    assert!(bootstrapped.admit(&vsm(CLUSTER)));
+    assert!(!w.admit(&machine(CLUSTER, None), None, create_machine));
+    assert!(!w.admit(&vsm(CLUSTER), None, create_vsm));
+    assert!(w.admit(&machine("other", None), None, create_machine));
+    assert!(w.admit(&vsm("other"), None, create_vsm));
+    assert!(
+        w.admit(
+            &machine(CLUSTER, Some("vsphere://4203")),
+            None,
+            create_machine
+        ),
+        "moved"
+    );
+    assert!(!w.admit(&machine(CLUSTER, Some("")), None, create_machine));
+    w.set_bootstrapped();
+    assert!(w.admit(&machine(CLUSTER, None), None, create_machine));
+    assert!(w.admit(&vsm(CLUSTER), None, create_vsm));
     let missing = World {
-        policy: w.policy.clone(),
+        policies: w.policies.clone(),
         ..World::default()
     };
     assert!(
-        !missing.admit(&machine(CLUSTER, None)),
+        !missing.admit(&machine(CLUSTER, None), None, create_machine),
         "no TalosControlPlane: denied"
     );
+    // nodeRefs (the TalosControlPlane is paused in git in this phase).
+    let cp = Machine {
+        name: "lab-f-cp-abcde".into(),
+        control_plane: true,
+        vm: "lab-f-cp-abcde".into(),
+        provider_id: "vsphere://lab-f-cp-abcde".into(),
+        node_ref: None,
+    };
+    let (before, after) = (
+        w.machine_json(&cp, None),
+        w.machine_json(&cp, Some("lab-f-cp-abcde")),
+    );
+    assert!(w.paused());
+    assert!(
+        w.admit(&after, Some(&before), status),
+        "paused: the nodeRef is set"
+    );
+    w.update_annotation(KUBECTL_ANNOTATE, ANN_PAUSED, Some("false"));
+    assert!(
+        w.admit(&after, Some(&before), status),
+        "any value pauses (HasPaused tests the key)"
+    );
+    w.update_annotation(KUBECTL_ANNOTATE, ANN_PAUSED, None);
+    assert!(!w.admit(&after, Some(&before), status), "unpaused: refused");
+    assert!(
+        w.admit(&before, Some(&before), status),
+        "other status updates pass"
+    );
+    assert!(w.admit(&after, Some(&after), status), "a nodeRef it had");
+    let worker = Machine {
+        control_plane: false,
+        ..cp.clone()
+    };
+    assert!(w.admit(
+        &w.machine_json(&worker, Some("n")),
+        Some(&w.machine_json(&worker, None)),
+        status
+    ));
+    // The policy is phase control-plane's only.
+    let w2 = Arc::new(Mutex::new(World::kubeadm(true)));
+    argo_apply(&w2, &render_phase("workers", &[], &[]));
+    assert_eq!(w2.lock().unwrap().policies.len(), 1);
 }
 
 /// Without a cloud provider no Machine gets a nodeRef (B2), so the audit never runs: the
@@ -1594,19 +1825,37 @@ fn a_throttled_machine_list_never_reads_as_no_machine() {
     assert_safe(&w, "throttled");
 }
 
-/// The window closes at once when a control-plane Machine gets a nodeRef: here the VMs boot
-/// in seconds and the third clone fails, so without that check the two joined machines
-/// would let the audit run inside the window.
+/// The VMs boot in seconds and the third clone fails, so two machines could get nodeRefs
+/// inside the window and let the audit run. The nodeRef policy refuses them while the
+/// control plane is unpaused; and without the policy (a management cluster where it did
+/// not load), the Job's own check closes the window at the first nodeRef.
 #[test]
-fn the_window_closes_at_the_first_node_ref() {
-    let (world, runs) = into_control_plane(
-        World {
-            node_after: 8,
-            cp_create_limit: Some(2),
-            ..World::kubeadm(true)
-        },
-        None,
-    );
+fn no_node_ref_inside_the_window() {
+    let fast = || World {
+        node_after: 8,
+        cp_create_limit: Some(2),
+        ..World::kubeadm(true)
+    };
+    let (world, runs) = into_control_plane(fast(), None);
+    {
+        let mut w = world.lock().unwrap();
+        assert!(w.paused() && w.node_refs_denied > 0, "{}", show(&runs));
+        assert!(runs[0].output.contains("only 2 of 3"), "{}", show(&runs));
+        w.advance(600);
+        assert_safe(&w, "fast boot, policy");
+    }
+    let world = Arc::new(Mutex::new(fast()));
+    argo_sync(&world, &render_phase("prepare", &KUBEADM, &[]));
+    let cp: Vec<Value> = render_phase("control-plane", &KUBEADM, &[])
+        .into_iter()
+        .filter(|o| {
+            !o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("paused-node-refs")
+        })
+        .collect();
+    let runs = argo_sync(&world, &cp);
     let mut w = world.lock().unwrap();
     assert!(
         runs[0].output.contains("has a nodeRef") && w.paused(),
@@ -1614,7 +1863,7 @@ fn the_window_closes_at_the_first_node_ref() {
         show(&runs)
     );
     w.advance(600);
-    assert_safe(&w, "fast boot");
+    assert_safe(&w, "fast boot, no policy");
 }
 
 /// A management cluster restored with `clusterctl move` has the Machines but not the
@@ -1896,4 +2145,45 @@ fn every_guard_call_failing_in_turn_never_reports_a_status_it_did_not_set() {
             );
         }
     }
+}
+
+/// Phase workers reached without phase control-plane having removed the kubeadm members
+/// (the lists emptied in git, the etcd still running): the TalosControlPlane arrives
+/// unpaused and the provider creates machines at once, but the Job reads the workload
+/// cluster whatever the pause state, finds the kubeadm etcd, and pauses long before the new
+/// machines get nodeRefs.
+#[test]
+fn skipping_phase_control_plane_is_caught_by_the_workers_job() {
+    let world = Arc::new(Mutex::new(World::kubeadm(true)));
+    let runs = argo_sync(&world, &render_phase("prepare", &KUBEADM, &[]));
+    assert!(last_ok(&runs));
+    let runs = argo_sync(&world, &render_phase("workers", &[], &[]));
+    let mut w = world.lock().unwrap();
+    assert!(!last_ok(&runs), "{}", show(&runs));
+    assert!(
+        runs[0].output.contains("3 kubeadm etcd Pods") && w.paused(),
+        "{}",
+        show(&runs)
+    );
+    w.advance(900);
+    assert_safe(&w, "phase skipped");
+}
+
+/// Back to phase prepare with the control-plane Machines still there (a revert of the
+/// phase commits): prepare renders 0 replicas, so the Job pauses the control plane and
+/// fails instead of letting the provider scale it down.
+#[test]
+fn back_to_prepare_with_machines_pauses_and_fails() {
+    let world = migrated_then_management_lost();
+    world.lock().unwrap().restore_machines();
+    let runs = argo_sync(&world, &render_phase("complete", &[], &[]));
+    assert!(last_ok(&runs), "{}", show(&runs));
+    let runs = argo_sync(&world, &render_phase("prepare", &KUBEADM, &[]));
+    let w = world.lock().unwrap();
+    assert!(!last_ok(&runs), "{}", show(&runs));
+    assert!(
+        runs[0].output.contains("3 control-plane Machines exist") && w.paused(),
+        "{}",
+        show(&runs)
+    );
 }

@@ -9,7 +9,9 @@
     - kw ARGS: kubectl against the workload cluster (after workload_kubeconfig).
     - tcp_get JSONPATH: a field of the TalosControlPlane, in $out.
     - name_ok NAME: a Kubernetes object name, nothing else (rejects unexpected output).
-    - paused: the TalosControlPlane carries cluster.x-k8s.io/paused: "true".
+    - pause_state: sets $is_paused to 1 when the TalosControlPlane carries the pause
+      annotation, whatever its value (Cluster API's HasPaused tests for the key), else 0.
+    - paused: the pause annotation is there.
     - pause: annotate, then read back; retried until it holds (about 5 minutes), loud if not.
     - machines: the cluster's control-plane Machines, deleting ones included (the provider
       counts them too); sets $count and $joined (those with a nodeRef).
@@ -17,7 +19,11 @@
     - guard: the cluster exists, so status.bootstrapped must be true before any machine of it
       exists (else the provider sends the Talos Bootstrap RPC: a second, empty etcd). Waits
       for the TalosControlPlane and the imported PKI Secrets (the bootstrap provider generates
-      a new PKI for a machine whose cluster lacks them), then sets and verifies the status.
+      a new PKI for a machine whose cluster lacks them). With no control-plane Machine, it
+      reads the workload cluster first (through the kubeconfig the provider writes) and
+      refuses when Talos control-plane Nodes run there: this management cluster lost its
+      Machines, and new ones would become a second control plane. Then sets and verifies
+      the status.
     - workload_kubeconfig: the workload cluster's kubeconfig from <cluster>-kubeconfig (the
       control-plane provider writes it), to a file only this process can read.
     - workload: what the workload cluster runs: $kubeadm_etcd (etcd static Pods in kube-system:
@@ -44,7 +50,16 @@ name_ok() {
     '' | *[!a-z0-9.-]*) err "unexpected kubectl output: '$1'"; return 1 ;;
   esac
 }
-paused() { tcp_get '{.metadata.annotations.cluster\.x-k8s\.io/paused}' && [ "$out" = true ]; }
+pause_state() {
+  kc -n "$ns" get "$tcp_res" "$tcp" \
+    -o 'go-template={{range $k, $v := .metadata.annotations}}{{if eq $k "cluster.x-k8s.io/paused"}}paused{{end}}{{end}}' || return 1
+  case "$out" in
+    paused) is_paused=1 ;;
+    '') is_paused=0 ;;
+    *) err "unexpected kubectl output: '$out'"; return 1 ;;
+  esac
+}
+paused() { pause_state && [ "$is_paused" = 1 ]; }
 pause() {
   pause_tries=0
   until kc -n "$ns" annotate "$tcp_res" "$tcp" cluster.x-k8s.io/paused=true --overwrite && paused; do
@@ -104,6 +119,22 @@ guard() {
     *) err "unexpected status.bootstrapped '$out'"; return 1 ;;
   esac
   machines_twice || return 1
+  if [ "$count" -eq 0 ]; then
+    tries=0
+    until workload_kubeconfig; do
+      tries=$((tries + 1))
+      if [ "$tries" -ge 60 ]; then
+        err "Secret $ns/$cluster-kubeconfig does not exist after 5 minutes: the control-plane provider writes it while it reconciles $ns/$tcp unpaused (phase prepare); status.bootstrapped stays unset and no machine is admitted"
+        return 1
+      fi
+      sleep 5
+    done
+    workload_twice || return 1
+    if [ "$talos_cp" -gt 0 ]; then
+      err "refusing to set status.bootstrapped: the workload cluster runs $talos_cp Talos control-plane Nodes but no control-plane Machine exists: this management cluster lost its Machines (rebuilt from git?), and new ones would become a second control plane; restore them (clusterctl move from a backup) first"
+      return 1
+    fi
+  fi
   kc -n "$ns" patch "$tcp_res" "$tcp" --subresource=status --type=merge -p '{"status":{"bootstrapped":true}}' || return 1
   if ! tcp_get '{.status.bootstrapped}' || [ "$out" != true ]; then
     err "status.bootstrapped of $ns/$tcp does not read back as true"
