@@ -12,6 +12,8 @@
     - pause_state: sets $is_paused to 1 when the TalosControlPlane carries the pause
       annotation, whatever its value (Cluster API's HasPaused tests for the key), else 0.
     - paused: the pause annotation is there.
+    - retry TRIES SECONDS MESSAGE CMD...: CMD until it succeeds, at most TRIES times,
+      SECONDS apart; MESSAGE on stderr when it never does.
     - pause: annotate, then read back; retried until it holds (about 5 minutes), loud if not.
     - machines: the cluster's control-plane Machines, deleting ones included (the provider
       counts them too); sets $count and $joined (those with a nodeRef).
@@ -60,16 +62,21 @@ pause_state() {
   esac
 }
 paused() { pause_state && [ "$is_paused" = 1 ]; }
-pause() {
-  pause_tries=0
-  until kc -n "$ns" annotate "$tcp_res" "$tcp" cluster.x-k8s.io/paused=true --overwrite && paused; do
-    pause_tries=$((pause_tries + 1))
-    if [ "$pause_tries" -ge 30 ]; then
-      err "COULD NOT PAUSE $ns/$tcp: pause it by hand now: kubectl -n $ns annotate $tcp_res $tcp cluster.x-k8s.io/paused=true --overwrite"
-      return 1
-    fi
-    sleep 10
+retry() {
+  r_max=$1
+  r_sleep=$2
+  r_what=$3
+  shift 3
+  r_try=0
+  until "$@"; do
+    r_try=$((r_try + 1))
+    if [ "$r_try" -ge "$r_max" ]; then err "$r_what"; return 1; fi
+    sleep "$r_sleep"
   done
+}
+pause_once() { kc -n "$ns" annotate "$tcp_res" "$tcp" cluster.x-k8s.io/paused=true --overwrite && paused; }
+pause() {
+  retry 30 10 "COULD NOT PAUSE $ns/$tcp: pause it by hand now: kubectl -n $ns annotate $tcp_res $tcp cluster.x-k8s.io/paused=true --overwrite" pause_once
 }
 machines() {
   kc -n "$ns" get "$machine_res" -l "$cp_selector" \
@@ -97,21 +104,9 @@ machines_twice() {
   fi
 }
 guard() {
-  tries=0
-  until tcp_get '{.metadata.name}'; do
-    tries=$((tries + 1))
-    if [ "$tries" -ge 60 ]; then err "TalosControlPlane $ns/$tcp cannot be read after 5 minutes"; return 1; fi
-    sleep 5
-  done
-  tries=0
-  until kc -n "$ns" get secret "$cluster-talos" "$cluster-ca" -o name; do
-    tries=$((tries + 1))
-    if [ "$tries" -ge 60 ]; then
-      err "Secrets $ns/$cluster-talos and $ns/$cluster-ca are not both there after 5 minutes: the providers would generate a new PKI; sync the sealed Secrets first (sops-secrets-operator: kubectl -n $ns get sopssecrets)"
-      return 1
-    fi
-    sleep 5
-  done
+  retry 60 5 "TalosControlPlane $ns/$tcp cannot be read after 5 minutes" tcp_get '{.metadata.name}' || return 1
+  retry 60 5 "Secrets $ns/$cluster-talos and $ns/$cluster-ca are not both there after 5 minutes: the providers would generate a new PKI; sync the sealed Secrets first (sops-secrets-operator: kubectl -n $ns get sopssecrets)" \
+    kc -n "$ns" get secret "$cluster-talos" "$cluster-ca" -o name || return 1
   tcp_get '{.status.bootstrapped}' || return 1
   case "$out" in
     true) log "$ns/$tcp: status.bootstrapped is true"; return 0 ;;
@@ -120,15 +115,8 @@ guard() {
   esac
   machines_twice || return 1
   if [ "$count" -eq 0 ]; then
-    tries=0
-    until workload_kubeconfig; do
-      tries=$((tries + 1))
-      if [ "$tries" -ge 60 ]; then
-        err "Secret $ns/$cluster-kubeconfig does not exist after 5 minutes: the control-plane provider writes it while it reconciles $ns/$tcp unpaused (phase prepare); status.bootstrapped stays unset and no machine is admitted"
-        return 1
-      fi
-      sleep 5
-    done
+    retry 60 5 "Secret $ns/$cluster-kubeconfig does not exist after 5 minutes: the control-plane provider writes it while it reconciles $ns/$tcp unpaused (phase prepare); status.bootstrapped stays unset and no machine is admitted" \
+      workload_kubeconfig || return 1
     workload_twice || return 1
     if [ "$talos_cp" -gt 0 ]; then
       err "refusing to set status.bootstrapped: the workload cluster runs $talos_cp Talos control-plane Nodes but no control-plane Machine exists: this management cluster lost its Machines (rebuilt from git?), and new ones would become a second control plane; restore them (clusterctl move from a backup) first"
