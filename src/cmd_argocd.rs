@@ -148,17 +148,19 @@ fn operator_object(
         .parent()
         .and_then(Path::parent)
         .map_or_else(|| ".".to_string(), |d| d.display().to_string());
-    let text = match inputs::read_text(Path::new(&path)) {
-        Ok(t) => t,
-        Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Err(SopsSecretError::Missing {
-                path,
-                dir: cluster_dir,
+    let root = inputs::repo_root(Path::new(&cluster_dir));
+    let text =
+        match inputs::read_repository_text(Path::new(&path), &root, inputs::InputKind::Sealed) {
+            Ok(t) => t,
+            Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SopsSecretError::Missing {
+                    path,
+                    dir: cluster_dir,
+                }
+                .into())
             }
-            .into())
-        }
-        Err(e) => return Err(e.into()),
-    };
+            Err(e) => return Err(e.into()),
+        };
     Ok(sopssecret::check(
         sealed,
         sealed_path,

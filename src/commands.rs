@@ -85,7 +85,8 @@ pub fn render_each<T: Send>(
     for d in dirs {
         let tdir = tdir_of(d);
         if let std::collections::btree_map::Entry::Vacant(slot) = renderers.entry(tdir) {
-            let (overrides, digests) = inputs::load_templates(slot.key(), &inputs::repo_root(d))?;
+            let (overrides, digests) =
+                inputs::load_templates(slot.key(), &inputs::repo_root(d), templates.is_some())?;
             slot.insert((Renderer::new(&overrides)?, digests));
         }
     }
@@ -185,7 +186,7 @@ pub fn build(
 /// overlay, for one, takes `spec.replicas` out of git), for the runbook.
 fn pool_sizes(c: &ClusterInput) -> Result<Vec<crate::plan::PoolSize>> {
     let root = inputs::repo_root(&c.dir);
-    let (overrides, _) = inputs::load_templates(&root.join("templates"), &root)?;
+    let (overrides, _) = inputs::load_templates(&root.join("templates"), &root, false)?;
     let overlays = inputs::load_overlays(c, &inputs::OverlayCache::default())?;
     let rendered = Renderer::new(&overrides)?.render(&c.file, &c.config, &overlays.overlays)?;
     Ok(rendered
@@ -395,7 +396,7 @@ pub(crate) fn identities(flag: Option<&std::path::Path>) -> Result<Vec<age::x255
 
 fn decrypt(args: DecryptArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
-    let bytes = inputs::read_bytes(&args.path)?;
+    let bytes = inputs::read_bytes(&args.path, inputs::InputKind::Sealed)?;
     let label = args.path.display().to_string();
     let is_age = bytes.starts_with(b"-----BEGIN AGE ENCRYPTED FILE-----")
         || bytes.starts_with(b"age-encryption.org/");
@@ -425,7 +426,11 @@ fn open_bundle(
         "{}: missing; import the cluster first (`capstan import kubeadm`)",
         path.display()
     );
-    let bytes = inputs::read_bytes(&path)?;
+    let bytes = inputs::read_repository_bytes(
+        &path,
+        &inputs::repo_root(&c.dir),
+        inputs::InputKind::SecretsAge,
+    )?;
     let label = path.display().to_string();
     let plain = crate::secrets::decrypt(&label, &bytes, ids)?;
     let bundle = crate::talos::SecretsBundle::parse(&label, &plain)?;
@@ -516,7 +521,11 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
     let recipients = crate::secrets::parse_spec_recipients(&c.file, &c.config.spec.recipients)?;
     let age_path = c.dir.join(crate::import::SECRETS_FILE);
     let age_label = age_path.display().to_string();
-    let old = inputs::read_bytes(&age_path)?;
+    let old = inputs::read_repository_bytes(
+        &age_path,
+        &inputs::repo_root(&c.dir),
+        inputs::InputKind::SecretsAge,
+    )?;
     let plain = crate::secrets::decrypt(&age_label, &old, &ids)?;
     let new_age = crate::secrets::encrypt_armored(&plain, &recipients)?;
     let digest = crate::digest::sha256_hex(new_age.as_bytes());
@@ -588,7 +597,10 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
         .collect();
     for f in &args.recipients_file {
         let label = f.display().to_string();
-        for r in crate::secrets::parse_recipients_file(&label, &inputs::read_text(f)?)? {
+        for r in crate::secrets::parse_recipients_file(
+            &label,
+            &inputs::read_input_text(f, inputs::InputKind::Identity)?,
+        )? {
             recipients.push((label.clone(), r));
         }
     }

@@ -66,6 +66,42 @@ pub enum InputError {
     /// An overlay file or a path in it is not usable.
     #[error(transparent)]
     Overlay(#[from] OverlayError),
+    /// An input is not a regular file (a FIFO, a device, a directory, ...).
+    #[error("{path}: {found}, not a regular file: capstan reads only regular files")]
+    NotRegular {
+        /// The path.
+        path: String,
+        /// What it is.
+        found: &'static str,
+    },
+    /// A directory input (a templates directory) is something else.
+    #[error("{path}: not a directory ({what} must be a directory)")]
+    NotADirectory {
+        /// The path.
+        path: String,
+        /// What was expected there.
+        what: &'static str,
+    },
+    /// An input is larger than its kind of input can be.
+    #[error("{path}: larger than {cap} bytes, the limit for {what} (README: Safety)")]
+    TooLarge {
+        /// The path.
+        path: String,
+        /// The limit in bytes.
+        cap: u64,
+        /// The kind of input.
+        what: &'static str,
+    },
+    /// A repository file resolves outside the repository (a symbolic link).
+    #[error("{path}: resolves to {resolved}, outside {root} (a symbolic link): capstan reads only files inside the repository")]
+    Outside {
+        /// The path as found.
+        path: String,
+        /// Where it leads.
+        resolved: String,
+        /// The directory it must stay in.
+        root: String,
+    },
     /// Something in a templates directory that is not a template.
     #[error("{path}: templates must be `.yaml` files under `<flavour>/` or `talos/`")]
     NotATemplate {
@@ -112,7 +148,10 @@ pub struct ClusterInput {
 /// The clusters found under `dir`: `dir` itself when it holds `cluster.yaml`, else the
 /// directories of `dir/clusters/*/cluster.yaml`, else of `dir/*/cluster.yaml`; sorted.
 pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
-    if dir.join(CLUSTER_FILE).is_file() {
+    // A `cluster.yaml` of any type counts: the loader refuses one that is not a regular
+    // file, instead of the cluster silently vanishing from a repository's render.
+    let has_cluster = |d: &Path| std::fs::symlink_metadata(d.join(CLUSTER_FILE)).is_ok();
+    if has_cluster(dir) {
         return Ok(vec![dir.to_path_buf()]);
     }
     let meta = std::fs::metadata(dir).map_err(io(dir))?;
@@ -129,7 +168,7 @@ pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
         for entry in std::fs::read_dir(&base).map_err(io(&base))? {
             let entry = entry.map_err(io(&base))?;
             let p = entry.path();
-            if p.join(CLUSTER_FILE).is_file() {
+            if has_cluster(&p) {
                 found.push(p);
             }
         }
@@ -164,25 +203,174 @@ fn rel(root: &Path, path: &Path) -> String {
     s.join("/")
 }
 
-/// A file's bytes. Unlike `std::fs::read`, no system call asks for the file's size first:
-/// inputs are small, so a 16 KiB buffer usually takes them in one read (then one more read
-/// sees the end). System calls are a large part of loading a cluster on some machines.
-fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+/// What an input file is, for the size it may have. Every cap is far above any real file of
+/// its kind; they keep a hostile repository from exhausting memory (`/dev/zero` behind a
+/// link, a file of gigabytes). The README's Safety section lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// `cluster.yaml`.
+    ClusterFile,
+    /// `secrets.age`.
+    SecretsAge,
+    /// A sealed SOPS file (`secrets/**/*.yaml`).
+    Sealed,
+    /// A template override.
+    Template,
+    /// An overlay's `overlay.yaml`, resource or patch file.
+    Overlay,
+    /// An age identity or recipients file.
+    Identity,
+    /// A kubeadm file (certificate, key, manifest, configuration) or a `check` input.
+    Kubeadm,
+    /// YAML for `validate`, CRD files, rendered output, lock files.
+    Yaml,
+}
+
+impl InputKind {
+    /// The largest file of this kind capstan reads, in bytes.
+    pub fn cap(self) -> u64 {
+        match self {
+            InputKind::ClusterFile | InputKind::SecretsAge | InputKind::Sealed => 1 << 20,
+            InputKind::Template | InputKind::Identity | InputKind::Kubeadm => 1 << 20,
+            InputKind::Overlay => 4 << 20,
+            InputKind::Yaml => 64 << 20,
+        }
+    }
+
+    /// What it is, for messages.
+    pub fn what(self) -> &'static str {
+        match self {
+            InputKind::ClusterFile => "a cluster.yaml",
+            InputKind::SecretsAge => "a secrets.age",
+            InputKind::Sealed => "a sealed Secret",
+            InputKind::Template => "a template",
+            InputKind::Overlay => "an overlay file",
+            InputKind::Identity => "an age identity or recipients file",
+            InputKind::Kubeadm => "a kubeadm file",
+            InputKind::Yaml => "a YAML input",
+        }
+    }
+}
+
+fn file_type_name(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
+    }
+}
+
+/// The canonical form of a directory that inputs must stay in.
+fn canonical_dir(root: &Path) -> Result<PathBuf, InputError> {
+    let r = if root.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        root
+    };
+    std::fs::canonicalize(r).map_err(io(r))
+}
+
+/// Refuse a path (a directory capstan is about to read files from) that resolves outside
+/// `root` (canonical).
+fn confine(path: &Path, root: &Path) -> Result<(), InputError> {
+    let c = std::fs::canonicalize(path).map_err(io(path))?;
+    if c.starts_with(root) {
+        Ok(())
+    } else {
+        Err(InputError::Outside {
+            path: path.display().to_string(),
+            resolved: c.display().to_string(),
+            root: root.display().to_string(),
+        })
+    }
+}
+
+/// Open an input without following a last symbolic link and without blocking on a FIFO.
+fn open_nofollow(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = libc::O_NONBLOCK;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+}
+
+/// An input file's bytes: a regular file (no FIFO, device or directory, so nothing blocks
+/// or never ends), at most `kind.cap()` bytes, and, when `root` (canonical) is given, inside
+/// it: a symbolic link is resolved and must stay in `root`. The directory holding `path`
+/// is the caller's to confine ([`confine`]). No system call asks for the size first (a
+/// 16 KiB buffer usually takes an input in one read): system calls are a large part of
+/// loading a cluster.
+fn read_input_bytes(
+    path: &Path,
+    root: Option<&Path>,
+    kind: InputKind,
+) -> Result<Vec<u8>, InputError> {
     use std::io::Read as _;
-    let file = std::fs::File::open(path)?;
+    let file = match open_nofollow(path, false) {
+        Ok(f) => f,
+        // ELOOP: the last component is a symbolic link.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            if let Some(root) = root {
+                confine(path, root)?;
+            }
+            open_nofollow(path, true).map_err(io(path))?
+        }
+        Err(e) => return Err(io(path)(e)),
+    };
+    let t = file.metadata().map_err(io(path))?.file_type();
+    if !t.is_file() {
+        return Err(InputError::NotRegular {
+            path: path.display().to_string(),
+            found: file_type_name(t),
+        });
+    }
+    let cap = kind.cap();
     let mut bytes = Vec::with_capacity(16 << 10);
-    // `take` hides the file from `read_to_end`'s size query (a `statx`).
-    file.take(u64::MAX).read_to_end(&mut bytes)?;
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io(path))?;
+    if bytes.len() as u64 > cap {
+        return Err(InputError::TooLarge {
+            path: path.display().to_string(),
+            cap,
+            what: kind.what(),
+        });
+    }
     Ok(bytes)
 }
 
-/// Read a file as UTF-8 text.
-pub fn read_text(path: &Path) -> Result<String, InputError> {
-    let bytes = read_file(path).map_err(io(path))?;
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, InputError> {
     String::from_utf8(bytes).map_err(|_| InputError::Yaml {
         file: path.display().to_string(),
         message: "not UTF-8 text".into(),
     })
+}
+
+/// Read an input file as UTF-8 text: a regular file of at most `kind.cap()` bytes (not
+/// confined to a repository: for files named on the command line).
+pub fn read_input_text(path: &Path, kind: InputKind) -> Result<String, InputError> {
+    utf8(path, read_input_bytes(path, None, kind)?)
+}
+
+/// Read a repository file as UTF-8 text: as [`read_input_text`], and inside `root`
+/// (canonical).
+fn read_repo_text(path: &Path, root: &Path, kind: InputKind) -> Result<String, InputError> {
+    utf8(path, read_input_bytes(path, Some(root), kind)?)
 }
 
 /// Parse a YAML file's text as one document, naming the file in errors.
@@ -214,10 +402,12 @@ pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, Inpu
     let wanted = want == Digests::Wanted;
     let path = dir.join(CLUSTER_FILE);
     let file = path.display().to_string();
-    let text = read_text(&path)?;
+    let root = repo_root(dir);
+    let root_c = canonical_dir(&root)?;
+    confine(dir, &root_c)?;
+    let text = read_repo_text(&path, &root_c, InputKind::ClusterFile)?;
     let value = parse_yaml_file(&file, &text)?;
     let config = ClusterConfig::from_value(&file, value)?;
-    let root = repo_root(dir);
     let mut digests = Vec::with_capacity(if wanted { 4 } else { 0 });
     if wanted {
         digests.push(Digest256 {
@@ -227,7 +417,8 @@ pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, Inpu
     }
     let age_path = dir.join(crate::import::SECRETS_FILE);
     // Read directly (no separate existence check): absent means the cluster has none.
-    let secrets_age_sha256 = match read_file(&age_path) {
+    let secrets_age_sha256 = match read_input_bytes(&age_path, Some(&root_c), InputKind::SecretsAge)
+    {
         Ok(bytes) => {
             let d = sha256_hex(&bytes);
             if wanted {
@@ -238,17 +429,10 @@ pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, Inpu
             }
             Some(d)
         }
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
-            ) =>
-        {
-            None
-        }
-        Err(e) => return Err(io(&age_path)(e)),
+        Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
     };
-    let sealed = read_sealed(dir, false, want)?;
+    let sealed = read_sealed_in(dir, &root_c, false, want)?;
     for s in &sealed {
         if let Some(sha256) = &s.sha256 {
             digests.push(Digest256 {
@@ -277,6 +461,18 @@ pub fn read_sealed(
     workload: bool,
     want: Digests,
 ) -> Result<Vec<crate::seal::SealedFile>, InputError> {
+    let root_c = canonical_dir(&repo_root(dir))?;
+    confine(dir, &root_c)?;
+    read_sealed_in(dir, &root_c, workload, want)
+}
+
+/// [`read_sealed`] for a cluster directory inside `root_c` (canonical).
+fn read_sealed_in(
+    dir: &Path,
+    root_c: &Path,
+    workload: bool,
+    want: Digests,
+) -> Result<Vec<crate::seal::SealedFile>, InputError> {
     use crate::seal::{SealedFile, SEALED_DIR, WORKLOAD_DIR};
     let mut out = Vec::new();
     let mut dirs = vec![(dir.join(SEALED_DIR), SEALED_DIR.to_string())];
@@ -295,6 +491,7 @@ pub fn read_sealed(
             Err(_) if !d.is_dir() => continue,
             Err(e) => return Err(io(&d)(e)),
         };
+        confine(&d, root_c)?;
         for entry in listing {
             let entry = entry.map_err(io(&d))?;
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -302,14 +499,15 @@ pub fn read_sealed(
                 continue;
             }
             let p = entry.path();
-            // The directory entry's type needs no extra system call; links are followed.
-            let is_file = match entry.file_type() {
-                Ok(t) if t.is_symlink() => p.is_file(),
-                Ok(t) => t.is_file(),
-                Err(_) => p.is_file(),
+            // The directory entry's type needs no extra system call. A directory is not a
+            // sealed file; anything else is read (links confined, types checked).
+            let is_dir = match entry.file_type() {
+                Ok(t) if t.is_symlink() => false,
+                Ok(t) => t.is_dir(),
+                Err(_) => p.is_dir(),
             };
-            if is_file {
-                let text = read_text(&p)?;
+            if !is_dir {
+                let text = read_repo_text(&p, root_c, InputKind::Sealed)?;
                 out.push(SealedFile {
                     rel: format!("{prefix}/{name}"),
                     path: p.display().to_string(),
@@ -391,7 +589,10 @@ pub fn read_yaml_documents(
     let mut out = Vec::new();
     for f in files {
         let label = f.display().to_string();
-        out.extend(parse_documents(&label, &read_text(&f)?)?);
+        out.extend(parse_documents(
+            &label,
+            &read_input_text(&f, InputKind::Yaml)?,
+        )?);
     }
     Ok(out)
 }
@@ -418,7 +619,10 @@ pub fn read_identity_text(
     use crate::cli::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
     let file =
         |p: &Path, label: String| -> Result<(String, zeroize::Zeroizing<String>), InputError> {
-            Ok((label, zeroize::Zeroizing::new(read_text(p)?)))
+            Ok((
+                label,
+                zeroize::Zeroizing::new(read_input_text(p, InputKind::Identity)?),
+            ))
         };
     if let Some(p) = flag {
         return file(p, p.display().to_string());
@@ -440,7 +644,7 @@ pub fn read_identity_text(
 fn input_file(path: &Path) -> Result<crate::import::InputFile, InputError> {
     Ok(crate::import::InputFile {
         label: path.display().to_string(),
-        bytes: zeroize::Zeroizing::new(std::fs::read(path).map_err(io(path))?),
+        bytes: zeroize::Zeroizing::new(read_input_bytes(path, None, InputKind::Kubeadm)?),
     })
 }
 
@@ -522,9 +726,12 @@ pub type RenderedCluster = (String, Vec<crate::resource::Resource>);
 /// file keeping its text (so SOPS files stay verbatim). `None` when `dir` is no render.
 pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputError> {
     use crate::bundle::{KUSTOMIZATION, LOCK_FILE};
+    let dir_c = canonical_dir(dir)?;
+    let read = |p: &Path| read_repo_text(p, &dir_c, InputKind::Yaml);
     let one = |d: &Path| -> Result<RenderedCluster, InputError> {
+        confine(d, &dir_c)?;
         let lock_path = d.join(LOCK_FILE);
-        let lock = yaml::parse_one(&read_text(&lock_path)?).map_err(|e| InputError::Yaml {
+        let lock = yaml::parse_one(&read(&lock_path)?).map_err(|e| InputError::Yaml {
             file: lock_path.display().to_string(),
             message: e.message,
         })?;
@@ -537,16 +744,23 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
         let kpath = d.join(KUSTOMIZATION);
         let mut files: Vec<PathBuf> = Vec::new();
         if kpath.is_file() {
-            let k = yaml::parse_one(&read_text(&kpath)?).map_err(|e| InputError::Yaml {
+            let k = yaml::parse_one(&read(&kpath)?).map_err(|e| InputError::Yaml {
                 file: kpath.display().to_string(),
                 message: e.message,
             })?;
             if let Some(list) = k.get("resources").and_then(serde_json::Value::as_array) {
-                files = list
-                    .iter()
-                    .filter_map(serde_json::Value::as_str)
-                    .map(|f| d.join(f))
-                    .collect();
+                for f in list.iter().filter_map(serde_json::Value::as_str) {
+                    // capstan writes plain file names; anything else is not its bundle.
+                    if f.is_empty() || f.contains('/') || f.contains('\\') || f.starts_with('.') {
+                        return Err(InputError::Yaml {
+                            file: kpath.display().to_string(),
+                            message: format!(
+                                "resources: `{f}` is not a file of this directory (capstan writes plain file names)"
+                            ),
+                        });
+                    }
+                    files.push(d.join(f));
+                }
             }
         }
         if files.is_empty() {
@@ -565,7 +779,7 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
         let mut out = Vec::with_capacity(files.len());
         for f in files {
             let label = f.display().to_string();
-            let text = read_text(&f)?;
+            let text = read(&f)?;
             let docs = parse_documents(&label, &text)?;
             let single = docs.len() == 1;
             for (origin, value) in docs {
@@ -603,21 +817,66 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
     Ok(Some(out))
 }
 
-/// Read a file's bytes.
-pub fn read_bytes(path: &Path) -> Result<Vec<u8>, InputError> {
-    read_file(path).map_err(io(path))
+/// Read an input file's bytes: a regular file of at most `kind.cap()` bytes.
+pub fn read_bytes(path: &Path, kind: InputKind) -> Result<Vec<u8>, InputError> {
+    read_input_bytes(path, None, kind)
+}
+
+/// Read a file of the repository whose root is `root`: inside it (links resolved), a
+/// regular file, at most `kind.cap()` bytes.
+pub fn read_repository_bytes(
+    path: &Path,
+    root: &Path,
+    kind: InputKind,
+) -> Result<Vec<u8>, InputError> {
+    let root_c = canonical_dir(root)?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        confine(parent, &root_c)?;
+    }
+    read_input_bytes(path, Some(&root_c), kind)
+}
+
+/// [`read_repository_bytes`] as UTF-8 text.
+pub fn read_repository_text(
+    path: &Path,
+    root: &Path,
+    kind: InputKind,
+) -> Result<String, InputError> {
+    utf8(path, read_repository_bytes(path, root, kind)?)
 }
 
 /// Template overrides from a directory (`<dir>/<flavour>/*.yaml`, `<dir>/talos/*.yaml`),
-/// with their digests (paths relative to `root`). A missing directory means no overrides.
+/// with their digests (paths relative to `root`). Every file read resolves inside the
+/// confining directory: the repository `root` for a repository's own `templates/`, the
+/// directory itself when it was named on the command line (`explicit`: it must then exist).
+/// A missing repository `templates/` means no overrides.
 pub fn load_templates(
     dir: &Path,
     root: &Path,
+    explicit: bool,
 ) -> Result<(Vec<TemplateOverride>, Vec<Digest256>), InputError> {
     let mut overrides = Vec::new();
     let mut digests = Vec::new();
-    if !dir.is_dir() {
-        return Ok((overrides, digests));
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+            return Ok((overrides, digests))
+        }
+        Err(e) => return Err(io(dir)(e)),
+        Ok(_) => {}
+    }
+    let fence = if explicit {
+        canonical_dir(dir)?
+    } else {
+        let root_c = canonical_dir(root)?;
+        confine(dir, &root_c)?;
+        root_c
+    };
+    let meta = std::fs::metadata(dir).map_err(io(dir))?;
+    if !meta.is_dir() {
+        return Err(InputError::NotADirectory {
+            path: dir.display().to_string(),
+            what: "a templates directory",
+        });
     }
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = entry.map_err(|e| {
@@ -633,6 +892,9 @@ pub fn load_templates(
             continue;
         }
         let path = entry.path();
+        if entry.path_is_symlink() {
+            confine(path, &fence)?;
+        }
         let name = rel(dir, path);
         let base = path
             .file_name()
@@ -646,7 +908,7 @@ pub fn load_templates(
                 path: path.display().to_string(),
             });
         }
-        let source = read_text(path)?;
+        let source = read_repo_text(path, &fence, InputKind::Template)?;
         digests.push(Digest256 {
             path: rel(root, path),
             sha256: sha256_hex(source.as_bytes()),
@@ -809,7 +1071,8 @@ fn load_overlay(
     )
     .map_err(|m| overlay_error(from_file, field, m))?;
     let file = path.display().to_string();
-    let text = read_text(&path)?;
+    let root_c = canonical_dir(root)?;
+    let text = read_repo_text(&path, &root_c, InputKind::Overlay)?;
     let value = parse_yaml_file(&file, &text)?;
     let spec = OverlayFile::from_value(&file, value)?;
     let mut digests = vec![Digest256 {
@@ -826,7 +1089,7 @@ fn load_overlay(
                 format!("`{p}` is not a file ({})", full.display()),
             ));
         }
-        let text = read_text(&full)?;
+        let text = read_repo_text(&full, &root_c, InputKind::Overlay)?;
         digests.push(Digest256 {
             path: frel,
             sha256: sha256_hex(text.as_bytes()),
@@ -1020,13 +1283,13 @@ mod tests {
         std::fs::create_dir_all(t.join("v1beta1")).unwrap();
         std::fs::write(t.join("v1beta1/cluster.yaml"), "a: 1\n").unwrap();
         std::fs::write(t.join("README.md"), "docs").unwrap();
-        let (o, d) = load_templates(&t, tmp.path()).unwrap();
+        let (o, d) = load_templates(&t, tmp.path(), false).unwrap();
         assert_eq!(o.len(), 1);
         assert_eq!(o[0].name, "v1beta1/cluster.yaml");
         assert_eq!(d[0].path, "templates/v1beta1/cluster.yaml");
         std::fs::write(t.join("stray.txt"), "x").unwrap();
         assert!(matches!(
-            load_templates(&t, tmp.path()),
+            load_templates(&t, tmp.path(), false),
             Err(InputError::NotATemplate { .. })
         ));
     }

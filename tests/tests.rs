@@ -27,3 +27,6 @@ mod diff;
 mod argocd;
 // Overlays: layering, patch kinds, selectors, Talos patches, loader rules and their errors.
 mod overlays;
+// Untrusted repositories: confined reads, special and huge files, bounded templates, sealed
+// objects, broken files in diff, all-or-nothing `render -o`.
+mod untrusted;
