@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 /// Run `capstan argocd generate` in `repo/app_path` with exactly `env` (plus the Argo CD
 /// build variables derived from the path), as the CMP server does.
-fn generate(repo: &Path, app_path: &str, env: &[(&str, &str)]) -> Output {
+pub fn generate(repo: &Path, app_path: &str, env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_capstan"));
     c.args(["argocd", "generate"])
         .current_dir(repo.join(app_path))
@@ -41,7 +41,7 @@ fn ok(o: &Output) -> String {
 }
 
 /// A failure: exit 2, nothing on stdout, one line on stderr holding no secret.
-fn failed(o: &Output, expect: &str) {
+pub fn failed(o: &Output, expect: &str) {
     let err = stderr(o);
     assert_eq!(
         o.status.code(),

@@ -239,3 +239,32 @@ fn a_cluster_yaml_that_is_not_a_file_is_refused_not_skipped() {
     let err = refused(&o, "clusters/lab-f/cluster.yaml");
     assert!(err.contains("a directory"), "{err}");
 }
+
+#[test]
+fn endless_and_exploding_templates_stop_with_the_template_named() {
+    for (i, src) in [
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
+        "{% set s = 'x' * 50000000 %}{{ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s }}",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (_tmp, repo) = example_copy();
+        std::fs::create_dir_all(repo.join("templates/talos")).unwrap();
+        std::fs::write(repo.join("templates/talos/worker-patch.yaml"), src).unwrap();
+        let o = capstan_within(&["render", "."], &repo, 60);
+        let err = refused(
+            &o,
+            "template `talos/worker-patch.yaml` (./templates/talos/worker-patch.yaml)",
+        );
+        assert!(err.contains("ran out of fuel"), "case {i}: {err}");
+        // The plugin's contract: exit 2, one line, nothing on stdout.
+        let o = crate::argocd::generate(
+            &repo,
+            "clusters/lab-f",
+            &[(capstan::cli::ENV_ARGOCD_SECRETS, "omit")],
+        );
+        crate::argocd::failed(&o, "worker-patch.yaml");
+    }
+}
