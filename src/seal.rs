@@ -293,6 +293,56 @@ pub fn with_bundle_digest(tree: &Value, sha256: &str) -> Value {
     t
 }
 
+/// What the providers need of the `i`-th of [`management_files`]: its type, its data keys
+/// (exactly those sealing writes) and the cluster-name label sealing writes.
+fn check_provider_secret(doc: &Value, i: usize, cluster: &str) -> Result<(), String> {
+    let (ty, keys): (&str, &[&str]) = if i == 0 {
+        ("Opaque", &["bundle"])
+    } else {
+        ("cluster.x-k8s.io/secret", &["tls.crt", "tls.key"])
+    };
+    let found = resource::field(doc, "type").and_then(Value::as_str);
+    if found != Some(ty) {
+        return Err(format!(
+            "type: expected `{ty}`, found {}",
+            found.map_or("nothing".to_string(), |t| format!("`{t}`"))
+        ));
+    }
+    if resource::field(doc, "stringData").is_some() {
+        return Err(
+            "stringData: not expected; the providers read `data` as sealing writes it".into(),
+        );
+    }
+    let mut data: Vec<&str> = resource::field(doc, "data")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    data.sort_unstable();
+    if data != keys {
+        return Err(format!(
+            "data: expected the keys {}, found {}",
+            keys.join(", "),
+            if data.is_empty() {
+                "none".to_string()
+            } else {
+                data.join(", ")
+            }
+        ));
+    }
+    let label = resource::at(
+        doc,
+        &["metadata", "labels", "cluster.x-k8s.io/cluster-name"],
+    )
+    .and_then(Value::as_str);
+    if label != Some(cluster) {
+        return Err(format!(
+            "metadata.labels.cluster.x-k8s.io/cluster-name: expected `{cluster}`, found {}",
+            label.map_or("nothing".to_string(), |l| format!("`{l}`"))
+        ));
+    }
+    Ok(())
+}
+
 /// The sealed management-cluster Secrets of a cluster, checked without any key: present,
 /// SOPS-encrypted, sealed from `secrets_age_sha256`, with the CA fingerprints recorded in
 /// `cluster.yaml`. Returns them as verbatim resources, expected files first.
@@ -321,6 +371,7 @@ pub fn sealed_resources(
     }
     ordered.extend(sealed.iter().filter(|s| !expected.contains(&s.rel)));
     let mut out = Vec::with_capacity(ordered.len());
+    let mut names = std::collections::BTreeMap::new();
     for s in ordered {
         let invalid = |message: String| SealError::Invalid {
             path: s.path.clone(),
@@ -346,6 +397,31 @@ pub fn sealed_resources(
                 ns.map_or("nothing".to_string(), |n| format!("`{n}`"))
             )));
         }
+        let stem = s
+            .rel
+            .rsplit('/')
+            .next()
+            .and_then(|f| f.strip_suffix(".yaml").or_else(|| f.strip_suffix(".yml")))
+            .unwrap_or_default();
+        let name = resource::at(&doc, &["metadata", "name"]).and_then(Value::as_str);
+        if name != Some(stem) {
+            return Err(invalid(format!(
+                "metadata.name: expected `{stem}` (a sealed Secret is named as its file), found {}; \
+                 metadata is outside the SOPS MAC, so a renamed Secret is refused rather than applied \
+                 under another name",
+                name.map_or("nothing".to_string(), |n| format!("`{n}`"))
+            )));
+        }
+        if let Some(first) = names.insert(stem, &s.path) {
+            return Err(invalid(format!(
+                "metadata.name: `{stem}` is also the Secret of {first}: one Secret, one file"
+            )));
+        }
+        if let Some(i) = expected.iter().position(|e| e == &s.rel) {
+            check_provider_secret(&doc, i, &config.metadata.name).map_err(invalid)?;
+        }
+        sops::SopsFile::parse(&s.path, &s.text)?
+            .check_ciphertext(&s.path, &["data", "stringData"])?;
         if expected.contains(&s.rel) {
             let ann = |k: &str| {
                 resource::at(&doc, &["metadata", "annotations", k]).and_then(Value::as_str)

@@ -342,6 +342,77 @@ impl SopsFile {
             .collect()
     }
 
+    /// Check without any key what can be checked: the MAC and every leaf the crypt rule
+    /// encrypts are well-formed `ENC[…]` strings (base64, 32-byte IV, 16-byte tag, a known
+    /// type; sops leaves an empty string as it is), and every leaf under the top-level keys
+    /// `sealed` is one of them: a plaintext value there is refused, not passed on.
+    pub fn check_ciphertext(&self, label: &str, sealed: &[&str]) -> Result<(), SopsError> {
+        fn walk<'a>(
+            v: &'a Value,
+            segs: &mut Vec<Seg<'a>>,
+            visit: &mut LeafCheck<'a, '_>,
+        ) -> Result<(), SopsError> {
+            match v {
+                Value::Object(m) => {
+                    for (k, child) in m {
+                        segs.push(Seg::Key(k));
+                        walk(child, segs, visit)?;
+                        segs.pop();
+                    }
+                    Ok(())
+                }
+                Value::Array(items) => {
+                    for (i, child) in items.iter().enumerate() {
+                        segs.push(Seg::Index(i));
+                        walk(child, segs, visit)?;
+                        segs.pop();
+                    }
+                    Ok(())
+                }
+                leaf => visit(leaf, segs),
+            }
+        }
+        let value_err = |segs: &[Seg<'_>], problem: &'static str| SopsError::Value {
+            label: label.to_string(),
+            path: display_path(segs),
+            problem,
+        };
+        parse_enc(&self.metadata.mac).map_err(|p| SopsError::Value {
+            label: label.to_string(),
+            path: "sops.mac".into(),
+            problem: p,
+        })?;
+        let rule = Matcher::new(label, &self.metadata.rule)?;
+        let mut visit = |leaf: &Value, segs: &[Seg<'_>]| -> Result<(), SopsError> {
+            let under_sealed = matches!(segs.first(), Some(Seg::Key(k)) if sealed.contains(k));
+            let encrypted = rule.encrypts(segs);
+            if under_sealed && !encrypted {
+                return Err(value_err(
+                    segs,
+                    "is not covered by the file's crypt rule: it would be applied as it is written",
+                ));
+            }
+            if !encrypted || leaf.is_null() {
+                return Ok(());
+            }
+            match leaf {
+                Value::String(enc) if enc.is_empty() => Ok(()),
+                Value::String(enc) => parse_enc(enc).map(|_| ()).map_err(|p| value_err(segs, p)),
+                _ => Err(value_err(
+                    segs,
+                    "is not an ENC[…] string but the crypt rule says it is encrypted",
+                )),
+            }
+        };
+        let mut segs = Vec::new();
+        for (k, v) in &self.tree {
+            segs.push(Seg::Key(k));
+            walk(v, &mut segs, &mut visit)?;
+            segs.pop();
+        }
+        Ok(())
+    }
+
     /// Decrypt with any of `identities`: unwrap the data key, decrypt every encrypted leaf
     /// (restoring its type), and verify the MAC. Leaves outside the rule stay as they are.
     pub fn decrypt(
@@ -1097,8 +1168,19 @@ const OPEN_FAILED: &str =
 /// A decrypted `ENC[…]` string: (plaintext, IV, type).
 type Opened = (Zeroizing<Vec<u8>>, [u8; IV_LEN], String);
 
-/// Decrypt one `ENC[…]` string.
-fn open(cipher: &ValueCipher, enc: &str, aad: &[u8]) -> Result<Opened, &'static str> {
+/// A check of one leaf of a SOPS tree, with its key path.
+type LeafCheck<'a, 'f> = dyn FnMut(&'a Value, &[Seg<'a>]) -> Result<(), SopsError> + 'f;
+
+/// The parts of an `ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]` string, decoded and
+/// length-checked (no key needed).
+struct EncParts<'a> {
+    data: Vec<u8>,
+    iv: [u8; IV_LEN],
+    tag: [u8; TAG_LEN],
+    ty: &'a str,
+}
+
+fn parse_enc(enc: &str) -> Result<EncParts<'_>, &'static str> {
     const MALFORMED: &str = "not a well-formed ENC[AES256_GCM,…] value";
     let body = enc
         .strip_prefix("ENC[AES256_GCM,data:")
@@ -1107,20 +1189,30 @@ fn open(cipher: &ValueCipher, enc: &str, aad: &[u8]) -> Result<Opened, &'static 
     let (data, rest) = body.split_once(",iv:").ok_or(MALFORMED)?;
     let (iv, rest) = rest.split_once(",tag:").ok_or(MALFORMED)?;
     let (tag, ty) = rest.split_once(",type:").ok_or(MALFORMED)?;
-    let mut buf = Zeroizing::new(B64.decode(data).map_err(|_| MALFORMED)?);
+    let data = B64.decode(data).map_err(|_| MALFORMED)?;
     let iv = B64.decode(iv).map_err(|_| MALFORMED)?;
     let iv = <[u8; IV_LEN]>::try_from(iv.as_slice()).map_err(|_| "IV is not 32 bytes")?;
     let tag = B64.decode(tag).map_err(|_| MALFORMED)?;
     let tag = <[u8; TAG_LEN]>::try_from(tag.as_slice()).map_err(|_| "tag is not 16 bytes")?;
+    if !matches!(ty, "str" | "int" | "float" | "bool" | "bytes" | "time") {
+        return Err("unknown value type in ENC[…]");
+    }
+    Ok(EncParts { data, iv, tag, ty })
+}
+
+/// Decrypt one `ENC[…]` string.
+fn open(cipher: &ValueCipher, enc: &str, aad: &[u8]) -> Result<Opened, &'static str> {
+    let parts = parse_enc(enc)?;
+    let mut buf = Zeroizing::new(parts.data);
     cipher
         .decrypt_in_place_detached(
-            GenericArray::from_slice(&iv),
+            GenericArray::from_slice(&parts.iv),
             aad,
             buf.as_mut_slice(),
-            GenericArray::from_slice(&tag),
+            GenericArray::from_slice(&parts.tag),
         )
         .map_err(|_| OPEN_FAILED)?;
-    Ok((buf, iv, ty.to_string()))
+    Ok((buf, parts.iv, parts.ty.to_string()))
 }
 
 fn seal(

@@ -32,12 +32,27 @@ impl Drop for Cluster {
     }
 }
 
+/// A port for an etcd member to listen on, below the ephemeral range (32768 and up on
+/// Linux): a port the kernel hands out (`bind(…:0)`) and that is released until etcd starts
+/// can meanwhile become the source port of one of the many `etcdctl` connections, and the
+/// member then never starts (a test once waited 180 s for `talos-3 promoted` that way).
+/// Ports are handed out once per test process, each checked free when handed out.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        20_000 + (std::process::id() % 40) as u16 * 250,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    loop {
+        let port = NEXT.fetch_add(1, Ordering::SeqCst);
+        assert!(port < 32_000, "no free port below the ephemeral range");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 fn available() -> bool {

@@ -268,3 +268,92 @@ fn endless_and_exploding_templates_stop_with_the_template_named() {
         crate::argocd::failed(&o, "worker-patch.yaml");
     }
 }
+
+/// Render `clusters/lab-f` after `edit` changed its sealed CA file: refused, naming `needle`.
+fn sealed_ca_edit_is_refused(edit: impl FnOnce(String) -> String, needle: &str) {
+    let (_tmp, repo) = example_copy();
+    let f = repo.join("clusters/lab-f/secrets/lab-f-ca.yaml");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let edited = edit(text.clone());
+    assert_ne!(edited, text, "the edit changes the file");
+    std::fs::write(&f, edited).unwrap();
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    let err = refused(&o, "clusters/lab-f/secrets/lab-f-ca.yaml");
+    assert!(err.contains(needle), "expected `{needle}` in: {err}");
+}
+
+#[test]
+fn sealed_secrets_are_checked_as_objects() {
+    // metadata is outside the SOPS MAC: a rename would make `<cluster>-ca` vanish.
+    sealed_ca_edit_is_refused(
+        |t| t.replacen("name: lab-f-ca", "name: lab-f-ca-renamed", 1),
+        "metadata.name: expected `lab-f-ca`",
+    );
+    sealed_ca_edit_is_refused(
+        |t| t.replace("type: cluster.x-k8s.io/secret", "type: Opaque"),
+        "type: expected `cluster.x-k8s.io/secret`",
+    );
+    sealed_ca_edit_is_refused(
+        |t| {
+            t.replace(
+                "    cluster.x-k8s.io/cluster-name: lab-f\n",
+                "    team: x\n",
+            )
+        },
+        "metadata.labels.cluster.x-k8s.io/cluster-name",
+    );
+    sealed_ca_edit_is_refused(
+        |t| t.replace("  tls.key:", "  tls.pem:"),
+        "data: expected the keys tls.crt, tls.key",
+    );
+    // A plaintext value where ciphertext belongs.
+    sealed_ca_edit_is_refused(
+        |t| {
+            let start = t.find("  tls.key: \"ENC[").unwrap();
+            let end = start + t[start..].find('\n').unwrap();
+            format!(
+                "{}  tls.key: LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0t{}",
+                &t[..start],
+                &t[end..]
+            )
+        },
+        "data.tls.key: not a well-formed ENC[AES256_GCM,…] value",
+    );
+    // A crypt rule that leaves data in plain text.
+    sealed_ca_edit_is_refused(
+        |t| {
+            t.replace(
+                "encrypted_regex: \"^(data|stringData)$\"",
+                "encrypted_regex: \"^nothing$\"",
+            )
+        },
+        "is not covered by the file's crypt rule",
+    );
+    // A mangled IV.
+    sealed_ca_edit_is_refused(|t| t.replacen(",iv:", ",iv:AAAA", 1), "IV is not 32 bytes");
+    sealed_ca_edit_is_refused(
+        |t| t.replacen("type:str]", "type:comment]", 1),
+        "unknown value type",
+    );
+}
+
+#[test]
+fn an_extra_sealed_secret_is_named_as_its_file_once() {
+    let (_tmp, repo) = example_copy();
+    let dir = repo.join("clusters/lab-f/secrets");
+    let talos = std::fs::read_to_string(dir.join("lab-f-talos.yaml")).unwrap();
+    // Another Secret under a file name that is not its name.
+    std::fs::write(dir.join("vsphere-credentials.yaml"), &talos).unwrap();
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    let err = refused(&o, "vsphere-credentials.yaml");
+    assert!(
+        err.contains("metadata.name: expected `vsphere-credentials`"),
+        "{err}"
+    );
+    // The same Secret twice (`.yml` beside `.yaml`).
+    std::fs::remove_file(dir.join("vsphere-credentials.yaml")).unwrap();
+    std::fs::write(dir.join("lab-f-talos.yml"), &talos).unwrap();
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    let err = refused(&o, "lab-f-talos.yml");
+    assert!(err.contains("is also the Secret of"), "{err}");
+}
