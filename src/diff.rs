@@ -321,6 +321,10 @@ pub struct ObjectDiff {
     /// Remarks (for example a SOPS file that could not be decrypted).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Why side B's sealed file cannot be opened or verified (a wrong MAC, a value that
+    /// does not decrypt, a MAC that changed while no value did): never "unchanged".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
 }
 
 /// One cluster's differences.
@@ -620,6 +624,7 @@ fn diff_object(
     }
     let (mut secret_keys, mut notes) = (Vec::new(), Vec::new());
     let mut sops_changed = false;
+    let mut broken = None;
     if secret {
         let sa = a.map(|r| SecretView::new(r, ids));
         let sb = b.map(|r| SecretView::new(r, ids));
@@ -628,7 +633,14 @@ fn diff_object(
                 notes.push(e.clone());
             }
         }
+        if let (Some(e), true) = (sa.as_ref().and_then(|v| v.broken.as_ref()), sb.is_some()) {
+            notes.push(format!("the file before could not be opened ({e})"));
+        }
         secret_keys = compare_secrets(sa.as_ref(), sb.as_ref());
+        broken = sb.as_ref().and_then(|v| v.broken.clone());
+        if let (Some(va), Some(vb), None) = (&sa, &sb, &broken) {
+            broken = unverifiable_mac(va, vb);
+        }
         if let (Some(va), Some(vb)) = (&sa, &sb) {
             if va.recipients != vb.recipients {
                 fields.push(FieldChange {
@@ -647,7 +659,9 @@ fn diff_object(
         (None, Some(_)) => ObjectStatus::Added,
         (Some(_), None) => ObjectStatus::Removed,
         (Some(ra), Some(rb)) => {
-            let differs = !fields.is_empty() || secret_keys.iter().any(|k| k.status.differs());
+            let differs = !fields.is_empty()
+                || secret_keys.iter().any(|k| k.status.differs())
+                || broken.is_some();
             if ra.name() != rb.name() {
                 ObjectStatus::Replaced
             } else if differs {
@@ -686,6 +700,29 @@ fn diff_object(
         secret_keys,
         referenced_by: Vec::new(),
         notes,
+        broken,
+    })
+}
+
+/// Without a key for side B: a MAC (or `lastmodified`, its AAD) that changed while every
+/// encrypted value stayed is something neither sops nor capstan writes (a re-seal keeps the
+/// file, a rekey keeps the MAC, a new value changes ciphertext), and a MAC that does not
+/// verify makes sops, KSOPS, Flux and the sops-secrets-operator refuse the file.
+fn unverifiable_mac(a: &SecretView, b: &SecretView) -> Option<String> {
+    if b.decrypted || a.stored != b.stored {
+        return None;
+    }
+    let get = |v: &SecretView, k: &str| v.sops.as_ref().and_then(|s| s.get(k)).cloned();
+    let moved: Vec<&str> = ["mac", "lastmodified"]
+        .into_iter()
+        .filter(|k| get(a, k) != get(b, k))
+        .collect();
+    (!moved.is_empty()).then(|| {
+        format!(
+            "sops.{} changed while no encrypted value did (neither sops nor capstan writes that; \
+             pass an identity to verify the MAC)",
+            moved.join(" and sops.")
+        )
     })
 }
 
@@ -960,6 +997,10 @@ struct SecretView {
     /// The SOPS metadata other than recipients (mac, lastmodified…), compared only.
     sops: Option<Value>,
     error: Option<String>,
+    /// Whether the values were decrypted (and so the MAC verified).
+    decrypted: bool,
+    /// Why the file cannot be opened (tampered or malformed): not a missing key.
+    broken: Option<String>,
 }
 
 fn value_bytes(section: &str, v: &Value) -> Secret {
@@ -984,6 +1025,8 @@ impl SecretView {
             recipients: Vec::new(),
             sops: r.value.get("sops").cloned(),
             error: None,
+            decrypted: false,
+            broken: None,
         };
         for section in ["data", "stringData"] {
             if let Some(Value::Object(m)) = r.value.get(section) {
@@ -1019,19 +1062,29 @@ impl SecretView {
         if let Some(s) = view.sops.as_mut().and_then(Value::as_object_mut) {
             s.remove("age");
         }
-        let Some(ids) = ids else {
-            return view;
-        };
         let label = r.id().to_string();
         let text = r
             .raw
             .as_ref()
             .map(|raw| raw.text.clone())
             .unwrap_or_else(|| crate::yaml::to_string(&r.value));
-        let decrypted =
-            crate::sops::SopsFile::parse(&label, &text).and_then(|f| f.decrypt(&label, ids));
-        match decrypted {
+        // What can be verified without a key: the file's shape and its ciphertext's.
+        let file = match crate::sops::SopsFile::parse(&label, &text).and_then(|f| {
+            f.check_ciphertext(&label, &["data", "stringData"])?;
+            Ok(f)
+        }) {
+            Ok(f) => f,
+            Err(e) => {
+                view.broken = Some(e.to_string());
+                return view;
+            }
+        };
+        let Some(ids) = ids else {
+            return view;
+        };
+        match file.decrypt(&label, ids) {
             Ok(plain) => {
+                view.decrypted = true;
                 let mut tree = plain.into_tree();
                 for section in ["data", "stringData"] {
                     if let Some(Value::Object(m)) = tree.get(section) {
@@ -1043,11 +1096,15 @@ impl SecretView {
                 }
                 scrub(&mut tree);
             }
-            Err(e) => {
+            // No key for it here: compared by ciphertext.
+            Err(e @ crate::sops::SopsError::NoMatchingIdentity { .. }) => {
                 view.error = Some(format!(
                     "not decrypted ({e}); values compared by ciphertext"
                 ))
             }
+            // A key opened it and something else failed: a wrong MAC, a value that does
+            // not decrypt, a data key that does not unwrap.
+            Err(e) => view.broken = Some(e.to_string()),
         }
         view
     }
@@ -1764,6 +1821,16 @@ fn object_risks(
     }
     for k in &od.secret_keys {
         secret_risk(id, k, out);
+    }
+    if let Some(why) = &od.broken {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "the sealed file cannot be opened or verified: {why}; a file that does not verify is \
+                 refused by every deployment path (sops, KSOPS, Flux, the sops-secrets-operator)"
+            ),
+        ));
     }
 }
 

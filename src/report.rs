@@ -615,6 +615,7 @@ mod tests {
                     secret_keys: vec![],
                     referenced_by: vec![],
                     notes: vec!["x".repeat(400)],
+                    broken: None,
                 }],
                 risks: vec![Risk {
                     severity: Severity::Low,

@@ -830,3 +830,84 @@ fn migration_phase_change() {
         .unwrap()
         .is_empty());
 }
+
+/// Replace the first character of the `mac:` ciphertext of `secrets/lab-f-ca.yaml` with
+/// another base64 character: still well-formed, no longer the MAC of the values.
+fn corrupt_mac(repo: &Path) {
+    let path = repo.join("clusters/lab-f/secrets/lab-f-ca.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let at =
+        text.find("  mac: \"ENC[AES256_GCM,data:").unwrap() + "  mac: \"ENC[AES256_GCM,data:".len();
+    let c = &text[at..at + 1];
+    let other = if c == "A" { "B" } else { "A" };
+    std::fs::write(&path, format!("{}{other}{}", &text[..at], &text[at + 1..])).unwrap();
+}
+
+#[test]
+fn a_corrupted_mac_is_never_unchanged() {
+    let p = Pair::new();
+    corrupt_mac(&p.b());
+    let id = p.identity();
+    let needles = secret_needles(&[p.a()], &id);
+    // Without an identity: a MAC that moved while no value did cannot be verified.
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    assert_eq!(c["status"], "changed");
+    let ca = object(c, "Secret", "lab-f-ca");
+    assert_eq!(ca["status"], "changed", "{ca}");
+    assert!(ca["broken"]
+        .as_str()
+        .unwrap()
+        .contains("sops.mac changed while no encrypted value did"));
+    assert!(
+        has_risk(c, "high", "the sealed file cannot be opened or verified"),
+        "{c}"
+    );
+    assert!(
+        !o.text.contains("(re-encrypted)") && !o.text.contains("ca: re-encrypted"),
+        "{}",
+        o.text
+    );
+    assert!(!o.text.contains("only SOPS metadata changed"), "{}", o.text);
+    // With one: the MAC is checked and fails.
+    let o = diff_all(&p, &["-i", &id, "a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    let ca = object(c, "Secret", "lab-f-ca");
+    assert_eq!(ca["status"], "changed", "{ca}");
+    assert!(
+        ca["broken"]
+            .as_str()
+            .unwrap()
+            .contains("sops.mac: cannot be decrypted"),
+        "{ca}"
+    );
+    assert!(has_risk(c, "high", "sops.mac: cannot be decrypted"), "{c}");
+    assert!(
+        !o.text.contains("(re-encrypted)") && !o.text.contains("ca: re-encrypted"),
+        "{}",
+        o.text
+    );
+    // A rekey for one more recipient rewraps the data key and keeps the MAC.
+    let p = Pair::new();
+    let path = p.b().join("clusters/lab-f/secrets/lab-f-ca.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let file = capstan::sops::SopsFile::parse("f", &text).unwrap();
+    let ids =
+        capstan::secrets::parse_identities("id", &std::fs::read_to_string(&id).unwrap()).unwrap();
+    let plain = file.decrypt("f", &ids).unwrap();
+    let mut recipients: Vec<age::x25519::Recipient> = file
+        .recipients()
+        .iter()
+        .map(|r| r.parse().unwrap())
+        .collect();
+    recipients.push(age::x25519::Identity::generate().to_public());
+    let rekeyed = capstan::sops::rekey("f", &file, &plain, &recipients).unwrap();
+    std::fs::write(&path, &rekeyed.text).unwrap();
+    assert_ne!(rekeyed.text, text, "the rekey rewraps the data key");
+    // A recipient is added (a change), the MAC stays: nothing is called broken.
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    let ca = object(c, "Secret", "lab-f-ca");
+    assert!(ca.get("broken").is_none(), "{ca}");
+    assert!(!has_risk(c, "high", ""), "{c}");
+}
