@@ -1,12 +1,15 @@
 //! The output bundle: one directory per cluster with one file per object, a
 //! `kustomization.yaml` and a `capstan.lock`; and the only code that writes output.
 //!
-//! [`Bundle::build`] is pure. [`write_all`] first checks every target directory (refusing
-//! any file capstan did not write, named), then replaces each cluster directory as a whole:
-//! the new content is written to a hidden sibling directory and swapped in by rename, so an
-//! error leaves the previous output in place. A bundle identical to what is on disk is not
-//! rewritten. Files capstan wrote before and no longer renders disappear with the old
-//! directory. Nothing is fsynced: the guarantee is about failed renders, not power loss.
+//! [`Bundle::build`] is pure. [`Output`] writes a run's bundles all or nothing: it locks
+//! OUT against other capstan writers (a lock file beside it), checks every cluster
+//! directory (refusing any file capstan did not write, named), assembles the whole new OUT
+//! in a hidden sibling directory (new cluster directories written, everything else of OUT
+//! hard-linked) and swaps it in with one `rename(2)` (`RENAME_EXCHANGE`). A kill or an
+//! error at any moment leaves OUT entirely old or entirely new; the next run removes what
+//! a killed one left. A run whose bundles are all identical to what is on disk writes
+//! nothing. Files capstan wrote before and no longer renders disappear with the old tree.
+//! Nothing is fsynced: the guarantee holds across kills and errors, not power loss.
 
 use crate::digest::sha256_hex;
 use crate::inputs::Digest256;
@@ -55,6 +58,44 @@ pub enum BundleError {
     Exists {
         /// The path.
         path: String,
+    },
+    /// OUT is not a directory.
+    #[error("{path}: not a directory; `-o` names the output directory")]
+    NotADirectory {
+        /// The path.
+        path: String,
+    },
+    /// OUT holds directories that are not rendered clusters.
+    #[error("{out}: refusing to write: `-o` replaces the output directory as a whole (all or nothing), and {} not written by capstan ({}); render into a directory of its own", if entries.len() == 1 { "this directory was" } else { "these directories were" }, entries.join(", "))]
+    ForeignInOut {
+        /// OUT.
+        out: String,
+        /// The foreign directories.
+        entries: Vec<String>,
+    },
+    /// OUT holds something that is neither a file, a directory nor a link.
+    #[error("{path}: neither a file, a directory nor a symbolic link; capstan carries the rest of the output directory over by hard link and cannot carry this")]
+    Special {
+        /// The path.
+        path: String,
+    },
+    /// Another capstan holds the output directory's lock for too long.
+    #[error("{out}: another capstan is writing it (lock {lock} held for more than {waited} s); try again when it has finished")]
+    Busy {
+        /// OUT.
+        out: String,
+        /// The lock file.
+        lock: String,
+        /// Seconds waited.
+        waited: u64,
+    },
+    /// The final swap failed: OUT is unchanged.
+    #[error("{out}: the new output could not be swapped in ({error}); the output directory is unchanged")]
+    Swap {
+        /// OUT.
+        out: String,
+        /// The OS error.
+        error: std::io::Error,
     },
     /// Two objects map to the same file name.
     #[error("cluster `{cluster}`: two objects would both be written to `{file}`")]
@@ -344,98 +385,332 @@ fn same_content(dir: &Path, bundle: &Bundle) -> bool {
         .all(|(f, c)| std::fs::read(dir.join(f)).is_ok_and(|b| b == c.as_bytes()))
 }
 
-/// A cluster directory written beside its target and not yet swapped in. Dropping it
-/// without [`commit`] removes it: a failed render leaves no trace.
+/// How long a second writer waits for the first before it gives up.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether a name in OUT or beside it is a staging directory of a capstan run: this
+/// layout's (`.<OUT>.capstan-new-<pid>`, beside OUT) or an earlier release's
+/// (`.<cluster>.capstan-new-…` / `.capstan-old-…`, inside OUT).
+fn is_staging_name(name: &str) -> bool {
+    name.starts_with('.') && (name.contains(".capstan-new-") || name.contains(".capstan-old-"))
+}
+
+/// An output directory being written: OUT locked against other capstan writers, the new
+/// tree assembled beside it (`.<OUT>.capstan-new-<pid>`), swapped in with one
+/// `rename(2)` (`RENAME_EXCHANGE`). A kill at any moment leaves OUT entirely old or
+/// entirely new; the next writer removes what a killed one left. Dropped without
+/// [`Output::commit`], it removes its staging tree.
+pub struct Output {
+    /// OUT as the user named it, for messages.
+    shown: PathBuf,
+    /// OUT with its parent canonical (where the swap happens).
+    target: PathBuf,
+    /// The tree being assembled.
+    staging: PathBuf,
+    /// Whether OUT existed when the run started.
+    existed: bool,
+    /// Held (flock) until the run ends.
+    _lock: std::fs::File,
+    committed: bool,
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.staging);
+        }
+    }
+}
+
+/// A cluster directory staged for [`Output::commit`].
+#[derive(Debug)]
 pub struct Staged {
     name: String,
-    dir: PathBuf,
-    exists: bool,
-    tmp: Option<tempfile::TempDir>,
+    outcome: Outcome,
 }
 
-/// Check a cluster's target directory (refusing files capstan did not write) and write the
-/// bundle into a hidden staging directory beside it. Nothing visible changes until
-/// [`commit`]. Safe to call from several threads for different clusters.
-pub fn stage(root: &Path, bundle: &Bundle) -> Result<Staged, BundleError> {
-    let dir = root.join(&bundle.name);
-    let exists = match previous_files(&dir)? {
-        None => false,
-        Some(listed) => {
-            let foreign = foreign_entries(&dir, &listed)?;
-            if !foreign.is_empty() {
-                return Err(BundleError::Foreign {
-                    dir: dir.display().to_string(),
-                    files: foreign,
-                });
+/// What [`Output::commit`] did.
+#[derive(Debug)]
+pub struct Committed {
+    /// Per cluster, in the order staged.
+    pub report: Vec<(String, Outcome)>,
+    /// The previous tree, when removing it failed after the swap (OUT is complete and new;
+    /// the next run removes it).
+    pub leftover: Option<(PathBuf, std::io::Error)>,
+}
+
+impl Output {
+    /// Lock OUT (waiting up to ten minutes for another capstan writing it; `on_wait` is
+    /// told the lock file once), remove what killed runs left beside it, and create the
+    /// staging tree. OUT itself is not changed.
+    pub fn open(root: &Path, on_wait: &mut dyn FnMut(&Path)) -> Result<Output, BundleError> {
+        let target = match std::fs::symlink_metadata(root) {
+            Ok(_) => {
+                let meta = std::fs::metadata(root).map_err(io(root))?;
+                if !meta.is_dir() {
+                    return Err(BundleError::NotADirectory {
+                        path: root.display().to_string(),
+                    });
+                }
+                std::fs::canonicalize(root).map_err(io(root))?
             }
-            true
-        }
-    };
-    if exists && same_content(&dir, bundle) {
-        return Ok(Staged {
-            name: bundle.name.clone(),
-            dir,
-            exists,
-            tmp: None,
-        });
-    }
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{}.capstan-new-", bundle.name))
-        .tempdir_in(root)
-        .map_err(io(root))?;
-    for (f, c) in &bundle.files {
-        let p = tmp.path().join(f);
-        std::fs::write(&p, c).map_err(io(&p))?;
-    }
-    Ok(Staged {
-        name: bundle.name.clone(),
-        dir,
-        exists,
-        tmp: Some(tmp),
-    })
-}
-
-/// Swap every staged directory into place (a rename each; the previous directory is
-/// renamed away first and removed after), in order.
-pub fn commit(staged: Vec<Staged>) -> Result<Vec<(String, Outcome)>, BundleError> {
-    let mut report = Vec::with_capacity(staged.len());
-    for s in staged {
-        let Some(tmp) = s.tmp else {
-            report.push((s.name, Outcome::Unchanged));
-            continue;
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let name = root.file_name().ok_or_else(|| BundleError::NotADirectory {
+                    path: root.display().to_string(),
+                })?;
+                let parent = match root.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                std::fs::create_dir_all(parent).map_err(io(parent))?;
+                std::fs::canonicalize(parent)
+                    .map_err(io(parent))?
+                    .join(name)
+            }
+            Err(e) => return Err(io(root)(e)),
         };
-        let tmp_path = tmp.keep();
-        if s.exists {
-            let old =
-                tmp_path.with_file_name(format!(".{}.capstan-old-{}", s.name, std::process::id()));
-            std::fs::rename(&s.dir, &old).map_err(io(&s.dir))?;
-            if let Err(e) = std::fs::rename(&tmp_path, &s.dir) {
-                let _ = std::fs::rename(&old, &s.dir);
-                let _ = std::fs::remove_dir_all(&tmp_path);
-                return Err(BundleError::Io {
-                    path: s.dir.display().to_string(),
-                    error: e,
-                });
+        let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+            return Err(BundleError::NotADirectory {
+                path: root.display().to_string(),
+            });
+        };
+        let name = name.to_string_lossy().into_owned();
+        let lock_path = parent.join(format!(".{name}.capstan-lock"));
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        lock_exclusive(&lock, &lock_path, root, on_wait)?;
+        // Under the lock no other writer is running: anything staged beside OUT is a
+        // killed run's.
+        let prefix = format!(".{name}.capstan-new-");
+        for entry in std::fs::read_dir(parent).map_err(io(parent))? {
+            let entry = entry.map_err(io(parent))?;
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let p = entry.path();
+                std::fs::remove_dir_all(&p).map_err(io(&p))?;
             }
-            std::fs::remove_dir_all(&old).map_err(io(&old))?;
-            report.push((s.name, Outcome::Updated));
-        } else {
-            std::fs::rename(&tmp_path, &s.dir).map_err(io(&s.dir))?;
-            report.push((s.name, Outcome::Created));
         }
+        let staging = parent.join(format!("{prefix}{}", std::process::id()));
+        std::fs::create_dir(&staging).map_err(io(&staging))?;
+        let existed = target.is_dir();
+        let out = Output {
+            shown: root.to_path_buf(),
+            target,
+            staging,
+            existed,
+            _lock: lock,
+            committed: false,
+        };
+        if existed {
+            let perms = std::fs::metadata(&out.target)
+                .map_err(io(&out.target))?
+                .permissions();
+            std::fs::set_permissions(&out.staging, perms).map_err(io(&out.staging))?;
+        }
+        Ok(out)
     }
-    Ok(report)
+
+    /// Check a cluster's directory in OUT (refusing files capstan did not write) and write
+    /// the bundle into the staging tree. Nothing in OUT changes. Safe to call from several
+    /// threads for different clusters.
+    pub fn stage(&self, bundle: &Bundle) -> Result<Staged, BundleError> {
+        let dir = self.target.join(&bundle.name);
+        let exists = match previous_files(&dir)? {
+            None => false,
+            Some(listed) => {
+                let foreign = foreign_entries(&dir, &listed)?;
+                if !foreign.is_empty() {
+                    return Err(BundleError::Foreign {
+                        dir: self.shown.join(&bundle.name).display().to_string(),
+                        files: foreign,
+                    });
+                }
+                true
+            }
+        };
+        let outcome = if !exists {
+            Outcome::Created
+        } else if same_content(&dir, bundle) {
+            // Carried over with the rest of OUT at commit.
+            return Ok(Staged {
+                name: bundle.name.clone(),
+                outcome: Outcome::Unchanged,
+            });
+        } else {
+            Outcome::Updated
+        };
+        let new = self.staging.join(&bundle.name);
+        std::fs::create_dir(&new).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                BundleError::FileClash {
+                    cluster: bundle.name.clone(),
+                    file: "(its directory: two clusters of this name)".into(),
+                }
+            } else {
+                io(&new)(e)
+            }
+        })?;
+        for (f, c) in &bundle.files {
+            let p = new.join(f);
+            std::fs::write(&p, c).map_err(io(&p))?;
+        }
+        Ok(Staged {
+            name: bundle.name.clone(),
+            outcome,
+        })
+    }
+
+    /// Complete the staging tree with everything of OUT this run does not replace (hard
+    /// links: same files, same inodes) and swap it in with one rename. Errors before the
+    /// swap leave OUT as it was; after it, nothing is an error.
+    pub fn commit(mut self, staged: Vec<Staged>) -> Result<Committed, BundleError> {
+        let report: Vec<(String, Outcome)> =
+            staged.into_iter().map(|s| (s.name, s.outcome)).collect();
+        if self.existed && report.iter().all(|(_, o)| *o == Outcome::Unchanged) {
+            // Nothing to write; the staging tree is removed on drop.
+            return Ok(Committed {
+                report,
+                leftover: None,
+            });
+        }
+        if self.existed {
+            let replaced: BTreeSet<&str> = report
+                .iter()
+                .filter(|(_, o)| *o != Outcome::Unchanged)
+                .map(|(n, _)| n.as_str())
+                .collect();
+            self.carry_over(&replaced)?;
+        }
+        let flags = if self.existed {
+            rustix::fs::RenameFlags::EXCHANGE
+        } else {
+            rustix::fs::RenameFlags::NOREPLACE
+        };
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &self.staging,
+            rustix::fs::CWD,
+            &self.target,
+            flags,
+        )
+        .map_err(|e| BundleError::Swap {
+            out: self.shown.display().to_string(),
+            error: std::io::Error::from(e),
+        })?;
+        self.committed = true;
+        // The previous tree is now at the staging path.
+        let leftover = if self.existed {
+            std::fs::remove_dir_all(&self.staging)
+                .err()
+                .map(|e| (self.staging.clone(), e))
+        } else {
+            None
+        };
+        Ok(Committed { report, leftover })
+    }
+
+    /// Link every entry of OUT that this run does not replace into the staging tree.
+    fn carry_over(&self, replaced: &BTreeSet<&str>) -> Result<(), BundleError> {
+        let mut foreign = Vec::new();
+        for entry in std::fs::read_dir(&self.target).map_err(io(&self.target))? {
+            let entry = entry.map_err(io(&self.target))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if replaced.contains(name.as_str()) || is_staging_name(&name) {
+                continue;
+            }
+            let from = entry.path();
+            let is_dir = entry.file_type().map_err(io(&from))?.is_dir();
+            if is_dir
+                && !from.join(LOCK_FILE).is_file()
+                && std::fs::read_dir(&from)
+                    .map_err(io(&from))?
+                    .next()
+                    .is_some()
+            {
+                foreign.push(format!("{name}/"));
+                continue;
+            }
+            link_tree(&from, &self.staging.join(&name))?;
+        }
+        if foreign.is_empty() {
+            return Ok(());
+        }
+        foreign.sort();
+        Err(BundleError::ForeignInOut {
+            out: self.shown.display().to_string(),
+            entries: foreign,
+        })
+    }
 }
 
-/// Write every bundle under `root`: stage all (every target checked for foreign files,
-/// nothing visible changed), then commit all.
+/// Take the exclusive lock, waiting for another writer (polling: a bounded wait).
+fn lock_exclusive(
+    lock: &std::fs::File,
+    lock_path: &Path,
+    out: &Path,
+    on_wait: &mut dyn FnMut(&Path),
+) -> Result<(), BundleError> {
+    use rustix::fs::{flock, FlockOperation};
+    let started = std::time::Instant::now();
+    let mut told = false;
+    loop {
+        match flock(lock, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::INTR => {}
+            Err(e) => return Err(io(lock_path)(e.into())),
+        }
+        if !told {
+            on_wait(lock_path);
+            told = true;
+        }
+        if started.elapsed() > LOCK_WAIT {
+            return Err(BundleError::Busy {
+                out: out.display().to_string(),
+                lock: lock_path.display().to_string(),
+                waited: LOCK_WAIT.as_secs(),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Recreate `from` at `to`: directories with their mode, regular files hard-linked (the
+/// same inode: content, mode, owner and times kept), symbolic links as links.
+fn link_tree(from: &Path, to: &Path) -> Result<(), BundleError> {
+    let meta = std::fs::symlink_metadata(from).map_err(io(from))?;
+    let t = meta.file_type();
+    if t.is_dir() {
+        std::fs::create_dir(to).map_err(io(to))?;
+        std::fs::set_permissions(to, meta.permissions()).map_err(io(to))?;
+        for entry in std::fs::read_dir(from).map_err(io(from))? {
+            let entry = entry.map_err(io(from))?;
+            link_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        Ok(())
+    } else if t.is_file() {
+        std::fs::hard_link(from, to).map_err(io(from))
+    } else if t.is_symlink() {
+        let dest = std::fs::read_link(from).map_err(io(from))?;
+        std::os::unix::fs::symlink(dest, to).map_err(io(to))
+    } else {
+        Err(BundleError::Special {
+            path: from.display().to_string(),
+        })
+    }
+}
+
+/// Write every bundle under `root`: open, stage all (every target checked for foreign
+/// files, nothing visible changed), then commit all at once.
 pub fn write_all(root: &Path, bundles: &[Bundle]) -> Result<Vec<(String, Outcome)>, BundleError> {
-    std::fs::create_dir_all(root).map_err(io(root))?;
+    let out = Output::open(root, &mut |_| {})?;
     let staged = bundles
         .iter()
-        .map(|b| stage(root, b))
+        .map(|b| out.stage(b))
         .collect::<Result<Vec<_>, _>>()?;
-    commit(staged)
+    Ok(out.commit(staged)?.report)
 }
 
 #[cfg(test)]
@@ -592,49 +867,96 @@ mod tests {
     #[test]
     fn writes_replaces_and_removes_stale_files() {
         let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
         let b2 = Bundle::build(&rendered(2), &[]).unwrap();
         assert_eq!(
-            write_all(tmp.path(), std::slice::from_ref(&b2)).unwrap()[0].1,
+            write_all(&out, std::slice::from_ref(&b2)).unwrap()[0].1,
             Outcome::Created
         );
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let out_inode = inode(&out);
+        assert_eq!(write_all(&out, &[b2]).unwrap()[0].1, Outcome::Unchanged);
         assert_eq!(
-            write_all(tmp.path(), &[b2]).unwrap()[0].1,
-            Outcome::Unchanged
+            inode(&out),
+            out_inode,
+            "nothing written when nothing changed"
         );
+        // Another cluster's directory and a file of the user's are carried over as they are.
+        let mut other = rendered(1);
+        other.name = "c0".into();
+        write_all(&out, &[Bundle::build(&other, &[]).unwrap()]).unwrap();
+        std::fs::write(out.join("README.md"), "mine").unwrap();
+        let kept = inode(&out.join("c0/configmap-m0.yaml"));
         let b1 = Bundle::build(&rendered(1), &[]).unwrap();
-        assert_eq!(write_all(tmp.path(), &[b1]).unwrap()[0].1, Outcome::Updated);
-        assert!(!tmp.path().join("c1/configmap-m1.yaml").exists());
-        assert!(tmp.path().join("c1/configmap-m0.yaml").exists());
-        let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(leftovers, vec![std::ffi::OsString::from("c1")]);
+        assert_eq!(write_all(&out, &[b1]).unwrap()[0].1, Outcome::Updated);
+        assert!(!out.join("c1/configmap-m1.yaml").exists());
+        assert!(out.join("c1/configmap-m0.yaml").exists());
+        assert_eq!(inode(&out.join("c0/configmap-m0.yaml")), kept);
+        assert_eq!(std::fs::read(out.join("README.md")).unwrap(), b"mine");
+        let names = |d: &Path| {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&out), ["README.md", "c0", "c1"]);
+        assert_eq!(names(tmp.path()), [".out.capstan-lock", "out"]);
+    }
+
+    #[test]
+    fn leftovers_of_killed_runs_are_removed_and_foreign_directories_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        write_all(&out, &[Bundle::build(&rendered(1), &[]).unwrap()]).unwrap();
+        // What killed runs leave: a staging tree beside OUT, an old release's inside it.
+        std::fs::create_dir_all(tmp.path().join(".out.capstan-new-999/c1")).unwrap();
+        std::fs::create_dir_all(out.join(".c1.capstan-old-12")).unwrap();
+        write_all(&out, &[Bundle::build(&rendered(2), &[]).unwrap()]).unwrap();
+        assert!(!tmp.path().join(".out.capstan-new-999").exists());
+        assert!(!out.join(".c1.capstan-old-12").exists());
+        // A directory capstan did not write, anywhere in OUT, is refused: OUT is replaced
+        // as a whole.
+        std::fs::create_dir_all(out.join(".git/objects")).unwrap();
+        std::fs::write(out.join(".git/HEAD"), "ref").unwrap();
+        let e = write_all(&out, &[Bundle::build(&rendered(1), &[]).unwrap()]).unwrap_err();
+        assert!(matches!(e, BundleError::ForeignInOut { .. }), "{e}");
+        assert!(e.to_string().contains("(.git/)"), "{e}");
+        assert!(
+            out.join("c1/configmap-m1.yaml").exists(),
+            "unchanged on error"
+        );
+        assert!(!tmp
+            .path()
+            .join(format!(".out.capstan-new-{}", std::process::id()))
+            .exists());
     }
 
     #[test]
     fn refuses_foreign_files_and_touches_nothing() {
         let tmp = tempfile::tempdir().unwrap();
-        write_all(tmp.path(), &[Bundle::build(&rendered(2), &[]).unwrap()]).unwrap();
-        std::fs::write(tmp.path().join("c1/notes.txt"), "mine").unwrap();
-        let before = std::fs::read(tmp.path().join("c1/configmap-m1.yaml")).unwrap();
-        let e = write_all(tmp.path(), &[Bundle::build(&rendered(1), &[]).unwrap()]).unwrap_err();
+        let out = tmp.path().join("out");
+        write_all(&out, &[Bundle::build(&rendered(2), &[]).unwrap()]).unwrap();
+        std::fs::write(out.join("c1/notes.txt"), "mine").unwrap();
+        let before = std::fs::read(out.join("c1/configmap-m1.yaml")).unwrap();
+        let e = write_all(&out, &[Bundle::build(&rendered(1), &[]).unwrap()]).unwrap_err();
         assert!(
             e.to_string()
                 .contains("this file was not written by capstan (notes.txt)"),
             "{e}"
         );
         assert_eq!(
-            std::fs::read(tmp.path().join("c1/configmap-m1.yaml")).unwrap(),
+            std::fs::read(out.join("c1/configmap-m1.yaml")).unwrap(),
             before
         );
         // A directory without a lock is not ours either.
-        let other = tmp.path().join("x");
+        let other = out.join("x");
         std::fs::create_dir(&other).unwrap();
         std::fs::write(other.join("a.yaml"), "a").unwrap();
         let mut r = rendered(1);
         r.name = "x".into();
-        let e = write_all(tmp.path(), &[Bundle::build(&r, &[]).unwrap()]).unwrap_err();
+        let e = write_all(&out, &[Bundle::build(&r, &[]).unwrap()]).unwrap_err();
         assert!(matches!(e, BundleError::Foreign { .. }), "{e}");
     }
 

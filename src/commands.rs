@@ -256,17 +256,31 @@ fn render(args: RenderArgs) -> Result<Status> {
             out.flush()?;
         }
         Some(root) => {
-            // Each worker writes its cluster into a staging directory as soon as it is
-            // rendered; the directories are swapped in only once every cluster succeeded.
-            std::fs::create_dir_all(&root)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?;
+            // Each worker writes its cluster into the staging tree as soon as it is
+            // rendered; the tree is swapped in only once every cluster succeeded.
+            let output = bundle::Output::open(&root, &mut |lock| {
+                eprintln!(
+                    "{}: another capstan is writing it; waiting for it to finish (lock {})",
+                    root.display(),
+                    lock.display()
+                );
+            })?;
             let staged = render_each(
                 &clusters,
                 args.templates.as_ref(),
                 inputs::Digests::Wanted,
-                |r, d| Ok(bundle::stage(&root, &Bundle::build(&r, &d)?)?),
+                |r, d| Ok(output.stage(&Bundle::build(&r, &d)?)?),
             )?;
-            let report = bundle::commit(staged)?;
+            let committed = output.commit(staged)?;
+            let report = committed.report;
+            if let Some((old, e)) = committed.leftover {
+                eprintln!(
+                    "warning: {} is complete; the previous output at {} could not be removed ({e}); \
+                     the next render removes it",
+                    root.display(),
+                    old.display()
+                );
+            }
             let mut err = std::io::stderr().lock();
             for (name, outcome) in report {
                 let what = match outcome {

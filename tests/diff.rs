@@ -730,16 +730,6 @@ fn git_revisions() {
 }
 
 /// A repository of `n` clusters copied from lab-f (renamed, sealed files included).
-fn fleet(root: &Path, n: usize, cpus: u32) {
-    copy_tree(&example().join("overlays"), &root.join("overlays"));
-    for i in 1..=n {
-        let name = format!("c{i:03}");
-        lab_f_as(&root.join("clusters").join(&name), &name, |yaml| {
-            yaml.replacen("numCPUs: 4", &format!("numCPUs: {cpus}"), 1)
-        });
-    }
-}
-
 #[test]
 fn large_markdown_stays_under_the_comment_limit() {
     let tmp = tempfile::tempdir().unwrap();

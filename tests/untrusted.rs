@@ -357,3 +357,201 @@ fn an_extra_sealed_secret_is_named_as_its_file_once() {
     let err = refused(&o, "lab-f-talos.yml");
     assert!(err.contains("is also the Secret of"), "{err}");
 }
+
+/// Every file under `dir` per top-level entry: `name → [(relative path, bytes)]`.
+fn tree_by_cluster(dir: &Path) -> std::collections::BTreeMap<String, Vec<(String, Vec<u8>)>> {
+    let mut out = std::collections::BTreeMap::new();
+    for (rel, bytes) in snapshot(dir) {
+        let (top, _) = rel.split_once('/').unwrap_or((&rel, ""));
+        out.entry(top.to_string())
+            .or_insert_with(Vec::new)
+            .push((rel.clone(), bytes));
+    }
+    out
+}
+
+/// Entries beside OUT other than OUT and its lock file.
+fn leftovers_beside(out: &Path) -> Vec<String> {
+    let name = out.file_name().unwrap().to_string_lossy().into_owned();
+    let lock = format!(".{name}.capstan-lock");
+    let mut v: Vec<String> = std::fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!(".{name}.")) && *n != lock)
+        .collect();
+    v.sort();
+    v
+}
+
+fn render_cmd(repo: &str, out: &Path, cwd: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"));
+    c.args(["render", repo, "-o", out.to_str().unwrap()])
+        .current_dir(cwd)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+fn render_ok(repo: &str, out: &Path, cwd: &Path) -> Duration {
+    let started = std::time::Instant::now();
+    let o = render_cmd(repo, out, cwd).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    started.elapsed()
+}
+
+/// Where a killed run left OUT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Killed {
+    /// Before the swap: OUT old.
+    Before,
+    /// After the swap, before the old tree was removed: OUT new, a leftover beside it.
+    During,
+    /// Finished (or killed at the very end): OUT new, nothing left.
+    After,
+}
+
+/// A scratch directory for the many-file trials: in memory (`/dev/shm`) where there is
+/// one, as the trials are about capstan's order of operations, not the disk.
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(t) = tempfile::tempdir_in(shm) {
+            return t;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// When a trial kills the render.
+#[derive(Debug, Clone, Copy)]
+enum KillAt {
+    /// After a fixed delay.
+    Delay(Duration),
+    /// As soon as OUT is another directory (the swap happened).
+    Swapped,
+}
+
+#[test]
+fn a_killed_render_leaves_the_whole_output_old_or_new() {
+    use std::os::unix::fs::MetadataExt;
+    const N: usize = 300;
+    let tmp = scratch();
+    fleet(&tmp.path().join("a"), N, 4);
+    fleet(&tmp.path().join("b"), N, 8);
+    let (out, fresh) = (tmp.path().join("out"), tmp.path().join("fresh"));
+    render_ok("b", &fresh, tmp.path());
+    let new = tree_by_cluster(&fresh);
+    render_ok("a", &out, tmp.path());
+    let old = tree_by_cluster(&out);
+    assert_eq!((old.len(), new.len()), (N, N));
+    assert!(old != new, "the two fleets render differently");
+    // One whole run replacing every cluster, for the spread of kill moments.
+    let full = render_ok("b", &out, tmp.path());
+    render_ok("a", &out, tmp.path());
+    let inode = |p: &Path| std::fs::metadata(p).map(|m| m.ino()).unwrap_or(0);
+    let trial = |at: KillAt| -> Killed {
+        let before = inode(&out);
+        let mut child = render_cmd("b", &out, tmp.path()).spawn().unwrap();
+        match at {
+            KillAt::Delay(d) => std::thread::sleep(d),
+            KillAt::Swapped => {
+                let started = std::time::Instant::now();
+                while inode(&out) == before && started.elapsed() < full * 10 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        let _ = child.kill(); // SIGKILL
+        child.wait().unwrap();
+        let now = tree_by_cluster(&out);
+        let state = if now == old {
+            Killed::Before
+        } else if now == new {
+            if leftovers_beside(&out).is_empty() {
+                Killed::After
+            } else {
+                Killed::During
+            }
+        } else {
+            let mixed: Vec<&String> = now
+                .iter()
+                .filter(|(k, v)| old.get(*k) != Some(v) && new.get(*k) != Some(v))
+                .map(|(k, _)| k)
+                .collect();
+            panic!(
+                "killed at {at:?}: OUT is neither old nor new ({} clusters; mismatched: {:?}…)",
+                now.len(),
+                &mixed[..mixed.len().min(5)]
+            );
+        };
+        // The next run completes and removes every leftover; back to the old tree.
+        if state != Killed::Before {
+            render_ok("a", &out, tmp.path());
+            assert_eq!(tree_by_cluster(&out), old);
+        }
+        assert!(state == Killed::Before || leftovers_beside(&out).is_empty());
+        state
+    };
+    let mut seen = Vec::new();
+    for k in 1..=20u32 {
+        let at = KillAt::Delay(full * k / 14);
+        seen.push((at, trial(at)));
+    }
+    // The commit phase: killed right after the swap, while the old tree is being removed.
+    for _ in 0..4 {
+        seen.push((KillAt::Swapped, trial(KillAt::Swapped)));
+    }
+    let count = |k: Killed| seen.iter().filter(|(_, s)| *s == k).count();
+    eprintln!(
+        "kill test: {} kills of a {N}-cluster render -o ({full:?} uninterrupted): {} before the swap, \
+         {} while the old tree was removed, {} after",
+        seen.len(),
+        count(Killed::Before),
+        count(Killed::During),
+        count(Killed::After)
+    );
+    assert!(count(Killed::Before) >= 5, "{seen:?}");
+    assert!(
+        count(Killed::During) >= 1,
+        "no kill landed after the swap: {seen:?}"
+    );
+    // After the last run nothing is left beside OUT but its lock.
+    render_ok("b", &out, tmp.path());
+    assert_eq!(tree_by_cluster(&out), new);
+    assert!(leftovers_beside(&out).is_empty());
+}
+
+#[test]
+fn two_renders_of_one_output_take_turns() {
+    const N: usize = 60;
+    let tmp = scratch();
+    fleet(&tmp.path().join("a"), N, 4);
+    fleet(&tmp.path().join("b"), N, 8);
+    let out = tmp.path().join("out");
+    let (ra, rb) = (tmp.path().join("ra"), tmp.path().join("rb"));
+    render_ok("a", &ra, tmp.path());
+    render_ok("b", &rb, tmp.path());
+    let (old, new) = (tree_by_cluster(&ra), tree_by_cluster(&rb));
+    for round in 0..6 {
+        let a = render_cmd("a", &out, tmp.path()).spawn().unwrap();
+        let b = render_cmd("b", &out, tmp.path()).spawn().unwrap();
+        let (oa, ob) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        for o in [&oa, &ob] {
+            assert!(
+                o.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let now = tree_by_cluster(&out);
+        assert!(
+            now == old || now == new,
+            "round {round}: a mix of both renders"
+        );
+        assert!(
+            leftovers_beside(&out).is_empty(),
+            "round {round}: {:?}",
+            leftovers_beside(&out)
+        );
+    }
+}

@@ -66,6 +66,18 @@ pub fn lab_f_as(dest: &Path, name: &str, edit: impl FnOnce(String) -> String) {
     }
 }
 
+/// A repository of `n` copies of lab-f (`c001`…), each with `numCPUs: cpus` for its
+/// control plane.
+pub fn fleet(root: &Path, n: usize, cpus: u32) {
+    copy_tree(&example().join("overlays"), &root.join("overlays"));
+    for i in 1..=n {
+        let name = format!("c{i:03}");
+        lab_f_as(&root.join("clusters").join(&name), &name, |yaml| {
+            yaml.replacen("numCPUs: 4", &format!("numCPUs: {cpus}"), 1)
+        });
+    }
+}
+
 /// A temporary copy of the example repository.
 pub fn example_copy() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
