@@ -1038,21 +1038,10 @@ fn git(args: &[&str], cwd: &std::path::Path) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// A temporary `git worktree`, removed when dropped.
-struct Worktree {
-    repo: PathBuf,
-    path: PathBuf,
-}
-
-impl Drop for Worktree {
-    fn drop(&mut self) {
-        let path = self.path.display().to_string();
-        let _ = git(&["worktree", "remove", "--force", &path], &self.repo);
-        let _ = git(&["worktree", "prune"], &self.repo);
-    }
-}
-
-/// Render `rel` (relative to the repository root) as it is at `rev`.
+/// Render `rel` (relative to the repository root) as it is at `rev`. The revision's tree
+/// is checked out into a temporary directory through a temporary index (`read-tree`,
+/// `checkout-index`): nothing is registered in the repository (no worktree), so a killed
+/// run leaves nothing there; the directory is removed when the run ends.
 fn load_revision(
     top: &std::path::Path,
     rev: &str,
@@ -1071,18 +1060,33 @@ fn load_revision(
     .map_err(|_| anyhow::anyhow!("--git: `{rev}` is not a commit of {}", top.display()))?;
     let tmp = tempfile::Builder::new().prefix("capstan-diff-").tempdir()?;
     let path = tmp.path().join("tree");
-    let path_text = path.display().to_string();
-    git(
-        &[
-            "worktree", "add", "--detach", "--quiet", &path_text, &commit,
-        ],
-        top,
-    )?;
-    let worktree = Worktree {
-        repo: top.to_path_buf(),
-        path,
+    let index = tmp.path().join("index");
+    let git_with_index = |args: &[&str]| -> Result<()> {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(top)
+            .env("GIT_INDEX_FILE", &index)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| anyhow::anyhow!("cannot run git: {e}"))?;
+        anyhow::ensure!(
+            out.status.success(),
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(())
     };
-    let target = worktree.path.join(rel);
+    git_with_index(&["read-tree", &commit])?;
+    let prefix = format!("{}/", path.display());
+    git_with_index(&[
+        "checkout-index",
+        "--all",
+        "--force",
+        &format!("--prefix={prefix}"),
+    ])?;
+    std::fs::create_dir_all(&path)?;
+    let target = path.join(rel);
     anyhow::ensure!(
         target.exists(),
         "--git: {} does not exist at {rev}",
@@ -1093,7 +1097,6 @@ fn load_revision(
         }
     );
     let set = load_side(&target, templates);
-    drop(worktree);
     drop(tmp);
     set
 }

@@ -727,9 +727,33 @@ fn git_revisions() {
         stderr(&o)
     );
     assert_eq!(git(&["worktree", "list"], &repo).lines().count(), 1);
+    // Killed at any moment, a run leaves nothing in the repository: no worktree is
+    // registered, the index and the working tree are as they were.
+    git(&["commit", "-q", "-am", "third"], &repo);
+    let status = git(&["status", "--porcelain"], &repo);
+    let index = std::fs::read(repo.join(".git/index")).unwrap();
+    for ms in [0u64, 5, 10, 20, 40, 80, 160] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+            .args(["diff", "--git", "HEAD~2..HEAD"])
+            .current_dir(&repo)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        let _ = child.kill();
+        child.wait().unwrap();
+        assert_eq!(
+            git(&["worktree", "list"], &repo).lines().count(),
+            1,
+            "killed at {ms} ms"
+        );
+        assert!(!repo.join(".git/worktrees").exists(), "killed at {ms} ms");
+        assert_eq!(git(&["status", "--porcelain"], &repo), status);
+        assert_eq!(std::fs::read(repo.join(".git/index")).unwrap(), index);
+    }
 }
 
-/// A repository of `n` clusters copied from lab-f (renamed, sealed files included).
 #[test]
 fn large_markdown_stays_under_the_comment_limit() {
     let tmp = tempfile::tempdir().unwrap();
