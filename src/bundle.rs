@@ -97,6 +97,12 @@ pub enum BundleError {
         /// The OS error.
         error: std::io::Error,
     },
+    /// Two clusters of one name.
+    #[error("two clusters are named `{name}`: each needs a directory of its own in the output")]
+    DuplicateCluster {
+        /// The name.
+        name: String,
+    },
     /// Two objects map to the same file name.
     #[error("cluster `{cluster}`: two objects would both be written to `{file}`")]
     FileClash {
@@ -427,6 +433,7 @@ impl Drop for Output {
 pub struct Staged {
     name: String,
     outcome: Outcome,
+    duplicate: bool,
 }
 
 /// What [`Output::commit`] did.
@@ -538,21 +545,25 @@ impl Output {
             return Ok(Staged {
                 name: bundle.name.clone(),
                 outcome: Outcome::Unchanged,
+                duplicate: false,
             });
         } else {
             Outcome::Updated
         };
         let new = self.staging.join(&bundle.name);
-        std::fs::create_dir(&new).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                BundleError::FileClash {
-                    cluster: bundle.name.clone(),
-                    file: "(its directory: two clusters of this name)".into(),
-                }
-            } else {
-                io(&new)(e)
+        match std::fs::create_dir(&new) {
+            Ok(()) => {}
+            // Two clusters of one name: the caller names both files (its duplicate check
+            // sees both staged), and commit refuses regardless.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Ok(Staged {
+                    name: bundle.name.clone(),
+                    outcome,
+                    duplicate: true,
+                })
             }
-        })?;
+            Err(e) => return Err(io(&new)(e)),
+        }
         for (f, c) in &bundle.files {
             let p = new.join(f);
             std::fs::write(&p, c).map_err(io(&p))?;
@@ -560,6 +571,7 @@ impl Output {
         Ok(Staged {
             name: bundle.name.clone(),
             outcome,
+            duplicate: false,
         })
     }
 
@@ -567,6 +579,14 @@ impl Output {
     /// links: same files, same inodes) and swap it in with one rename. Errors before the
     /// swap leave OUT as it was; after it, nothing is an error.
     pub fn commit(mut self, staged: Vec<Staged>) -> Result<Committed, BundleError> {
+        let mut names = BTreeSet::new();
+        for s in &staged {
+            if s.duplicate || !names.insert(s.name.as_str()) {
+                return Err(BundleError::DuplicateCluster {
+                    name: s.name.clone(),
+                });
+            }
+        }
         let report: Vec<(String, Outcome)> =
             staged.into_iter().map(|s| (s.name, s.outcome)).collect();
         if self.existed && report.iter().all(|(_, o)| *o == Outcome::Unchanged) {

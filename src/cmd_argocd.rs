@@ -69,9 +69,18 @@ pub fn generate() -> Result<Status> {
         .map_err(|e| anyhow::anyhow!("argocd generate: {}", one_line(&e.to_string())))?;
     let stream = build_stream(&ctx, &vars)
         .map_err(|e| anyhow::anyhow!("{}: {}", ctx.label(), one_line(&format!("{e:#}"))))?;
+    // Argo CD must read the whole stream: a closed pipe is a failure (exit 2), not the
+    // quiet success it is for `render | head`. The error is a message, not an
+    // `io::Error`, so `main` does not take it for that case.
     let mut out = std::io::stdout().lock();
-    out.write_all(stream.as_bytes())?;
-    out.flush()?;
+    out.write_all(stream.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}: stdout: {e}: the stream was not written whole",
+                ctx.label()
+            )
+        })?;
     Ok(Status::Success)
 }
 

@@ -16,7 +16,10 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {err:#}");
+            eprintln!(
+                "error: {}",
+                capstan::report::error_message(&format!("{err:#}"))
+            );
             ExitCode::from(2)
         }
     }

@@ -281,6 +281,11 @@ pub struct VSphere {
     pub identity_ref: Option<IdentityRef>,
 }
 
+/// The largest value of a CRD field of `format: int32`.
+const INT32_MAX: u64 = i32::MAX as u64;
+/// The largest value of a CRD field of `format: int64`.
+const INT64_MAX: u64 = i64::MAX as u64;
+
 /// VM size.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -871,7 +876,7 @@ impl ClusterConfig {
             }
         }
 
-        v.non_empty("spec.endpoint.host", &s.endpoint.host);
+        v.host("spec.endpoint.host", &s.endpoint.host);
         if s.endpoint.port == 0 {
             v.push("spec.endpoint.port", "must be 1 to 65535, got 0".into());
         }
@@ -1017,6 +1022,7 @@ impl ClusterConfig {
                             format!("must be odd to keep etcd quorum, got {}", cp.replicas),
                         );
                     }
+                    v.at_most("spec.controlPlane.replicas", cp.replicas.into(), INT32_MAX);
                     v.machine("spec.controlPlane.machine", &cp.machine);
                 }
             }
@@ -1044,6 +1050,7 @@ impl ClusterConfig {
                     format!("`{md}` (cluster and pool name) must be at most 63 characters"),
                 );
             }
+            v.at_most(&format!("{path}.replicas"), pool.replicas.into(), INT32_MAX);
             v.machine(&format!("{path}.machine"), &pool.machine);
         }
         if s.migration.is_none() && self.imported() && purpose == Purpose::Render {
@@ -1318,6 +1325,39 @@ impl Validator {
             }
         }
     }
+    /// A number the CRD field holds as `format: int32` / `int64` (the API server refuses
+    /// more; refused here, at input, with the field's path).
+    fn at_most(&mut self, path: &str, value: u64, max: u64) {
+        if value > max {
+            let format = if max == INT32_MAX { "int32" } else { "int64" };
+            self.push(
+                path,
+                format!("must be at most {max} (the CRD field is {format}), got {value}"),
+            );
+        }
+    }
+    /// A host name (RFC 1123: labels of letters, digits and `-`) or an IP address.
+    fn host(&mut self, path: &str, value: &str) {
+        let is_ip = value.parse::<std::net::IpAddr>().is_ok();
+        let is_name = !value.is_empty()
+            && value.len() <= 253
+            && value.trim_end_matches('.').split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            });
+        if !is_ip && !is_name {
+            self.push(
+                path,
+                format!(
+                    "expected a DNS name (letters, digits, `-` and `.`) or an IP address, found `{}`",
+                    value.escape_debug()
+                ),
+            );
+        }
+    }
     fn machine(&mut self, path: &str, m: &Machine) {
         if m.num_cpus < 2 {
             self.push(
@@ -1333,6 +1373,11 @@ impl Validator {
         }
         if m.disk_gib == Some(0) {
             self.push(&format!("{path}.diskGiB"), "must be at least 1".into());
+        }
+        self.at_most(&format!("{path}.numCPUs"), m.num_cpus.into(), INT32_MAX);
+        self.at_most(&format!("{path}.memoryMiB"), m.memory_mib, INT64_MAX);
+        if let Some(d) = m.disk_gib {
+            self.at_most(&format!("{path}.diskGiB"), d.into(), INT32_MAX);
         }
         if let Some(t) = &m.template {
             self.non_empty(&format!("{path}.template"), t);

@@ -1,6 +1,7 @@
 //! Renders a [`Diff`] for people and programs: terminal text (optionally coloured),
 //! Markdown for a pull-request comment (summary table first, details folded, kept under
-//! GitHub's comment limit with a note of what was cut), and JSON.
+//! GitHub's comment limit with a note of what was cut), and JSON; and error messages for
+//! the terminal ([`error_message`]: bounded, control characters escaped).
 //!
 //! Pure: strings in, strings out. Nothing here sees a secret value: the model has none.
 
@@ -13,6 +14,44 @@ use std::fmt::Write as _;
 
 /// GitHub's limit for a pull-request comment, in characters.
 pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
+
+/// The most characters of one line of an error message.
+pub const ERROR_LINE_LIMIT: usize = 1_000;
+/// The most lines of an error message.
+pub const ERROR_LINES_LIMIT: usize = 100;
+
+/// An error message as it may reach a terminal, a CI log or Argo CD's UI: every control
+/// character but the line break (C0, DEL, C1: an ANSI escape, a carriage return that
+/// would overwrite the line) and every bidirectional override is escaped (`\u{1b}`), each
+/// line is cut at [`ERROR_LINE_LIMIT`] characters and the message at [`ERROR_LINES_LIMIT`]
+/// lines, each cut saying how much was left out. A message echoes input (a value, a
+/// path), and input is untrusted.
+pub fn error_message(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(ERROR_LINE_LIMIT * 4));
+    let lines: Vec<&str> = text.split('\n').collect();
+    for (i, line) in lines.iter().take(ERROR_LINES_LIMIT).enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let total = line.chars().count();
+        for (shown, c) in line.chars().enumerate() {
+            if shown == ERROR_LINE_LIMIT {
+                let _ = write!(out, "… ({} more characters)", total - shown);
+                break;
+            }
+            let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if (c.is_control() && c != '\t') || bidi {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            } else {
+                out.push(c);
+            }
+        }
+    }
+    if lines.len() > ERROR_LINES_LIMIT {
+        let _ = write!(out, "\n… ({} more lines)", lines.len() - ERROR_LINES_LIMIT);
+    }
+    out
+}
 
 /// The diff as JSON (pretty-printed, newline-terminated).
 pub fn json(diff: &Diff) -> String {
@@ -588,6 +627,26 @@ pub fn markdown(diff: &Diff, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_messages_are_escaped_and_bounded() {
+        assert_eq!(error_message("plain\nsecond\tline"), "plain\nsecond\tline");
+        assert_eq!(
+            error_message("a\u{1b}[31mred\r\u{7f}\u{85}\u{202e}x"),
+            "a\\u{1b}[31mred\\u{d}\\u{7f}\\u{85}\\u{202e}x"
+        );
+        let long = "é".repeat(5000);
+        let e = error_message(&long);
+        assert_eq!(
+            e.chars().count(),
+            ERROR_LINE_LIMIT + "… (4000 more characters)".chars().count()
+        );
+        assert!(e.ends_with("… (4000 more characters)"));
+        let many = vec!["x"; 250].join("\n");
+        let e = error_message(&many);
+        assert_eq!(e.lines().count(), ERROR_LINES_LIMIT + 1);
+        assert!(e.ends_with("… (150 more lines)"));
+    }
     use crate::diff::{ClusterDiff, FieldChange, ObjectId, Risk};
     use serde_json::json;
 

@@ -555,3 +555,104 @@ fn two_renders_of_one_output_take_turns() {
         );
     }
 }
+
+/// Render `clusters/lab-f` after `from` → `to` in its `cluster.yaml`: refused, naming
+/// `needle`; returns stderr.
+fn cluster_edit_is_refused(from: &str, to: &str, needle: &str) -> String {
+    let (_tmp, repo) = example_copy();
+    let f = repo.join("clusters/lab-f/cluster.yaml");
+    let text = std::fs::read_to_string(&f).unwrap();
+    assert_eq!(text.matches(from).count(), 1, "`{from}` occurs once");
+    std::fs::write(&f, text.replacen(from, to, 1)).unwrap();
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    let err = refused(&o, "clusters/lab-f/cluster.yaml");
+    assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    err
+}
+
+#[test]
+fn numbers_are_checked_against_the_crd_formats_at_input() {
+    cluster_edit_is_refused(
+        "replicas: 6",
+        "replicas: 4294967295",
+        "spec.workers[0].replicas: must be at most 2147483647 (the CRD field is int32), got 4294967295",
+    );
+    cluster_edit_is_refused(
+        "numCPUs: 8",
+        "numCPUs: 3000000000",
+        "spec.workers[0].machine.numCPUs: must be at most 2147483647",
+    );
+    cluster_edit_is_refused(
+        "diskGiB: 40",
+        "diskGiB: 2147483648",
+        "spec.controlPlane.machine.diskGiB: must be at most 2147483647",
+    );
+    cluster_edit_is_refused(
+        "memoryMiB: 32768",
+        "memoryMiB: 9223372036854775808",
+        "spec.workers[0].machine.memoryMiB: must be at most 9223372036854775807 (the CRD field is int64)",
+    );
+}
+
+#[test]
+fn the_endpoint_host_is_a_dns_name_or_an_ip() {
+    let err = cluster_edit_is_refused(
+        "host: lab-f.example.internal",
+        "host: \"lab-f.example.internal\\n{{ x }}\"",
+        "spec.endpoint.host: expected a DNS name (letters, digits, `-` and `.`) or an IP address",
+    );
+    assert!(
+        err.contains("lab-f.example.internal\\n{{ x }}"),
+        "escaped: {err}"
+    );
+    for ok in ["10.0.0.5", "fd00::5", "api.lab-f.example.internal"] {
+        let (_tmp, repo) = example_copy();
+        let f = repo.join("clusters/lab-f/cluster.yaml");
+        let text = std::fs::read_to_string(&f).unwrap();
+        std::fs::write(&f, text.replacen("lab-f.example.internal", ok, 1)).unwrap();
+        let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+        assert!(o.status.success(), "{ok}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn error_messages_are_bounded_and_escape_control_characters() {
+    // An ANSI escape and a carriage return in a value that an error echoes.
+    let err = cluster_edit_is_refused(
+        "kubernetes: v1.30.4",
+        "kubernetes: \"v1.30.4\\e[2J\\rall good\"",
+        "spec.versions.kubernetes",
+    );
+    assert!(!err.contains('\u{1b}') && !err.contains('\r'), "{err:?}");
+    assert!(err.contains("\\u{1b}[2J\\u{d}all good"), "{err}");
+    // A huge value: the message stays small and says what it left out.
+    let err = cluster_edit_is_refused(
+        "kubernetes: v1.30.4",
+        &format!("kubernetes: v{}", "9".repeat(200_000)),
+        "more characters)",
+    );
+    assert!(err.len() < 8_000, "{} bytes", err.len());
+}
+
+#[test]
+fn argocd_generate_fails_when_its_stream_is_cut() {
+    let (_tmp, repo) = example_copy();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["argocd", "generate"])
+        .current_dir(repo.join("clusters/lab-f"))
+        .env_clear()
+        .env(capstan::cli::ENV_ARGOCD_APP_SOURCE_PATH, "clusters/lab-f")
+        .env(capstan::cli::ENV_ARGOCD_SECRETS, "omit")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `| head -0`: the reader is gone before anything is written.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("the stream was not written whole"), "{err}");
+}
