@@ -177,6 +177,9 @@ pub fn build(
         &c.sealed,
     )?;
     resources.append(&mut rendered.resources);
+    for r in &resources {
+        crate::resource::check_buildable(r)?;
+    }
     crate::resource::sort(&mut resources);
     rendered.resources = resources;
     Ok(rendered)

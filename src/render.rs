@@ -225,12 +225,28 @@ fn format_value(
     state: &mut minijinja::State,
     value: &minijinja::Value,
 ) -> Result<(), minijinja::Error> {
-    if matches!(state.auto_escape(), AutoEscape::Json)
-        && value.kind() == minijinja::value::ValueKind::String
-        && !value.is_safe()
-    {
-        if let Some(s) = value.as_str() {
-            return yaml::write_json_string(out, s).map_err(minijinja::Error::from);
+    use minijinja::value::ValueKind;
+    if matches!(state.auto_escape(), AutoEscape::Json) && !value.is_safe() {
+        match value.kind() {
+            ValueKind::String => {
+                if let Some(s) = value.as_str() {
+                    return yaml::write_json_string(out, s).map_err(minijinja::Error::from);
+                }
+            }
+            // Lists and maps as JSON, with the characters YAML cannot carry raw escaped
+            // (they can only be inside the JSON's strings).
+            ValueKind::Seq | ValueKind::Map => {
+                let json = serde_json::to_string(value).map_err(|e| {
+                    minijinja::Error::new(
+                        minijinja::ErrorKind::BadSerialization,
+                        format!("unable to format to JSON: {e}"),
+                    )
+                })?;
+                return out
+                    .write_str(&yaml::escape_unprintable(&json))
+                    .map_err(minijinja::Error::from);
+            }
+            _ => {}
         }
     }
     minijinja::escape_formatter(out, state, value)
@@ -1067,8 +1083,8 @@ mod tests {
             )
             .unwrap()
         };
-        let mut every_byte: String = (0u8..0x80).map(char::from).collect();
-        every_byte.push_str("é€😀\u{2028}\u{7f}<>&'");
+        let mut every_byte: String = (0u8..0x7f).map(char::from).collect();
+        every_byte.push_str("é€😀<>&'");
         for s in [
             "",
             "plain",
@@ -1080,6 +1096,11 @@ mod tests {
         ] {
             assert_eq!(render(true, s), render(false, s), "{s:?}");
         }
+        // What YAML cannot carry raw (DEL, C1, line separators, BOM) is escaped, in strings
+        // and inside lists, where minijinja writes it raw.
+        let s = "a\u{7f}b\u{85}c\u{2028}d\u{feff}e";
+        let want = r#""a\u007fb\u0085c\u2028d\ufeffe""#;
+        assert_eq!(render(true, s), format!("{want} {s} 7 [{want}]"));
         // Safe strings pass as they are; numbers and lists stay minijinja's.
         assert_eq!(render(true, "a\"b"), r#""a\"b" a"b 7 ["a\"b"]"#);
     }

@@ -4,6 +4,82 @@
 use serde_json::Value;
 use std::fmt;
 
+/// A rendered object holds a string kustomize cannot build.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {object}: {path} holds {character}: kustomize cannot build it (its YAML writer emits DEL and C1 control characters raw; its reader then refuses them, or reads NEL as a space, even when capstan writes them escaped); remove it")]
+pub struct Unbuildable {
+    /// Where the object came from.
+    pub origin: String,
+    /// The object.
+    pub object: String,
+    /// The field.
+    pub path: String,
+    /// The character, escaped (`U+007F`).
+    pub character: String,
+}
+
+/// DEL and the C1 control characters: what kustomize cannot carry in a string (it refuses
+/// DEL and C1, and turns NEL into a space).
+fn unbuildable(c: char) -> bool {
+    matches!(c, '\u{7f}'..='\u{9f}')
+}
+
+/// Refuse an object with a string (key or value) that kustomize cannot build. A byte scan
+/// first (DEL is 0x7F, every C1 character starts with 0xC2), so clean strings cost little.
+pub fn check_buildable(r: &Resource) -> Result<(), Unbuildable> {
+    fn walk(v: &Value, path: &mut String, found: &mut Option<(String, char)>) {
+        let bad = |s: &str| {
+            memchr::memchr2(0x7f, 0xc2, s.as_bytes())
+                .and_then(|_| s.chars().find(|&c| unbuildable(c)))
+        };
+        match v {
+            Value::String(s) => {
+                if let Some(c) = bad(s) {
+                    *found = Some((path.clone(), c));
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    walk(item, path, found);
+                    path.truncate(len);
+                    if found.is_some() {
+                        return;
+                    }
+                }
+            }
+            Value::Object(m) => {
+                for (k, item) in m {
+                    let len = path.len();
+                    if let Some(c) = bad(k) {
+                        *found = Some((format!("{path} (a key)"), c));
+                        return;
+                    }
+                    *path = crate::yaml::join_path(path, k);
+                    walk(item, path, found);
+                    path.truncate(len);
+                    if found.is_some() {
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = None;
+    walk(&r.value, &mut String::new(), &mut found);
+    match found {
+        None => Ok(()),
+        Some((path, c)) => Err(Unbuildable {
+            origin: r.origin.clone(),
+            object: r.id().to_string(),
+            path,
+            character: format!("U+{:04X}", c as u32),
+        }),
+    }
+}
+
 /// One Kubernetes object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resource {

@@ -10,14 +10,14 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Write a file under the repository, creating its directory.
-fn write(repo: &Path, rel: &str, text: &str) {
+pub fn write(repo: &Path, rel: &str, text: &str) {
     let p = repo.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
 }
 
 /// Replace a cluster's `spec.overlays` list (an empty list removes it).
-fn set_overlays(repo: &Path, cluster: &str, overlays: &[&str]) {
+pub fn set_overlays(repo: &Path, cluster: &str, overlays: &[&str]) {
     let file = repo.join("clusters").join(cluster).join("cluster.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
     let text = if text.contains("\n  overlays:\n") {
@@ -48,7 +48,7 @@ fn set_overlays(repo: &Path, cluster: &str, overlays: &[&str]) {
     std::fs::write(&file, out).unwrap();
 }
 
-const HEAD: &str = "apiVersion: capstan.dev/v1alpha1\nkind: Overlay\n";
+pub const HEAD: &str = "apiVersion: capstan.dev/v1alpha1\nkind: Overlay\n";
 
 /// Render one cluster of the repository; the objects.
 fn render(repo: &Path, cluster: &str) -> Vec<Value> {

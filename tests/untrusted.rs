@@ -656,3 +656,134 @@ fn argocd_generate_fails_when_its_stream_is_cut() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("the stream was not written whole"), "{err}");
 }
+
+/// A copy of the example repository with lab-f using `overlays/t` (`overlay.yaml` as given).
+fn with_overlay(overlay: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (t, repo) = example_copy();
+    crate::overlays::write(&repo, "overlays/t/overlay.yaml", overlay);
+    crate::overlays::set_overlays(&repo, "lab-f", &["overlays/t"]);
+    (t, repo)
+}
+
+#[test]
+fn a_leading_zero_number_is_an_integer_or_refused_with_both_readings() {
+    use crate::overlays::HEAD;
+    // `08`: 8 for every reader; an integer, so the template keeps its name (no roll).
+    let patch = |value: &str| {
+        format!(
+            "{HEAD}patches:\n- target: {{kind: VSphereMachineTemplate, name: lab-f-general}}\n  type: json\n  patch:\n  - {{op: replace, path: /spec/template/spec/numCPUs, value: {value}}}\n"
+        )
+    };
+    let (_t, repo) = with_overlay(&patch("08"));
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_t2, base) = example_copy();
+    crate::overlays::write(
+        &base,
+        "overlays/t/overlay.yaml",
+        &format!("{HEAD}patches: []\n"),
+    );
+    crate::overlays::set_overlays(&base, "lab-f", &["overlays/t"]);
+    let b = capstan_within(&["render", "clusters/lab-f"], &base, 60);
+    assert!(b.status.success(), "{}", stderr(&b));
+    assert_eq!(stdout(&o), stdout(&b), "`08` is the 8 that was there");
+    assert!(!stdout(&o).contains("numCPUs: 8.0"));
+    // `010`: 8 for kubectl and Talos, 10 for YAML 1.2: refused, both readings named.
+    let (_t, repo) = with_overlay(&patch("010"));
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    let err = refused(&o, "overlays/t/overlay.yaml");
+    assert!(
+        err.contains(
+            "line 7: `patches[0].patch[0].value`: `010` is ambiguous: kubectl and Talos read 8"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("YAML 1.2 reads 10"), "{err}");
+    // A Talos patch's file mode: `0644` refused; `0o644` is 420 for everyone.
+    let files = |mode: &str| {
+        format!(
+            "{HEAD}talos:\n  controlPlane:\n  - machine:\n      files:\n      - path: /var/etc/x\n        op: create\n        content: x\n        permissions: {mode}\n"
+        )
+    };
+    let (_t, repo) = with_overlay(&files("0644"));
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    let err = refused(&o, "overlays/t/overlay.yaml");
+    assert!(
+        err.contains("`0644` is ambiguous: kubectl and Talos read 420"),
+        "{err}"
+    );
+    let (_t, repo) = with_overlay(&files("0o644"));
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("permissions: 420"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("644.0"));
+}
+
+#[test]
+fn unknown_tags_and_a_block_scalar_ending_the_file_are_refused() {
+    use crate::overlays::HEAD;
+    let (_t, repo) = with_overlay(&format!(
+        "{HEAD}patches:\n- target: {{kind: Cluster}}\n  type: json\n  patch:\n  - {{op: add, path: /metadata/labels/x, value: !vault secret/x}}\n"
+    ));
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    let err = refused(&o, "overlays/t/overlay.yaml");
+    assert!(err.contains("unsupported tag `!vault`"), "{err}");
+    // kubectl reads `x\n`, YAML 1.2 readers `x`: refused rather than guessed.
+    let (_t, repo) = with_overlay(&format!(
+        "{HEAD}patches:\n- target: {{kind: Cluster}}\n  type: json\n  patch:\n  - op: add\n    path: /metadata/annotations/note\n    value: |\n      x"
+    ));
+    let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+    let err = refused(&o, "overlays/t/overlay.yaml");
+    assert!(
+        err.contains("a block scalar ends the file without a line break"),
+        "{err}"
+    );
+}
+
+#[test]
+fn characters_yaml_cannot_carry_raw_are_written_escaped() {
+    use crate::overlays::HEAD;
+    let note = |value: &str| {
+        format!(
+            "{HEAD}patches:\n- target: {{kind: Cluster}}\n  type: json\n  patch:\n  - {{op: add, path: /metadata/annotations, value: {{note: \"{value}\"}}}}\n"
+        )
+    };
+    // DEL and C1: kustomize cannot build them at all (even escaped): refused.
+    for bad in ["a\\u007fb", "a\\u009bb", "a\\u0085b"] {
+        let (_t, repo) = with_overlay(&note(bad));
+        let o = capstan_within(&["render", "clusters/lab-f"], &repo, 60);
+        let err = refused(&o, "lab-f/lab-f: metadata.annotations.note holds U+00");
+        assert!(err.contains("kustomize cannot build it"), "{err}");
+    }
+    // An escape, a line separator and a BOM: written escaped (never raw), and read back as
+    // themselves by kustomize.
+    let (_t, repo) = with_overlay(&note("a\\u001bb\\u2028d\\ufeffe"));
+    let o = capstan_within(&["render", "clusters/lab-f", "-o", "out"], &repo, 60);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cluster = std::fs::read_to_string(repo.join("out/lab-f/cluster-lab-f.yaml")).unwrap();
+    assert!(
+        cluster.contains(r#"note: "a\u001bb\u2028d\ufeffe""#),
+        "{cluster}"
+    );
+    let has_kubectl = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_kubectl {
+        eprintln!("notice: kubectl not installed; kustomize build of the escaped output skipped");
+        return;
+    }
+    let k = std::process::Command::new("kubectl")
+        .args(["kustomize", "out/lab-f"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(k.status.success(), "{}", String::from_utf8_lossy(&k.stderr));
+    let built = capstan::yaml::parse_stream(&String::from_utf8_lossy(&k.stdout)).unwrap();
+    let note = built
+        .iter()
+        .find(|d| d["kind"] == "Cluster")
+        .and_then(|d| d.pointer("/metadata/annotations/note"))
+        .cloned();
+    assert_eq!(note, Some(serde_json::json!("a\u{1b}b\u{2028}d\u{feff}e")));
+}

@@ -28,26 +28,207 @@ pub struct YamlError {
 }
 
 /// Parse a multi-document YAML text into JSON values. Empty and `null` documents are
-/// skipped, as `kubectl` and Argo CD skip them.
+/// skipped, as `kubectl` and Argo CD skip them. The dialect (README: the YAML capstan
+/// reads) is YAML 1.2 with what would read differently elsewhere refused: a number with
+/// a leading zero is an integer when kubectl (a YAML 1.1 octal) and YAML 1.2 (a decimal)
+/// agree on its value (`08`, `007`) and refused, with both readings, when they do not
+/// (`010`, `0644`); unknown tags are refused; a block scalar that ends the text without a
+/// line break is refused (kubectl reads a final newline into it, YAML 1.2 readers do not).
 pub fn parse_stream(text: &str) -> Result<Vec<Value>, YamlError> {
     let docs = match subset::parse_stream(text) {
         Some(docs) => docs,
-        None => parse_stream_saphyr(text)?,
+        None => {
+            if let Some(line) = block_scalar_ends_text(text) {
+                return Err(YamlError {
+                    message: format!(
+                        "line {line}: a block scalar ends the file without a line break: kubectl \
+                         reads a final newline into it, YAML 1.2 readers (kustomize, Talos, sops) \
+                         do not; end the file with a line break"
+                    ),
+                });
+            }
+            let mut docs = parse_stream_saphyr(text, false)?;
+            if may_have_leading_zero_number(text) {
+                let raw = parse_stream_saphyr(text, true)?;
+                for (doc, raw) in docs.iter_mut().zip(&raw) {
+                    leading_zero_numbers(doc, raw, "", text)?;
+                }
+            }
+            docs
+        }
     };
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
-/// The whole stream through serde-saphyr (empty documents included).
-fn parse_stream_saphyr(text: &str) -> Result<Vec<Value>, YamlError> {
+/// The whole stream through serde-saphyr (empty documents included); `raw_leading_zeros`
+/// keeps numbers with a leading zero as their text.
+fn parse_stream_saphyr(text: &str, raw_leading_zeros: bool) -> Result<Vec<Value>, YamlError> {
     let options = serde_saphyr::options! {
         with_snippet: false,
         non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::AsString,
         // YAML 1.2: only true/false are booleans (`no`, `n`, `off` stay strings).
         strict_booleans: true,
+        // A tag capstan does not know would otherwise be dropped silently.
+        reject_unsupported_tags: true,
+        leading_zero_numbers_as_strings: raw_leading_zeros,
     };
     serde_saphyr::from_multiple_with_options(text, options).map_err(|e| YamlError {
         message: e.to_string(),
     })
+}
+
+/// Whether a plain scalar could be a number with a leading zero (`0` then a digit or `_`,
+/// not inside a word): only then is the text read a second time.
+fn may_have_leading_zero_number(text: &str) -> bool {
+    let b = text.as_bytes();
+    memchr::memchr_iter(b'0', b).any(|i| {
+        let next = b.get(i + 1).copied().unwrap_or(b' ');
+        let before = if i == 0 { b' ' } else { b[i - 1] };
+        let before = if matches!(before, b'-' | b'+') && i >= 2 {
+            b[i - 2]
+        } else {
+            before
+        };
+        (next.is_ascii_digit() || next == b'_')
+            && matches!(
+                before,
+                b' ' | b'\n' | b'[' | b'{' | b',' | b':' | b'-' | b'+'
+            )
+    })
+}
+
+/// Replace each number of `doc` that `raw` (the same text read with leading-zero numbers
+/// kept as text) shows was written with a leading zero: by the integer both readings give,
+/// or an error naming the line, the path and both readings.
+fn leading_zero_numbers(
+    doc: &mut Value,
+    raw: &Value,
+    path: &str,
+    text: &str,
+) -> Result<(), YamlError> {
+    match (doc, raw) {
+        (Value::Object(m), Value::Object(r)) => {
+            for (k, v) in m.iter_mut() {
+                if let Some(rv) = r.get(k) {
+                    leading_zero_numbers(v, rv, &join_path(path, k), text)?;
+                }
+            }
+            Ok(())
+        }
+        (Value::Array(a), Value::Array(r)) => {
+            for (i, (v, rv)) in a.iter_mut().zip(r).enumerate() {
+                leading_zero_numbers(v, rv, &format!("{path}[{i}]"), text)?;
+            }
+            Ok(())
+        }
+        (v @ Value::Number(_), Value::String(token)) => {
+            let (kubectl, decimal) = leading_zero_readings(token).ok_or_else(|| YamlError {
+                message: format!(
+                    "{}`{path}`: `{token}` is not a number capstan can read",
+                    where_in(text, token)
+                ),
+            })?;
+            if kubectl != decimal {
+                return Err(YamlError {
+                    message: format!(
+                        "{}`{path}`: `{token}` is ambiguous: kubectl and Talos read {kubectl} (a YAML 1.1 \
+                         octal number), YAML 1.2 reads {decimal}; write `{kubectl}` or `{}0o{}` for the \
+                         octal value, `{decimal}` for the decimal one, or quote it for a string",
+                        where_in(text, token),
+                        if kubectl < 0 { "-" } else { "" },
+                        token.trim_start_matches(['-', '+']).trim_start_matches(['0', '_']),
+                    ),
+                });
+            }
+            *v = Value::from(kubectl);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The two readings of a number written with a leading zero: kubectl's (Go's
+/// `strconv.ParseInt(s, 0, 64)` after removing `_`: octal when every digit is below 8,
+/// else the decimal float) and YAML 1.2's (decimal). `None` for what is neither.
+fn leading_zero_readings(token: &str) -> Option<(i64, i64)> {
+    let t: String = token.chars().filter(|&c| c != '_').collect();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, &t[..]),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let decimal: i64 = digits.parse().ok()?;
+    let kubectl = if digits.bytes().all(|b| b < b'8') {
+        i64::from_str_radix(digits, 8).ok()?
+    } else {
+        decimal
+    };
+    Some(if neg {
+        (-kubectl, -decimal)
+    } else {
+        (kubectl, decimal)
+    })
+}
+
+/// `line N: ` for the one line holding `token` as a plain scalar, or nothing when it is not
+/// one line.
+fn where_in(text: &str, token: &str) -> String {
+    let hits: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.match_indices(token).any(|(i, _)| {
+                let before = l[..i].trim_end();
+                let after = l[i + token.len()..].trim_start();
+                (before.is_empty() || before.ends_with([':', '-', '[', ',', '{']))
+                    && (after.is_empty() || after.starts_with(['#', ',', ']', '}']))
+            })
+        })
+        .map(|(n, _)| n + 1)
+        .collect();
+    match hits.as_slice() {
+        [n] => format!("line {n}: "),
+        _ => String::new(),
+    }
+}
+
+/// The line of a block scalar's last content line when the text ends on it without a line
+/// break (`a: |` then `  abc` at the very end).
+fn block_scalar_ends_text(text: &str) -> Option<usize> {
+    if text.is_empty() || text.ends_with('\n') {
+        return None;
+    }
+    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let mut lines = text.split('\n').rev();
+    let last = lines.next()?;
+    if last.trim().is_empty() {
+        return None;
+    }
+    let last_indent = indent(last);
+    let total = text.split('\n').count();
+    for l in lines {
+        if l.trim().is_empty() || indent(l) >= last_indent {
+            continue;
+        }
+        // The first less-indented line: a block scalar's header ends in `|` or `>` (with
+        // chomping and indentation indicators), after `key:`, `-` or nothing.
+        // Strip chomping (`-`) reads the same everywhere: no final line break either way.
+        let body = l.split(" #").next().unwrap_or(l).trim_end();
+        let indicators = body.len()
+            - body
+                .trim_end_matches(|c: char| c == '+' || c == '-' || c.is_ascii_digit())
+                .len();
+        let (head, indicators) = body.split_at(body.len() - indicators);
+        let before = head.strip_suffix(['|', '>'])?;
+        let before = before.trim_end();
+        return ((before.is_empty() || before.ends_with(':') || before.ends_with('-'))
+            && !indicators.contains('-'))
+        .then_some(total);
+    }
+    None
 }
 
 /// Parse a YAML text that must hold exactly one document.
@@ -264,7 +445,7 @@ fn literal_block_ok(s: &str) -> bool {
     if s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
         return false;
     }
-    if s.contains('\u{feff}') || s.contains('\u{2028}') || s.contains('\u{2029}') {
+    if s.chars().any(yaml_unprintable) {
         return false;
     }
     s.split('\n')
@@ -275,54 +456,95 @@ fn write_plain_or_quoted(out: &mut String, s: &str) {
     if plain_ok(s) {
         out.push_str(s);
     } else {
-        // A JSON string is a valid YAML double-quoted scalar.
-        match serde_json::to_string(s) {
-            Ok(q) => out.push_str(&q),
-            // Serializing a &str to JSON cannot fail; keep a safe fallback anyway.
-            Err(_) => out.push_str("\"\""),
-        }
+        // A JSON string is a valid YAML double-quoted scalar. Writing to a String cannot
+        // fail.
+        let _ = write_json_string(out, s);
     }
 }
 
+/// Characters that are not printable in YAML (DEL, C1) or that a YAML 1.1 reader takes
+/// for a line break (NEL, U+2028, U+2029), a byte-order mark and the non-characters: a
+/// reader refuses them raw or reads them as something else, so they are written escaped.
+fn yaml_unprintable(c: char) -> bool {
+    matches!(
+        c,
+        '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+    )
+}
+
+/// JSON text with every [`yaml_unprintable`] character written as `\uxxxx` (valid JSON
+/// text can hold them only inside strings, where the escape means the same character).
+pub fn escape_unprintable(json: &str) -> std::borrow::Cow<'_, str> {
+    if !json.chars().any(yaml_unprintable) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if yaml_unprintable(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `s` as a JSON string literal, which is also a valid YAML double-quoted scalar: `"` and
-/// `\\` escaped, the control characters as `\n`-style or `\u00xx` escapes, everything else
-/// (non-ASCII included) as it is: the same bytes as `serde_json::to_string` (tested).
-/// The templates' `{{ value }}` (`render`) writes strings with it, straight into the
-/// output; the emitter keeps `serde_json::to_string`, measured faster on its short scalars.
+/// `\\` escaped, the control characters as `\n`-style or `\u00xx` escapes, and what YAML
+/// cannot carry raw ([`yaml_unprintable`]) as `\uxxxx`; everything else (non-ASCII
+/// included) as it is. For strings without the latter, the same bytes as
+/// `serde_json::to_string` (tested). The templates' `{{ value }}` (`render`) and the
+/// emitter write strings with it.
 pub fn write_json_string(out: &mut impl std::fmt::Write, s: &str) -> std::fmt::Result {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let needs_escape = |c: u8| c < 0x20 || c == b'"' || c == b'\\';
+    // DEL, and the lead bytes of U+0080-U+009F (0xC2), U+2028/2029 (0xE2) and
+    // U+FEFF/FFFE/FFFF (0xEF): candidates, decided per character.
+    let candidate = |c: u8| {
+        c < 0x20 || c == b'"' || c == b'\\' || c == 0x7f || c == 0xc2 || c == 0xe2 || c == 0xef
+    };
     out.write_char('"')?;
     let b = s.as_bytes();
     let mut run = 0;
     // Blocks of 16 bytes are tested branch-free (vector instructions); only a block that
-    // holds a byte to escape is walked byte by byte.
+    // holds a candidate is walked.
     for (n, block) in b.chunks(16).enumerate() {
-        if !block.iter().fold(false, |any, &c| any | needs_escape(c)) {
+        if !block.iter().fold(false, |any, &c| any | candidate(c)) {
             continue;
         }
         for (k, &c) in block.iter().enumerate() {
-            if !needs_escape(c) {
+            let i = n * 16 + k;
+            if !candidate(c) || i < run {
                 continue;
             }
-            let i = n * 16 + k;
-            // Only ASCII bytes are escaped, so `run..i` falls on character boundaries.
-            out.write_str(&s[run..i])?;
-            match c {
-                b'"' => out.write_str("\\\"")?,
-                b'\\' => out.write_str("\\\\")?,
-                b'\n' => out.write_str("\\n")?,
-                b'\t' => out.write_str("\\t")?,
-                b'\r' => out.write_str("\\r")?,
-                0x08 => out.write_str("\\b")?,
-                0x0c => out.write_str("\\f")?,
-                _ => {
-                    out.write_str("\\u00")?;
-                    out.write_char(char::from(HEX[usize::from(c >> 4)]))?;
-                    out.write_char(char::from(HEX[usize::from(c & 0xf)]))?;
-                }
+            let escape: Option<(&str, usize)> = match c {
+                b'"' => Some(("\\\"", 1)),
+                b'\\' => Some(("\\\\", 1)),
+                b'\n' => Some(("\\n", 1)),
+                b'\t' => Some(("\\t", 1)),
+                b'\r' => Some(("\\r", 1)),
+                0x08 => Some(("\\b", 1)),
+                0x0c => Some(("\\f", 1)),
+                _ => None,
+            };
+            if let Some((text, len)) = escape {
+                out.write_str(&s[run..i])?;
+                out.write_str(text)?;
+                run = i + len;
+                continue;
             }
-            run = i + 1;
+            // A multi-byte candidate starts a character here (lead bytes only).
+            let Some(ch) = s.get(i..).and_then(|t| t.chars().next()) else {
+                continue;
+            };
+            if (c < 0x20) || yaml_unprintable(ch) {
+                out.write_str(&s[run..i])?;
+                let v = ch as u32;
+                out.write_str("\\u")?;
+                for shift in [12u32, 8, 4, 0] {
+                    out.write_char(char::from(HEX[((v >> shift) & 0xf) as usize]))?;
+                }
+                run = i + ch.len_utf8();
+            }
         }
     }
     out.write_str(&s[run..])?;
@@ -409,8 +631,8 @@ mod tests {
 
     #[test]
     fn json_strings_are_written_as_serde_json_writes_them() {
-        let mut every_byte: String = (0u8..0x80).map(char::from).collect();
-        every_byte.push_str("é€😀\u{2028}\u{7f}<>&'");
+        let mut every_byte: String = (0u8..0x7f).map(char::from).collect();
+        every_byte.push_str("é€😀<>&'\u{a0}\u{2027}\u{202a}\u{fffd}");
         for s in [
             "",
             "plain",
@@ -421,6 +643,19 @@ mod tests {
             write_json_string(&mut out, s).unwrap();
             assert_eq!(out, serde_json::to_string(s).unwrap(), "{s:?}");
         }
+        // What YAML cannot carry raw is escaped, in the string and in the emitter's output,
+        // and reads back as the same characters.
+        let s = "x\u{7f}\u{80}\u{85}\u{9f}\u{2028}\u{2029}\u{feff}\u{fffe}\u{ffff}y\u{1b}";
+        let mut out = String::new();
+        write_json_string(&mut out, s).unwrap();
+        assert_eq!(
+            out,
+            r#""x\u007f\u0080\u0085\u009f\u2028\u2029\ufeff\ufffe\uffffy\u001b""#
+        );
+        let doc = json!({"k": s, "multi": format!("{s}\nline two\n")});
+        let text = to_string(&doc);
+        assert!(!text.chars().any(yaml_unprintable), "{text:?}");
+        round_trip(&doc);
     }
 
     fn round_trip(v: &Value) {
@@ -557,6 +792,72 @@ mod tests {
             docs[0],
             json!({"a": "n", "b": "no", "c": "off", "d": "yes", "e": true, "f": false})
         );
+    }
+
+    #[test]
+    fn the_dialect_reads_numbers_as_kubectl_or_refuses() {
+        let one = |t: &str| parse_one(t).map_err(|e| e.message);
+        // Leading zeros: an integer where kubectl (octal) and YAML 1.2 (decimal) agree.
+        for (t, n) in [
+            ("a: 08", 8),
+            ("a: 007", 7),
+            ("a: 00", 0),
+            ("a: -09", -9),
+            ("a: 0o644", 420),
+            ("a: 0x1F", 31),
+        ] {
+            assert_eq!(one(t), Ok(json!({ "a": n })), "{t}");
+        }
+        assert_eq!(one("a: [08, {b: 09}]"), Ok(json!({"a": [8, {"b": 9}]})));
+        // Where they disagree: refused with the line, the path and both readings.
+        let e = one("x: 1\na:\n  b: 0644\n").unwrap_err();
+        assert!(
+            e.starts_with("line 3: `a.b`: `0644` is ambiguous: kubectl and Talos read 420"),
+            "{e}"
+        );
+        assert!(
+            e.contains("YAML 1.2 reads 644; write `420` or `0o644`"),
+            "{e}"
+        );
+        let e = one("a: [1, -010]").unwrap_err();
+        assert!(
+            e.contains("`a[1]`: `-010` is ambiguous: kubectl and Talos read -8"),
+            "{e}"
+        );
+        assert!(e.contains("`-0o10`"), "{e}");
+        // Quoted, it is a string.
+        assert_eq!(one("a: '0644'"), Ok(json!({"a": "0644"})));
+        // A leading zero inside a word is no number.
+        assert_eq!(
+            one("a: v1.08-x\nb: x010"),
+            Ok(json!({"a": "v1.08-x", "b": "x010"}))
+        );
+    }
+
+    #[test]
+    fn the_dialect_refuses_unknown_tags_and_an_unterminated_block_scalar() {
+        let one = |t: &str| parse_one(t).map_err(|e| e.message);
+        assert!(one("a: !vault x\n")
+            .unwrap_err()
+            .contains("unsupported tag `!vault`"));
+        assert_eq!(one("a: !!str 12\n"), Ok(json!({"a": "12"})));
+        for t in [
+            "a: |\n  x",
+            "a: >\n  x\n  y",
+            "- |+\n  x",
+            "a:\n  b: |2\n    x",
+        ] {
+            let e = one(t).unwrap_err();
+            assert!(
+                e.contains("a block scalar ends the file without a line break"),
+                "{t}: {e}"
+            );
+        }
+        // With the line break, or strip chomping, or a plain scalar: read.
+        assert_eq!(one("a: |\n  x\n"), Ok(json!({"a": "x\n"})));
+        assert_eq!(one("a: |-\n  x"), Ok(json!({"a": "x"})));
+        assert_eq!(one("a: |\n  x\nb: c"), Ok(json!({"a": "x\n", "b": "c"})));
+        assert_eq!(one("a: b\n  c"), Ok(json!({"a": "b c"})));
     }
 
     #[test]

@@ -869,7 +869,7 @@ mod tests {
         let Some(fast) = parse_stream(text) else {
             return false;
         };
-        match super::super::parse_stream_saphyr(text) {
+        match super::super::parse_stream_saphyr(text, false) {
             Ok(slow) => {
                 // serde-saphyr may count empty documents differently; both callers drop them.
                 let keep =
