@@ -560,7 +560,11 @@ pub fn read_yaml_documents(
     recursive: bool,
 ) -> Result<Vec<(String, serde_json::Value)>, InputError> {
     let mut files = Vec::new();
+    // Files found in a directory must resolve inside it (a pull request's links lead
+    // nowhere else); a file named directly is read as named.
+    let mut fence = None;
     if path.is_dir() {
+        fence = Some(canonical_dir(path)?);
         let depth = if recursive { usize::MAX } else { 1 };
         for entry in walkdir::WalkDir::new(path)
             .max_depth(depth)
@@ -576,7 +580,9 @@ pub fn read_yaml_documents(
                 }
             })?;
             let name = entry.file_name().to_string_lossy();
-            if entry.file_type().is_file()
+            // Anything but a directory is read, so a FIFO or a device named `*.yaml` is
+            // refused by name instead of skipped.
+            if !entry.file_type().is_dir()
                 && (name.ends_with(".yaml") || name.ends_with(".yml"))
                 && name != "kustomization.yaml"
             {
@@ -589,10 +595,11 @@ pub fn read_yaml_documents(
     let mut out = Vec::new();
     for f in files {
         let label = f.display().to_string();
-        out.extend(parse_documents(
-            &label,
-            &read_input_text(&f, InputKind::Yaml)?,
-        )?);
+        let text = match &fence {
+            Some(root) => read_repo_text(&f, root, InputKind::Yaml)?,
+            None => read_input_text(&f, InputKind::Yaml)?,
+        };
+        out.extend(parse_documents(&label, &text)?);
     }
     Ok(out)
 }
@@ -1050,7 +1057,9 @@ fn load_overlay(
 ) -> Result<LoadedOverlay, InputError> {
     let dir = root.join(rel);
     let path = dir.join(OVERLAY_FILE);
-    if !path.is_file() {
+    // Absent is "not an overlay"; present but not a file (a FIFO, a directory) is said
+    // as what it is, by the reader below.
+    if std::fs::symlink_metadata(&path).is_err() {
         return Err(overlay_error(
             from_file,
             field,
@@ -1082,13 +1091,6 @@ fn load_overlay(
     let mut read = |field: &str, p: &str| -> Result<(String, String), InputError> {
         let frel = join_rel(root, rel, p).map_err(|m| overlay_error(&file, field, m))?;
         let full = inside_root(root, &frel, p).map_err(|m| overlay_error(&file, field, m))?;
-        if !full.is_file() {
-            return Err(overlay_error(
-                &file,
-                field,
-                format!("`{p}` is not a file ({})", full.display()),
-            ));
-        }
         let text = read_repo_text(&full, &root_c, InputKind::Overlay)?;
         digests.push(Digest256 {
             path: frel,

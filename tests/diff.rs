@@ -80,7 +80,7 @@ fn run(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
 /// Every string that must never be printed: each SOPS file's ciphertexts (whole and their
 /// `data:` parts) and, decrypted, each value (base64 and decoded, line by line, and the
 /// leaves of a Talos bundle).
-fn secret_needles(repos: &[PathBuf], identity: &str) -> Vec<String> {
+pub fn secret_needles(repos: &[PathBuf], identity: &str) -> Vec<String> {
     let ids = capstan::secrets::parse_identities("id", &std::fs::read_to_string(identity).unwrap())
         .unwrap();
     let mut out = std::collections::BTreeSet::new();

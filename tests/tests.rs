@@ -30,3 +30,5 @@ mod overlays;
 // Untrusted repositories: confined reads, special and huge files, bounded templates, sealed
 // objects, broken files in diff, all-or-nothing `render -o`.
 mod untrusted;
+// The hostile corpus: over 100 inputs a pull request could carry, each refused cleanly.
+mod hostile;
