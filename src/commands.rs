@@ -1026,7 +1026,20 @@ fn load_side(
 
 /// Run git in `cwd`; its stdout, or an error with its stderr.
 fn git(args: &[&str], cwd: &std::path::Path) -> Result<String> {
-    let out = std::process::Command::new("git")
+    git_using(args, cwd, None)
+}
+
+/// Run git in `cwd`, with `GIT_INDEX_FILE` set to `index` when given.
+fn git_using(
+    args: &[&str],
+    cwd: &std::path::Path,
+    index: Option<&std::path::Path>,
+) -> Result<String> {
+    let mut cmd = std::process::Command::new("git");
+    if let Some(index) = index {
+        cmd.env("GIT_INDEX_FILE", index);
+    }
+    let out = cmd
         .args(args)
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
@@ -1064,22 +1077,7 @@ fn load_revision(
     let tmp = tempfile::Builder::new().prefix("capstan-diff-").tempdir()?;
     let path = tmp.path().join("tree");
     let index = tmp.path().join("index");
-    let git_with_index = |args: &[&str]| -> Result<()> {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(top)
-            .env("GIT_INDEX_FILE", &index)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| anyhow::anyhow!("cannot run git: {e}"))?;
-        anyhow::ensure!(
-            out.status.success(),
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        Ok(())
-    };
+    let git_with_index = |args: &[&str]| git_using(args, top, Some(&index)).map(|_| ());
     git_with_index(&["read-tree", &commit])?;
     let prefix = format!("{}/", path.display());
     git_with_index(&[
