@@ -27,7 +27,22 @@ fn unbuildable(c: char) -> bool {
 /// Refuse an object with a string (key or value) that kustomize cannot build. A byte scan
 /// first (DEL is 0x7F, every C1 character starts with 0xC2), so clean strings cost little.
 pub fn check_buildable(r: &Resource) -> Result<(), Unbuildable> {
-    fn walk(v: &Value, path: &mut String, found: &mut Option<(String, char)>) {
+    /// One step of the path to a value; the path is spelled out only for a finding.
+    enum Step<'a> {
+        Key(&'a str),
+        Index(usize),
+    }
+    fn spell(steps: &[Step<'_>]) -> String {
+        let mut path = String::new();
+        for step in steps {
+            match step {
+                Step::Key(k) => path = crate::yaml::join_path(&path, k),
+                Step::Index(i) => path.push_str(&format!("[{i}]")),
+            }
+        }
+        path
+    }
+    fn walk<'a>(v: &'a Value, steps: &mut Vec<Step<'a>>, found: &mut Option<(String, char)>) {
         let bad = |s: &str| {
             memchr::memchr2(0x7f, 0xc2, s.as_bytes())
                 .and_then(|_| s.chars().find(|&c| unbuildable(c)))
@@ -35,15 +50,14 @@ pub fn check_buildable(r: &Resource) -> Result<(), Unbuildable> {
         match v {
             Value::String(s) => {
                 if let Some(c) = bad(s) {
-                    *found = Some((path.clone(), c));
+                    *found = Some((spell(steps), c));
                 }
             }
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    let len = path.len();
-                    path.push_str(&format!("[{i}]"));
-                    walk(item, path, found);
-                    path.truncate(len);
+                    steps.push(Step::Index(i));
+                    walk(item, steps, found);
+                    steps.pop();
                     if found.is_some() {
                         return;
                     }
@@ -51,14 +65,13 @@ pub fn check_buildable(r: &Resource) -> Result<(), Unbuildable> {
             }
             Value::Object(m) => {
                 for (k, item) in m {
-                    let len = path.len();
                     if let Some(c) = bad(k) {
-                        *found = Some((format!("{path} (a key)"), c));
+                        *found = Some((format!("{} (a key)", spell(steps)), c));
                         return;
                     }
-                    *path = crate::yaml::join_path(path, k);
-                    walk(item, path, found);
-                    path.truncate(len);
+                    steps.push(Step::Key(k));
+                    walk(item, steps, found);
+                    steps.pop();
                     if found.is_some() {
                         return;
                     }
@@ -68,7 +81,7 @@ pub fn check_buildable(r: &Resource) -> Result<(), Unbuildable> {
         }
     }
     let mut found = None;
-    walk(&r.value, &mut String::new(), &mut found);
+    walk(&r.value, &mut Vec::new(), &mut found);
     match found {
         None => Ok(()),
         Some((path, c)) => Err(Unbuildable {

@@ -1034,6 +1034,30 @@ fn display_path(segs: &[Seg<'_>]) -> String {
     out
 }
 
+/// A crypt-rule regex, compiled once per process: every sealed file of a repository
+/// usually carries the same rule, and compiling it costs more than checking the file. At
+/// most `KEEP` patterns are kept (a repository is untrusted input); others compile each time.
+fn compiled(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    const KEEP: usize = 16;
+    static CACHE: std::sync::Mutex<Vec<(String, regex::Regex)>> = std::sync::Mutex::new(Vec::new());
+    let cached = |cache: &[(String, regex::Regex)]| {
+        cache
+            .iter()
+            .find(|(p, _)| p == pattern)
+            .map(|(_, re)| re.clone())
+    };
+    if let Some(re) = CACHE.lock().ok().and_then(|c| cached(&c)) {
+        return Ok(re);
+    }
+    let re = regex::Regex::new(pattern)?;
+    if let Ok(mut cache) = CACHE.lock() {
+        if cache.len() < KEEP && cached(&cache).is_none() {
+            cache.push((pattern.to_string(), re.clone()));
+        }
+    }
+    Ok(re)
+}
+
 /// sops' `shouldBeEncrypted` for the four path rules.
 enum Matcher {
     Suffix { suffix: String, encrypt: bool },
@@ -1043,7 +1067,7 @@ enum Matcher {
 impl Matcher {
     fn new(label: &str, rule: &CryptRule) -> Result<Matcher, SopsError> {
         let regex = |p: &str, rule: &'static str| {
-            regex::Regex::new(p).map_err(|e| SopsError::Regex {
+            compiled(p).map_err(|e| SopsError::Regex {
                 label: label.to_string(),
                 rule,
                 message: e.to_string(),
