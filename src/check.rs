@@ -22,6 +22,12 @@ use crate::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS
 use crate::pki::{self, CertSummary, PkiError};
 use crate::talos::SecretsBundle;
 
+mod parity;
+pub use parity::{
+    apiserver_flag_differences, carried_apiserver_settings, first_service_ips, FlagDifference,
+    ETCD_DEFAULT_QUOTA, ETCD_PARITY_FLAGS,
+};
+
 /// Every finding id, in report order. Stable: `capstan explain` refers to them.
 pub const IDS: &[&str] = &[
     "flavour-talos-version",
@@ -35,11 +41,18 @@ pub const IDS: &[&str] = &[
     "encryption-key-name",
     "encryption-missing",
     "encryption-key-value",
+    "encryption-resources",
     "pod-cidr",
     "service-cidr",
     "dns-domain",
     "endpoint",
     "endpoint-certificate-san",
+    "apiserver-cert-sans",
+    "apiserver-flags",
+    "anonymous-auth",
+    "pod-security",
+    "etcd-args",
+    "clone-disk-size",
     "ca-intermediate",
     "ca-expiry",
     "bootstrap-token",
@@ -356,9 +369,16 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.service_account_issuer(&mut out);
     cx.service_account_audiences(&mut out);
     cx.encryption(&mut out);
+    cx.encryption_resources(&mut out);
     cx.network(&mut out);
     cx.endpoint(&mut out);
     cx.endpoint_certificate_san(&mut out);
+    cx.apiserver_cert_sans(&mut out);
+    cx.apiserver_flags(&mut out);
+    cx.anonymous_auth(&mut out);
+    cx.pod_security(&mut out);
+    cx.etcd_args(&mut out);
+    cx.clone_disk(&mut out);
     cx.cas(&mut out);
     cx.bootstrap_token(&mut out);
     cx.kube_proxy_labels(&mut out);

@@ -375,6 +375,33 @@ fn encryption(
     }
 }
 
+/// kubeadm's `apiServer.certSANs` less what Talos puts in its certificate anyway (the
+/// endpoint host, the service names, loopback), each once.
+fn extra_cert_sans(cluster: &ClusterConfigFacts, endpoint_host: &str) -> Vec<String> {
+    let automatic = [
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "localhost",
+        "127.0.0.1",
+        "::1",
+    ];
+    let domain_name = format!("kubernetes.default.svc.{}", cluster.dns_domain);
+    let mut out: Vec<String> = Vec::new();
+    for san in &cluster.api_server_cert_sans {
+        let lower = san.trim_end_matches('.').to_ascii_lowercase();
+        if lower == endpoint_host.to_ascii_lowercase()
+            || lower == domain_name
+            || automatic.contains(&lower.as_str())
+            || out.iter().any(|o| o.eq_ignore_ascii_case(san))
+        {
+            continue;
+        }
+        out.push(san.clone());
+    }
+    out
+}
+
 #[allow(clippy::too_many_arguments)]
 fn stub(
     files: &KubeadmFiles,
@@ -461,6 +488,24 @@ fn stub(
             "missing: every kubeadm apiserver sets it",
         ));
     }
+    // The apiserver names and etcd settings Talos must carry (`check` compares them).
+    let (extra_args, pod_security) = crate::check::carried_apiserver_settings(apiserver);
+    let api_server = model::ApiServer {
+        cert_sans: extra_cert_sans(cluster, &endpoint.host),
+        extra_args,
+        pod_security,
+    };
+    let etcd = model::Etcd {
+        extra_args: crate::check::ETCD_PARITY_FLAGS
+            .iter()
+            .filter_map(|(name, _)| {
+                cluster
+                    .etcd_extra_args
+                    .get(name)
+                    .map(|v| (name.to_string(), v.to_string()))
+            })
+            .collect(),
+    };
     let mut audiences = apiserver.api_audiences();
     if audiences.is_empty() {
         // kube-apiserver's default: the first issuer.
@@ -487,6 +532,8 @@ fn stub(
             },
             service_account: ServiceAccount { issuers, audiences },
             encryption,
+            api_server,
+            etcd,
             vsphere: None,
             control_plane: None,
             workers: Vec::new(),

@@ -377,6 +377,10 @@ pub struct EncryptionFacts {
     pub providers: Vec<String>,
     /// `None` when the first provider is identity (or no entry covers secrets).
     pub active: Option<ActiveKey>,
+    /// Resources other than `secrets` that an entry encrypts (its first provider is not
+    /// `identity`), with the entry's index: `configmaps`, `*.*`… Talos encrypts `secrets`
+    /// only, so its apiservers cannot read them.
+    pub other_encrypted: Vec<(usize, String)>,
 }
 
 /// How a kubeadm encryption setup compares with Talos's fixed one (secretbox key `key2`,
@@ -510,6 +514,7 @@ fn read_encryption_config(label: &str, docs: &[Value]) -> Result<EncryptionFacts
         .opt_seq(root, "", "resources")?
         .ok_or_else(|| d.missing("resources", "a list of resources and their providers"))?;
 
+    let other_encrypted = other_encrypted_resources(&d, resources)?;
     for (i, entry) in resources.iter().enumerate() {
         let path = format!("resources[{i}]");
         let entry = d.as_map(entry, &path)?;
@@ -576,13 +581,42 @@ fn read_encryption_config(label: &str, docs: &[Value]) -> Result<EncryptionFacts
             resource_index: Some(i),
             providers: provider_names,
             active,
+            other_encrypted,
         });
     }
     Ok(EncryptionFacts {
         resource_index: None,
         providers: Vec::new(),
         active: None,
+        other_encrypted,
     })
+}
+
+/// The resources other than `secrets` whose entry's first provider encrypts (the
+/// apiserver writes them encrypted), in file order.
+fn other_encrypted_resources(
+    d: &Doc<'_>,
+    resources: &[Value],
+) -> Result<Vec<(usize, String)>, KubeadmError> {
+    let mut out = Vec::new();
+    for (i, entry) in resources.iter().enumerate() {
+        let path = format!("resources[{i}]");
+        let entry = d.as_map(entry, &path)?;
+        let names = match d.opt_seq(entry, &path, "resources")? {
+            Some(items) => d.string_list(items, &join(&path, "resources"))?,
+            None => continue,
+        };
+        let first = d
+            .opt_seq(entry, &path, "providers")?
+            .and_then(|p| p.first())
+            .and_then(Value::as_object)
+            .and_then(|m| m.keys().next().cloned());
+        if matches!(first.as_deref(), None | Some("identity")) {
+            continue;
+        }
+        out.extend(names.into_iter().filter(|n| n != "secrets").map(|n| (i, n)));
+    }
+    Ok(out)
 }
 
 fn read_active_key(
@@ -840,6 +874,8 @@ pub struct ClusterConfigFacts {
     pub etcd_image_tag: Option<String>,
     /// `etcd.external` is set (kubeadm does not run etcd).
     pub etcd_external: bool,
+    /// `etcd.local.extraArgs` in file order.
+    pub etcd_extra_args: FlagMap,
 }
 
 /// Parse kubeadm's ClusterConfiguration (`kubeadm.k8s.io/v1beta3` or `v1beta4`) from a
@@ -955,45 +991,15 @@ pub fn parse_cluster_configuration(
         if let Some(sans) = d.opt_seq(api, "apiServer", "certSANs")? {
             api_server_cert_sans = d.string_list(sans, "apiServer.certSANs")?;
         }
-        let path = "apiServer.extraArgs";
-        match api.get("extraArgs") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(map)) if !v1beta4 => {
-                for (name, value) in map {
-                    let text = d.scalar_text(value, &join(path, name))?;
-                    api_server_extra_args.push(name, &text);
-                }
-            }
-            Some(Value::Array(items)) if v1beta4 => {
-                for (i, item) in items.iter().enumerate() {
-                    let ipath = format!("{path}[{i}]");
-                    let m = d.as_map(item, &ipath)?;
-                    let name = d
-                        .opt_str(m, &ipath, "name")?
-                        .filter(|n| !n.is_empty())
-                        .ok_or_else(|| d.missing(&join(&ipath, "name"), "the argument's name"))?;
-                    let value = match m.get("value") {
-                        None => String::new(),
-                        Some(v) => d.scalar_text(v, &join(&ipath, "value"))?,
-                    };
-                    api_server_extra_args.push(name, &value);
-                }
-            }
-            Some(other) => {
-                let expected = if v1beta4 {
-                    "a list of {name, value} (v1beta4)"
-                } else {
-                    "a mapping of name: value (v1beta3)"
-                };
-                return Err(d.wrong(path, expected, other));
-            }
-        }
+        api_server_extra_args = extra_args(&d, api, "apiServer.extraArgs", v1beta4)?;
     }
 
     let mut etcd_image_tag = None;
     let mut etcd_external = false;
+    let mut etcd_extra_args = FlagMap::new();
     if let Some(etcd) = d.opt_map(root, "", "etcd")? {
         if let Some(local) = d.opt_map(etcd, "etcd", "local")? {
+            etcd_extra_args = extra_args(&d, local, "etcd.local.extraArgs", v1beta4)?;
             if let Some(tag) = local.get("imageTag").filter(|v| !v.is_null()) {
                 let tag = d.scalar_text(tag, "etcd.local.imageTag")?;
                 etcd_image_tag = Some(tag).filter(|t| !t.is_empty());
@@ -1017,7 +1023,52 @@ pub fn parse_cluster_configuration(
         api_server_cert_sans,
         etcd_image_tag,
         etcd_external,
+        etcd_extra_args,
     })
+}
+
+/// A kubeadm `extraArgs`: a mapping in v1beta3, a list of `{name, value}` in v1beta4 (where
+/// a name may repeat), in file order.
+fn extra_args(
+    d: &Doc<'_>,
+    parent: &serde_json::Map<String, Value>,
+    path: &str,
+    v1beta4: bool,
+) -> Result<FlagMap, KubeadmError> {
+    let mut out = FlagMap::new();
+    match parent.get("extraArgs") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) if !v1beta4 => {
+            for (name, value) in map {
+                let text = d.scalar_text(value, &join(path, name))?;
+                out.push(name, &text);
+            }
+        }
+        Some(Value::Array(items)) if v1beta4 => {
+            for (i, item) in items.iter().enumerate() {
+                let ipath = format!("{path}[{i}]");
+                let m = d.as_map(item, &ipath)?;
+                let name = d
+                    .opt_str(m, &ipath, "name")?
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| d.missing(&join(&ipath, "name"), "the argument's name"))?;
+                let value = match m.get("value") {
+                    None => String::new(),
+                    Some(v) => d.scalar_text(v, &join(&ipath, "value"))?,
+                };
+                out.push(name, &value);
+            }
+        }
+        Some(other) => {
+            let expected = if v1beta4 {
+                "a list of {name, value} (v1beta4)"
+            } else {
+                "a mapping of name: value (v1beta3)"
+            };
+            return Err(d.wrong(path, expected, other));
+        }
+    }
+    Ok(out)
 }
 
 /// `host[:port]`, `[v6]:port` or a bare IPv6 address; the port defaults to 6443.

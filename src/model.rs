@@ -120,6 +120,13 @@ pub struct ClusterSpec {
     pub service_account: ServiceAccount,
     /// etcd encryption at rest, as the kubeadm cluster has it.
     pub encryption: Encryption,
+    /// kube-apiserver settings the kubeadm cluster has and Talos must carry
+    /// (`cluster.apiServer`).
+    #[serde(default, skip_serializing_if = "ApiServer::is_empty")]
+    pub api_server: ApiServer,
+    /// etcd settings the kubeadm cluster has and Talos must carry (`cluster.etcd`).
+    #[serde(default, skip_serializing_if = "Etcd::is_empty")]
+    pub etcd: Etcd,
     /// vSphere placement; required to render.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vsphere: Option<VSphere>,
@@ -195,6 +202,127 @@ pub struct ServiceAccount {
     pub issuers: Vec<String>,
     /// Accepted audiences (`--api-audiences`).
     pub audiences: Vec<String>,
+}
+
+/// kube-apiserver settings carried from kubeadm into Talos's `cluster.apiServer`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ApiServer {
+    /// Names and addresses clients reach the apiserver by, beyond the endpoint host and
+    /// the service names Talos adds itself (kubeadm's `apiServer.certSANs`).
+    #[serde(rename = "certSANs", default, skip_serializing_if = "Vec::is_empty")]
+    pub cert_sans: Vec<String>,
+    /// kube-apiserver flags (without `--`) Talos must run with, as kubeadm's apiservers do
+    /// (`cluster.apiServer.extraArgs`); the flags Talos manages itself are refused.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extra_args: std::collections::BTreeMap<String, String>,
+    /// The Pod Security level enforced on namespaces without a label: kubeadm configures
+    /// none (`privileged`), Talos's generated config enforces `baseline`. Rendered into
+    /// `cluster.apiServer.admissionControl` (PodSecurity `defaults`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_security: Option<PodSecurityLevel>,
+}
+
+impl ApiServer {
+    /// Nothing set (the section is then not written).
+    pub fn is_empty(&self) -> bool {
+        self.cert_sans.is_empty() && self.extra_args.is_empty() && self.pod_security.is_none()
+    }
+}
+
+/// A Pod Security Standards level.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PodSecurityLevel {
+    /// No restriction (kube-apiserver's default without an admission configuration).
+    Privileged,
+    /// Talos's generated default.
+    Baseline,
+    /// The strictest level.
+    Restricted,
+}
+
+impl PodSecurityLevel {
+    /// The level as written in YAML and in PodSecurityConfiguration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodSecurityLevel::Privileged => "privileged",
+            PodSecurityLevel::Baseline => "baseline",
+            PodSecurityLevel::Restricted => "restricted",
+        }
+    }
+}
+
+/// kube-apiserver flags Talos refuses in `cluster.apiServer.extraArgs` (MergeDenied:
+/// Talos `control_plane_static_pod.go` v1.10.6:414-436, v1.13.2:415-437;
+/// `authorization-config` from v1.10), and those capstan renders from other fields.
+pub const APISERVER_ARGS_NOT_CARRIED: &[(&str, &str)] = &[
+    ("etcd-servers", "Talos manages it"),
+    ("client-ca-file", "Talos manages it"),
+    ("requestheader-client-ca-file", "Talos manages it"),
+    ("proxy-client-cert-file", "Talos manages it"),
+    ("proxy-client-key-file", "Talos manages it"),
+    (
+        "encryption-provider-config",
+        "Talos manages it (spec.encryption)",
+    ),
+    ("etcd-cafile", "Talos manages it"),
+    ("etcd-certfile", "Talos manages it"),
+    ("etcd-keyfile", "Talos manages it"),
+    ("kubelet-client-certificate", "Talos manages it"),
+    ("kubelet-client-key", "Talos manages it"),
+    ("service-account-key-file", "Talos manages it"),
+    ("service-account-signing-key-file", "Talos manages it"),
+    ("tls-cert-file", "Talos manages it"),
+    ("tls-private-key-file", "Talos manages it"),
+    ("authorization-config", "Talos manages it"),
+    ("service-account-issuer", "set spec.serviceAccount.issuers"),
+    ("api-audiences", "set spec.serviceAccount.audiences"),
+    ("service-cluster-ip-range", "set spec.network.services"),
+    (
+        "admission-control-config-file",
+        "set spec.apiServer.podSecurity (Talos writes the file)",
+    ),
+];
+
+/// etcd flags Talos refuses in `cluster.etcd.extraArgs` (its deny list: Talos
+/// `services/etcd.go` v1.10.6:379-457, v1.13.2:386-467).
+pub const ETCD_ARGS_DENIED: &[&str] = &[
+    "name",
+    "auto-tls",
+    "peer-auto-tls",
+    "data-dir",
+    "listen-peer-urls",
+    "listen-client-urls",
+    "client-cert-auth",
+    "peer-client-cert-auth",
+    "cert-file",
+    "key-file",
+    "trusted-ca-file",
+    "peer-trusted-ca-file",
+    "peer-cert-file",
+    "peer-key-file",
+    "experimental-initial-corrupt-check",
+    "experimental-watch-progress-notify-interval",
+    "experimental-compact-hash-check-enabled",
+];
+
+/// etcd settings carried from kubeadm into Talos's `cluster.etcd`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Etcd {
+    /// etcd flags (without `--`) the Talos members must run with, as the kubeadm members do
+    /// (`cluster.etcd.extraArgs`): `quota-backend-bytes`, `election-timeout`,
+    /// `heartbeat-interval`, `snapshot-count`…; the flags Talos manages itself are refused.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extra_args: std::collections::BTreeMap<String, String>,
+}
+
+impl Etcd {
+    /// Nothing set (the section is then not written).
+    pub fn is_empty(&self) -> bool {
+        self.extra_args.is_empty()
+    }
 }
 
 /// etcd encryption provider.
@@ -885,6 +1013,33 @@ impl ClusterConfig {
         v.cidrs("spec.network.services", &s.network.services);
         v.dns_name("spec.network.dnsDomain", &s.network.dns_domain);
 
+        for (i, san) in s.api_server.cert_sans.iter().enumerate() {
+            v.host(
+                &format!("spec.apiServer.certSANs[{i}]"),
+                san.strip_prefix("*.").unwrap_or(san),
+            );
+        }
+        for name in s.api_server.extra_args.keys() {
+            let path = format!("spec.apiServer.extraArgs.{name}");
+            v.flag_name(&path, name);
+            if let Some((_, why)) = APISERVER_ARGS_NOT_CARRIED.iter().find(|(n, _)| n == name) {
+                v.push(
+                    &path,
+                    format!("capstan does not carry `{name}` as an extra arg: {why}"),
+                );
+            }
+        }
+        for name in s.etcd.extra_args.keys() {
+            let path = format!("spec.etcd.extraArgs.{name}");
+            v.flag_name(&path, name);
+            if ETCD_ARGS_DENIED.contains(&name.as_str()) || name.starts_with("initial-") {
+                v.push(
+                    &path,
+                    format!("Talos manages etcd's `{name}` itself and refuses it as an extra arg"),
+                );
+            }
+        }
+
         v.list_of_tokens("spec.serviceAccount.issuers", &s.service_account.issuers);
         v.list_of_tokens(
             "spec.serviceAccount.audiences",
@@ -1333,6 +1488,22 @@ impl Validator {
             self.push(
                 path,
                 format!("must be at most {max} (the CRD field is {format}), got {value}"),
+            );
+        }
+    }
+    /// A command-line flag name without `--`: lower-case letters, digits and `-`.
+    fn flag_name(&mut self, path: &str, name: &str) {
+        let ok = name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !ok {
+            self.push(
+                path,
+                format!(
+                    "expected a flag name without `--` (lower-case letters, digits, `-`), found `{}`",
+                    name.escape_debug()
+                ),
             );
         }
     }

@@ -1292,6 +1292,52 @@ pub mod testkit {
         )
     }
 
+    /// A kube-apiserver manifest as a long-lived kubeadm cluster has drifted: OIDC, a
+    /// webhook authorizer, an extra admission plugin, a node-port range and an audit
+    /// policy (the kubeadm defaults otherwise; anonymous auth left on).
+    pub fn drifted_apiserver_manifest(issuer: &str) -> String {
+        apiserver_manifest(issuer).replace(
+            "    - --secure-port=6443\n",
+            "    - --secure-port=6443\n    - --authorization-mode=Node,RBAC,Webhook\n    - --authorization-webhook-config-file=/etc/kubernetes/authz/webhook.yaml\n    - --enable-admission-plugins=NodeRestriction,AlwaysPullImages\n    - --oidc-issuer-url=https://dex.example.internal\n    - --oidc-client-id=kubernetes\n    - --oidc-ca-file=/etc/kubernetes/oidc/ca.crt\n    - --service-node-port-range=20000-32767\n    - --audit-policy-file=/etc/kubernetes/audit/policy.yaml\n    - --audit-log-path=/var/log/kubernetes/audit.log\n",
+        )
+    }
+
+    /// A ClusterConfiguration with extra certSANs and a raised etcd quota and timeouts.
+    pub fn drifted_cluster_configuration() -> String {
+        cluster_configuration("v1beta3")
+            .replace(
+                "apiServer:\n",
+                "apiServer:\n  certSANs:\n  - lab-f.example.internal\n  - api.lab-f.example.internal\n  - 10.0.0.100\n",
+            )
+            .replace(
+                "    imageTag: 3.5.15-0\n",
+                "    imageTag: 3.5.15-0\n    extraArgs:\n      quota-backend-bytes: \"8589934592\"\n      election-timeout: \"5000\"\n      heartbeat-interval: \"500\"\n",
+            )
+    }
+
+    /// Write a drifted kubeadm control plane under `dir`: [`write_kubeadm_dir`]'s files
+    /// with [`drifted_apiserver_manifest`], [`drifted_cluster_configuration`] and an
+    /// EncryptionConfiguration that encrypts ConfigMaps too.
+    pub fn write_drifted_kubeadm_dir(dir: &std::path::Path, alg: Alg) {
+        write_kubeadm_dir(dir, alg, "secretbox", "key2");
+        std::fs::write(
+            dir.join("kube-apiserver.yaml"),
+            drifted_apiserver_manifest("https://kubernetes.default.svc.cluster.local"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("kubeadm-config.yaml"),
+            drifted_cluster_configuration(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("encryption-config.yaml"),
+            encryption_configuration("secretbox", "key2")
+                .replace("  - secrets\n", "  - secrets\n  - configmaps\n"),
+        )
+        .unwrap();
+    }
+
     /// Write a kubeadm control plane's files under `dir`: `pki/` in the
     /// `/etc/kubernetes/pki` layout, `kube-apiserver.yaml`, `kubeadm-config.yaml`,
     /// `encryption-config.yaml`.

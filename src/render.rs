@@ -1050,6 +1050,12 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "issuerArg": issuer_arg,
             "audiencesArg": s.service_account.audiences.join(","),
         },
+        "apiServer": {
+            "certSANs": s.api_server.cert_sans,
+            "extraArgs": s.api_server.extra_args,
+            "podSecurity": s.api_server.pod_security.map(|l| l.as_str()),
+        },
+        "etcd": {"extraArgs": s.etcd.extra_args},
         "vsphere": vsphere,
         "controlPlane": {
             "replicas": plan.cp_replicas,
@@ -1184,6 +1190,76 @@ mod tests {
                 .unwrap();
             assert_eq!(cfg_name, k[5].1);
         }
+    }
+
+    #[test]
+    fn kubeadm_parity_fields_reach_the_control_plane_patch() {
+        let r = Renderer::new(&[]).unwrap();
+        let patch_of = |c: &ClusterConfig| {
+            let out = r.render("cluster.yaml", c, &[]).unwrap();
+            let tcp = out
+                .resources
+                .iter()
+                .find(|x| x.kind() == "TalosControlPlane")
+                .unwrap();
+            let text = tcp
+                .value
+                .pointer("/spec/controlPlaneConfig/controlplane/strategicPatches/0")
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string();
+            yaml::parse_one(&text).unwrap()
+        };
+        let plain = patch_of(&config(MINIMAL));
+        assert!(plain.pointer("/cluster/apiServer/certSANs").is_none());
+        assert!(plain
+            .pointer("/cluster/apiServer/admissionControl")
+            .is_none());
+        assert!(plain.pointer("/cluster/etcd").is_none());
+        let c = config(&format!(
+            "{MINIMAL}  apiServer:\n    certSANs: [api.example, 10.0.0.100]\n    extraArgs: {{anonymous-auth: \"true\", oidc-issuer-url: https://dex.example}}\n    podSecurity: privileged\n  etcd:\n    extraArgs: {{quota-backend-bytes: \"8589934592\"}}\n"
+        ));
+        let p = patch_of(&c);
+        assert_eq!(
+            p.pointer("/cluster/apiServer/certSANs").unwrap(),
+            &json!(["api.example", "10.0.0.100"])
+        );
+        let args = p.pointer("/cluster/apiServer/extraArgs").unwrap();
+        assert_eq!(args["anonymous-auth"], "true");
+        assert_eq!(args["oidc-issuer-url"], "https://dex.example");
+        assert!(args["service-account-issuer"].is_string());
+        assert_eq!(
+            p.pointer("/cluster/apiServer/admissionControl/0/configuration/defaults/enforce")
+                .unwrap(),
+            "privileged"
+        );
+        assert_eq!(
+            p.pointer("/cluster/apiServer/admissionControl/0/name")
+                .unwrap(),
+            "PodSecurity"
+        );
+        assert_eq!(
+            p.pointer("/cluster/etcd/extraArgs/quota-backend-bytes")
+                .unwrap(),
+            "8589934592"
+        );
+        // What Talos manages is refused before rendering.
+        let bad = ClusterConfig::from_value(
+            "cluster.yaml",
+            yaml::parse_one(&format!(
+                "{MINIMAL}  apiServer:\n    extraArgs: {{etcd-servers: https://x:2379}}\n  etcd:\n    extraArgs: {{data-dir: /x}}\n"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let problems = bad.validate(crate::model::Purpose::Render);
+        let text = format!("{problems:?}");
+        assert!(
+            text.contains("spec.apiServer.extraArgs.etcd-servers"),
+            "{text}"
+        );
+        assert!(text.contains("spec.etcd.extraArgs.data-dir"), "{text}");
     }
 
     #[test]

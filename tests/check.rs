@@ -19,6 +19,9 @@ spec:
     issuers: [https://kubernetes.default.svc.cluster.local]
     audiences: [https://kubernetes.default.svc.cluster.local]
   encryption: {provider: secretbox, keyName: key2}
+  apiServer:
+    extraArgs: {anonymous-auth: 'true'}
+    podSecurity: privileged
   controlPlane:
     replicas: 3
     machine: {numCPUs: 4, memoryMiB: 8192}
@@ -464,9 +467,46 @@ fn endpoint_certificate_san() {
             &ca,
         ),
     );
+    // The certificate's other names (a wildcard, two addresses) are missing on Talos.
+    let out = expect(
+        &s,
+        &["--apiserver-cert", "apiserver.crt"],
+        1,
+        "BLOCK",
+        "apiserver-cert-sans",
+        "spec.apiServer.certSANs vs apiserver.crt subjectAltName",
+        Some("x509: certificate is valid for …, not …"),
+    );
+    let e = entry(&out, "BLOCK", "apiserver-cert-sans");
+    assert!(
+        e.contains("*.lb.example") && e.contains("192.0.2.10") && e.contains("2001:db8::1"),
+        "{e}"
+    );
+    assert!(
+        !e.contains("`kubernetes.default.svc`"),
+        "Talos adds it itself: {e}"
+    );
+    let s = Setup::new(&[
+        ("host: lab-f.example.internal", "host: api.lb.example"),
+        (
+            "    podSecurity: privileged\n",
+            "    podSecurity: privileged\n    certSANs: [\"*.lb.example\", 192.0.2.10, \"2001:db8::1\"]\n",
+        ),
+    ]);
+    s.write(
+        "apiserver.crt",
+        testkit::signed_by(
+            &TestKey::new(Alg::P256, 1),
+            "kube-apiserver",
+            false,
+            &params,
+            &ca,
+        ),
+    );
     let o = s.check(&["--apiserver-cert", "apiserver.crt"]);
-    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     entry(&stdout(&o), "PASS", "endpoint-certificate-san");
+    entry(&stdout(&o), "PASS", "apiserver-cert-sans");
 }
 
 #[test]
@@ -918,4 +958,161 @@ fn provider_releases_are_verified_and_compared_with_the_management_cluster() {
         e.contains("failure loading StrategicPatch") && e.contains("CABPT v0.6.11"),
         "{e}"
     );
+}
+
+/// A kubeadm cluster drifted the way long-lived ones do (extra certSANs, a raised etcd
+/// quota, ConfigMaps encrypted, OIDC, a webhook authorizer, an admission plugin, a
+/// node-port range and an audit policy): `check` with every input names each difference
+/// with its fix; `import` carries what Talos can take; with the rest resolved it is clean.
+#[test]
+fn drifted_kubeadm_cluster() {
+    let all = [
+        MANIFEST,
+        KUBEADM_CONFIG,
+        ENCRYPTION,
+        &["--etcd-version", "3.5.26"],
+    ]
+    .concat();
+    // cluster.yaml as a first draft would have it: none of the drift recorded.
+    let s = Setup::new(&[(
+        "  apiServer:\n    extraArgs: {anonymous-auth: 'true'}\n    podSecurity: privileged\n",
+        "",
+    )]);
+    testkit::write_drifted_kubeadm_dir(&s.dir.join("kubeadm"), Alg::P256);
+    let o = s.check(&all);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let sans = entry(&out, "BLOCK", "apiserver-cert-sans");
+    assert!(
+        sans.contains("api.lab-f.example.internal") && sans.contains("10.0.0.100"),
+        "{sans}"
+    );
+    assert!(
+        sans.contains("kubeadm/kubeadm-config.yaml apiServer.certSANs"),
+        "{sans}"
+    );
+    let etcd = entry(&out, "BLOCK", "etcd-args");
+    for needle in [
+        "kubeadm/kubeadm-config.yaml etcd.local.extraArgs",
+        "`quota-backend-bytes`: kubeadm 8589934592",
+        "`election-timeout`: kubeadm 5000",
+        "NOSPACE",
+        "quota-backend-bytes: \"8589934592\"",
+    ] {
+        assert!(etcd.contains(needle), "`{needle}` not in {etcd}");
+    }
+    let flags = entry(&out, "BLOCK", "apiserver-flags");
+    for needle in [
+        "`--oidc-issuer-url`: kubeadm `https://dex.example.internal`, Talos kube-apiserver's default",
+        "`--service-node-port-range`",
+        "`--enable-admission-plugins`: kubeadm `NodeRestriction,AlwaysPullImages`, Talos `NodeRestriction`",
+        "`--authorization-mode`",
+        "enable-admission-plugins: \"AlwaysPullImages\"",
+        "authorization-mode: \"Webhook\"",
+        "`--authorization-webhook-config-file`, `--oidc-ca-file`",
+        "machine.files",
+    ] {
+        assert!(flags.contains(needle), "`{needle}` not in {flags}");
+    }
+    let anon = entry(&out, "BLOCK", "anonymous-auth");
+    assert!(anon.contains("401"), "{anon}");
+    let psa = entry(&out, "BLOCK", "pod-security");
+    assert!(
+        psa.contains("baseline") && psa.contains("podSecurity: privileged"),
+        "{psa}"
+    );
+    let enc = entry(&out, "BLOCK", "encryption-resources");
+    assert!(enc.contains("`configmaps` (resources[0])"), "{enc}");
+    assert!(enc.contains("kubectl get configmaps -A -o json"), "{enc}");
+
+    // import records what Talos can take.
+    std::fs::remove_file(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
+    import(&s, "v1.10.6");
+    let stub = std::fs::read_to_string(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
+    let stub_value = capstan::yaml::parse_one(&stub).unwrap();
+    let api = &stub_value["spec"]["apiServer"];
+    assert_eq!(
+        api["certSANs"],
+        serde_json::json!(["api.lab-f.example.internal", "10.0.0.100"]),
+        "{stub}"
+    );
+    assert_eq!(api["podSecurity"], "privileged", "{stub}");
+    for (k, v) in [
+        ("anonymous-auth", "true"),
+        ("oidc-issuer-url", "https://dex.example.internal"),
+        ("oidc-client-id", "kubernetes"),
+        ("service-node-port-range", "20000-32767"),
+        ("enable-admission-plugins", "AlwaysPullImages"),
+        ("authorization-mode", "Webhook"),
+    ] {
+        assert_eq!(api["extraArgs"][k], v, "{k} in {stub}");
+    }
+    assert!(
+        api["extraArgs"].get("oidc-ca-file").is_none(),
+        "a file is not carried: {stub}"
+    );
+    assert_eq!(
+        stub_value["spec"]["etcd"]["extraArgs"],
+        serde_json::json!({"quota-backend-bytes": "8589934592", "election-timeout": "5000", "heartbeat-interval": "500"})
+    );
+    // What import could not carry is still blocking: the files and the ConfigMaps.
+    let o = s.check(&all);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let blocking: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("  BLOCK "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    // provider-releases: the stub does not know the management cluster's releases yet.
+    assert_eq!(
+        blocking,
+        [
+            "provider-releases",
+            "encryption-resources",
+            "apiserver-flags"
+        ],
+        "{out}"
+    );
+    let flags = entry(&out, "BLOCK", "apiserver-flags");
+    assert!(!flags.contains("oidc-issuer-url"), "carried: {flags}");
+    for id in [
+        "apiserver-cert-sans",
+        "etcd-args",
+        "anonymous-auth",
+        "pod-security",
+    ] {
+        entry(&out, "PASS", id);
+    }
+
+    // Resolved: the files carried by an overlay (and named in extraArgs), ConfigMaps
+    // decrypted on the kubeadm side.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "      anonymous-auth: \"true\"\n",
+        "      anonymous-auth: \"true\"\n      audit-log-path: /var/log/kubernetes/audit.log\n      audit-policy-file: /etc/kubernetes/audit/policy.yaml\n      authorization-webhook-config-file: /etc/kubernetes/authz/webhook.yaml\n      oidc-ca-file: /etc/kubernetes/oidc/ca.crt\n",
+    );
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "    phase: prepare\n",
+        "    phase: prepare\n    providers: {cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1}\n",
+    );
+    s.write(
+        "kubeadm/encryption-config.yaml",
+        testkit::encryption_configuration("secretbox", "key2"),
+    );
+    let o = s.check(&all);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("summary: 0 blocking, 0 warnings,"), "{out}");
+    for id in [
+        "apiserver-cert-sans",
+        "etcd-args",
+        "apiserver-flags",
+        "anonymous-auth",
+        "pod-security",
+        "encryption-resources",
+    ] {
+        entry(&out, "PASS", id);
+    }
 }

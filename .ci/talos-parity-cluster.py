@@ -1,0 +1,29 @@
+"""Give a copy of examples/gitops lab-f the kubeadm parity fields and a Talos version.
+
+Usage: python3 .ci/talos-parity-cluster.py CLUSTER.yaml TALOS_VERSION
+"""
+import sys
+
+path, talos = sys.argv[1], sys.argv[2]
+s = open(path).read()
+for old, new in [
+    ("talos: v1.10.6", f"talos: {talos}"),
+    # Kubernetes 1.31 is supported by every Talos minor from 1.8 to 1.13.
+    ("kubernetes: v1.30.4", "kubernetes: v1.31.4"),
+    ('    etcdVersion: "3.5.15-0"\n', '    etcdVersion: "3.5.26-0"\n'),
+    (
+        "  encryption:\n",
+        """  apiServer:
+    certSANs: [api.lab-f.example.internal, 10.0.0.100, "*.lab-f.example.internal"]
+    extraArgs: {anonymous-auth: "true", oidc-issuer-url: "https://dex.example.internal", service-node-port-range: "20000-32767", enable-admission-plugins: AlwaysPullImages}
+    podSecurity: privileged
+  etcd:
+    extraArgs: {quota-backend-bytes: "8589934592", election-timeout: "5000", heartbeat-interval: "500"}
+  encryption:
+""",
+    ),
+]:
+    if old not in s:
+        sys.exit(f"{path}: `{old.strip()}` not found")
+    s = s.replace(old, new, 1)
+open(path, "w").write(s)
