@@ -1612,9 +1612,9 @@ impl<'a> Cx<'a> {
                             )
                             .error(errors::NO_MATCHING_PREFIX)
                             .fix(format!(
-                                "add the same secret as `{want}` first in {}, restart the kubeadm apiservers, \
-                                 {reencrypt}, drop `{}`, then import again",
-                                e.file, k.name
+                                "in {}: {}",
+                                e.file,
+                                crate::procedure::rotate_key_name_fix(want, &k.name)
                             )),
                         );
                     } else if k.all_key_names.len() > 1 {
@@ -1701,10 +1701,7 @@ impl<'a> Cx<'a> {
                                 ),
                             )
                             .error(errors::NO_MATCHING_PREFIX)
-                            .fix(format!(
-                                "add the same secret as `{want}` first in the kubeadm EncryptionConfiguration, \
-                                 restart the kubeadm apiservers, {reencrypt}, drop `{name}`, then import again"
-                            )),
+                            .fix(crate::procedure::rotate_key_name_fix(want, name)),
                         );
                     }
                 }
@@ -3364,7 +3361,7 @@ mod tests {
             "{plain}"
         );
         assert!(
-            plain.contains("      fix: add the same secret as `key2`"),
+            plain.contains("      fix: move the key to `key2` in two steps (README procedure"),
             "{plain}"
         );
         assert!(plain.contains("\npassed ("), "{plain}");

@@ -239,7 +239,7 @@ pub static ENTRIES: &[Entry] = &[
             "Talos 1.14 multi-document config: a `KubeEtcdEncryptionConfig` document can hold the kubeadm providers as they are",
             RESTART_KUBEADM_APISERVER,
         ],
-        procedures: &[],
+        procedures: &["rotate-key-name"],
     },
     Entry {
         id: "encryption-identity-reads-encrypted",

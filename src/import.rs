@@ -328,10 +328,10 @@ fn encryption(
     if !layout.matches {
         for d in &layout.differences {
             warnings.push(format!(
-                "{}: {d}; Talos reads only `key2` (secretbox) then `key1` (aescbc): rename the key and re-encrypt \
-                 every Secret on the kubeadm side (`kubectl get secrets -A -o json | kubectl replace -f -`) before \
-                 Talos nodes join; `capstan check` blocks until cluster.yaml matches",
-                file.label
+                "{}: {d}; Talos reads only `key2` (secretbox) then `key1` (aescbc): before Talos nodes join, {}; \
+                 `capstan check` blocks until cluster.yaml matches",
+                file.label,
+                crate::procedure::rotate_key_name_fix("key2", "the old key")
             ));
         }
     }

@@ -1076,10 +1076,9 @@ impl ClusterConfig {
                         "spec.encryption.keyName",
                         format!(
                             "Talos names its {} key `{want}`, the kubeadm key is `{name}`: Talos apiservers \
-                             would fail with `no matching prefix found`; rename the key to `{want}` in the \
-                             kubeadm EncryptionConfiguration and re-encrypt all Secrets \
-                             (`kubectl get secrets -A -o json | kubectl replace -f -`) first",
-                            provider_name(p)
+                             would fail with `no matching prefix found`; {}",
+                            provider_name(p),
+                            crate::procedure::rotate_key_name_fix(want, name)
                         ),
                     );
                 }

@@ -172,8 +172,36 @@ pub const ANTI_AFFINITY: Procedure = Procedure {
     why: "CAPV makes vSphere cluster modules (anti-affinity) only for KubeadmControlPlane and MachineDeployments, never for a TalosControlPlane. During phase control-plane one host holding the three Talos VMs takes 3 of 6 voters down: quorum (4) is lost. After the migration it takes 3 of 3.",
 };
 
+/// Move the kubeadm encryption key to the name Talos uses (`provider-behaviour.md` M3).
+pub const ROTATE_KEY_NAME: Procedure = Procedure {
+    id: "rotate-key-name",
+    title: "Move the kubeadm encryption key to Talos's key name",
+    steps: &[
+        "On every kubeadm control-plane node, add a secretbox key named `key2` as the **second** key of the `secrets` provider in the EncryptionConfiguration that `--encryption-provider-config` names (a new 32-byte secret: `head -c 32 /dev/urandom | base64`, the same on every node); restart every kube-apiserver, one at a time (move its manifest out of `/etc/kubernetes/manifests` and back), each Ready before the next.",
+        "On every node, make `key2` the **first** key; restart every kube-apiserver again, one at a time.",
+        "Re-encrypt every Secret with `key2`: `kubectl get secrets -A -o json | kubectl replace -f -`.",
+        "Remove the old key from every node; restart every kube-apiserver, one at a time.",
+        "Before any Talos node exists, import again from the new file into a new directory (`capstan import kubeadm … --encryption-config <file> --out <new directory>`), move its `secrets.age`, `secrets/` and `spec.encryption` into the cluster's directory, and check: `capstan check <cluster directory> --encryption-config <file> --identity <key file>`.",
+    ],
+    why: "The apiservers restart one at a time, so for a while some run the new configuration and some the old. An apiserver whose first key is `key2` writes values (`k8s:enc:secretbox:v1:key2:`) that one without `key2` cannot read (`no matching prefix found`); with `key2` added second everywhere first, every apiserver reads what any writes. Talos names its secretbox key `key2` and cannot be told otherwise (`encryption-provider-config` is a denied flag).",
+};
+
+/// The two-step rotation in one sentence, for `check`, validation and `import` messages
+/// (`want` is Talos's key name, `old` kubeadm's).
+pub fn rotate_key_name_fix(want: &str, old: &str) -> String {
+    format!(
+        "move the key to `{want}` in two steps (README procedure \"{}\"): add `{want}` as the second key on \
+         every kubeadm apiserver and restart them all one at a time, then make it the first key and restart \
+         them all again, re-encrypt every Secret (`kubectl get secrets -A -o json | kubectl replace -f -`), \
+         drop `{old}`, then import again; a one-step rename leaves apiservers that cannot read each other's \
+         writes (`no matching prefix found`)",
+        ROTATE_KEY_NAME.title
+    )
+}
+
 /// Every procedure, in the order the README lists them.
 pub const ALL: &[&Procedure] = &[
+    &ROTATE_KEY_NAME,
     &SET_BOOTSTRAPPED,
     &PAUSE,
     &ANTI_AFFINITY,
