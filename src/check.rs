@@ -2075,13 +2075,7 @@ impl<'a> Cx<'a> {
             return;
         };
         let field = format!("spec.endpoint.host vs {} subjectAltName", c.file);
-        let sans: Vec<String> = c
-            .value
-            .dns_names
-            .iter()
-            .cloned()
-            .chain(c.value.ip_addresses.iter().map(ToString::to_string))
-            .collect();
+        let sans = c.value.sans();
         if c.value.covers_host(host) {
             out.push(Finding::new(
                 id,

@@ -350,6 +350,15 @@ pub struct CertSummary {
 }
 
 impl CertSummary {
+    /// Every subjectAltName: the DNS names, then the IP addresses as text.
+    pub fn sans(&self) -> Vec<String> {
+        self.dns_names
+            .iter()
+            .cloned()
+            .chain(self.ip_addresses.iter().map(ToString::to_string))
+            .collect()
+    }
+
     /// notAfter as RFC 3339 (UTC).
     pub fn not_after_rfc3339(&self) -> String {
         format_unix(self.not_after)

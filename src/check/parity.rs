@@ -147,13 +147,7 @@ impl Cx<'_> {
                         .flat_map(|m| m.kubeadm.control_plane_nodes.iter().map(|n| canonical(n))),
                 )
                 .collect();
-            for san in c
-                .value
-                .dns_names
-                .iter()
-                .cloned()
-                .chain(c.value.ip_addresses.iter().map(ToString::to_string))
-            {
+            for san in c.value.sans() {
                 if !node_local.contains(&canonical(&san)) {
                     kubeadm.push((san, c.file.clone()));
                 }
