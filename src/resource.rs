@@ -27,21 +27,8 @@ fn unbuildable(c: char) -> bool {
 /// Refuse an object with a string (key or value) that kustomize cannot build. A byte scan
 /// first (DEL is 0x7F, every C1 character starts with 0xC2), so clean strings cost little.
 pub fn check_buildable(r: &Resource) -> Result<(), Unbuildable> {
-    /// One step of the path to a value; the path is spelled out only for a finding.
-    enum Step<'a> {
-        Key(&'a str),
-        Index(usize),
-    }
-    fn spell(steps: &[Step<'_>]) -> String {
-        let mut path = String::new();
-        for step in steps {
-            match step {
-                Step::Key(k) => path = crate::yaml::join_path(&path, k),
-                Step::Index(i) => path.push_str(&format!("[{i}]")),
-            }
-        }
-        path
-    }
+    use crate::yaml::{path_text as spell, PathStep as Step};
+    /// The path is spelled out only for a finding.
     fn walk<'a>(v: &'a Value, steps: &mut Vec<Step<'a>>, found: &mut Option<(String, char)>) {
         let bad = |s: &str| {
             memchr::memchr2(0x7f, 0xc2, s.as_bytes())

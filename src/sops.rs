@@ -374,7 +374,7 @@ impl SopsFile {
         }
         let value_err = |segs: &[Seg<'_>], problem: &'static str| SopsError::Value {
             label: label.to_string(),
-            path: display_path(segs),
+            path: crate::yaml::path_text(segs),
             problem,
         };
         parse_enc(&self.metadata.mac).map_err(|p| SopsError::Value {
@@ -1000,12 +1000,9 @@ fn cipher(label: &str, key: &[u8; KEY_LEN]) -> Result<ValueCipher, SopsError> {
 // ---------------------------------------------------------------------------------------
 // Values
 
-/// A step on a leaf's path: map keys form the AAD and feed the rule; indices only show in
-/// error paths.
-enum Seg<'a> {
-    Key(&'a str),
-    Index(usize),
-}
+// A step on a leaf's path: map keys form the AAD and feed the rule; indices only show in
+// error paths.
+use crate::yaml::PathStep as Seg;
 
 fn aad(segs: &[Seg<'_>]) -> String {
     let mut out = String::new();
@@ -1013,22 +1010,6 @@ fn aad(segs: &[Seg<'_>]) -> String {
         if let Seg::Key(k) = seg {
             out.push_str(k);
             out.push(':');
-        }
-    }
-    out
-}
-
-fn display_path(segs: &[Seg<'_>]) -> String {
-    let mut out = String::new();
-    for seg in segs {
-        match seg {
-            Seg::Key(k) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(k);
-            }
-            Seg::Index(i) => out.push_str(&format!("[{i}]")),
         }
     }
     out
@@ -1326,7 +1307,7 @@ impl Walk<'_> {
     fn value_err(&self, segs: &[Seg<'_>], problem: &'static str) -> SopsError {
         SopsError::Value {
             label: self.label.to_string(),
-            path: display_path(segs),
+            path: crate::yaml::path_text(segs),
             problem,
         }
     }
@@ -1419,7 +1400,7 @@ impl Walk<'_> {
         if !encrypted || bytes.is_empty() && ty == "str" {
             return Ok(leaf.clone());
         }
-        let path = display_path(segs);
+        let path = crate::yaml::path_text(segs);
         let sealed = self.seal_leaf(&aad(segs), ty, &bytes, &path)?;
         Ok(Value::String(sealed))
     }
@@ -1829,7 +1810,7 @@ mod tests {
             "data:pw:"
         );
         assert_eq!(
-            display_path(&[Seg::Key("data"), Seg::Index(3), Seg::Key("pw")]),
+            crate::yaml::path_text(&[Seg::Key("data"), Seg::Index(3), Seg::Key("pw")]),
             "data[3].pw"
         );
     }

@@ -257,6 +257,33 @@ pub fn kind_of(v: &Value) -> &'static str {
     }
 }
 
+/// One step of a path into a parsed tree: a mapping key or a sequence index. Walkers keep
+/// a stack of steps and spell the path ([`path_text`]) only when they report something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathStep<'a> {
+    /// A mapping key.
+    Key(&'a str),
+    /// A sequence index.
+    Index(usize),
+}
+
+/// Steps as a field path: `spec.workers[0].name` (keys joined as [`join_path`] does).
+pub fn path_text(steps: &[PathStep<'_>]) -> String {
+    let mut out = String::new();
+    for step in steps {
+        match step {
+            PathStep::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            PathStep::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
 /// A field path one key deeper: `join_path("spec", "x")` is `spec.x`; `join_path("", "x")` is `x`.
 pub fn join_path(parent: &str, key: &str) -> String {
     if parent.is_empty() {
