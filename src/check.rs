@@ -24,8 +24,8 @@ use crate::talos::SecretsBundle;
 
 mod parity;
 pub use parity::{
-    apiserver_flag_differences, carried_apiserver_settings, first_service_ips, FlagDifference,
-    ETCD_DEFAULT_QUOTA, ETCD_PARITY_FLAGS,
+    apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
+    talos_named_sans, FlagDifference, ETCD_DEFAULT_QUOTA, ETCD_PARITY_FLAGS,
 };
 
 /// Every finding id, in report order. Stable: `capstan explain` refers to them.

@@ -375,29 +375,18 @@ fn encryption(
     }
 }
 
-/// kubeadm's `apiServer.certSANs` less what Talos puts in its certificate anyway (the
-/// endpoint host, the service names, loopback), each once.
+/// kubeadm's `apiServer.certSANs` less the names Talos puts in its certificate anyway
+/// (the endpoint host, the service names, loopback), each once.
 fn extra_cert_sans(cluster: &ClusterConfigFacts, endpoint_host: &str) -> Vec<String> {
-    let automatic = [
-        "kubernetes",
-        "kubernetes.default",
-        "kubernetes.default.svc",
-        "localhost",
-        "127.0.0.1",
-        "::1",
-    ];
-    let domain_name = format!("kubernetes.default.svc.{}", cluster.dns_domain);
-    let mut out: Vec<String> = Vec::new();
+    let automatic = crate::check::talos_named_sans(endpoint_host, &cluster.dns_domain);
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
     for san in &cluster.api_server_cert_sans {
-        let lower = san.trim_end_matches('.').to_ascii_lowercase();
-        if lower == endpoint_host.to_ascii_lowercase()
-            || lower == domain_name
-            || automatic.contains(&lower.as_str())
-            || out.iter().any(|o| o.eq_ignore_ascii_case(san))
-        {
-            continue;
+        let c = crate::check::canonical_san(san);
+        if !automatic.contains(&c) && !seen.contains(&c) {
+            seen.push(c);
+            out.push(san.clone());
         }
-        out.push(san.clone());
     }
     out
 }

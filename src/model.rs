@@ -255,27 +255,29 @@ impl PodSecurityLevel {
 
 /// kube-apiserver flags Talos refuses in `cluster.apiServer.extraArgs` (MergeDenied:
 /// Talos `control_plane_static_pod.go` v1.10.6:414-436, v1.13.2:415-437;
-/// `authorization-config` from v1.10), and those capstan renders from other fields.
-pub const APISERVER_ARGS_NOT_CARRIED: &[(&str, &str)] = &[
-    ("etcd-servers", "Talos manages it"),
-    ("client-ca-file", "Talos manages it"),
-    ("requestheader-client-ca-file", "Talos manages it"),
-    ("proxy-client-cert-file", "Talos manages it"),
-    ("proxy-client-key-file", "Talos manages it"),
-    (
-        "encryption-provider-config",
-        "Talos manages it (spec.encryption)",
-    ),
-    ("etcd-cafile", "Talos manages it"),
-    ("etcd-certfile", "Talos manages it"),
-    ("etcd-keyfile", "Talos manages it"),
-    ("kubelet-client-certificate", "Talos manages it"),
-    ("kubelet-client-key", "Talos manages it"),
-    ("service-account-key-file", "Talos manages it"),
-    ("service-account-signing-key-file", "Talos manages it"),
-    ("tls-cert-file", "Talos manages it"),
-    ("tls-private-key-file", "Talos manages it"),
-    ("authorization-config", "Talos manages it"),
+/// `authorization-config` from v1.10).
+pub const APISERVER_ARGS_DENIED: &[&str] = &[
+    "etcd-servers",
+    "client-ca-file",
+    "requestheader-client-ca-file",
+    "proxy-client-cert-file",
+    "proxy-client-key-file",
+    "encryption-provider-config",
+    "etcd-cafile",
+    "etcd-certfile",
+    "etcd-keyfile",
+    "kubelet-client-certificate",
+    "kubelet-client-key",
+    "service-account-key-file",
+    "service-account-signing-key-file",
+    "tls-cert-file",
+    "tls-private-key-file",
+    "authorization-config",
+];
+
+/// kube-apiserver flags capstan renders from other fields of `cluster.yaml` (so not taken
+/// as extra args), and the field that sets each.
+pub const APISERVER_ARGS_FROM_FIELDS: &[(&str, &str)] = &[
     ("service-account-issuer", "set spec.serviceAccount.issuers"),
     ("api-audiences", "set spec.serviceAccount.audiences"),
     ("service-cluster-ip-range", "set spec.network.services"),
@@ -1022,7 +1024,16 @@ impl ClusterConfig {
         for name in s.api_server.extra_args.keys() {
             let path = format!("spec.apiServer.extraArgs.{name}");
             v.flag_name(&path, name);
-            if let Some((_, why)) = APISERVER_ARGS_NOT_CARRIED.iter().find(|(n, _)| n == name) {
+            let why = APISERVER_ARGS_FROM_FIELDS
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, why)| *why)
+                .or_else(|| {
+                    APISERVER_ARGS_DENIED
+                        .contains(&name.as_str())
+                        .then_some("Talos manages it")
+                });
+            if let Some(why) = why {
                 v.push(
                     &path,
                     format!("capstan does not carry `{name}` as an extra arg: {why}"),

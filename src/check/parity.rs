@@ -44,11 +44,34 @@ pub fn first_service_ips(cidrs: &[String]) -> Vec<IpAddr> {
 }
 
 /// A SAN (DNS name or IP) as compared: lower case, no trailing dot, IPs canonical.
-fn canonical(san: &str) -> String {
+pub fn canonical_san(san: &str) -> String {
     match san.parse::<IpAddr>() {
         Ok(ip) => ip.to_string(),
         Err(_) => san.trim_end_matches('.').to_ascii_lowercase(),
     }
+}
+
+use canonical_san as canonical;
+
+/// The names Talos puts in its apiserver certificate without being told (Talos
+/// `kubernetes_cert_sans.go` v1.10.6:118-148): the endpoint host, the `kubernetes`
+/// Service's names and loopback, as [`canonical_san`]s. The first address of each service
+/// CIDR ([`first_service_ips`]) is in it too.
+pub fn talos_named_sans(endpoint_host: &str, dns_domain: &str) -> Vec<String> {
+    let domain = dns_domain.trim_end_matches('.');
+    [
+        "kubernetes".to_string(),
+        "kubernetes.default".into(),
+        "kubernetes.default.svc".into(),
+        format!("kubernetes.default.svc.{domain}"),
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "::1".into(),
+        endpoint_host.to_string(),
+    ]
+    .iter()
+    .map(|n| canonical(n))
+    .collect()
 }
 
 impl Cx<'_> {
@@ -127,12 +150,10 @@ impl Cx<'_> {
         let id = "apiserver-cert-sans";
         let s = &self.i.config.spec;
         let mut sources = Vec::new();
-        let mut kubeadm: Vec<(String, String)> = Vec::new();
+        let mut kubeadm: Vec<String> = Vec::new();
         if let Some(c) = &self.i.cluster_config {
             sources.push(format!("{} apiServer.certSANs", c.file));
-            for san in &c.value.api_server_cert_sans {
-                kubeadm.push((san.clone(), c.file.clone()));
-            }
+            kubeadm.extend(c.value.api_server_cert_sans.iter().cloned());
         }
         if let Some(c) = &self.i.apiserver_cert {
             sources.push(format!("{} subjectAltName", c.file));
@@ -149,7 +170,7 @@ impl Cx<'_> {
                 .collect();
             for san in c.value.sans() {
                 if !node_local.contains(&canonical(&san)) {
-                    kubeadm.push((san, c.file.clone()));
+                    kubeadm.push(san);
                 }
             }
         }
@@ -163,20 +184,7 @@ impl Cx<'_> {
             return;
         }
         // What Talos puts in its certificate without being told.
-        let domain = s.network.dns_domain.trim_end_matches('.');
-        let mut talos: Vec<String> = [
-            "kubernetes".to_string(),
-            "kubernetes.default".into(),
-            "kubernetes.default.svc".into(),
-            format!("kubernetes.default.svc.{domain}"),
-            "localhost".into(),
-            "127.0.0.1".into(),
-            "::1".into(),
-            s.endpoint.host.clone(),
-        ]
-        .iter()
-        .map(|n| canonical(n))
-        .collect();
+        let mut talos = talos_named_sans(&s.endpoint.host, &s.network.dns_domain);
         talos.extend(
             first_service_ips(&s.network.services)
                 .iter()
@@ -184,7 +192,7 @@ impl Cx<'_> {
         );
         talos.extend(s.api_server.cert_sans.iter().map(|n| canonical(n)));
         let mut missing: Vec<String> = Vec::new();
-        for (san, _) in &kubeadm {
+        for san in &kubeadm {
             let c = canonical(san);
             if !talos.contains(&c) && !missing.contains(&c) {
                 missing.push(c);
@@ -238,24 +246,24 @@ impl Cx<'_> {
             return;
         };
         let field = format!("spec.etcd.extraArgs vs {} etcd.local.extraArgs", c.file);
-        let mut differ = Vec::new();
+        // What differs, and the extra args that make Talos run as kubeadm does.
+        let (mut differ, mut carry) = (Vec::new(), Vec::new());
         for (name, talos_default) in ETCD_PARITY_FLAGS {
             let kubeadm = c.value.etcd_extra_args.get(name);
             let talos = spec.get(*name).map(String::as_str);
             match (kubeadm, talos) {
                 (Some(k), Some(t)) if k == t => {}
                 (None, None) => {}
-                (Some(k), t) => differ.push((
-                    format!(
+                (Some(k), t) => {
+                    differ.push(format!(
                         "`{name}`: kubeadm {k}, Talos {}",
-                        t.map_or(talos_default.to_string(), str::to_string)
-                    ),
-                    Some((name, k.to_string())),
-                )),
-                (None, Some(t)) => differ.push((
-                    format!("`{name}`: kubeadm runs etcd's default, Talos {t}"),
-                    None,
-                )),
+                        t.unwrap_or(talos_default)
+                    ));
+                    carry.push(format!("{name}: \"{k}\""));
+                }
+                (None, Some(t)) => {
+                    differ.push(format!("`{name}`: kubeadm runs etcd's default, Talos {t}"))
+                }
             }
         }
         if differ.is_empty() {
@@ -279,11 +287,6 @@ impl Cx<'_> {
                     .unwrap_or(ETCD_DEFAULT_QUOTA);
                 q > talos
             });
-        let carry: Vec<String> = differ
-            .iter()
-            .filter_map(|(_, c)| c.as_ref())
-            .map(|(n, v)| format!("{n}: \"{v}\""))
-            .collect();
         out.push(
             Finding::new(
                 id,
@@ -291,11 +294,7 @@ impl Cx<'_> {
                 field,
                 format!(
                     "the etcd members would disagree: {}{}",
-                    differ
-                        .iter()
-                        .map(|(d, _)| d.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; "),
+                    differ.join("; "),
                     if quota_lower {
                         ". A Talos member with a smaller quota raises a NOSPACE alarm once the database \
                          outgrows it, and an etcd alarm makes the whole API read-only"
@@ -378,7 +377,8 @@ impl Cx<'_> {
 /// `manageAPIServer`, v1.10.6:344-443, v1.13.2:344-443).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TalosFlag {
-    /// Compared by another finding (issuer, audiences, service CIDR, encryption).
+    /// Compared by another finding (issuer, audiences, service CIDR, encryption,
+    /// anonymous auth, the admission configuration).
     ComparedElsewhere,
     /// A node-local file or address Talos sets itself (most are MergeDenied).
     Managed,
@@ -391,32 +391,19 @@ enum TalosFlag {
 }
 
 fn talos_flag(name: &str) -> TalosFlag {
+    use crate::model::{APISERVER_ARGS_DENIED, APISERVER_ARGS_FROM_FIELDS};
     use TalosFlag::*;
+    if APISERVER_ARGS_FROM_FIELDS.iter().any(|(n, _)| *n == name)
+        || matches!(name, "encryption-provider-config" | "anonymous-auth")
+    {
+        return ComparedElsewhere;
+    }
+    if APISERVER_ARGS_DENIED.contains(&name) {
+        return Managed;
+    }
     match name {
-        "service-account-issuer"
-        | "api-audiences"
-        | "service-cluster-ip-range"
-        | "encryption-provider-config" => ComparedElsewhere,
-        "etcd-servers"
-        | "etcd-cafile"
-        | "etcd-certfile"
-        | "etcd-keyfile"
-        | "client-ca-file"
-        | "requestheader-client-ca-file"
-        | "proxy-client-cert-file"
-        | "proxy-client-key-file"
-        | "kubelet-client-certificate"
-        | "kubelet-client-key"
-        | "service-account-key-file"
-        | "service-account-signing-key-file"
-        | "tls-cert-file"
-        | "tls-private-key-file"
-        | "advertise-address"
-        | "bind-address"
-        | "secure-port"
-        | "authorization-config" => Managed,
+        "advertise-address" | "bind-address" | "secure-port" => Managed,
         "allow-privileged" => Fixed("true"),
-        "anonymous-auth" => Fixed("false"),
         "enable-bootstrap-token-auth" => Fixed("true"),
         "requestheader-allowed-names" => Fixed("front-proxy-client"),
         "requestheader-extra-headers-prefix" => Fixed("X-Remote-Extra-"),
@@ -430,9 +417,6 @@ fn talos_flag(name: &str) -> TalosFlag {
         "audit-log-maxage" => Fixed("30"),
         "audit-log-maxbackup" => Fixed("10"),
         "audit-log-maxsize" => Fixed("100"),
-        "admission-control-config-file" => {
-            Fixed("/system/config/kubernetes/kube-apiserver/admission-control-config.yaml")
-        }
         "enable-admission-plugins" => Additive("NodeRestriction"),
         // Node and RBAC always: as `authorization-mode`, or as the authorization config
         // Talos writes from Kubernetes 1.29 on.
@@ -461,8 +445,8 @@ fn items(list: &str) -> Vec<&str> {
 pub struct FlagDifference {
     /// The flag, without `--`.
     pub name: String,
-    /// kubeadm's value (`None`: not set, kube-apiserver's default).
-    pub kubeadm: Option<String>,
+    /// kubeadm's value.
+    pub kubeadm: String,
     /// What Talos will run (`None`: not set, kube-apiserver's default).
     pub talos: Option<String>,
     /// The value that makes Talos run as kubeadm does, to put in
@@ -474,8 +458,8 @@ pub struct FlagDifference {
 }
 
 /// Compare the kubeadm kube-apiserver's flags with what Talos will run given
-/// `extra_args` (`spec.apiServer.extraArgs`). `anonymous-auth` and
-/// `admission-control-config-file` are left to their own findings.
+/// `extra_args` (`spec.apiServer.extraArgs`). Flags other findings compare are left to
+/// them.
 pub fn apiserver_flag_differences(
     kubeadm: &crate::kubeadm::FlagMap,
     extra_args: &std::collections::BTreeMap<String, String>,
@@ -483,8 +467,7 @@ pub fn apiserver_flag_differences(
     let mut out = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for (name, _) in kubeadm.iter() {
-        if !seen.insert(name) || matches!(name, "anonymous-auth" | "admission-control-config-file")
-        {
+        if !seen.insert(name) {
             continue;
         }
         let values = kubeadm.get_all(name);
@@ -527,7 +510,7 @@ pub fn apiserver_flag_differences(
         }
         out.push(FlagDifference {
             name: name.to_string(),
-            kubeadm: Some(k),
+            kubeadm: k,
             talos,
             // A file on the kubeadm node is not on the Talos nodes: an extra arg alone
             // would point at nothing.
@@ -601,7 +584,7 @@ impl Cx<'_> {
             format!(
                 "`--{}`: kubeadm `{}`, Talos {}",
                 d.name,
-                d.kubeadm.as_deref().unwrap_or("(default)"),
+                d.kubeadm,
                 d.talos
                     .as_deref()
                     .map_or("kube-apiserver's default".to_string(), |t| format!("`{t}`"))
