@@ -22,7 +22,9 @@ use crate::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS
 use crate::pki::{self, CertSummary, PkiError};
 use crate::talos::SecretsBundle;
 
+mod nodes;
 mod parity;
+pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, UNINITIALIZED_TAINT};
 pub use parity::{
     apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
     talos_named_sans, FlagDifference, ETCD_DEFAULT_QUOTA, ETCD_PARITY_FLAGS,
@@ -35,6 +37,7 @@ pub const IDS: &[&str] = &[
     "kubernetes-version",
     "etcd-version-skew",
     "control-plane-replicas",
+    "cloud-provider",
     "service-account-issuer",
     "service-account-audiences",
     "encryption-provider",
@@ -163,6 +166,14 @@ pub enum CheckError {
         file: String,
         /// The kinds found.
         found: String,
+    },
+    /// The `--nodes` file holds no usable Node list.
+    #[error("{file}: {problem}")]
+    Nodes {
+        /// The file.
+        file: String,
+        /// What is wrong, naming the Node and field.
+        problem: String,
     },
     /// An etcd version that does not parse.
     #[error(
@@ -333,6 +344,8 @@ pub struct CheckInputs {
     pub bundle: Option<SecretsBundle>,
     /// `--providers`: the provider releases the management cluster runs.
     pub providers: Option<Input<crate::providers::Inventory>>,
+    /// The cluster's Nodes (`kubectl get nodes -o yaml`), and a vSphere CPI workload.
+    pub nodes: Option<Input<NodesInput>>,
     /// The time CA validity is checked against.
     pub now: SystemTime,
 }
@@ -352,6 +365,7 @@ impl CheckInputs {
             cas: None,
             bundle: None,
             providers: None,
+            nodes: None,
             now,
         }
     }
@@ -366,6 +380,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.kubernetes_version(&mut out);
     cx.etcd_version_skew(&mut out);
     cx.control_plane_replicas(&mut out);
+    cx.cloud_provider(&mut out);
     cx.service_account_issuer(&mut out);
     cx.service_account_audiences(&mut out);
     cx.encryption(&mut out);
@@ -2601,6 +2616,82 @@ mod tests {
                 .all(|b| b.is_ascii_lowercase() || b == b'-' || b.is_ascii_digit());
             assert!(kebab, "{id}");
         }
+    }
+
+    fn with_nodes(docs: Vec<Value>) -> CheckInputs {
+        let mut i = inputs(MINIMAL);
+        i.nodes = Some(Input {
+            file: "nodes.yaml".into(),
+            value: find_nodes("nodes.yaml", &docs).unwrap(),
+        });
+        i
+    }
+
+    fn node(name: &str, provider_id: Option<&str>, taints: &[&str]) -> Value {
+        json!({"kind": "Node", "metadata": {"name": name},
+            "spec": {"providerID": provider_id, "taints": taints.iter().map(|k| json!({"key": k})).collect::<Vec<_>>()}})
+    }
+
+    #[test]
+    fn cloud_provider() {
+        assert_eq!(worst(&inputs(MINIMAL), "cloud-provider"), Severity::Info);
+        // Every node initialised by the vSphere CPI, or some kubeadm nodes from before it.
+        for docs in [
+            vec![node("cp-1", Some("vsphere://4237"), &[])],
+            vec![
+                node("cp-1", Some("vsphere://4237"), &[]),
+                node("w-1", None, &[]),
+            ],
+        ] {
+            let fs = check(&with_nodes(docs));
+            let f = of(&fs, "cloud-provider")[0];
+            assert_eq!(f.severity, Severity::Pass, "{f:#?}");
+            assert_eq!(f.field, "nodes.yaml spec.providerID");
+        }
+        // No providerID anywhere and no CPI: Machines would never get a nodeRef.
+        let f = blocking_with(
+            &with_nodes(vec![node("cp-1", None, &[]), node("w-1", None, &[])]),
+            "cloud-provider",
+            None,
+        );
+        assert!(f.summary.contains("none of the 2 nodes"), "{f:#?}");
+        assert!(f.summary.contains("never get a nodeRef"), "{f:#?}");
+        let fix = f.fix.unwrap();
+        assert!(fix.contains("vSphere cloud controller manager"), "{fix}");
+        assert!(fix.contains("vcenter.example"), "{fix}");
+        // A CPI DaemonSet with ready pods passes; one with none ready blocks.
+        let cpi = |ready: u64| {
+            json!({"kind": "DaemonSet", "metadata": {"name": "vsphere-cloud-controller-manager", "namespace": "kube-system"},
+                "spec": {"template": {"spec": {"containers": [{"image": "registry.k8s.io/cloud-pv-vsphere/cloud-provider-vsphere:v1.30.1"}]}}},
+                "status": {"numberReady": ready}})
+        };
+        let fs = check(&with_nodes(vec![node("cp-1", None, &[]), cpi(2)]));
+        let f = of(&fs, "cloud-provider")[0];
+        assert_eq!(f.severity, Severity::Pass, "{f:#?}");
+        assert!(f.summary.contains("DaemonSet/kube-system/vsphere-cloud-controller-manager"));
+        let f = blocking_with(
+            &with_nodes(vec![node("cp-1", None, &[]), cpi(0)]),
+            "cloud-provider",
+            None,
+        );
+        assert!(f.summary.contains("has no ready pod"), "{f:#?}");
+        // A node that no CPI initialised; another cloud provider's IDs.
+        let f = blocking_with(
+            &with_nodes(vec![
+                node("cp-1", Some("vsphere://1"), &[]),
+                node("w-9", None, &[UNINITIALIZED_TAINT]),
+            ]),
+            "cloud-provider",
+            None,
+        );
+        assert!(f.summary.contains("1 of 2 nodes are still tainted"), "{f:#?}");
+        assert!(f.summary.contains("w-9"), "{f:#?}");
+        let f = blocking_with(
+            &with_nodes(vec![node("cp-1", Some("openstack:///abc"), &[])]),
+            "cloud-provider",
+            None,
+        );
+        assert!(f.summary.contains("scheme openstack"), "{f:#?}");
     }
 
     #[test]

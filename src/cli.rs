@@ -360,6 +360,9 @@ pub struct CheckArgs {
     /// The management cluster's providers: `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml`, or `kubectl get deployments -A -o yaml` (their images' tags).
     #[arg(long, value_name = "FILE")]
     pub providers: Option<PathBuf>,
+    /// The cluster's Nodes (`kubectl get nodes -o yaml`), optionally with the vSphere CPI DaemonSet in the same file: do nodes get `vsphere://` providerIDs?
+    #[arg(long, value_name = "FILE")]
+    pub nodes: Option<PathBuf>,
     /// The etcd version the kubeadm cluster runs (`etcdctl version`), e.g. `3.5.15`.
     #[arg(long, value_name = "VERSION")]
     pub etcd_version: Option<String>,

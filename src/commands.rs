@@ -859,6 +859,15 @@ fn check(args: CheckArgs) -> Result<Status> {
         let value = crate::providers::Inventory::from_documents(&file, &docs)?;
         ci.providers = Some(Input { file, value });
     }
+    if let Some(p) = &args.nodes {
+        let file = p.display().to_string();
+        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+        let value = check::find_nodes(&file, &docs)?;
+        ci.nodes = Some(Input { file, value });
+    }
     if let Some(v) = &args.etcd_version {
         if check::parse_etcd_version(v).is_none() {
             return Err(check::CheckError::EtcdVersion {

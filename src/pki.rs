@@ -1311,6 +1311,31 @@ pub mod testkit {
         )
     }
 
+    /// `kubectl get nodes -o yaml` of a kubeadm cluster: three control-plane nodes and a
+    /// worker, with the vSphere CPI's `vsphere://` providerIDs when `cpi`, else with none
+    /// (a cluster that never ran a cloud provider).
+    pub fn nodes_yaml(cpi: bool) -> String {
+        let mut out = String::from("apiVersion: v1\nkind: List\nitems:\n");
+        for (i, name) in ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3", "lab-f-w-1"]
+            .iter()
+            .enumerate()
+        {
+            out.push_str(&format!(
+                "- apiVersion: v1\n  kind: Node\n  metadata:\n    name: {name}\n    labels:\n      kubernetes.io/hostname: {name}\n  spec:\n"
+            ));
+            if cpi {
+                out.push_str(&format!(
+                    "    providerID: vsphere://4237a1c2-0d1e-4f5a-9b8c-00000000000{i}\n"
+                ));
+            }
+            if name.contains("-cp-") {
+                out.push_str("    taints:\n    - key: node-role.kubernetes.io/control-plane\n      effect: NoSchedule\n");
+            }
+            out.push_str("  status:\n    nodeInfo:\n      kubeletVersion: v1.30.4\n");
+        }
+        out
+    }
+
     /// A ClusterConfiguration with extra certSANs and a raised etcd quota and timeouts.
     pub fn drifted_cluster_configuration() -> String {
         cluster_configuration("v1beta3")
@@ -1345,6 +1370,7 @@ pub mod testkit {
                 .replace("  - secrets\n", "  - secrets\n  - configmaps\n"),
         )
         .unwrap();
+        std::fs::write(dir.join("nodes.yaml"), nodes_yaml(false)).unwrap();
     }
 
     /// Write a kubeadm control plane's files under `dir`: `pki/` in the

@@ -109,6 +109,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 format!("The management cluster runs Kubernetes 1.30 or later (the admission policy is `admissionregistration.k8s.io/v1`) and the provider releases declared in `spec.migration.providers`: `capstan check clusters/{name} --providers providers.yaml` with `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml > providers.yaml`."),
                 "Config matching on the kubeadm side (`capstan check`): the service-account issuer and audiences, the encryption provider order and key name (`key2` secretbox), CIDRs, DNS domain, endpoint.".to_string(),
                 "Create a non-expiring join token on the kubeadm cluster, or apply the sealed one: `capstan secrets decrypt clusters/NAME/secrets/workload/bootstrap-token-*.yaml | kubectl --kubeconfig kubeadm.conf apply -f -` (the token of the imported bundle, no expiry).".replace("NAME", name),
+                format!("The vSphere cloud controller manager (kubernetes/cloud-provider-vsphere) runs in the cluster: Talos nodes run kubelet `--cloud-provider=external` and stay tainted `node.cloudprovider.kubernetes.io/uninitialized`, without the `vsphere://` providerID Cluster API matches Machines by, until it initialises them (`capstan check clusters/{name} --nodes nodes.yaml` with `kubectl get nodes -o yaml > nodes.yaml`)."),
                 "Fix the kube-proxy DaemonSet labels (`tier: node`, `k8s-app: kube-proxy`) if `capstan check` reports them.".to_string(),
             ];
             if talos_etcd36 {

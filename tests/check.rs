@@ -623,6 +623,32 @@ fn kube_proxy_labels() {
 }
 
 #[test]
+fn nodes_input() {
+    let s = Setup::new(&[]);
+    s.write("nodes.yaml", testkit::nodes_yaml(true));
+    let o = s.check(&["--nodes", "nodes.yaml"]);
+    let out = stdout(&o);
+    let pass = entry(&out, "PASS", "cloud-provider");
+    assert!(pass.contains("4 of 4 nodes carry a `vsphere://` providerID"), "{pass}");
+    s.write("nodes.yaml", testkit::nodes_yaml(false));
+    let o = s.check(&["--nodes", "nodes.yaml"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    entry(&stdout(&o), "BLOCK", "cloud-provider");
+    // Not a node list: a usage error naming the file and what it held.
+    s.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    );
+    let o = s.check(&["--nodes", "cm.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cm.yaml: no Node found (found ConfigMap); expected `kubectl get nodes -o yaml`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn etcd_member_name() {
     let s = Setup::new(&[(
         "  provenance:",
@@ -971,6 +997,7 @@ fn drifted_kubeadm_cluster() {
         KUBEADM_CONFIG,
         ENCRYPTION,
         &["--etcd-version", "3.5.26"],
+        &["--nodes", "kubeadm/nodes.yaml"],
     ]
     .concat();
     // cluster.yaml as a first draft would have it: none of the drift recorded.
@@ -1023,6 +1050,13 @@ fn drifted_kubeadm_cluster() {
     );
     let enc = entry(&out, "BLOCK", "encryption-resources");
     assert!(enc.contains("`configmaps` (resources[0])"), "{enc}");
+    let cloud = entry(&out, "BLOCK", "cloud-provider");
+    assert!(
+        cloud.contains("kubeadm/nodes.yaml spec.providerID")
+            && cloud.contains("none of the 4 nodes")
+            && cloud.contains("vSphere cloud controller manager"),
+        "{cloud}"
+    );
     assert!(enc.contains("kubectl get configmaps -A -o json"), "{enc}");
 
     // import records what Talos can take.
@@ -1069,6 +1103,7 @@ fn drifted_kubeadm_cluster() {
         blocking,
         [
             "provider-releases",
+            "cloud-provider",
             "encryption-resources",
             "apiserver-flags"
         ],
@@ -1101,6 +1136,7 @@ fn drifted_kubeadm_cluster() {
         "kubeadm/encryption-config.yaml",
         testkit::encryption_configuration("secretbox", "key2"),
     );
+    s.write("kubeadm/nodes.yaml", testkit::nodes_yaml(true));
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
@@ -1112,6 +1148,7 @@ fn drifted_kubeadm_cluster() {
         "anonymous-auth",
         "pod-security",
         "encryption-resources",
+        "cloud-provider",
     ] {
         entry(&out, "PASS", id);
     }
