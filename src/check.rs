@@ -24,7 +24,9 @@ use crate::talos::SecretsBundle;
 
 mod nodes;
 mod parity;
+mod readiness;
 pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, UNINITIALIZED_TAINT};
+pub use readiness::{full_command, CheckInput, INPUTS};
 pub use parity::{
     apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
     talos_named_sans, FlagDifference, ETCD_DEFAULT_QUOTA, ETCD_PARITY_FLAGS,
@@ -61,6 +63,7 @@ pub const IDS: &[&str] = &[
     "bootstrap-token",
     "kube-proxy-labels",
     "etcd-member-name",
+    "check-inputs",
 ];
 
 /// The error text each kind of mismatch produces in the cluster (`talos-facts.md` §8).
@@ -346,6 +349,10 @@ pub struct CheckInputs {
     pub providers: Option<Input<crate::providers::Inventory>>,
     /// The cluster's Nodes (`kubectl get nodes -o yaml`), and a vSphere CPI workload.
     pub nodes: Option<Input<NodesInput>>,
+    /// The `--pki` directory, as named (the CAs are in `cas`).
+    pub pki_dir: Option<String>,
+    /// The `--identity` file, as named (the opened bundle is in `bundle`).
+    pub identity_file: Option<String>,
     /// The time CA validity is checked against.
     pub now: SystemTime,
 }
@@ -366,6 +373,8 @@ impl CheckInputs {
             bundle: None,
             providers: None,
             nodes: None,
+            pki_dir: None,
+            identity_file: None,
             now,
         }
     }
@@ -398,6 +407,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.bootstrap_token(&mut out);
     cx.kube_proxy_labels(&mut out);
     cx.etcd_member_name(&mut out);
+    cx.check_inputs(&mut out);
     out.sort_by_key(|f| IDS.iter().position(|id| *id == f.id).unwrap_or(IDS.len()));
     out
 }
@@ -409,7 +419,8 @@ pub fn refusals(config: &ClusterConfig, file: &str) -> Vec<Finding> {
     let inputs = CheckInputs::new(config.clone(), file, SystemTime::UNIX_EPOCH);
     check(&inputs)
         .into_iter()
-        .filter(|f| f.severity == Severity::Blocking)
+        // `check-inputs` is about what `check` was given, not about cluster.yaml.
+        .filter(|f| f.severity == Severity::Blocking && f.id != "check-inputs")
         .collect()
 }
 
@@ -902,17 +913,19 @@ impl<'a> Cx<'a> {
             )
             .fix("upgrade the kubeadm etcd to 3.5.26 before any Talos node joins")
         } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 5) && patch < 20 {
+            // The 3.5.20 floor matters only when etcd 3.6 joins a 3.5 member: a later Talos
+            // upgrade to v1.11 happens after the migration, when every member is a Talos
+            // member (and `check` blocks a v1.11 while kubeadm members remain).
             Finding::new(
                 id,
-                Severity::Warning,
+                Severity::Pass,
                 field,
                 format!(
-                    "kubeadm runs etcd {have}; Talos {t} runs etcd 3.5, so joining works, but a later \
-                     Talos upgrade to v1.11 or newer (etcd 3.6) needs 3.5.20 or later everywhere"
+                    "kubeadm runs etcd {have}; Talos {t} runs etcd 3.5: a supported join. Talos v1.11 and later \
+                     (etcd 3.6) need 3.5.20 on every member, but no kubeadm member is left by the time Talos is \
+                     upgraded past {t}"
                 ),
             )
-            .error(errors::TOO_MANY_LEARNERS)
-            .fix("upgrade etcd to 3.5.26 (kubeadm side, or Talos's etcd image) before upgrading Talos to v1.11")
         } else {
             Finding::new(
                 id,
@@ -2361,9 +2374,12 @@ impl<'a> Cx<'a> {
                 )
                 .error(errors::FIELD_IMMUTABLE)
                 .fix(
-                    "export the DaemonSet, add `tier: node` and `k8s-app: kube-proxy` to spec.selector.matchLabels \
-                     and spec.template.metadata.labels, `kubectl -n kube-system delete ds kube-proxy --cascade=orphan`, \
-                     and apply the relabelled DaemonSet",
+                    "export the DaemonSet (`kubectl -n kube-system get ds kube-proxy -o yaml > kube-proxy.yaml`), add \
+                     `tier: node` and `k8s-app: kube-proxy` to spec.selector.matchLabels and spec.template.metadata.labels, \
+                     drop status, resourceVersion, uid and creationTimestamp, then replace it with its pods: \
+                     `kubectl -n kube-system delete ds kube-proxy && kubectl apply -f kube-proxy.yaml` (the Service rules \
+                     already programmed stay meanwhile; `--cascade=orphan` would leave the old pods running beside the \
+                     new ones, which the new selector does not adopt)",
                 ),
             );
         }
@@ -2695,6 +2711,45 @@ mod tests {
     }
 
     #[test]
+    fn check_inputs() {
+        // Not migrating: nothing to be ready for.
+        assert_eq!(worst(&inputs(MINIMAL), "check-inputs"), Severity::Info);
+        let phase = |p: &str| {
+            format!("{MINIMAL}  migration:\n    phase: {p}\n    kubeadm:\n      etcdMembers: [cp-1]\n")
+        };
+        // Before the Talos control plane joins, a missing input blocks and the fix is the
+        // whole command, placeholders where nothing was given.
+        for p in ["prepare", "control-plane"] {
+            let f = blocking_with(&inputs(&phase(p)), "check-inputs", None);
+            assert!(f.summary.contains(&format!("phase `{p}`")), "{f:#?}");
+            for i in INPUTS {
+                assert!(f.summary.contains(i.flag), "{} not in {f:#?}", i.flag);
+            }
+            let fix = f.fix.unwrap();
+            assert!(fix.starts_with("run `capstan check . --apiserver-manifest kube-apiserver.yaml --kubeadm-config kubeadm-config.yaml"), "{fix}");
+            assert!(fix.contains("--nodes nodes.yaml --providers providers.yaml --identity age-identity.txt`"), "{fix}");
+        }
+        for p in ["workers", "complete"] {
+            assert_eq!(worst(&inputs(&phase(p)), "check-inputs"), Severity::Info);
+        }
+        // render does not refuse for what check was given.
+        let c = config(&phase("prepare"));
+        assert!(refusals(&c, "cluster.yaml").iter().all(|f| f.id != "check-inputs"));
+        // A given input is named by its file; encryption is not needed when the kubeadm
+        // apiserver encrypts nothing.
+        let mut i = with_manifest(
+            inputs(&phase("prepare")),
+            &pki::testkit::apiserver_manifest("https://kubernetes.default.svc.cluster.local")
+                .replace("    - --encryption-provider-config=/etc/kubernetes/enc/encryption-config.yaml\n", ""),
+        );
+        i.config_file = "clusters/lab-f/cluster.yaml".into();
+        let f = blocking_with(&i, "check-inputs", None);
+        assert!(!f.summary.contains("--encryption-config"), "{f:#?}");
+        assert!(!f.summary.contains("--apiserver-manifest"), "{f:#?}");
+        assert!(f.fix.unwrap().starts_with("run `capstan check clusters/lab-f --apiserver-manifest kube-apiserver.yaml --kubeadm-config"));
+    }
+
+    #[test]
     fn flavour_talos_version() {
         assert_eq!(
             worst(&inputs(MINIMAL), "flavour-talos-version"),
@@ -2762,10 +2817,12 @@ mod tests {
             worst(&with_etcd("v1.11.3", "3.6.4"), "etcd-version-skew"),
             Severity::Pass
         );
-        assert_eq!(
-            worst(&with_etcd("v1.10.6", "3.5.15-0"), "etcd-version-skew"),
-            Severity::Warning
-        );
+        // M11: the 3.5.20 floor is moot while Talos runs 3.5 (no kubeadm member is left
+        // when Talos moves to 3.6).
+        let fs = check(&with_etcd("v1.10.6", "3.5.15-0"));
+        let f = of(&fs, "etcd-version-skew")[0];
+        assert_eq!(f.severity, Severity::Pass, "{f:#?}");
+        assert!(f.summary.contains("no kubeadm member is left"), "{f:#?}");
         assert_eq!(
             worst(&with_etcd("v1.10.6", "3.5.21-0"), "etcd-version-skew"),
             Severity::Pass

@@ -886,11 +886,13 @@ fn check(args: CheckArgs) -> Result<Status> {
             )?);
         }
         ci.cas = Some(cas);
+        ci.pki_dir = Some(p.display().to_string());
     }
     if let Some(p) = &args.identity {
         let ids = identities(Some(p))?;
         let bundle = open_bundle(&c, &ids)?;
         ci.bundle = Some(bundle);
+        ci.identity_file = Some(p.display().to_string());
     }
     let findings = check::check(&ci);
     let mut out = std::io::stdout().lock();

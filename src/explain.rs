@@ -47,6 +47,15 @@
 //! | `bootstrap-token` | the bundle's bootstrap token has a non-expiring `kube-system/bootstrap-token-<id>` Secret |
 //! | `kube-proxy-labels` | the kube-proxy DaemonSet selector carries `tier: node` and `k8s-app: kube-proxy` |
 //! | `ca-intermediate` | the kubeadm CAs are self-signed roots (Talos cannot carry intermediate CAs) |
+//! | `encryption-provider` | the kubeadm provider for Secrets is the one Talos renders, first, with no provider after it that Talos would not list |
+//! | `encryption-resources` | kubeadm encrypts Secrets only, as Talos does |
+//! | `endpoint-certificate-san` | the kubeadm apiserver certificate holds the endpoint host |
+//! | `apiserver-cert-sans` | every name the kubeadm apiserver certificate answers to is in the Talos apiserver certificate |
+//! | `apiserver-flags` | every kube-apiserver flag kubeadm runs with is run the same by Talos |
+//! | `anonymous-auth` | Talos allows anonymous requests when kubeadm does |
+//! | `pod-security` | Talos enforces the Pod Security level the kubeadm apiservers enforce |
+//! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
+//! | `cloud-provider` | the vSphere CPI initialises nodes, so Talos nodes get the `vsphere://` providerID Cluster API matches Machines by |
 //! | `secrets-bundle` | the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI (CAs, service-account key) |
 
 use regex::{Regex, RegexSet, RegexSetBuilder};
@@ -123,6 +132,15 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("bootstrap-token", Guard::Check, "the bundle's bootstrap token has a non-expiring bootstrap-token-<id> Secret"),
     ("kube-proxy-labels", Guard::Check, "the kube-proxy DaemonSet selector carries tier: node and k8s-app: kube-proxy"),
     ("ca-intermediate", Guard::Check, "the kubeadm CAs are self-signed roots"),
+    ("encryption-provider", Guard::Check, "the kubeadm provider for Secrets is the one Talos renders, first, with no provider after it that Talos would not list"),
+    ("encryption-resources", Guard::Check, "kubeadm encrypts Secrets only, as Talos does"),
+    ("endpoint-certificate-san", Guard::Check, "the kubeadm apiserver certificate holds the endpoint host"),
+    ("apiserver-cert-sans", Guard::Check, "every name the kubeadm apiserver certificate answers to is in the Talos apiserver certificate"),
+    ("apiserver-flags", Guard::Check, "every kube-apiserver flag kubeadm runs with is run the same by Talos (OIDC, webhook authn/authz, admission plugins, feature gates)"),
+    ("anonymous-auth", Guard::Check, "Talos allows anonymous requests when kubeadm does (LB health checks on /healthz)"),
+    ("pod-security", Guard::Check, "Talos enforces the Pod Security level the kubeadm apiservers enforce"),
+    ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
+    ("cloud-provider", Guard::Check, "the vSphere CPI runs and initialises nodes, so Talos nodes get the vsphere:// providerID Cluster API matches Machines by"),
     ("secrets-bundle", Guard::Render, "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
 ];
 
@@ -230,7 +248,7 @@ pub static ENTRIES: &[Entry] = &[
         unless: &[],
         source: "kube-apiserver log: `unable to transform key \"/registry/secrets/<ns>/<name>\": no matching prefix found`, usually inside `failed to list *core.Secret` (`storage/cacher.go`, `reflector.go`)",
         cause: "Every encrypted value starts with `k8s:enc:<provider>:v1:<key name>:`; the reader has no key with that provider and name. Talos hard-codes the names: secretbox `key2`, aescbc `key1` (and drops an aescbc-only bundle for Talos >= 1.3). A kubeadm key named anything else (for example `key0`), or a Talos key the kubeadm config lacks, cannot be read by the other side.",
-        caught_by: &["encryption-key-name", "encryption-missing"],
+        caught_by: &["encryption-key-name", "encryption-provider", "encryption-missing"],
         fix: &[
             "Talos (<= 1.13) cannot rename its key (`encryption-provider-config` is a denied extra arg), so rename on the kubeadm side and re-encrypt before any Talos node joins",
             "on every kubeadm control plane add a secretbox key `key2` (with the secret the Talos bundle will carry) as the second key of the EncryptionConfiguration; restart every apiserver",
@@ -248,7 +266,7 @@ pub static ENTRIES: &[Entry] = &[
         unless: &[],
         source: "kube-apiserver log: `unable to transform key \"/registry/secrets/…\": identity transformer tried to read encrypted data`",
         cause: "This apiserver has no EncryptionConfiguration (or `identity` first without the key), but the value starts with `k8s:enc:`: a Talos apiserver wrote it encrypted. `talosctl gen secrets --from-kubernetes-pki` (and the generated config) always adds a secretbox key, so Talos encrypts a cluster kubeadm never encrypted.",
-        caught_by: &["encryption-missing"],
+        caught_by: &["encryption-missing", "encryption-provider", "encryption-resources"],
         fix: &[
             "kubeadm not encrypting: run Talos without encryption: remove `cluster.secretboxEncryptionSecret` (Talos guide step 7; 1.14: remove the `KubeEtcdEncryptionConfig` document); in capstan `spec.encryption.provider: none`, re-render",
             "then rewrite the Secrets Talos already encrypted (their paths are in the log) through an apiserver that still has the key, or delete and recreate them",
@@ -718,6 +736,119 @@ pub static ENTRIES: &[Entry] = &[
         ],
         procedures: &[],
     },
+    // ---- kubeadm ↔ Talos parity (check::parity, check::nodes) -------------------------------
+    Entry {
+        id: "apiserver-certificate-name",
+        title: "A client reaches an apiserver by a name its certificate lacks",
+        patterns: &[r"x509: certificate is valid for .*, not "],
+        unless: &[r"rejected connection"],
+        source: "any client of the apiserver (kubectl, kubelet, controllers, CI) connecting through the load balancer or the `kubernetes` Service",
+        cause: "The client connects by a name or address (a DNS alias, the LB's IP, an old endpoint) that the kubeadm apiserver certificate holds (kubeadm `apiServer.certSANs`) but the Talos apiserver certificate does not: Talos puts in only the endpoint host, `cluster.apiServer.certSANs`, the `kubernetes` Service names, the node's own names and loopback. It fails whenever the request lands on a Talos apiserver, so it looks intermittent while both run.",
+        caught_by: &["endpoint-certificate-san", "apiserver-cert-sans"],
+        fix: &[
+            "list the names the kubeadm certificate holds: `openssl x509 -noout -ext subjectAltName -in /etc/kubernetes/pki/apiserver.crt`",
+            "add every name clients use (less the kubeadm nodes' own) to `spec.apiServer.certSANs` in cluster.yaml and sync: the Talos control-plane machines reissue their certificates with it",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "client-unauthorized",
+        title: "A credential the kubeadm apiservers accept is refused by a Talos apiserver",
+        patterns: &[r"You must be logged in to the server \(Unauthorized\)"],
+        unless: &[],
+        source: "`kubectl` and other clients using OIDC, webhook token or client credentials, when the request reaches a Talos apiserver",
+        cause: "The Talos apiservers do not authenticate the way the kubeadm ones do: kubeadm runs `--oidc-*`, `--authentication-token-webhook-config-file` or other authentication flags that were not carried into `spec.apiServer.extraArgs` (with the files they name), or the token's issuer or audience is not accepted. It fails whenever the request lands on a Talos apiserver.",
+        caught_by: &["apiserver-flags", "service-account-issuer", "service-account-audiences"],
+        fix: &[
+            "compare the flags: `capstan check <cluster-dir> --apiserver-manifest kube-apiserver.yaml` lists every kube-apiserver flag Talos would run differently",
+            "carry them in `spec.apiServer.extraArgs` (a file a flag names goes onto the Talos control-plane nodes with a Talos patch overlay: `machine.files` and `cluster.apiServer.extraVolumes`)",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "healthz-unauthorized",
+        title: "Load-balancer health checks get 401 from the Talos apiservers",
+        patterns: &[r"/(?:healthz|livez|readyz)\b.*\b401\b", r"\b401\b.*/(?:healthz|livez|readyz)\b"],
+        unless: &[],
+        source: "the load balancer's HTTP health check, or an apiserver audit/access log",
+        cause: "Talos runs kube-apiserver with `--anonymous-auth=false`; kubeadm runs kube-apiserver's default (`true`), so unauthenticated `GET /healthz` (`/livez`, `/readyz`) worked. The load balancer marks every Talos apiserver down, and once the kubeadm ones are gone the API is unreachable.",
+        caught_by: &["anonymous-auth"],
+        fix: &[
+            "set `spec.apiServer.extraArgs: {anonymous-auth: \"true\"}` in cluster.yaml (what kubeadm ran; RBAC still grants anonymous users only the health endpoints), or switch the health check to TCP or to authenticated HTTPS",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "pod-security-violation",
+        title: "Pods refused by Pod Security admission on a Talos apiserver",
+        patterns: &[r#"violates PodSecurity ""#],
+        unless: &[],
+        source: "kube-apiserver admission, in the events of a ReplicaSet, DaemonSet or Job (`FailedCreate`), or `kubectl apply`",
+        cause: "Talos's generated configuration enforces the Pod Security level `baseline` on every namespace but kube-system; a kubeadm apiserver without an admission configuration enforces nothing (`privileged`). Pods that ran for years are refused whenever their creation reaches a Talos apiserver.",
+        caught_by: &["pod-security"],
+        fix: &[
+            "set `spec.apiServer.podSecurity` to the level the kubeadm apiservers enforce (`privileged` when they have no admission configuration) and sync; label namespaces (`pod-security.kubernetes.io/enforce`) to tighten them one at a time afterwards",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "etcd-space-exceeded",
+        title: "etcd is out of space (NOSPACE alarm): the API is read-only",
+        patterns: &[r"mvcc: database space exceeded", r"alarm:NOSPACE"],
+        unless: &[],
+        source: "kube-apiserver and etcd logs, `etcdctl alarm list`, any write to the API",
+        cause: "A Talos etcd member runs with etcd's default 2 GiB backend quota (Talos sets no `--quota-backend-bytes`) while the kubeadm members ran with a larger one, and the database outgrew the smaller quota: the member raises the cluster-wide NOSPACE alarm and etcd refuses every write.",
+        caught_by: &["etcd-args"],
+        fix: &[
+            "set `spec.etcd.extraArgs.quota-backend-bytes` to the kubeadm value (`capstan check --kubeadm-config` names it) and sync, so the Talos members restart with it",
+            "then compact and defragment one member at a time and clear the alarm: `talosctl -n <node> etcd defrag`, `talosctl -n <node> etcd alarm disarm`",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "node-not-initialized-by-cloud-provider",
+        title: "Talos nodes wait for a cloud controller manager; their Machines get no nodeRef",
+        patterns: &[
+            r"node\.cloudprovider\.kubernetes\.io/uninitialized",
+            r"Waiting for a Node with spec\.providerID",
+        ],
+        unless: &[],
+        source: "Node taints and pending pods' events (`untolerated taint`), Machine conditions (`kubectl describe machine`)",
+        cause: "Talos nodes run kubelet `--cloud-provider=external` and register tainted `node.cloudprovider.kubernetes.io/uninitialized` until a cloud controller manager initialises them; only the vSphere CPI sets the `vsphere://` providerID Cluster API matches Machines by. Without it the taint stays, ordinary pods do not schedule, Machines never get a nodeRef, and rollouts and scale-down wait forever.",
+        caught_by: &["cloud-provider"],
+        fix: &[
+            "install the vSphere cloud controller manager (kubernetes/cloud-provider-vsphere, the release for the cluster's Kubernetes minor) configured for the cluster's vCenter, tolerating the taint; it then initialises the waiting nodes",
+            "verify: `kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID` shows `vsphere://…` for every Talos node; `capstan check <cluster-dir> --nodes nodes.yaml` checks it beforehand",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "strategic-patch-load-failed",
+        title: "The Talos bootstrap provider cannot load the rendered config patch",
+        patterns: &[r"failure loading StrategicPatch"],
+        unless: &[],
+        source: "CABPT (`talosconfig` controller) Reconciler error, TalosConfig status",
+        cause: "The patch uses a Talos config field or value type the provider's Talos machinery does not know: for example a list-valued `service-account-issuer` (Talos 1.13) with CABPT below v0.6.12, built with the v1.12 machinery where extraArgs values are strings.",
+        caught_by: &["provider-releases"],
+        fix: &[
+            "upgrade CABPT to a release built for the Talos minor in `spec.versions.talos` (`capstan check --providers` names the release), or drop the field the patch cannot carry",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "field-is-immutable",
+        title: "An update changes a field Kubernetes does not allow to change",
+        patterns: &[r"field is immutable"],
+        unless: &[r"kube-proxy"],
+        source: "`kubectl apply`, Argo CD sync, Talos manifest sync: any update of an existing object",
+        cause: "The update changes an immutable field: a DaemonSet's or Deployment's `spec.selector`, a Service's `clusterIP`, a Job's template, a provider's immutable template spec (CAPV's VSphereMachineTemplate, whose changes capstan renders as a new template name instead). A manifest written for one cluster is applied over an object another tool created with other values.",
+        caught_by: &[],
+        fix: &[
+            "find the object and field in the message; compare `kubectl get <kind> <name> -o yaml` with the manifest",
+            "make the manifest keep the existing value; or replace the object (`kubectl delete` then apply: its pods or machines go with it, so do it where that is safe); for a Cluster API template, render a new name rather than editing it in place",
+        ],
+        procedures: &[],
+    },
     // ---- PKI -------------------------------------------------------------------------------
     Entry {
         id: "x509-unknown-authority",
@@ -1034,6 +1165,30 @@ mod tests {
         kube_proxy_selector_immutable:
             r#"error updating manifests: error updating object kube-system/kube-proxy: DaemonSet.apps "kube-proxy" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"k8s-app":"kube-proxy"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"#
             => ["kube-proxy-selector-immutable"];
+        x509_name_through_lb:
+            r#"Unable to connect to the server: tls: failed to verify certificate: x509: certificate is valid for kubernetes, kubernetes.default, lab-f.example.internal, not api.lab-f.example.internal"#
+            => ["apiserver-certificate-name"];
+        kubectl_unauthorized:
+            "error: You must be logged in to the server (Unauthorized)"
+            => ["client-unauthorized"];
+        healthz_401:
+            r#"10.0.0.5 - - [05/Dec/2026:10:00:00 +0000] "GET /healthz HTTP/1.1" 401 157"#
+            => ["healthz-unauthorized"];
+        pod_security_violation:
+            r#"Warning  FailedCreate  3s  daemonset-controller  Error creating: pods "node-exporter-x7k2p" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true)"#
+            => ["pod-security-violation"];
+        etcd_space_exceeded:
+            r#"E1205 10:00:00.000000       1 status.go:71] apiserver received an error that is not an metav1.Status: rpctypes.EtcdError{code:0x8, desc:"etcdserver: mvcc: database space exceeded"}"#
+            => ["etcd-space-exceeded"];
+        node_uninitialized:
+            r#"Warning  FailedScheduling  10s  default-scheduler  0/7 nodes are available: 1 node(s) had untolerated taint {node.cloudprovider.kubernetes.io/uninitialized: true}."#
+            => ["node-not-initialized-by-cloud-provider"];
+        strategic_patch_failure:
+            r#"E1205 10:00:00.000000       1 controller.go:324] "Reconciler error" err="failure loading StrategicPatch: unknown keys found during decoding" controller="talosconfig""#
+            => ["strategic-patch-load-failed"];
+        service_cluster_ip_immutable:
+            r#"The Service "web" is invalid: spec.clusterIPs[0]: Invalid value: []string{"10.96.0.20"}: may not change once set; spec.clusterIP: Invalid value: "10.96.0.20": field is immutable"#
+            => ["field-is-immutable"];
         x509_unknown_authority:
             r#"E0601 12:00:00.000000    2345 reflector.go:150] Failed to watch *v1.Node: Get "https://10.0.0.10:6443/api/v1/nodes": tls: failed to verify certificate: x509: certificate signed by unknown authority"#
             => ["x509-unknown-authority"];
@@ -1108,6 +1263,48 @@ mod tests {
         }
     }
 
+    /// Every message README's `capstan check` table says the cluster would show is one
+    /// `explain` knows, and the entry names that row's finding as the one that catches it.
+    #[test]
+    fn every_message_of_the_readme_check_table_is_explained() {
+        let readme = include_str!("../README.md");
+        let start = readme
+            .find("| id | blocking when | the cluster would show |")
+            .expect("README's check id table");
+        let mut rows = 0;
+        for row in readme[start..]
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+        {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            assert_eq!(cells.len(), 5, "{row}");
+            let ids: Vec<&str> = cells[1].split('`').skip(1).step_by(2).collect();
+            assert!(!ids.is_empty(), "{row}");
+            for id in &ids {
+                assert!(crate::check::IDS.contains(id), "{id} is not a check id");
+            }
+            let shown = cells[3];
+            if shown.is_empty() {
+                continue;
+            }
+            rows += 1;
+            let message = shown
+                .replace('`', "")
+                .replace("[...]", "[\"x\"]")
+                .replace('…', "x");
+            let got = explain(&message);
+            assert!(!got.is_empty(), "explain knows nothing of `{message}` ({row})");
+            assert!(
+                got.iter()
+                    .any(|m| m.entry.caught_by.iter().any(|f| ids.contains(f))),
+                "no entry for `{message}` names {ids:?} as its guard: {:?}",
+                got.iter().map(|m| m.entry.id).collect::<Vec<_>>()
+            );
+        }
+        assert!(rows >= 15, "{rows} rows with messages");
+    }
+
     #[test]
     fn nothing_matches_unrelated_text() {
         assert!(explain("").is_empty());
@@ -1118,9 +1315,9 @@ mod tests {
             explain("Unauthorized").is_empty(),
             "a bare 401 is not the CSR entry"
         );
-        assert!(
-            explain(r#"The Deployment "web" is invalid: spec.selector: Invalid value: ...: field is immutable"#)
-                .is_empty(),
+        assert_eq!(
+            ids(r#"The Deployment "web" is invalid: spec.selector: Invalid value: ...: field is immutable"#),
+            ["field-is-immutable"],
             "immutable selectors of other objects are not the kube-proxy entry"
         );
     }
@@ -1166,7 +1363,7 @@ E0601 12:00:02.0 1 authentication.go:73] \"Unable to authenticate the request\" 
     fn patterns_stay_within_a_logical_line() {
         // `kube-proxy` and `field is immutable` on different log lines are unrelated.
         let log = "I0601 synced kube-proxy\nE0601 Deployment \"web\": spec.selector: field is immutable\n";
-        assert!(explain(log).is_empty());
+        assert_eq!(ids(log), ["field-is-immutable"]);
         // An indented continuation belongs to the line before.
         let wrapped = "DaemonSet.apps \"kube-proxy\" is invalid: spec.selector:\n    Invalid value: ...: field is immutable";
         assert_eq!(ids(wrapped), ["kube-proxy-selector-immutable"]);

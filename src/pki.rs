@@ -1272,6 +1272,45 @@ pub mod testkit {
         super::encode_certificate_pem(p.signed_by(subject_key, &issuer).unwrap().der())
     }
 
+    /// A kubeadm apiserver serving certificate for `sans` (DNS names or IPs), signed by the
+    /// Kubernetes CA `write_kubeadm_dir` writes for `alg`.
+    pub fn apiserver_certificate(alg: Alg, sans: &[&str]) -> Vec<u8> {
+        let ca = TestKey::new(alg, 0);
+        let issuer_params = ca_params("kubernetes", days_from_now(-1), days_from_now(3650));
+        let mut p = ca_params("kube-apiserver", days_from_now(-1), days_from_now(365));
+        p.is_ca = rcgen::IsCa::ExplicitNoCa;
+        p.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        p.subject_alt_names = sans
+            .iter()
+            .map(|s| match s.parse::<std::net::IpAddr>() {
+                Ok(ip) => rcgen::SanType::IpAddress(ip),
+                Err(_) => rcgen::SanType::DnsName((*s).try_into().unwrap()),
+            })
+            .collect();
+        let issuer = rcgen::Issuer::from_params(&issuer_params, &ca);
+        super::encode_certificate_pem(
+            p.signed_by(&TestKey::new(alg, 1), &issuer)
+                .unwrap()
+                .der(),
+        )
+    }
+
+    /// The names kubeadm puts in `lab-f-cp-1`'s apiserver certificate of the drifted
+    /// fixture: its own, the Service's, the endpoint, and the extra `certSANs`.
+    pub const DRIFTED_APISERVER_SANS: &[&str] = &[
+        "lab-f-cp-1",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+        "lab-f.example.internal",
+        "api.lab-f.example.internal",
+        "10.96.0.1",
+        "192.0.2.10",
+        "10.0.0.100",
+    ];
+
     /// The base64 secretbox/aescbc key the fixtures' EncryptionConfiguration holds.
     pub const ENCRYPTION_SECRET: &str = "6zWBpno849HlD5jeuTmGToFYP+z8lgkJa0fhHobv7mE=";
 
@@ -1371,6 +1410,11 @@ pub mod testkit {
         )
         .unwrap();
         std::fs::write(dir.join("nodes.yaml"), nodes_yaml(false)).unwrap();
+        std::fs::write(
+            dir.join("pki/apiserver.crt"),
+            apiserver_certificate(alg, DRIFTED_APISERVER_SANS),
+        )
+        .unwrap();
     }
 
     /// Write a kubeadm control plane's files under `dir`: `pki/` in the

@@ -74,7 +74,11 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         list(&kubeadm.etcd_members),
         list(&kubeadm.worker_nodes)
     );
-    let _ = writeln!(md, "Phases: `prepare` → `control-plane` → `workers` → `complete`. Before every step: `capstan check clusters/{name}` with the kubeadm files and `--providers` must be clean, and `capstan diff` of the change reviewed.\n");
+    let _ = writeln!(
+        md,
+        "Phases: `prepare` → `control-plane` → `workers` → `complete`. Before every step: `capstan diff` of the change reviewed, and, until the Talos control plane has joined, a clean check with every input (a missing one blocks as `check-inputs`): `{}`.\n",
+        crate::check::full_command(&format!("clusters/{name}"), |_| None)
+    );
 
     let etcd_old = s
         .provenance

@@ -85,6 +85,14 @@ fn entry(out: &str, tag: &str, id: &str) -> String {
     text
 }
 
+/// The ids of the blocking entries of a text report, in order.
+fn blocking(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("  BLOCK "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
 /// Run check, expect `code`, and an entry for `id` naming `field` and `error`.
 fn expect(
     s: &Setup,
@@ -697,13 +705,15 @@ fn import_without_encryption_carries_no_key() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let args = [MANIFEST, &["--identity", "identity.txt"]].concat();
     let o = s.check(&args);
-    // The stub starts in phase prepare, which needs the provider releases declared.
+    // The stub starts in phase prepare, which needs the provider releases declared and
+    // every check input.
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert!(
-        stdout(&o).contains("blocking (1)\n  BLOCK provider-releases"),
+        stdout(&o).contains("blocking (2)\n  BLOCK provider-releases"),
         "{}",
         stdout(&o)
     );
+    entry(&stdout(&o), "BLOCK", "check-inputs");
     let e = entry(&stdout(&o), "PASS", "encryption-missing");
     assert!(
         e.contains("neither the kubeadm nor the Talos apiservers encrypt"),
@@ -712,7 +722,7 @@ fn import_without_encryption_carries_no_key() {
 }
 
 #[test]
-fn import_stub_checks_clean_except_etcd_skew() {
+fn import_stub_checks_clean_but_for_the_providers_and_inputs() {
     let (s, id) = stub_setup("v1.10.6");
     let stub = std::fs::read_to_string(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
     assert!(
@@ -744,9 +754,13 @@ fn import_stub_checks_clean_except_etcd_skew() {
             .map(|f| f["id"].as_str().unwrap())
             .collect()
     };
-    // The stub is in phase prepare: the only blocking finding is the undeclared provider
-    // releases, and its fix names the block to add.
-    assert_eq!(with("blocking"), ["provider-releases"], "{report:#}");
+    // The stub is in phase prepare: the blocking findings are the undeclared provider
+    // releases (its fix names the block to add) and the inputs not given.
+    assert_eq!(
+        with("blocking"),
+        ["provider-releases", "check-inputs"],
+        "{report:#}"
+    );
     let f = findings
         .iter()
         .find(|f| f["id"] == "provider-releases")
@@ -755,9 +769,11 @@ fn import_stub_checks_clean_except_etcd_skew() {
         f["fix"].as_str().unwrap().contains("providers: {cluster-api: v1.10.x, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.x}"),
         "{f}"
     );
-    // kubeadm's etcd 3.5.15 is fine with Talos 1.10 (etcd 3.5) but not with a later 1.11+.
-    assert_eq!(with("warning"), ["etcd-version-skew"], "{report:#}");
+    // kubeadm's etcd 3.5.15 is fine with Talos 1.10 (etcd 3.5); a later 1.11+ (etcd 3.6)
+    // finds no kubeadm member left (M11), so there is nothing to warn about.
+    assert!(with("warning").is_empty(), "{report:#}");
     for id in [
+        "etcd-version-skew",
         "flavour-talos-version",
         "kubernetes-version",
         "service-account-issuer",
@@ -775,7 +791,7 @@ fn import_stub_checks_clean_except_etcd_skew() {
     ] {
         assert!(with("pass").contains(&id), "{id} did not pass: {report:#}");
     }
-    assert_eq!(report["counts"]["blocking"], 1);
+    assert_eq!(report["counts"]["blocking"], 2);
     for f in findings {
         assert!(f["field"].as_str().is_some_and(|s| !s.is_empty()), "{f}");
     }
@@ -867,10 +883,11 @@ fn provider_releases_are_verified_and_compared_with_the_management_cluster() {
         MIGRATING,
     );
     let s = Setup::new(&[base]);
+    // Exit 1: phase prepare without the kubeadm inputs (`check-inputs`).
     let e = expect(
         &s,
         &[],
-        0,
+        1,
         "PASS",
         "provider-releases",
         "spec.migration.providers",
@@ -938,7 +955,8 @@ fn provider_releases_are_verified_and_compared_with_the_management_cluster() {
         "kind: DeploymentList\napiVersion: v1\nitems:\n- kind: Deployment\n  metadata: {name: capi-controller-manager, namespace: capi-system}\n  spec: {template: {spec: {containers: [{name: manager, image: \"mirror.internal/cluster-api/cluster-api-controller:v1.10.10\"}]}}}\n- kind: Deployment\n  metadata: {name: cabpt-controller-manager, namespace: cabpt-system}\n  spec: {template: {spec: {containers: [{name: manager, image: \"mirror.internal/siderolabs/cluster-api-talos-controller:v0.6.12\"}]}}}\n- kind: Deployment\n  metadata: {name: cacppt-controller-manager, namespace: cacppt-system}\n  spec: {template: {spec: {containers: [{name: manager, image: \"mirror.internal/siderolabs/cluster-api-control-plane-talos-controller:v0.5.12@sha256:00ff\"}]}}}\n- kind: Deployment\n  metadata: {name: capv-controller-manager, namespace: capv-system}\n  spec: {template: {spec: {containers: [{name: manager, image: \"mirror.internal/cluster-api-vsphere/cluster-api-vsphere-controller:v1.13.1\"}]}}}\n",
     );
     let o = s.check(&["--providers", "deployments.yaml"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    // Only the kubeadm inputs not given block.
+    assert_eq!(blocking(&stdout(&o)), ["check-inputs"], "{}", stdout(&o));
     assert!(
         stdout(&o).contains("the management cluster runs control-plane-talos v0.5.12, as declared")
     );
@@ -998,6 +1016,10 @@ fn drifted_kubeadm_cluster() {
         ENCRYPTION,
         &["--etcd-version", "3.5.26"],
         &["--nodes", "kubeadm/nodes.yaml"],
+        &["--pki", "kubeadm/pki"],
+        &["--apiserver-cert", "kubeadm/pki/apiserver.crt"],
+        &["--kube-proxy", "kubeadm/kube-proxy.yaml"],
+        &["--providers", "kubeadm/providers.yaml"],
     ]
     .concat();
     // cluster.yaml as a first draft would have it: none of the drift recorded.
@@ -1006,6 +1028,9 @@ fn drifted_kubeadm_cluster() {
         "",
     )]);
     testkit::write_drifted_kubeadm_dir(&s.dir.join("kubeadm"), Alg::P256);
+    // kube-proxy as kubeadm deploys it (no `tier: node`), the management cluster's providers.
+    s.write("kubeadm/kube-proxy.yaml", KUBE_PROXY);
+    s.write("kubeadm/providers.yaml", PROVIDERS);
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
@@ -1062,6 +1087,8 @@ fn drifted_kubeadm_cluster() {
     // import records what Talos can take.
     std::fs::remove_file(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
     import(&s, "v1.10.6");
+    // The stub is in phase prepare: every input, the identity too, is needed from now on.
+    let all = [&all[..], &["--identity", "identity.txt"]].concat();
     let stub = std::fs::read_to_string(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
     let stub_value = capstan::yaml::parse_one(&stub).unwrap();
     let api = &stub_value["spec"]["apiServer"];
@@ -1093,14 +1120,9 @@ fn drifted_kubeadm_cluster() {
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
-    let blocking: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("  BLOCK "))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
     // provider-releases: the stub does not know the management cluster's releases yet.
     assert_eq!(
-        blocking,
+        blocking(&out),
         [
             "provider-releases",
             "cloud-provider",
@@ -1137,6 +1159,7 @@ fn drifted_kubeadm_cluster() {
         testkit::encryption_configuration("secretbox", "key2"),
     );
     s.write("kubeadm/nodes.yaml", testkit::nodes_yaml(true));
+    s.write("kubeadm/kube-proxy.yaml", relabelled_kube_proxy());
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
@@ -1149,7 +1172,22 @@ fn drifted_kubeadm_cluster() {
         "pod-security",
         "encryption-resources",
         "cloud-provider",
+        "kube-proxy-labels",
+        "check-inputs",
     ] {
         entry(&out, "PASS", id);
     }
+}
+
+/// The management cluster's providers (clusterctl inventory) lab-f declares.
+const PROVIDERS: &str = "apiVersion: v1\nkind: List\nitems:\n- {kind: Provider, metadata: {name: cluster-api, namespace: capi-system}, version: v1.10.10}\n- {kind: Provider, metadata: {name: bootstrap-talos, namespace: cabpt-system}, version: v0.6.12}\n- {kind: Provider, metadata: {name: control-plane-talos, namespace: cacppt-system}, version: v0.5.12}\n- {kind: Provider, metadata: {name: infrastructure-vsphere, namespace: capv-system}, version: v1.13.1}\n";
+
+/// [`KUBE_PROXY`] with the labels Talos's kube-proxy selects by.
+fn relabelled_kube_proxy() -> String {
+    KUBE_PROXY
+        .replace(
+            "    matchLabels:\n",
+            "    matchLabels:\n      tier: node\n",
+        )
+        .replace("      labels:\n", "      labels:\n        tier: node\n")
 }

@@ -167,6 +167,13 @@ impl Cx<'_> {
                         .iter()
                         .flat_map(|m| m.kubeadm.control_plane_nodes.iter().map(|n| canonical(n))),
                 )
+                // kubeadm puts the node's name in its certificate; Talos puts its own.
+                .chain(
+                    self.i
+                        .nodes
+                        .iter()
+                        .flat_map(|n| n.value.nodes.iter().map(|x| canonical(&x.name))),
+                )
                 .collect();
             for san in c.value.sans() {
                 if !node_local.contains(&canonical(&san)) {
