@@ -22,6 +22,13 @@ use crate::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS
 use crate::pki::{self, CertSummary, PkiError};
 use crate::talos::SecretsBundle;
 
+mod cni;
+pub use cni::{
+    cni_daemonset, find_cni_daemonsets, replaces_kube_proxy, talos_host_path_writable,
+    CniConfigMap, CniDaemonSet, CniInput, CniKind, ContainerFacts, EnvVar, HostPathVolume, Mount,
+    APPLY_CAPS_ERROR, CNI_FINDING_ID, KUBEPRISM_PORT, TALOS_CGROUP_ROOT,
+    TALOS_DROPPED_CAPABILITIES, TALOS_WRITABLE_HOST_PATHS,
+};
 mod parity;
 pub use parity::{
     apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
@@ -163,6 +170,16 @@ pub enum CheckError {
         file: String,
         /// The kinds found.
         found: String,
+    },
+    /// The CNI file holds no usable CNI DaemonSet.
+    #[error("{file}: {found}; expected {expected}")]
+    CniDaemonSet {
+        /// The file.
+        file: String,
+        /// What was found instead.
+        found: String,
+        /// What was expected.
+        expected: String,
     },
     /// An etcd version that does not parse.
     #[error(
