@@ -19,6 +19,7 @@ for old, new in [
     podSecurity: privileged
   etcd:
     extraArgs: {quota-backend-bytes: "8589934592", election-timeout: "5000", heartbeat-interval: "500"}
+  kubeProxy: {disabled: true}
   encryption:
 """,
     ),

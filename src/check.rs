@@ -22,15 +22,18 @@ use crate::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS
 use crate::pki::{self, CertSummary, PkiError};
 use crate::talos::SecretsBundle;
 
+mod cni;
 mod nodes;
+use cni::cni_daemonset;
+pub use cni::{find_cni_daemonsets, replaces_kube_proxy, CniInput};
 mod parity;
 mod readiness;
 pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, UNINITIALIZED_TAINT};
-pub use readiness::{full_command, CheckInput, INPUTS};
 pub use parity::{
     apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
     talos_named_sans, FlagDifference, ETCD_DEFAULT_QUOTA, ETCD_PARITY_FLAGS,
 };
+pub use readiness::{full_command, CheckInput, INPUTS};
 
 /// Every finding id, in report order. Stable: `capstan explain` refers to them.
 pub const IDS: &[&str] = &[
@@ -62,6 +65,8 @@ pub const IDS: &[&str] = &[
     "ca-expiry",
     "bootstrap-token",
     "kube-proxy-labels",
+    "cni-daemonset",
+    "kube-proxy-replacement",
     "etcd-member-name",
     "check-inputs",
 ];
@@ -177,6 +182,16 @@ pub enum CheckError {
         file: String,
         /// What is wrong, naming the Node and field.
         problem: String,
+    },
+    /// The CNI file holds no usable CNI DaemonSet.
+    #[error("{file}: {found}; expected {expected}")]
+    CniDaemonSet {
+        /// The file.
+        file: String,
+        /// What was found instead.
+        found: String,
+        /// What was expected.
+        expected: String,
     },
     /// An etcd version that does not parse.
     #[error(
@@ -349,6 +364,8 @@ pub struct CheckInputs {
     pub providers: Option<Input<crate::providers::Inventory>>,
     /// The cluster's Nodes (`kubectl get nodes -o yaml`), and a vSphere CPI workload.
     pub nodes: Option<Input<NodesInput>>,
+    /// The CNI DaemonSet(s) and their ConfigMaps (`--cni-daemonset`).
+    pub cni: Option<CniInput>,
     /// The `--pki` directory, as named (the CAs are in `cas`).
     pub pki_dir: Option<String>,
     /// The `--identity` file, as named (the opened bundle is in `bundle`).
@@ -373,6 +390,7 @@ impl CheckInputs {
             bundle: None,
             providers: None,
             nodes: None,
+            cni: None,
             pki_dir: None,
             identity_file: None,
             now,
@@ -406,6 +424,8 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.cas(&mut out);
     cx.bootstrap_token(&mut out);
     cx.kube_proxy_labels(&mut out);
+    cx.cni(&mut out);
+    cx.kube_proxy_replacement(&mut out);
     cx.etcd_member_name(&mut out);
     cx.check_inputs(&mut out);
     out.sort_by_key(|f| IDS.iter().position(|id| *id == f.id).unwrap_or(IDS.len()));
@@ -2325,6 +2345,15 @@ impl<'a> Cx<'a> {
     fn kube_proxy_labels(&self, out: &mut Vec<Finding>) {
         let id = "kube-proxy-labels";
         let Some(k) = &self.i.kube_proxy else {
+            if self.i.config.spec.kube_proxy.disabled {
+                out.push(Finding::new(
+                    id,
+                    Severity::Info,
+                    "spec.kubeProxy.disabled",
+                    "the cluster runs no kube-proxy: its labels do not matter".into(),
+                ));
+                return;
+            }
             out.push(not_compared(
                 id,
                 "kube-proxy DaemonSet labels",
@@ -2383,6 +2412,102 @@ impl<'a> Cx<'a> {
                 ),
             );
         }
+    }
+
+    fn cni(&self, out: &mut Vec<Finding>) {
+        match &self.i.cni {
+            None => out.push(not_compared(
+                "cni-daemonset",
+                "CNI DaemonSet",
+                "the CNI's capabilities, cgroup and host mounts and apiserver address",
+                "--cni-daemonset",
+            )),
+            Some(c) => out.push(cni_daemonset(
+                c,
+                &self.i.config.spec.endpoint.host,
+                self.i.config.spec.endpoint.port,
+            )),
+        }
+    }
+
+    /// `kube-proxy-replacement`: a CNI that replaces kube-proxy needs `spec.kubeProxy.disabled`,
+    /// or the first Talos control plane creates a kube-proxy DaemonSet where none runs (Talos
+    /// applies its bootstrap manifests create-only: `manifest_apply.go`).
+    fn kube_proxy_replacement(&self, out: &mut Vec<Finding>) {
+        let id = "kube-proxy-replacement";
+        let disabled = self.i.config.spec.kube_proxy.disabled;
+        let Some(cni) = &self.i.cni else {
+            if disabled {
+                out.push(Finding::new(
+                    id,
+                    Severity::Info,
+                    "spec.kubeProxy.disabled",
+                    "Talos creates no kube-proxy (`cluster.proxy.disabled`); not compared with the CNI: pass --cni-daemonset".into(),
+                ));
+            } else {
+                out.push(not_compared(
+                    id,
+                    "spec.kubeProxy.disabled",
+                    "whether the CNI replaces kube-proxy",
+                    "--cni-daemonset",
+                ));
+            }
+            return;
+        };
+        let field = format!("spec.kubeProxy.disabled vs {}", cni.file);
+        let f = match (replaces_kube_proxy(cni), disabled, &self.i.kube_proxy) {
+            (Some(true), false, None) => Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                "the CNI replaces kube-proxy and no kube-proxy DaemonSet was given, but Talos's control plane creates \
+                 its kube-proxy DaemonSet when none exists: every node would then run kube-proxy's iptables rules \
+                 beside the CNI's own service handling"
+                    .into(),
+            )
+            .fix("set `spec.kubeProxy.disabled: true` in cluster.yaml (rendered as Talos's `cluster.proxy.disabled`); if the cluster does run kube-proxy, check again with --kube-proxy"),
+            (Some(true), false, Some(k)) => Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!(
+                    "the CNI replaces kube-proxy and kube-proxy runs too ({}), as on the kubeadm nodes: Talos keeps the \
+                     existing DaemonSet",
+                    k.file
+                ),
+            ),
+            (Some(false), true, _) => Finding::new(
+                id,
+                Severity::Warning,
+                field,
+                "the CNI relies on kube-proxy, but `spec.kubeProxy.disabled` is set: Talos neither creates nor upgrades \
+                 kube-proxy, so only the kubeadm DaemonSet (if it still exists) routes Service traffic on Talos nodes"
+                    .into(),
+            )
+            .fix("remove `spec.kubeProxy.disabled`, or switch the CNI to kube-proxy replacement first"),
+            (_, true, _) => Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                "the CNI replaces kube-proxy and Talos creates none (`cluster.proxy.disabled`)".into(),
+            ),
+            (Some(false), false, _) => Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                "the CNI relies on kube-proxy, and Talos keeps (or creates) the kube-proxy DaemonSet".into(),
+            ),
+            (None, false, _) => Finding::new(
+                id,
+                Severity::Info,
+                field,
+                "whether the CNI replaces kube-proxy is not known from its DaemonSet (e.g. Calico's eBPF mode set in a \
+                 FelixConfiguration): Talos creates a kube-proxy DaemonSet when none exists; set `spec.kubeProxy.disabled: \
+                 true` if the cluster runs none"
+                    .into(),
+            ),
+        };
+        out.push(f);
     }
 
     fn etcd_member_name(&self, out: &mut Vec<Finding>) {
@@ -2684,7 +2809,9 @@ mod tests {
         let fs = check(&with_nodes(vec![node("cp-1", None, &[]), cpi(2)]));
         let f = of(&fs, "cloud-provider")[0];
         assert_eq!(f.severity, Severity::Pass, "{f:#?}");
-        assert!(f.summary.contains("DaemonSet/kube-system/vsphere-cloud-controller-manager"));
+        assert!(f
+            .summary
+            .contains("DaemonSet/kube-system/vsphere-cloud-controller-manager"));
         let f = blocking_with(
             &with_nodes(vec![node("cp-1", None, &[]), cpi(0)]),
             "cloud-provider",
@@ -2700,7 +2827,10 @@ mod tests {
             "cloud-provider",
             None,
         );
-        assert!(f.summary.contains("1 of 2 nodes are still tainted"), "{f:#?}");
+        assert!(
+            f.summary.contains("1 of 2 nodes are still tainted"),
+            "{f:#?}"
+        );
         assert!(f.summary.contains("w-9"), "{f:#?}");
         let f = blocking_with(
             &with_nodes(vec![node("cp-1", Some("openstack:///abc"), &[])]),
@@ -2711,11 +2841,58 @@ mod tests {
     }
 
     #[test]
+    fn kube_proxy_replacement() {
+        let cni = |text: &str| {
+            let docs = crate::yaml::parse_stream(text).unwrap();
+            find_cni_daemonsets("cni.yaml", docs).unwrap()
+        };
+        let kpr = cni(include_str!(
+            "../tests/fixtures/cni/cilium-1.15.6-talos-list.yaml"
+        ));
+        let flannel = cni(include_str!("../tests/fixtures/cni/flannel-0.26.7.yaml"));
+        let disabled = format!("{MINIMAL}  kubeProxy: {{disabled: true}}\n");
+        assert_eq!(
+            worst(&inputs(MINIMAL), "kube-proxy-replacement"),
+            Severity::Info
+        );
+        // Cilium replaces kube-proxy, no kube-proxy runs: Talos would create one.
+        let mut i = inputs(MINIMAL);
+        i.cni = Some(kpr.clone());
+        let f = blocking_with(&i, "kube-proxy-replacement", None);
+        assert!(f.fix.unwrap().contains("spec.kubeProxy.disabled: true"));
+        // ... unless kube-proxy runs too, or cluster.yaml disables it.
+        i.kube_proxy = Some(Input {
+            file: "kube-proxy.yaml".into(),
+            value: json!({}),
+        });
+        assert_eq!(worst(&i, "kube-proxy-replacement"), Severity::Pass);
+        let mut i = inputs(&disabled);
+        i.cni = Some(kpr);
+        assert_eq!(worst(&i, "kube-proxy-replacement"), Severity::Pass);
+        // kube-proxy disabled under a CNI that needs it: a warning.
+        i.cni = Some(flannel.clone());
+        assert_eq!(worst(&i, "kube-proxy-replacement"), Severity::Warning);
+        let mut i = inputs(MINIMAL);
+        i.cni = Some(flannel);
+        assert_eq!(worst(&i, "kube-proxy-replacement"), Severity::Pass);
+        // Without kube-proxy the kube-proxy input is not needed for readiness.
+        let prepare = format!("{disabled}  migration:\n    phase: prepare\n");
+        let f = blocking_with(&inputs(&prepare), "check-inputs", None);
+        assert!(!f.summary.contains("--kube-proxy"), "{f:#?}");
+        assert_eq!(
+            worst(&inputs(&prepare), "kube-proxy-labels"),
+            Severity::Info
+        );
+    }
+
+    #[test]
     fn check_inputs() {
         // Not migrating: nothing to be ready for.
         assert_eq!(worst(&inputs(MINIMAL), "check-inputs"), Severity::Info);
         let phase = |p: &str| {
-            format!("{MINIMAL}  migration:\n    phase: {p}\n    kubeadm:\n      etcdMembers: [cp-1]\n")
+            format!(
+                "{MINIMAL}  migration:\n    phase: {p}\n    kubeadm:\n      etcdMembers: [cp-1]\n"
+            )
         };
         // Before the Talos control plane joins, a missing input blocks and the fix is the
         // whole command, placeholders where nothing was given.
@@ -2727,20 +2904,30 @@ mod tests {
             }
             let fix = f.fix.unwrap();
             assert!(fix.starts_with("run `capstan check . --apiserver-manifest kube-apiserver.yaml --kubeadm-config kubeadm-config.yaml"), "{fix}");
-            assert!(fix.contains("--nodes nodes.yaml --providers providers.yaml --identity age-identity.txt`"), "{fix}");
+            assert!(
+                fix.contains(
+                    "--nodes nodes.yaml --providers providers.yaml --identity age-identity.txt`"
+                ),
+                "{fix}"
+            );
         }
         for p in ["workers", "complete"] {
             assert_eq!(worst(&inputs(&phase(p)), "check-inputs"), Severity::Info);
         }
         // render does not refuse for what check was given.
         let c = config(&phase("prepare"));
-        assert!(refusals(&c, "cluster.yaml").iter().all(|f| f.id != "check-inputs"));
+        assert!(refusals(&c, "cluster.yaml")
+            .iter()
+            .all(|f| f.id != "check-inputs"));
         // A given input is named by its file; encryption is not needed when the kubeadm
         // apiserver encrypts nothing.
         let mut i = with_manifest(
             inputs(&phase("prepare")),
             &pki::testkit::apiserver_manifest("https://kubernetes.default.svc.cluster.local")
-                .replace("    - --encryption-provider-config=/etc/kubernetes/enc/encryption-config.yaml\n", ""),
+                .replace(
+                "    - --encryption-provider-config=/etc/kubernetes/enc/encryption-config.yaml\n",
+                "",
+            ),
         );
         i.config_file = "clusters/lab-f/cluster.yaml".into();
         let f = blocking_with(&i, "check-inputs", None);

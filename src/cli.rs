@@ -363,6 +363,9 @@ pub struct CheckArgs {
     /// The cluster's Nodes (`kubectl get nodes -o yaml`), optionally with the vSphere CPI DaemonSet in the same file: do nodes get `vsphere://` providerIDs?
     #[arg(long, value_name = "FILE")]
     pub nodes: Option<PathBuf>,
+    /// The CNI DaemonSet, with its ConfigMap (`kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`): capabilities, cgroup and host mounts, apiserver address against what Talos allows.
+    #[arg(long, value_name = "FILE")]
+    pub cni_daemonset: Option<PathBuf>,
     /// The etcd version the kubeadm cluster runs (`etcdctl version`), e.g. `3.5.15`.
     #[arg(long, value_name = "VERSION")]
     pub etcd_version: Option<String>,

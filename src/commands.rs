@@ -868,6 +868,14 @@ fn check(args: CheckArgs) -> Result<Status> {
         let value = check::find_nodes(&file, &docs)?;
         ci.nodes = Some(Input { file, value });
     }
+    if let Some(p) = &args.cni_daemonset {
+        let file = p.display().to_string();
+        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+        ci.cni = Some(check::find_cni_daemonsets(&file, docs)?);
+    }
     if let Some(v) = &args.etcd_version {
         if check::parse_etcd_version(v).is_none() {
             return Err(check::CheckError::EtcdVersion {

@@ -56,6 +56,7 @@
 //! | `pod-security` | Talos enforces the Pod Security level the kubeadm apiservers enforce |
 //! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
 //! | `cloud-provider` | the vSphere CPI initialises nodes, so Talos nodes get the `vsphere://` providerID Cluster API matches Machines by |
+//! | `cni-daemonset` | the CNI DaemonSet asks for no capability Talos drops (`SYS_MODULE`, `SYS_BOOT`) and uses Talos's cgroup root |
 //! | `secrets-bundle` | the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI (CAs, service-account key) |
 
 use regex::{Regex, RegexSet, RegexSetBuilder};
@@ -141,6 +142,7 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("pod-security", Guard::Check, "Talos enforces the Pod Security level the kubeadm apiservers enforce"),
     ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
     ("cloud-provider", Guard::Check, "the vSphere CPI runs and initialises nodes, so Talos nodes get the vsphere:// providerID Cluster API matches Machines by"),
+    ("cni-daemonset", Guard::Check, "the CNI DaemonSet asks for no capability Talos drops (SYS_MODULE, SYS_BOOT) and uses Talos's cgroup root"),
     ("secrets-bundle", Guard::Render, "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
 ];
 
@@ -836,6 +838,20 @@ pub static ENTRIES: &[Entry] = &[
         procedures: &[],
     },
     Entry {
+        id: "container-caps-not-permitted",
+        title: "A container asks for a capability Talos never grants (the CNI does not start)",
+        patterns: &[r"unable to apply caps: operation not permitted"],
+        unless: &[],
+        source: "kubelet and containerd on a Talos node: the pod's events (`StartError`, `CrashLoopBackOff`), `talosctl logs cri`",
+        cause: "Talos starts containerd with `CAP_SYS_MODULE` and `CAP_SYS_BOOT` dropped from its bounding set, so runc cannot give them to any container that lists them in `securityContext.capabilities.add`. Default Cilium asks for `SYS_MODULE` (agent and clean-cilium-state), so the CNI never starts on Talos nodes and they stay NotReady.",
+        caught_by: &["cni-daemonset"],
+        fix: &[
+            "drop `SYS_MODULE` (and `SYS_BOOT`) from the container's `capabilities.add`: for Cilium set the Helm values `securityContext.capabilities.ciliumAgent` and `securityContext.capabilities.cleanCiliumState` as Talos's Cilium guide lists them, with `cgroup.autoMount.enabled=false` and `cgroup.hostRoot=/sys/fs/cgroup`",
+            "roll the DaemonSet out on the kubeadm nodes first and check again: `capstan check <cluster-dir> --cni-daemonset cni.yaml`",
+        ],
+        procedures: &[],
+    },
+    Entry {
         id: "field-is-immutable",
         title: "An update changes a field Kubernetes does not allow to change",
         patterns: &[r"field is immutable"],
@@ -1186,6 +1202,9 @@ mod tests {
         strategic_patch_failure:
             r#"E1205 10:00:00.000000       1 controller.go:324] "Reconciler error" err="failure loading StrategicPatch: unknown keys found during decoding" controller="talosconfig""#
             => ["strategic-patch-load-failed"];
+        caps_not_permitted:
+            r#"Warning  Failed  2s  kubelet  Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: unable to apply caps: operation not permitted"#
+            => ["container-caps-not-permitted"];
         service_cluster_ip_immutable:
             r#"The Service "web" is invalid: spec.clusterIPs[0]: Invalid value: []string{"10.96.0.20"}: may not change once set; spec.clusterIP: Invalid value: "10.96.0.20": field is immutable"#
             => ["field-is-immutable"];
@@ -1294,7 +1313,10 @@ mod tests {
                 .replace("[...]", "[\"x\"]")
                 .replace('…', "x");
             let got = explain(&message);
-            assert!(!got.is_empty(), "explain knows nothing of `{message}` ({row})");
+            assert!(
+                !got.is_empty(),
+                "explain knows nothing of `{message}` ({row})"
+            );
             assert!(
                 got.iter()
                     .any(|m| m.entry.caught_by.iter().any(|f| ids.contains(f))),
@@ -1316,7 +1338,9 @@ mod tests {
             "a bare 401 is not the CSR entry"
         );
         assert_eq!(
-            ids(r#"The Deployment "web" is invalid: spec.selector: Invalid value: ...: field is immutable"#),
+            ids(
+                r#"The Deployment "web" is invalid: spec.selector: Invalid value: ...: field is immutable"#
+            ),
             ["field-is-immutable"],
             "immutable selectors of other objects are not the kube-proxy entry"
         );

@@ -523,6 +523,7 @@ fn stub(
             encryption,
             api_server,
             etcd,
+            kube_proxy: Default::default(),
             vsphere: None,
             control_plane: None,
             workers: Vec::new(),

@@ -127,6 +127,9 @@ pub struct ClusterSpec {
     /// etcd settings the kubeadm cluster has and Talos must carry (`cluster.etcd`).
     #[serde(default, skip_serializing_if = "Etcd::is_empty")]
     pub etcd: Etcd,
+    /// kube-proxy as Talos manages it (`cluster.proxy`).
+    #[serde(default, skip_serializing_if = "KubeProxy::is_default")]
+    pub kube_proxy: KubeProxy,
     /// vSphere placement; required to render.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vsphere: Option<VSphere>,
@@ -227,6 +230,24 @@ impl ApiServer {
     /// Nothing set (the section is then not written).
     pub fn is_empty(&self) -> bool {
         self.cert_sans.is_empty() && self.extra_args.is_empty() && self.pod_security.is_none()
+    }
+}
+
+/// kube-proxy as Talos manages it (`cluster.proxy`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeProxy {
+    /// The cluster runs no kube-proxy (its CNI replaces it, e.g. Cilium's kube-proxy
+    /// replacement): Talos must not create its kube-proxy DaemonSet
+    /// (`cluster.proxy.disabled: true`; Talos applies its bootstrap manifests create-only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled: bool,
+}
+
+impl KubeProxy {
+    /// Talos's default (kube-proxy enabled): the section is not written.
+    pub fn is_default(&self) -> bool {
+        !self.disabled
     }
 }
 

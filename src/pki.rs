@@ -1289,11 +1289,7 @@ pub mod testkit {
             })
             .collect();
         let issuer = rcgen::Issuer::from_params(&issuer_params, &ca);
-        super::encode_certificate_pem(
-            p.signed_by(&TestKey::new(alg, 1), &issuer)
-                .unwrap()
-                .der(),
-        )
+        super::encode_certificate_pem(p.signed_by(&TestKey::new(alg, 1), &issuer).unwrap().der())
     }
 
     /// The names kubeadm puts in `lab-f-cp-1`'s apiserver certificate of the drifted

@@ -1056,6 +1056,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "podSecurity": s.api_server.pod_security.map(|l| l.as_str()),
         },
         "etcd": {"extraArgs": s.etcd.extra_args},
+        "kubeProxy": {"disabled": s.kube_proxy.disabled},
         "vsphere": vsphere,
         "controlPlane": {
             "replicas": plan.cp_replicas,
@@ -1217,10 +1218,17 @@ mod tests {
             .pointer("/cluster/apiServer/admissionControl")
             .is_none());
         assert!(plain.pointer("/cluster/etcd").is_none());
+        assert!(plain.pointer("/cluster/proxy").is_none());
+        // Every Talos kubelet runs --cloud-provider=external (B2).
+        assert_eq!(
+            plain.pointer("/cluster/externalCloudProvider/enabled"),
+            Some(&json!(true))
+        );
         let c = config(&format!(
-            "{MINIMAL}  apiServer:\n    certSANs: [api.example, 10.0.0.100]\n    extraArgs: {{anonymous-auth: \"true\", oidc-issuer-url: https://dex.example}}\n    podSecurity: privileged\n  etcd:\n    extraArgs: {{quota-backend-bytes: \"8589934592\"}}\n"
+            "{MINIMAL}  apiServer:\n    certSANs: [api.example, 10.0.0.100]\n    extraArgs: {{anonymous-auth: \"true\", oidc-issuer-url: https://dex.example}}\n    podSecurity: privileged\n  etcd:\n    extraArgs: {{quota-backend-bytes: \"8589934592\"}}\n  kubeProxy: {{disabled: true}}\n"
         ));
         let p = patch_of(&c);
+        assert_eq!(p.pointer("/cluster/proxy/disabled"), Some(&json!(true)));
         assert_eq!(
             p.pointer("/cluster/apiServer/certSANs").unwrap(),
             &json!(["api.example", "10.0.0.100"])

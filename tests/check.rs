@@ -637,7 +637,10 @@ fn nodes_input() {
     let o = s.check(&["--nodes", "nodes.yaml"]);
     let out = stdout(&o);
     let pass = entry(&out, "PASS", "cloud-provider");
-    assert!(pass.contains("4 of 4 nodes carry a `vsphere://` providerID"), "{pass}");
+    assert!(
+        pass.contains("4 of 4 nodes carry a `vsphere://` providerID"),
+        "{pass}"
+    );
     s.write("nodes.yaml", testkit::nodes_yaml(false));
     let o = s.check(&["--nodes", "nodes.yaml"]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
@@ -650,7 +653,9 @@ fn nodes_input() {
     let o = s.check(&["--nodes", "cm.yaml"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("cm.yaml: no Node found (found ConfigMap); expected `kubectl get nodes -o yaml`"),
+        stderr(&o).contains(
+            "cm.yaml: no Node found (found ConfigMap); expected `kubectl get nodes -o yaml`"
+        ),
         "{}",
         stderr(&o)
     );
@@ -1020,6 +1025,7 @@ fn drifted_kubeadm_cluster() {
         &["--apiserver-cert", "kubeadm/pki/apiserver.crt"],
         &["--kube-proxy", "kubeadm/kube-proxy.yaml"],
         &["--providers", "kubeadm/providers.yaml"],
+        &["--cni-daemonset", "kubeadm/cni.yaml"],
     ]
     .concat();
     // cluster.yaml as a first draft would have it: none of the drift recorded.
@@ -1031,6 +1037,8 @@ fn drifted_kubeadm_cluster() {
     // kube-proxy as kubeadm deploys it (no `tier: node`), the management cluster's providers.
     s.write("kubeadm/kube-proxy.yaml", KUBE_PROXY);
     s.write("kubeadm/providers.yaml", PROVIDERS);
+    // Cilium as its chart installs it by default (the agent asks for SYS_MODULE).
+    s.write("kubeadm/cni.yaml", CILIUM_DEFAULT);
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
@@ -1075,6 +1083,11 @@ fn drifted_kubeadm_cluster() {
     );
     let enc = entry(&out, "BLOCK", "encryption-resources");
     assert!(enc.contains("`configmaps` (resources[0])"), "{enc}");
+    let cni = entry(&out, "BLOCK", "cni-daemonset");
+    assert!(
+        cni.contains("SYS_MODULE") && cni.contains("unable to apply caps"),
+        "{cni}"
+    );
     let cloud = entry(&out, "BLOCK", "cloud-provider");
     assert!(
         cloud.contains("kubeadm/nodes.yaml spec.providerID")
@@ -1127,7 +1140,8 @@ fn drifted_kubeadm_cluster() {
             "provider-releases",
             "cloud-provider",
             "encryption-resources",
-            "apiserver-flags"
+            "apiserver-flags",
+            "cni-daemonset"
         ],
         "{out}"
     );
@@ -1160,6 +1174,7 @@ fn drifted_kubeadm_cluster() {
     );
     s.write("kubeadm/nodes.yaml", testkit::nodes_yaml(true));
     s.write("kubeadm/kube-proxy.yaml", relabelled_kube_proxy());
+    s.write("kubeadm/cni.yaml", CILIUM_TALOS);
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
@@ -1173,11 +1188,17 @@ fn drifted_kubeadm_cluster() {
         "encryption-resources",
         "cloud-provider",
         "kube-proxy-labels",
+        "cni-daemonset",
         "check-inputs",
     ] {
         entry(&out, "PASS", id);
     }
 }
+
+/// Cilium 1.15.6 as its chart renders with default values, and with the values of Talos's
+/// Cilium guide (see `src/check/cni.rs`).
+const CILIUM_DEFAULT: &str = include_str!("fixtures/cni/cilium-1.15.6-default.yaml");
+const CILIUM_TALOS: &str = include_str!("fixtures/cni/cilium-1.15.6-talos-list.yaml");
 
 /// The management cluster's providers (clusterctl inventory) lab-f declares.
 const PROVIDERS: &str = "apiVersion: v1\nkind: List\nitems:\n- {kind: Provider, metadata: {name: cluster-api, namespace: capi-system}, version: v1.10.10}\n- {kind: Provider, metadata: {name: bootstrap-talos, namespace: cabpt-system}, version: v0.6.12}\n- {kind: Provider, metadata: {name: control-plane-talos, namespace: cacppt-system}, version: v0.5.12}\n- {kind: Provider, metadata: {name: infrastructure-vsphere, namespace: capv-system}, version: v1.13.1}\n";
@@ -1185,9 +1206,6 @@ const PROVIDERS: &str = "apiVersion: v1\nkind: List\nitems:\n- {kind: Provider, 
 /// [`KUBE_PROXY`] with the labels Talos's kube-proxy selects by.
 fn relabelled_kube_proxy() -> String {
     KUBE_PROXY
-        .replace(
-            "    matchLabels:\n",
-            "    matchLabels:\n      tier: node\n",
-        )
+        .replace("    matchLabels:\n", "    matchLabels:\n      tier: node\n")
         .replace("      labels:\n", "      labels:\n        tier: node\n")
 }

@@ -233,7 +233,12 @@ impl Cx<'_> {
             .spec
             .vsphere
             .as_ref()
-            .map(|v| format!(" for vCenter `{}` (datacenter `{}`)", v.server, v.datacenter))
+            .map(|v| {
+                format!(
+                    " for vCenter `{}` (datacenter `{}`)",
+                    v.server, v.datacenter
+                )
+            })
             .unwrap_or_default();
         let install = format!(
             "install the vSphere cloud controller manager (kubernetes/cloud-provider-vsphere, the release for \
@@ -362,7 +367,8 @@ mod tests {
     use serde_json::json;
 
     fn node(name: &str, provider_id: Option<&str>, taints: &[&str]) -> Value {
-        let mut n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}});
+        let mut n =
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}});
         if let Some(p) = provider_id {
             n["spec"]["providerID"] = json!(p);
         }
@@ -386,10 +392,16 @@ mod tests {
             "status": {"numberReady": 3}});
         let got = find_nodes("nodes.yaml", &[list, node("w-2", None, &[]), cpi]).unwrap();
         assert_eq!(
-            got.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            got.nodes
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>(),
             ["cp-1", "w-1", "w-2"]
         );
-        assert_eq!(got.nodes[0].provider_id.as_deref(), Some("vsphere://4237-aa"));
+        assert_eq!(
+            got.nodes[0].provider_id.as_deref(),
+            Some("vsphere://4237-aa")
+        );
         assert_eq!(got.nodes[1].taints, [UNINITIALIZED_TAINT]);
         assert_eq!(
             got.cpi,
@@ -403,7 +415,11 @@ mod tests {
     #[test]
     fn refuses_files_without_nodes_and_malformed_nodes() {
         let e = find_nodes("x.yaml", &[json!({"kind": "ConfigMap"})]).unwrap_err();
-        assert!(e.to_string().contains("x.yaml: no Node found (found ConfigMap)"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("x.yaml: no Node found (found ConfigMap)"),
+            "{e}"
+        );
         let e = find_nodes("x.yaml", &[]).unwrap_err();
         assert!(e.to_string().contains("found nothing"), "{e}");
         let mut bad = node("a", None, &[]);

@@ -50,6 +50,11 @@ pub const INPUTS: &[CheckInput] = &[
         source: "`kubectl -n kube-system get ds kube-proxy -o yaml`",
     },
     CheckInput {
+        flag: "--cni-daemonset",
+        placeholder: "cni.yaml",
+        source: "the CNI's DaemonSet and ConfigMap, e.g. `kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`",
+    },
+    CheckInput {
         flag: "--nodes",
         placeholder: "nodes.yaml",
         source: "`kubectl get nodes -o yaml`",
@@ -92,6 +97,7 @@ impl Cx<'_> {
             "--apiserver-cert" => i.apiserver_cert.as_ref().map(|x| x.file.clone()),
             "--kube-proxy" => i.kube_proxy.as_ref().map(|x| x.file.clone()),
             "--nodes" => i.nodes.as_ref().map(|x| x.file.clone()),
+            "--cni-daemonset" => i.cni.as_ref().map(|x| x.file.clone()),
             "--providers" => i.providers.as_ref().map(|x| x.file.clone()),
             "--identity" => i
                 .identity_file
@@ -102,14 +108,17 @@ impl Cx<'_> {
     }
 
     /// Inputs not needed for this cluster: the EncryptionConfiguration when the kubeadm
-    /// apiserver (read) encrypts nothing.
+    /// apiserver (read) encrypts nothing; the kube-proxy DaemonSet when the cluster runs none.
     fn not_needed(&self, flag: &str) -> bool {
-        flag == "--encryption-config"
-            && self
+        match flag {
+            "--encryption-config" => self
                 .i
                 .apiserver
                 .as_ref()
-                .is_some_and(|a| a.value.encryption_provider_config().is_none())
+                .is_some_and(|a| a.value.encryption_provider_config().is_none()),
+            "--kube-proxy" => self.i.config.spec.kube_proxy.disabled,
+            _ => false,
+        }
     }
 
     /// `check-inputs`: before the Talos control plane joins (phases `prepare` and
