@@ -31,7 +31,8 @@ mod readiness;
 pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, UNINITIALIZED_TAINT};
 pub use parity::{
     apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
-    talos_named_sans, FlagDifference, ETCD_DEFAULT_QUOTA, ETCD_PARITY_FLAGS,
+    parse_etcd_status, talos_named_sans, EtcdMemberStatus, FlagDifference, ETCD_DEFAULT_QUOTA,
+    ETCD_PARITY_FLAGS,
 };
 pub use readiness::{full_command, CheckInput, INPUTS};
 
@@ -60,6 +61,7 @@ pub const IDS: &[&str] = &[
     "anonymous-auth",
     "pod-security",
     "etcd-args",
+    "etcd-db-size",
     "clone-disk-size",
     "ca-intermediate",
     "ca-expiry",
@@ -88,6 +90,8 @@ pub mod errors {
     pub const TOO_MANY_LEARNERS: &str = "too many learner member in cluster";
     /// kubelet whose bootstrap token is gone (§8.4).
     pub const UNAUTHORIZED: &str = "cannot create certificate signing request: Unauthorized";
+    /// etcd over its backend quota (the NOSPACE alarm: every write refused).
+    pub const NOSPACE: &str = "etcdserver: mvcc: database space exceeded";
     /// TLS client connecting through a name the serving certificate lacks (§8.3).
     pub const X509_NAME: &str = "x509: certificate is valid for …, not …";
     /// Applying a DaemonSet whose `spec.selector` changed.
@@ -158,6 +162,13 @@ impl Finding {
         self.cluster_error = Some(e);
         self
     }
+    fn error_if(self, cond: bool, e: &'static str) -> Self {
+        if cond {
+            self.error(e)
+        } else {
+            self
+        }
+    }
     fn fix(mut self, f: impl Into<String>) -> Self {
         self.fix = Some(f.into());
         self
@@ -192,6 +203,14 @@ pub enum CheckError {
         found: String,
         /// What was expected.
         expected: String,
+    },
+    /// The `--etcd-status` file is not `etcdctl endpoint status -w json` output.
+    #[error("{file}: {problem}")]
+    EtcdStatus {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        problem: String,
     },
     /// An etcd version that does not parse.
     #[error(
@@ -364,6 +383,8 @@ pub struct CheckInputs {
     pub providers: Option<Input<crate::providers::Inventory>>,
     /// The cluster's Nodes (`kubectl get nodes -o yaml`), and a vSphere CPI workload.
     pub nodes: Option<Input<NodesInput>>,
+    /// The kubeadm etcd members' status (`etcdctl endpoint status -w json`).
+    pub etcd_status: Option<Input<Vec<EtcdMemberStatus>>>,
     /// The CNI DaemonSet(s) and their ConfigMaps (`--cni-daemonset`).
     pub cni: Option<CniInput>,
     /// The `--pki` directory, as named (the CAs are in `cas`).
@@ -391,6 +412,7 @@ impl CheckInputs {
             providers: None,
             nodes: None,
             cni: None,
+            etcd_status: None,
             pki_dir: None,
             identity_file: None,
             now,
@@ -420,6 +442,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.anonymous_auth(&mut out);
     cx.pod_security(&mut out);
     cx.etcd_args(&mut out);
+    cx.etcd_db_size(&mut out);
     cx.clone_disk(&mut out);
     cx.cas(&mut out);
     cx.bootstrap_token(&mut out);
@@ -2883,6 +2906,50 @@ mod tests {
             worst(&inputs(&prepare), "kube-proxy-labels"),
             Severity::Info
         );
+    }
+
+    #[test]
+    fn etcd_db_size() {
+        let with_status = |text: &str, json: &str| {
+            let mut i = inputs(text);
+            let docs = crate::yaml::parse_stream(json).unwrap();
+            i.etcd_status = Some(Input {
+                file: "status.json".into(),
+                value: parse_etcd_status("status.json", &docs).unwrap(),
+            });
+            i
+        };
+        assert_eq!(worst(&inputs(MINIMAL), "etcd-db-size"), Severity::Info);
+        let gib = 1u64 << 30;
+        // Against etcd's default 2 GiB quota: 1 GiB passes, 1.8 GiB warns, 3 GiB blocks.
+        let at = |size: u64, text: &str| {
+            check(&with_status(text, &pki::testkit::etcd_status_json(size)))
+                .into_iter()
+                .find(|f| f.id == "etcd-db-size")
+                .unwrap()
+        };
+        assert_eq!(at(gib, MINIMAL).severity, Severity::Pass);
+        let f = at(gib * 18 / 10, MINIMAL);
+        assert_eq!(f.severity, Severity::Warning, "{f:#?}");
+        let f = at(3 * gib, MINIMAL);
+        assert_eq!(
+            (f.severity, f.cluster_error),
+            (Severity::Blocking, Some(errors::NOSPACE))
+        );
+        assert!(f.summary.contains("https://192.0.2.11:2379"), "{f:#?}");
+        assert!(f.field.contains("etcd's default"), "{f:#?}");
+        // A raised quota in cluster.yaml is what the Talos members run with.
+        let raised =
+            format!("{MINIMAL}  etcd:\n    extraArgs: {{quota-backend-bytes: \"8589934592\"}}\n");
+        let f = at(3 * gib, &raised);
+        assert_eq!(f.severity, Severity::Pass, "{f:#?}");
+        assert!(f.summary.contains("37% of the 8192 MiB quota"), "{f:#?}");
+        // Not etcdctl's output.
+        let docs = crate::yaml::parse_stream("[{\"Endpoint\": \"x\"}]").unwrap();
+        let e = parse_etcd_status("s.json", &docs).unwrap_err();
+        assert!(e.to_string().contains("s.json: [0].Status.dbSize"), "{e}");
+        let docs = crate::yaml::parse_stream("hello").unwrap();
+        assert!(parse_etcd_status("s.json", &docs).is_err());
     }
 
     #[test]

@@ -366,6 +366,9 @@ pub struct CheckArgs {
     /// The CNI DaemonSet, with its ConfigMap (`kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`): capabilities, cgroup and host mounts, apiserver address against what Talos allows.
     #[arg(long, value_name = "FILE")]
     pub cni_daemonset: Option<PathBuf>,
+    /// The kubeadm etcd members' status (`etcdctl endpoint status --cluster -w json`): database size against the quota Talos members run with.
+    #[arg(long, value_name = "FILE")]
+    pub etcd_status: Option<PathBuf>,
     /// The etcd version the kubeadm cluster runs (`etcdctl version`), e.g. `3.5.15`.
     #[arg(long, value_name = "VERSION")]
     pub etcd_version: Option<String>,

@@ -876,6 +876,15 @@ fn check(args: CheckArgs) -> Result<Status> {
             .collect();
         ci.cni = Some(check::find_cni_daemonsets(&file, docs)?);
     }
+    if let Some(p) = &args.etcd_status {
+        let file = p.display().to_string();
+        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+        let value = check::parse_etcd_status(&file, &docs)?;
+        ci.etcd_status = Some(Input { file, value });
+    }
     if let Some(v) = &args.etcd_version {
         if check::parse_etcd_version(v).is_none() {
             return Err(check::CheckError::EtcdVersion {

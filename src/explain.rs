@@ -56,6 +56,7 @@
 //! | `pod-security` | Talos enforces the Pod Security level the kubeadm apiservers enforce |
 //! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
 //! | `cloud-provider` | the vSphere CPI initialises nodes, so Talos nodes get the `vsphere://` providerID Cluster API matches Machines by |
+//! | `etcd-db-size` | the kubeadm etcd database fits the quota a Talos member runs with |
 //! | `cni-daemonset` | the CNI DaemonSet asks for no capability Talos drops (`SYS_MODULE`, `SYS_BOOT`) and uses Talos's cgroup root |
 //! | `secrets-bundle` | the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI (CAs, service-account key) |
 
@@ -142,6 +143,7 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("pod-security", Guard::Check, "Talos enforces the Pod Security level the kubeadm apiservers enforce"),
     ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
     ("cloud-provider", Guard::Check, "the vSphere CPI runs and initialises nodes, so Talos nodes get the vsphere:// providerID Cluster API matches Machines by"),
+    ("etcd-db-size", Guard::Check, "the kubeadm etcd database fits the quota a Talos member runs with"),
     ("cni-daemonset", Guard::Check, "the CNI DaemonSet asks for no capability Talos drops (SYS_MODULE, SYS_BOOT) and uses Talos's cgroup root"),
     ("secrets-bundle", Guard::Render, "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
 ];
@@ -800,7 +802,7 @@ pub static ENTRIES: &[Entry] = &[
         unless: &[],
         source: "kube-apiserver and etcd logs, `etcdctl alarm list`, any write to the API",
         cause: "A Talos etcd member runs with etcd's default 2 GiB backend quota (Talos sets no `--quota-backend-bytes`) while the kubeadm members ran with a larger one, and the database outgrew the smaller quota: the member raises the cluster-wide NOSPACE alarm and etcd refuses every write.",
-        caught_by: &["etcd-args"],
+        caught_by: &["etcd-args", "etcd-db-size"],
         fix: &[
             "set `spec.etcd.extraArgs.quota-backend-bytes` to the kubeadm value (`capstan check --kubeadm-config` names it) and sync, so the Talos members restart with it",
             "then compact and defragment one member at a time and clear the alarm: `talosctl -n <node> etcd defrag`, `talosctl -n <node> etcd alarm disarm`",

@@ -1371,6 +1371,23 @@ pub mod testkit {
         out
     }
 
+    /// `etcdctl endpoint status --cluster -w json` of three kubeadm members whose largest
+    /// database is `db_size` bytes.
+    pub fn etcd_status_json(db_size: u64) -> String {
+        let member = |i: u64, size: u64| {
+            format!(
+                "{{\"Endpoint\":\"https://192.0.2.1{i}:2379\",\"Status\":{{\"header\":{{\"cluster_id\":1,\"member_id\":{i},\"revision\":9000,\"raft_term\":4}},\"version\":\"3.5.15\",\"dbSize\":{size},\"leader\":1,\"raftIndex\":9100,\"raftTerm\":4,\"raftAppliedIndex\":9100,\"dbSizeInUse\":{}}}}}",
+                size / 2
+            )
+        };
+        format!(
+            "[{},{},{}]\n",
+            member(0, db_size - db_size / 10),
+            member(1, db_size),
+            member(2, db_size - db_size / 20)
+        )
+    }
+
     /// A ClusterConfiguration with extra certSANs and a raised etcd quota and timeouts.
     pub fn drifted_cluster_configuration() -> String {
         cluster_configuration("v1beta3")
@@ -1406,6 +1423,8 @@ pub mod testkit {
         )
         .unwrap();
         std::fs::write(dir.join("nodes.yaml"), nodes_yaml(false)).unwrap();
+        // 3 GiB: over etcd's default 2 GiB quota, within the drifted 8 GiB one.
+        std::fs::write(dir.join("etcd-status.json"), etcd_status_json(3 << 30)).unwrap();
         std::fs::write(
             dir.join("pki/apiserver.crt"),
             apiserver_certificate(alg, DRIFTED_APISERVER_SANS),

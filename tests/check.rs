@@ -1026,6 +1026,7 @@ fn drifted_kubeadm_cluster() {
         &["--kube-proxy", "kubeadm/kube-proxy.yaml"],
         &["--providers", "kubeadm/providers.yaml"],
         &["--cni-daemonset", "kubeadm/cni.yaml"],
+        &["--etcd-status", "kubeadm/etcd-status.json"],
     ]
     .concat();
     // cluster.yaml as a first draft would have it: none of the drift recorded.
@@ -1083,6 +1084,11 @@ fn drifted_kubeadm_cluster() {
     );
     let enc = entry(&out, "BLOCK", "encryption-resources");
     assert!(enc.contains("`configmaps` (resources[0])"), "{enc}");
+    let db = entry(&out, "BLOCK", "etcd-db-size");
+    assert!(
+        db.contains("holds 3072 MiB") && db.contains("150% of the 2048 MiB quota"),
+        "{db}"
+    );
     let cni = entry(&out, "BLOCK", "cni-daemonset");
     assert!(
         cni.contains("SYS_MODULE") && cni.contains("unable to apply caps"),
@@ -1150,6 +1156,7 @@ fn drifted_kubeadm_cluster() {
     for id in [
         "apiserver-cert-sans",
         "etcd-args",
+        "etcd-db-size",
         "anonymous-auth",
         "pod-security",
     ] {

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use super::{errors, list, not_compared, Cx, Finding, Severity};
+use super::{errors, list, not_compared, CheckError, Cx, Finding, Severity};
 use crate::model::CloneMode;
 
 /// The etcd flags a mixed etcd must agree on, and what Talos runs without them (etcd's own
@@ -24,6 +24,70 @@ pub const ETCD_PARITY_FLAGS: &[(&str, &str)] = &[
     ("max-snapshots", "5 (etcd's default)"),
     ("max-wals", "5 (etcd's default)"),
 ];
+
+const MIB: u64 = 1024 * 1024;
+
+/// One member's `etcdctl endpoint status -w json` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdMemberStatus {
+    /// `Endpoint`.
+    pub endpoint: String,
+    /// `Status.dbSize`: the backend file's size, which the quota applies to.
+    pub db_size: u64,
+    /// `Status.dbSizeInUse`, when reported (0 otherwise).
+    pub db_size_in_use: u64,
+}
+
+/// Reads `etcdctl endpoint status -w json` (a JSON list of `{Endpoint, Status}`; one
+/// document, or several from several runs).
+pub fn parse_etcd_status(
+    file: &str,
+    docs: &[serde_json::Value],
+) -> Result<Vec<EtcdMemberStatus>, CheckError> {
+    use serde_json::Value;
+    let bad = |problem: String| CheckError::EtcdStatus {
+        file: file.to_string(),
+        problem,
+    };
+    let mut out = Vec::new();
+    for doc in docs {
+        let items: Vec<&Value> = match doc {
+            Value::Array(a) => a.iter().collect(),
+            Value::Object(_) => vec![doc],
+            _ => {
+                return Err(bad(
+                    "expected the JSON list `etcdctl endpoint status -w json` prints".into(),
+                ))
+            }
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            let endpoint = item
+                .get("Endpoint")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
+            let db_size = item
+                .pointer("/Status/dbSize")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad(format!("[{i}].Status.dbSize: expected a number of bytes")))?;
+            let db_size_in_use = item
+                .pointer("/Status/dbSizeInUse")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            out.push(EtcdMemberStatus {
+                endpoint,
+                db_size,
+                db_size_in_use,
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(bad(
+            "no member status found; expected `etcdctl endpoint status --cluster -w json`".into(),
+        ));
+    }
+    Ok(out)
+}
 
 /// etcd's default backend quota, which a Talos member runs without `quota-backend-bytes`.
 pub const ETCD_DEFAULT_QUOTA: u64 = 2 * 1024 * 1024 * 1024;
@@ -240,6 +304,67 @@ impl Cx<'_> {
     }
 
     /// B11: the etcd settings a mixed etcd must agree on; Talos sets none of them.
+    /// `etcd-db-size`: the largest kubeadm member's database against the quota a Talos
+    /// member will run with (`spec.etcd.extraArgs.quota-backend-bytes`, else etcd's 2 GiB):
+    /// a joining member over its quota raises the cluster-wide NOSPACE alarm.
+    pub(super) fn etcd_db_size(&self, out: &mut Vec<Finding>) {
+        let id = "etcd-db-size";
+        let spec = &self.i.config.spec.etcd.extra_args;
+        let (quota, quota_from) = match spec.get("quota-backend-bytes").map(|q| q.parse::<u64>()) {
+            Some(Ok(q)) if q > 0 => (q, "spec.etcd.extraArgs.quota-backend-bytes"),
+            _ => (ETCD_DEFAULT_QUOTA, "etcd's default, no quota-backend-bytes"),
+        };
+        let Some(st) = &self.i.etcd_status else {
+            out.push(not_compared(
+                id,
+                "etcd database size",
+                &format!(
+                    "the kubeadm etcd database size against the Talos quota ({} MiB, {quota_from})",
+                    quota / MIB
+                ),
+                "--etcd-status",
+            ));
+            return;
+        };
+        let Some(big) = st.value.iter().max_by_key(|m| m.db_size) else {
+            return;
+        };
+        let field = format!("{} Status.dbSize vs {quota_from}", st.file);
+        let pct = big.db_size.saturating_mul(100) / quota;
+        let sizes = format!(
+            "the largest kubeadm member ({}) holds {} MiB ({} MiB in use), {pct}% of the {} MiB quota a Talos member runs with",
+            big.endpoint,
+            big.db_size / MIB,
+            big.db_size_in_use / MIB,
+            quota / MIB
+        );
+        let fix = "raise the quota the Talos members run with: spec.etcd.extraArgs.quota-backend-bytes (at least the \
+                   kubeadm members' own, see `etcd-args`), or compact and defragment the kubeadm members first \
+                   (`etcdctl compact`, `etcdctl defrag`, one member at a time)";
+        let f = if big.db_size >= quota {
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!("{sizes}: a Talos member that joins is over its quota at once and raises the NOSPACE alarm, which makes etcd refuse every write"),
+            )
+            .error(errors::NOSPACE)
+            .fix(fix)
+        } else if pct >= 80 {
+            Finding::new(
+                id,
+                Severity::Warning,
+                field,
+                format!("{sizes}: little room before the NOSPACE alarm"),
+            )
+            .error(errors::NOSPACE)
+            .fix(fix)
+        } else {
+            Finding::new(id, Severity::Pass, field, sizes)
+        };
+        out.push(f);
+    }
+
     pub(super) fn etcd_args(&self, out: &mut Vec<Finding>) {
         let id = "etcd-args";
         let spec = &self.i.config.spec.etcd.extra_args;
@@ -310,6 +435,7 @@ impl Cx<'_> {
                     }
                 ),
             )
+            .error_if(quota_lower, errors::NOSPACE)
             .fix(if carry.is_empty() {
                 "remove from spec.etcd.extraArgs what the kubeadm members do not run".to_string()
             } else {

@@ -50,6 +50,11 @@ pub const INPUTS: &[CheckInput] = &[
         source: "`kubectl -n kube-system get ds kube-proxy -o yaml`",
     },
     CheckInput {
+        flag: "--etcd-status",
+        placeholder: "etcd-status.json",
+        source: "`etcdctl endpoint status --cluster -w json` on a kubeadm control-plane node",
+    },
+    CheckInput {
         flag: "--cni-daemonset",
         placeholder: "cni.yaml",
         source: "the CNI's DaemonSet and ConfigMap, e.g. `kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`",
@@ -98,6 +103,7 @@ impl Cx<'_> {
             "--kube-proxy" => i.kube_proxy.as_ref().map(|x| x.file.clone()),
             "--nodes" => i.nodes.as_ref().map(|x| x.file.clone()),
             "--cni-daemonset" => i.cni.as_ref().map(|x| x.file.clone()),
+            "--etcd-status" => i.etcd_status.as_ref().map(|x| x.file.clone()),
             "--providers" => i.providers.as_ref().map(|x| x.file.clone()),
             "--identity" => i
                 .identity_file
