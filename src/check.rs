@@ -63,6 +63,7 @@ pub const IDS: &[&str] = &[
     "etcd-args",
     "etcd-db-size",
     "clone-disk-size",
+    "vsphere-identity",
     "ca-intermediate",
     "ca-expiry",
     "bootstrap-token",
@@ -233,6 +234,37 @@ pub struct Input<T> {
     pub value: T,
 }
 
+/// A Secret sealed in the cluster's directory, as far as its readable parts go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedSecretFacts {
+    /// The file, as the user can find it.
+    pub file: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The keys under `data` and `stringData` (values stay encrypted).
+    pub keys: Vec<String>,
+}
+
+impl SealedSecretFacts {
+    /// The facts of a sealed file's text; `None` when it is not a readable Secret (render
+    /// reports that).
+    pub fn read(file: &str, text: &str) -> Option<SealedSecretFacts> {
+        let doc = crate::yaml::parse_one(text).ok()?;
+        let name = doc.pointer("/metadata/name")?.as_str()?.to_string();
+        let mut keys = Vec::new();
+        for section in ["data", "stringData"] {
+            if let Some(Value::Object(m)) = doc.get(section) {
+                keys.extend(m.keys().cloned());
+            }
+        }
+        Some(SealedSecretFacts {
+            file: file.to_string(),
+            name,
+            keys,
+        })
+    }
+}
+
 /// Whether a kubeadm CA can be carried into Talos as the single root of its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CaShape {
@@ -387,6 +419,9 @@ pub struct CheckInputs {
     pub etcd_status: Option<Input<Vec<EtcdMemberStatus>>>,
     /// The CNI DaemonSet(s) and their ConfigMaps (`--cni-daemonset`).
     pub cni: Option<CniInput>,
+    /// The Secrets sealed in the cluster's `secrets/` directory: file, name and data keys
+    /// (readable without a key).
+    pub sealed_secrets: Vec<SealedSecretFacts>,
     /// The `--pki` directory, as named (the CAs are in `cas`).
     pub pki_dir: Option<String>,
     /// The `--identity` file, as named (the opened bundle is in `bundle`).
@@ -413,6 +448,7 @@ impl CheckInputs {
             nodes: None,
             cni: None,
             etcd_status: None,
+            sealed_secrets: Vec::new(),
             pki_dir: None,
             identity_file: None,
             now,
@@ -444,6 +480,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.etcd_args(&mut out);
     cx.etcd_db_size(&mut out);
     cx.clone_disk(&mut out);
+    cx.vsphere_identity(&mut out);
     cx.cas(&mut out);
     cx.bootstrap_token(&mut out);
     cx.kube_proxy_labels(&mut out);
@@ -2437,6 +2474,95 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// `vsphere-identity` (M10): the Secret `spec.vsphere.identityRef` names is sealed with the
+    /// cluster (CAPV reads it, takes ownership and deletes it with the Cluster).
+    fn vsphere_identity(&self, out: &mut Vec<Finding>) {
+        let id = "vsphere-identity";
+        let field = "spec.vsphere.identityRef";
+        let s = &self.i.config.spec;
+        let Some(v) = &s.vsphere else {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                "spec.vsphere",
+                "no vSphere placement in cluster.yaml yet: the credentials were not checked".into(),
+            ));
+            return;
+        };
+        let seal = format!(
+            "`capstan secrets vsphere-identity {} --username <user>` (password on stdin)",
+            std::path::Path::new(&self.i.config_file)
+                .parent()
+                .map(|p| p.display().to_string())
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| ".".into())
+        );
+        let f = match &v.identity_ref {
+            None => Finding::new(
+                id,
+                Severity::Info,
+                field,
+                "not set: CAPV logs in to vCenter with its own manager credentials (the `capv-manager-bootstrap-credentials` Secret)".into(),
+            ),
+            Some(r) if r.kind == model::IdentityKind::VSphereClusterIdentity => Finding::new(
+                id,
+                Severity::Info,
+                field,
+                format!(
+                    "VSphereClusterIdentity `{}`: a cluster-scoped identity whose Secret lives in CAPV's namespace, \
+                     created by the management cluster's owners; not checked",
+                    r.name
+                ),
+            ),
+            Some(r) => match self.i.sealed_secrets.iter().find(|x| x.name == r.name) {
+                Some(sealed) => {
+                    let missing: Vec<&str> = crate::seal::IDENTITY_KEYS
+                        .into_iter()
+                        .filter(|k| !sealed.keys.iter().any(|x| x == k))
+                        .collect();
+                    if missing.is_empty() {
+                        Finding::new(
+                            id,
+                            Severity::Pass,
+                            format!("{field} vs {}", sealed.file),
+                            format!("Secret `{}` is sealed with the cluster (`username`, `password`)", r.name),
+                        )
+                    } else {
+                        Finding::new(
+                            id,
+                            Severity::Blocking,
+                            format!("{field} vs {}", sealed.file),
+                            format!(
+                                "Secret `{}` lacks {}: CAPV cannot log in to vCenter, so no VSphereCluster becomes ready \
+                                 and no machine is created",
+                                r.name,
+                                missing.join(", ")
+                            ),
+                        )
+                        .fix(format!("seal it again: {seal}"))
+                    }
+                }
+                None => Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    format!(
+                        "Secret `{}` (namespace `{}`) is not sealed with the cluster: unless it is created in the \
+                         management cluster by other means, CAPV cannot log in to vCenter (the VSphereCluster never \
+                         becomes ready). CAPV takes ownership of it and deletes it with the Cluster, so a copy made by \
+                         hand is gone after a rebuild",
+                        r.name, self.i.config.metadata.namespace
+                    ),
+                )
+                .fix(format!(
+                    "seal it with the cluster: {seal}; or create it out of band (keys `username`, `password`) \
+                     before the cluster syncs"
+                )),
+            },
+        };
+        out.push(f);
+    }
+
     fn cni(&self, out: &mut Vec<Finding>) {
         match &self.i.cni {
             None => out.push(not_compared(
@@ -2950,6 +3076,50 @@ mod tests {
         assert!(e.to_string().contains("s.json: [0].Status.dbSize"), "{e}");
         let docs = crate::yaml::parse_stream("hello").unwrap();
         assert!(parse_etcd_status("s.json", &docs).is_err());
+    }
+
+    #[test]
+    fn vsphere_identity() {
+        assert_eq!(worst(&inputs(MINIMAL), "vsphere-identity"), Severity::Info);
+        let with_ref = MINIMAL.replace(
+            "    cloneMode: linkedClone\n",
+            "    cloneMode: linkedClone\n    identityRef: {kind: Secret, name: lab-f-vsphere}\n",
+        );
+        let fs = check(&inputs(&with_ref));
+        let f = of(&fs, "vsphere-identity")[0];
+        assert_eq!(f.severity, Severity::Warning, "{f:#?}");
+        assert!(
+            f.fix
+                .as_ref()
+                .unwrap()
+                .contains("capstan secrets vsphere-identity"),
+            "{f:#?}"
+        );
+        let sealed = |keys: &[&str]| {
+            let mut i = inputs(&with_ref);
+            i.sealed_secrets = vec![SealedSecretFacts {
+                file: "secrets/lab-f-vsphere.yaml".into(),
+                name: "lab-f-vsphere".into(),
+                keys: keys.iter().map(ToString::to_string).collect(),
+            }];
+            i
+        };
+        assert_eq!(
+            worst(&sealed(&["password", "username"]), "vsphere-identity"),
+            Severity::Pass
+        );
+        let f = blocking_with(&sealed(&["username"]), "vsphere-identity", None);
+        assert!(f.summary.contains("lacks password"), "{f:#?}");
+        let cluster_identity = with_ref.replace("kind: Secret", "kind: VSphereClusterIdentity");
+        assert_eq!(
+            worst(&inputs(&cluster_identity), "vsphere-identity"),
+            Severity::Info
+        );
+        // The facts read from a sealed file's readable parts.
+        let text = "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\ndata:\n  username: ENC[a]\n  password: ENC[b]\nsops: {}\n";
+        let facts = SealedSecretFacts::read("f.yaml", text).unwrap();
+        assert_eq!((facts.name.as_str(), facts.keys.len()), ("x", 2));
+        assert!(SealedSecretFacts::read("f.yaml", "- not a map").is_none());
     }
 
     #[test]

@@ -234,6 +234,22 @@ pub enum SecretsCommand {
     /// `spec.recipients`, for `argocd generate` in secrets mode `operator`; unchanged
     /// plaintext keeps its ciphertext.
     SealOperator(ClusterSecretsArgs),
+    /// Seal the vSphere credentials CAPV uses as the Secret `spec.vsphere.identityRef` names
+    /// (kind `Secret`; keys `username`, `password`) into `CLUSTER_DIR/secrets/<name>.yaml`,
+    /// encrypted to `spec.recipients`. The password is read from stdin (one line), never
+    /// from an argument.
+    VsphereIdentity(VsphereIdentityArgs),
+}
+
+/// Arguments of `capstan secrets vsphere-identity`.
+#[derive(Debug, clap::Args)]
+pub struct VsphereIdentityArgs {
+    /// The cluster directory (holding `cluster.yaml`).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
+    /// The vCenter user CAPV logs in as, e.g. `capv@vsphere.local`.
+    #[arg(long, value_name = "USER")]
+    pub username: String,
 }
 
 /// Arguments of `capstan secrets seal` and `rekey`.

@@ -60,6 +60,7 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Secrets(SecretsCommand::SealOperator(args)) => {
             crate::cmd_argocd::seal_operator(args)
         }
+        Command::Secrets(SecretsCommand::VsphereIdentity(args)) => vsphere_identity(args),
         Command::Argocd(ArgocdCommand::Generate) => crate::cmd_argocd::generate(),
         Command::Init(args) => crate::cmd_argocd::init(args),
     }
@@ -527,6 +528,44 @@ fn seal(args: ClusterSecretsArgs) -> Result<Status> {
     Ok(Status::Success)
 }
 
+/// The most bytes read from stdin for a password.
+const PASSWORD_MAX: u64 = 4096;
+
+fn vsphere_identity(args: crate::cli::VsphereIdentityArgs) -> Result<Status> {
+    use std::io::Read as _;
+    let c = inputs::load_cluster(&args.dir)?;
+    let mut raw = zeroize::Zeroizing::new(Vec::new());
+    std::io::stdin()
+        .lock()
+        .take(PASSWORD_MAX + 1)
+        .read_to_end(&mut raw)
+        .map_err(|e| anyhow::anyhow!("stdin: reading the vSphere password: {e}"))?;
+    anyhow::ensure!(
+        raw.len() as u64 <= PASSWORD_MAX,
+        "stdin: expected the vSphere password on one line, found more than {PASSWORD_MAX} bytes"
+    );
+    let text = std::str::from_utf8(&raw)
+        .map_err(|_| anyhow::anyhow!("stdin: expected the vSphere password as UTF-8 text"))?;
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    anyhow::ensure!(
+        !line.contains('\n'),
+        "stdin: expected the vSphere password on one line, found several"
+    );
+    let password = zeroize::Zeroizing::new(line.to_string());
+    let (rel, text) = crate::seal::identity_secret(
+        &c.config,
+        &c.file,
+        &args.username,
+        &password,
+        &crate::sops::lastmodified_now(),
+    )?;
+    let files = vec![(rel, text.into_bytes())];
+    let written = bundle::replace_files(&args.dir, &files)?;
+    report_written(&args.dir, &files, &written)?;
+    Ok(Status::Success)
+}
+
 fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
     let c = inputs::load_cluster(&args.dir)?;
@@ -812,6 +851,11 @@ fn check(args: CheckArgs) -> Result<Status> {
     let c = inputs::load_cluster(&args.dir)?;
     let now = std::time::SystemTime::now();
     let mut ci = CheckInputs::new(c.config.clone(), &c.file, now);
+    ci.sealed_secrets = c
+        .sealed
+        .iter()
+        .filter_map(|s| check::SealedSecretFacts::read(&s.path, &s.text))
+        .collect();
     if let Some(p) = &args.apiserver_manifest {
         let f = inputs::read_input(p)?;
         let value = kubeadm::parse_apiserver_manifest(&f.label, &f.bytes)?;

@@ -1239,6 +1239,7 @@ mod tests {
                 "clusters/lab-f/secrets.age",
                 "clusters/lab-f/secrets/lab-f-ca.yaml",
                 "clusters/lab-f/secrets/lab-f-talos.yaml",
+                "clusters/lab-f/secrets/lab-f-vsphere.yaml",
             ]
         );
         let text = std::fs::read(dir.join("cluster.yaml")).unwrap();

@@ -279,6 +279,85 @@ pub fn seal(req: SealRequest<'_>) -> Result<Vec<(String, String)>, SealError> {
     Ok(out)
 }
 
+/// The name of the Secret `spec.vsphere.identityRef` names, when its kind is `Secret`.
+pub fn identity_secret_name(config: &ClusterConfig) -> Option<&str> {
+    config
+        .spec
+        .vsphere
+        .as_ref()
+        .and_then(|v| v.identity_ref.as_ref())
+        .filter(|r| r.kind == crate::model::IdentityKind::Secret)
+        .map(|r| r.name.as_str())
+}
+
+/// The data keys CAPV reads from a vSphere identity Secret (`identityRef.kind: Secret`).
+pub const IDENTITY_KEYS: [&str; 2] = ["password", "username"];
+
+/// Seal the vSphere credentials as the Secret `spec.vsphere.identityRef` names (kind
+/// `Secret`): keys `username` and `password`, in the cluster's namespace, encrypted to
+/// `spec.recipients`. Returns (relative path, text). CAPV takes ownership of the Secret and
+/// deletes it with the Cluster; Argo CD recreates it from this file.
+pub fn identity_secret(
+    config: &ClusterConfig,
+    cluster_file: &str,
+    username: &str,
+    password: &str,
+    lastmodified: &str,
+) -> Result<(String, String), SealError> {
+    let invalid = |message: String| SealError::Invalid {
+        path: cluster_file.into(),
+        message,
+    };
+    let name = match config.spec.vsphere.as_ref().and_then(|v| v.identity_ref.as_ref()) {
+        Some(r) if r.kind == crate::model::IdentityKind::Secret => r.name.clone(),
+        Some(_) => {
+            return Err(invalid(
+                "spec.vsphere.identityRef: kind `VSphereClusterIdentity` names a cluster-scoped identity whose Secret \
+                 lives in CAPV's namespace: create it there; only kind `Secret` is sealed with the cluster"
+                    .into(),
+            ))
+        }
+        None => {
+            return Err(invalid(
+                "spec.vsphere.identityRef: expected `{kind: Secret, name: …}` naming the Secret to seal".into(),
+            ))
+        }
+    };
+    if username.is_empty() || password.is_empty() {
+        return Err(invalid(
+            "the vSphere username and password must not be empty".into(),
+        ));
+    }
+    if config.spec.recipients.is_empty() {
+        return Err(SealError::NoRecipients {
+            file: cluster_file.into(),
+        });
+    }
+    let recipients = crate::secrets::parse_spec_recipients(cluster_file, &config.spec.recipients)?;
+    let tree = Scrubbed(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": config.metadata.namespace,
+            "labels": {"cluster.x-k8s.io/cluster-name": config.metadata.name},
+        },
+        "type": "Opaque",
+        "data": {"password": b64(password.as_bytes()), "username": b64(username.as_bytes())},
+    }));
+    let rel = format!("{SEALED_DIR}/{name}.yaml");
+    let text = sops::encrypt(
+        &rel,
+        &tree.0,
+        &recipients,
+        CryptRule::EncryptedRegex(ENCRYPTED_REGEX.into()),
+        true,
+        lastmodified,
+        None,
+    )?;
+    Ok((rel, text))
+}
+
 /// Set the bundle digest annotation of a decrypted sealed file's tree (for rekey).
 pub fn with_bundle_digest(tree: &Value, sha256: &str) -> Value {
     let mut t = tree.clone();
@@ -419,6 +498,22 @@ pub fn sealed_resources(
         }
         if let Some(i) = expected.iter().position(|e| e == &s.rel) {
             check_provider_secret(&doc, i, &config.metadata.name).map_err(invalid)?;
+        }
+        if identity_secret_name(config) == Some(stem) {
+            let missing: Vec<&str> = IDENTITY_KEYS
+                .into_iter()
+                .filter(|k| {
+                    resource::at(&doc, &["data", k]).is_none()
+                        && resource::at(&doc, &["stringData", k]).is_none()
+                })
+                .collect();
+            if !missing.is_empty() {
+                return Err(invalid(format!(
+                    "the vSphere identity Secret (spec.vsphere.identityRef) lacks {}: CAPV reads `username` and \
+                     `password`; seal it with `capstan secrets vsphere-identity`",
+                    missing.join(", ")
+                )));
+            }
         }
         sops::SopsFile::parse(&s.path, &s.text)?
             .check_ciphertext(&s.path, &["data", "stringData"])?;

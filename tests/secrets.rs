@@ -376,16 +376,98 @@ fn extra_sops_secrets_pass_through_verbatim_and_kustomize_style_bundle_keeps_the
     let (_t, repo) = example_copy();
     let src = std::fs::read_to_string(repo.join("clusters/lab-f/secrets/lab-f-ca.yaml")).unwrap();
     // A user's own SOPS Secret (here: a copy under another name) is passed through as is.
-    let mut doc = src.replace("name: lab-f-ca", "name: lab-f-vsphere");
+    let mut doc = src.replace("name: lab-f-ca", "name: lab-f-registry");
     doc = doc.replace("capstan.dev/", "example.com/");
-    std::fs::write(repo.join("clusters/lab-f/secrets/lab-f-vsphere.yaml"), &doc).unwrap();
+    std::fs::write(
+        repo.join("clusters/lab-f/secrets/lab-f-registry.yaml"),
+        &doc,
+    )
+    .unwrap();
     let out = ok(&capstan(&["render", "clusters/lab-f"], &repo));
     assert!(out.contains(&doc), "verbatim");
     ok(&capstan(&["render", "clusters/lab-f", "-o", "out"], &repo));
     assert_eq!(
-        std::fs::read_to_string(repo.join("out/lab-f/secret-lab-f-vsphere.yaml")).unwrap(),
+        std::fs::read_to_string(repo.join("out/lab-f/secret-lab-f-registry.yaml")).unwrap(),
         doc
     );
+    // The Secret spec.vsphere.identityRef names must hold what CAPV reads.
+    std::fs::write(
+        repo.join("clusters/lab-f/secrets/lab-f-vsphere.yaml"),
+        doc.replace("name: lab-f-registry", "name: lab-f-vsphere"),
+    )
+    .unwrap();
+    let o = capstan(&["render", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("clusters/lab-f/secrets/lab-f-vsphere.yaml: the vSphere identity Secret (spec.vsphere.identityRef) lacks password, username"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `secrets vsphere-identity` seals the credentials CAPV reads (password from stdin only),
+/// and refuses what it cannot seal.
+#[test]
+fn vsphere_identity_is_sealed_from_stdin() {
+    let (_t, repo) = example_copy();
+    let id = identity(&repo);
+    let seal = |dir: &str, stdin: &str| {
+        let mut c = assert_cmd::Command::cargo_bin("capstan").unwrap();
+        c.args([
+            "secrets",
+            "vsphere-identity",
+            dir,
+            "--username",
+            "capv@vsphere.local",
+        ])
+        .current_dir(&repo)
+        .write_stdin(stdin);
+        c.output().unwrap()
+    };
+    let o = seal("clusters/lab-f", "hunter2-vsphere\n");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("lab-f-vsphere.yaml: written"),
+        "{}",
+        stderr(&o)
+    );
+    let text =
+        std::fs::read_to_string(repo.join("clusters/lab-f/secrets/lab-f-vsphere.yaml")).unwrap();
+    assert!(
+        !text.contains("hunter2") && text.contains("password: \"ENC[AES256_GCM"),
+        "{text}"
+    );
+    let plain = ok(&capstan(
+        &[
+            "secrets",
+            "decrypt",
+            "-i",
+            id.to_str().unwrap(),
+            "clusters/lab-f/secrets/lab-f-vsphere.yaml",
+        ],
+        &repo,
+    ));
+    let doc = capstan::yaml::parse_one(&plain).unwrap();
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    assert_eq!(doc["data"]["password"], b64("hunter2-vsphere"));
+    assert_eq!(doc["data"]["username"], b64("capv@vsphere.local"));
+    assert_eq!(doc["metadata"]["namespace"], "lab-f");
+    // The render carries it, checked.
+    let out = ok(&capstan(&["render", "clusters/lab-f"], &repo));
+    assert!(out.contains(&text));
+    // lab-g names a VSphereClusterIdentity: nothing to seal with the cluster.
+    let o = seal("clusters/lab-g", "x\n");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("kind `VSphereClusterIdentity`"),
+        "{}",
+        stderr(&o)
+    );
+    for bad in ["", "\n", "two\nlines\n"] {
+        let o = seal("clusters/lab-f", bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(!stderr(&o).contains("two"), "{}", stderr(&o));
+    }
 }
 
 /// Every output of a whole workflow (files written, stdout, stderr of every command,

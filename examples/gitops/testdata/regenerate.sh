@@ -18,3 +18,5 @@ for c in lab-f lab-g; do
   sed -n '/^  recipients:/,$p' "$work/out/cluster.yaml"
   rm -rf "$work"
 done
+# lab-f's vSphere credentials (identityRef kind Secret), sealed like the rest; example only.
+echo 'example-only-not-a-password' | cargo run -q -- secrets vsphere-identity examples/gitops/clusters/lab-f --username capv@vsphere.local
