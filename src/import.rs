@@ -524,6 +524,7 @@ fn stub(
             api_server,
             etcd,
             kube_proxy: Default::default(),
+            deletion: Default::default(),
             vsphere: None,
             control_plane: None,
             workers: Vec::new(),

@@ -130,6 +130,9 @@ pub struct ClusterSpec {
     /// kube-proxy as Talos manages it (`cluster.proxy`).
     #[serde(default, skip_serializing_if = "KubeProxy::is_default")]
     pub kube_proxy: KubeProxy,
+    /// How long Cluster API waits when it deletes a machine (drain, volume detach, Node).
+    #[serde(default, skip_serializing_if = "Deletion::is_default")]
+    pub deletion: Deletion,
     /// vSphere placement; required to render.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vsphere: Option<VSphere>,
@@ -248,6 +251,47 @@ impl KubeProxy {
     /// Talos's default (kube-proxy enabled): the section is not written.
     pub fn is_default(&self) -> bool {
         !self.disabled
+    }
+}
+
+/// What Cluster API waits for when it deletes a machine (rendered as `nodeDrainTimeout`…
+/// in v1beta1, `deletion.*Seconds` in v1beta2).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Deletion {
+    /// Seconds Cluster API spends draining a node before it deletes the machine anyway
+    /// (default 900: a PodDisruptionBudget that can never be met does not hold a rollout
+    /// forever; Cluster API's own default, 0, waits without limit).
+    #[serde(default = "Deletion::default_drain")]
+    pub node_drain_timeout_seconds: u32,
+    /// Seconds Cluster API waits for the node's volumes to detach; unset (the default)
+    /// waits without limit, so a vSphere VM is never deleted with a volume still attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_volume_detach_timeout_seconds: Option<u32>,
+    /// Seconds Cluster API tries to delete the Node object (Cluster API's default: 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_deletion_timeout_seconds: Option<u32>,
+}
+
+impl Deletion {
+    /// The default drain timeout: 15 minutes.
+    pub const DEFAULT_DRAIN_SECONDS: u32 = 900;
+    fn default_drain() -> u32 {
+        Self::DEFAULT_DRAIN_SECONDS
+    }
+    /// The defaults (the section is then not written).
+    pub fn is_default(&self) -> bool {
+        *self == Deletion::default()
+    }
+}
+
+impl Default for Deletion {
+    fn default() -> Self {
+        Deletion {
+            node_drain_timeout_seconds: Self::DEFAULT_DRAIN_SECONDS,
+            node_volume_detach_timeout_seconds: None,
+            node_deletion_timeout_seconds: None,
+        }
     }
 }
 
@@ -1209,6 +1253,25 @@ impl ClusterConfig {
                         );
                     }
                     v.at_most("spec.controlPlane.replicas", cp.replicas.into(), INT32_MAX);
+                    let d = &self.spec.deletion;
+                    for (path, value) in [
+                        (
+                            "spec.deletion.nodeDrainTimeoutSeconds",
+                            Some(d.node_drain_timeout_seconds),
+                        ),
+                        (
+                            "spec.deletion.nodeVolumeDetachTimeoutSeconds",
+                            d.node_volume_detach_timeout_seconds,
+                        ),
+                        (
+                            "spec.deletion.nodeDeletionTimeoutSeconds",
+                            d.node_deletion_timeout_seconds,
+                        ),
+                    ] {
+                        if let Some(value) = value {
+                            v.at_most(path, value.into(), INT32_MAX);
+                        }
+                    }
                     v.machine("spec.controlPlane.machine", &cp.machine);
                 }
             }

@@ -1057,6 +1057,11 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         },
         "etcd": {"extraArgs": s.etcd.extra_args},
         "kubeProxy": {"disabled": s.kube_proxy.disabled},
+        "deletion": {
+            "nodeDrainTimeoutSeconds": s.deletion.node_drain_timeout_seconds,
+            "nodeVolumeDetachTimeoutSeconds": s.deletion.node_volume_detach_timeout_seconds,
+            "nodeDeletionTimeoutSeconds": s.deletion.node_deletion_timeout_seconds,
+        },
         "vsphere": vsphere,
         "controlPlane": {
             "replicas": plan.cp_replicas,
@@ -1191,6 +1196,77 @@ mod tests {
                 .unwrap();
             assert_eq!(cfg_name, k[5].1);
         }
+    }
+
+    #[test]
+    fn deletion_timeouts_reach_machine_deployments_and_the_v1beta2_control_plane() {
+        let r = Renderer::new(&[]).unwrap();
+        let pool = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n";
+        let find = |out: &Rendered, kind: &str| {
+            out.resources
+                .iter()
+                .find(|x| x.kind() == kind)
+                .unwrap()
+                .value
+                .clone()
+        };
+        // Defaults: a 15-minute drain, volumes waited for without limit.
+        let out = r
+            .render("cluster.yaml", &config(&format!("{MINIMAL}{pool}")), &[])
+            .unwrap();
+        let md = find(&out, "MachineDeployment");
+        assert_eq!(
+            md.pointer("/spec/template/spec/nodeDrainTimeout"),
+            Some(&json!("900s"))
+        );
+        assert!(md
+            .pointer("/spec/template/spec/nodeVolumeDetachTimeout")
+            .is_none());
+        let set =
+            "  deletion: {nodeDrainTimeoutSeconds: 600, nodeVolumeDetachTimeoutSeconds: 300}\n";
+        let out = r
+            .render(
+                "cluster.yaml",
+                &config(&format!("{MINIMAL}{pool}{set}")),
+                &[],
+            )
+            .unwrap();
+        let md = find(&out, "MachineDeployment");
+        assert_eq!(
+            md.pointer("/spec/template/spec/nodeDrainTimeout"),
+            Some(&json!("600s"))
+        );
+        assert_eq!(
+            md.pointer("/spec/template/spec/nodeVolumeDetachTimeout"),
+            Some(&json!("300s"))
+        );
+        let v2 = MINIMAL.replace("flavour: v1beta1", "flavour: v1beta2");
+        let out = r
+            .render("cluster.yaml", &config(&format!("{v2}{pool}{set}")), &[])
+            .unwrap();
+        for (kind, path) in [
+            ("MachineDeployment", "/spec/template/spec/deletion"),
+            ("TalosControlPlane", "/spec/machineTemplate/spec/deletion"),
+        ] {
+            assert_eq!(
+                find(&out, kind).pointer(path),
+                Some(
+                    &json!({"nodeDrainTimeoutSeconds": 600, "nodeVolumeDetachTimeoutSeconds": 300})
+                ),
+                "{kind}"
+            );
+        }
+        // Beyond the CRDs' int32.
+        let big = "  deletion: {nodeDrainTimeoutSeconds: 3000000000}\n";
+        let e = r
+            .render(
+                "cluster.yaml",
+                &config(&format!("{MINIMAL}{pool}{big}")),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("spec.deletion.nodeDrainTimeoutSeconds"), "{e}");
     }
 
     #[test]
