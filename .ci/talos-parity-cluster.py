@@ -23,6 +23,10 @@ for old, new in [
   encryption:
 """,
     ),
+    (
+        "  - name: ingress\n    replicas: 2\n",
+        "  - name: ingress\n    replicas: 2\n    labels: {node-role.kubernetes.io/ingress: \"\", example.com/tier: edge}\n    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n",
+    ),
 ]:
     if old not in s:
         sys.exit(f"{path}: `{old.strip()}` not found")

@@ -70,6 +70,7 @@ pub const IDS: &[&str] = &[
     "kube-proxy-labels",
     "cni-daemonset",
     "kube-proxy-replacement",
+    "node-labels",
     "etcd-member-name",
     "check-inputs",
 ];
@@ -486,6 +487,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.kube_proxy_labels(&mut out);
     cx.cni(&mut out);
     cx.kube_proxy_replacement(&mut out);
+    cx.node_labels(&mut out);
     cx.etcd_member_name(&mut out);
     cx.check_inputs(&mut out);
     out.sort_by_key(|f| IDS.iter().position(|id| *id == f.id).unwrap_or(IDS.len()));

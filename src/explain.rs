@@ -57,6 +57,7 @@
 //! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
 //! | `cloud-provider` | the vSphere CPI initialises nodes, so Talos nodes get the `vsphere://` providerID Cluster API matches Machines by |
 //! | `etcd-db-size` | the kubeadm etcd database fits the quota a Talos member runs with |
+//! | `node-labels` | every kubeadm worker's own labels and taints are those of a worker pool |
 //! | `cni-daemonset` | the CNI DaemonSet asks for no capability Talos drops (`SYS_MODULE`, `SYS_BOOT`) and uses Talos's cgroup root |
 //! | `secrets-bundle` | the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI (CAs, service-account key) |
 
@@ -144,6 +145,7 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
     ("cloud-provider", Guard::Check, "the vSphere CPI runs and initialises nodes, so Talos nodes get the vsphere:// providerID Cluster API matches Machines by"),
     ("etcd-db-size", Guard::Check, "the kubeadm etcd database fits the quota a Talos member runs with"),
+    ("node-labels", Guard::Check, "every kubeadm worker's own labels and taints are those of a worker pool"),
     ("cni-daemonset", Guard::Check, "the CNI DaemonSet asks for no capability Talos drops (SYS_MODULE, SYS_BOOT) and uses Talos's cgroup root"),
     ("secrets-bundle", Guard::Render, "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
 ];
@@ -854,6 +856,20 @@ pub static ENTRIES: &[Entry] = &[
         procedures: &[],
     },
     Entry {
+        id: "node-selector-unmatched",
+        title: "Pods select node labels no (Talos) node carries",
+        patterns: &[r"didn't match Pod's node affinity/selector"],
+        unless: &[],
+        source: "the scheduler, in a pending pod's events (`FailedScheduling`)",
+        cause: "During and after the worker migration, pods keep selecting the labels the kubeadm workers had (a role such as `node-role.kubernetes.io/ingress`, or a label of the operator's own), but the worker pool that replaced them does not set them: once the kubeadm workers are drained, nothing matches.",
+        caught_by: &["node-labels"],
+        fix: &[
+            "compare: `kubectl get nodes --show-labels` (the kubeadm workers' labels and `spec.taints`) with `spec.workers[].labels` and `taints` in cluster.yaml",
+            "add them to the pool and sync: `node-role.kubernetes.io/*` reach the Nodes through the Machines (in place), the others through Talos's `machine.nodeLabels` (a new TalosConfigTemplate: the pool's machines roll)",
+        ],
+        procedures: &[],
+    },
+    Entry {
         id: "field-is-immutable",
         title: "An update changes a field Kubernetes does not allow to change",
         patterns: &[r"field is immutable"],
@@ -1207,6 +1223,9 @@ mod tests {
         caps_not_permitted:
             r#"Warning  Failed  2s  kubelet  Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: unable to apply caps: operation not permitted"#
             => ["container-caps-not-permitted"];
+        node_selector_unmatched:
+            "Warning  FailedScheduling  5s  default-scheduler  0/9 nodes are available: 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 6 node(s) didn't match Pod's node affinity/selector. preemption: 0/9 nodes are available: 9 Preemption is not helpful for scheduling."
+            => ["node-selector-unmatched"];
         service_cluster_ip_immutable:
             r#"The Service "web" is invalid: spec.clusterIPs[0]: Invalid value: []string{"10.96.0.20"}: may not change once set; spec.clusterIP: Invalid value: "10.96.0.20": field is immutable"#
             => ["field-is-immutable"];

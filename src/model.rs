@@ -519,6 +519,135 @@ pub struct WorkerPool {
     pub replicas: u32,
     /// Their size.
     pub machine: Machine,
+    /// Node labels every machine of the pool gets (as its kubeadm nodes had them):
+    /// `node-role.kubernetes.io/*` and `node.cluster.x-k8s.io/*` through the Machine (Cluster
+    /// API syncs them to the Node), the others through Talos's `machine.nodeLabels` (set
+    /// with the node's own credentials, so NodeRestriction's rules apply).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Taints the pool's nodes register with (kubelet `registerWithTaints`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+/// A node taint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    /// The taint key (a qualified name).
+    pub key: String,
+    /// Its value (may be empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: TaintEffect,
+}
+
+/// A taint's effect.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TaintEffect {
+    /// Pods without a toleration are not scheduled.
+    NoSchedule,
+    /// The scheduler avoids the node.
+    PreferNoSchedule,
+    /// Running pods without a toleration are evicted.
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// The name as Kubernetes writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// How a node label reaches the Node of a Talos machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelRoute {
+    /// Cluster API syncs it from the Machine (`node-role.kubernetes.io/*`,
+    /// `node.cluster.x-k8s.io/*`).
+    Machine,
+    /// Talos sets it with the node's own credentials (`machine.nodeLabels`).
+    Talos,
+    /// Neither may set it: NodeRestriction refuses a kubelet the `kubernetes.io` and
+    /// `k8s.io` labels outside its allowed set, and Cluster API does not sync it.
+    Refused,
+}
+
+/// The labels in `kubernetes.io`/`k8s.io` domains a kubelet may set on its own Node
+/// (Kubernetes `pkg/kubelet/apis/well_known_labels.go`, enforced by NodeRestriction).
+const KUBELET_LABELS: &[&str] = &[
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+];
+
+/// Which way a pool label reaches its nodes.
+pub fn label_route(key: &str) -> LabelRoute {
+    let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
+    let in_k8s = |d: &str| {
+        d == "kubernetes.io"
+            || d.ends_with(".kubernetes.io")
+            || d == "k8s.io"
+            || d.ends_with(".k8s.io")
+    };
+    if domain == "node-role.kubernetes.io" || domain == "node.cluster.x-k8s.io" {
+        LabelRoute::Machine
+    } else if !in_k8s(domain)
+        || KUBELET_LABELS.contains(&key)
+        || domain == "kubelet.kubernetes.io"
+        || domain == "node.kubernetes.io"
+    {
+        LabelRoute::Talos
+    } else {
+        LabelRoute::Refused
+    }
+}
+
+/// A label value: empty, or at most 63 alphanumerics, `-`, `_`, `.`, alphanumeric at both ends.
+fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    v.is_empty()
+        || (b.len() <= 63
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && b.first().is_some_and(u8::is_ascii_alphanumeric)
+            && b.last().is_some_and(u8::is_ascii_alphanumeric))
+}
+
+/// A qualified name (label or taint key): `[prefix/]name`, the prefix a DNS subdomain of at
+/// most 253 characters, the name a non-empty label value.
+fn is_qualified_name(k: &str) -> bool {
+    let (prefix, name) = match k.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|l| {
+                let b = l.as_bytes();
+                !b.is_empty()
+                    && b.len() <= 63
+                    && b.iter()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                    && b.first().is_some_and(u8::is_ascii_alphanumeric)
+                    && b.last().is_some_and(u8::is_ascii_alphanumeric)
+            })
+    });
+    prefix_ok && !name.is_empty() && !name.contains('/') && is_label_value(name)
 }
 
 /// Phases of an in-place migration from kubeadm.
@@ -1291,6 +1420,36 @@ impl ClusterConfig {
                     &format!("{path}.name"),
                     "`cp` is reserved for the control plane".into(),
                 );
+            }
+            for (key, value) in &pool.labels {
+                let at = format!("{path}.labels.{key}");
+                if !is_qualified_name(key) {
+                    v.push(&at, "expected a label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63 alphanumerics, `-`, `_`, `.`".into());
+                } else if label_route(key) == LabelRoute::Refused {
+                    v.push(&at, "a label in the kubernetes.io/k8s.io domains that neither the node may set (NodeRestriction) nor Cluster API syncs; use `node-role.kubernetes.io/<role>`, `node.cluster.x-k8s.io/<name>` or a domain of your own".into());
+                }
+                if !is_label_value(value) {
+                    v.push(&at, "expected a label value: at most 63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric (or empty)".into());
+                }
+            }
+            let mut taint_keys = BTreeSet::new();
+            for (j, t) in pool.taints.iter().enumerate() {
+                let at = format!("{path}.taints[{j}]");
+                if !is_qualified_name(&t.key) {
+                    v.push(
+                        &format!("{at}.key"),
+                        "expected a qualified name (as a label key)".into(),
+                    );
+                }
+                if !t.value.is_empty() && !is_label_value(&t.value) {
+                    v.push(&format!("{at}.value"), "expected a label value".into());
+                }
+                if !taint_keys.insert((t.key.as_str(), t.effect)) {
+                    v.push(
+                        &at,
+                        format!("duplicate taint `{}:{}`", t.key, t.effect.as_str()),
+                    );
+                }
             }
             let md = format!("{}-{}", self.metadata.name, pool.name);
             if md.len() > 63 {

@@ -1346,18 +1346,36 @@ pub mod testkit {
         )
     }
 
-    /// `kubectl get nodes -o yaml` of a kubeadm cluster: three control-plane nodes and a
-    /// worker, with the vSphere CPI's `vsphere://` providerIDs when `cpi`, else with none
+    /// `kubectl get nodes -o yaml` of a kubeadm cluster: three control-plane nodes, a
+    /// worker and an ingress worker (a role label, a label of its own, a taint), with the vSphere CPI's `vsphere://` providerIDs when `cpi`, else with none
     /// (a cluster that never ran a cloud provider).
     pub fn nodes_yaml(cpi: bool) -> String {
         let mut out = String::from("apiVersion: v1\nkind: List\nitems:\n");
-        for (i, name) in ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3", "lab-f-w-1"]
-            .iter()
-            .enumerate()
+        for (i, name) in [
+            "lab-f-cp-1",
+            "lab-f-cp-2",
+            "lab-f-cp-3",
+            "lab-f-w-1",
+            "lab-f-ingress-1",
+        ]
+        .iter()
+        .enumerate()
         {
             out.push_str(&format!(
-                "- apiVersion: v1\n  kind: Node\n  metadata:\n    name: {name}\n    labels:\n      kubernetes.io/hostname: {name}\n  spec:\n"
+                "- apiVersion: v1\n  kind: Node\n  metadata:\n    name: {name}\n    labels:\n      kubernetes.io/hostname: {name}\n"
             ));
+            if name.contains("-cp-") {
+                out.push_str("      node-role.kubernetes.io/control-plane: \"\"\n");
+            }
+            if name.contains("-ingress-") {
+                out.push_str(
+                    "      node-role.kubernetes.io/ingress: \"\"\n      example.com/tier: edge\n",
+                );
+            }
+            out.push_str("  spec:\n");
+            if name.contains("-ingress-") {
+                out.push_str("    taints:\n    - key: dedicated\n      value: ingress\n      effect: NoSchedule\n");
+            }
             if cpi {
                 out.push_str(&format!(
                     "    providerID: vsphere://4237a1c2-0d1e-4f5a-9b8c-00000000000{i}\n"

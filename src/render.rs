@@ -13,7 +13,7 @@
 //! ([`crate::names`]), the objects are put in the fixed kind order
 //! ([`crate::resource::kind_rank`]) and the migration interlocks are checked on the result.
 
-use crate::model::{ClusterConfig, ModelError, Phase, Purpose, SemVer};
+use crate::model::{label_route, ClusterConfig, LabelRoute, ModelError, Phase, Purpose, SemVer};
 use crate::names;
 use crate::overlay::{self, Overlay, OverlayError};
 use crate::resource::{self, ResId, Resource};
@@ -449,10 +449,17 @@ impl Renderer {
         }
         let base0 = base.over(&[]);
         let cp_patch = self.render_patch("talos/controlplane-patch.yaml", &base0)?;
-        let worker_patch = self.render_patch("talos/worker-patch.yaml", &base0)?;
         let mut talos = json_ctx["talos"].clone();
         talos["controlPlanePatch"] = Value::String(cp_patch);
-        talos["workerPatch"] = Value::String(worker_patch);
+        // Each pool's worker patch (its node labels and taints); the context's
+        // `talos.workerPatch` is the pool's while its objects are rendered.
+        let mut pool_talos = Vec::with_capacity(plan.pools.len());
+        for pool_ctx in &plan.pools {
+            let c = base.over(&[("pool", to_template_value(pool_ctx))]);
+            let mut t = talos.clone();
+            t["workerPatch"] = Value::String(self.render_patch("talos/worker-patch.yaml", &c)?);
+            pool_talos.push(to_template_value(&t));
+        }
         base.set("talos", to_template_value(&talos));
         let ctx = base.over(&[]);
 
@@ -491,8 +498,8 @@ impl Renderer {
             self.render_objects(&t("vspheremachinetemplate.yaml"), &c, &mut out)?;
         }
         self.render_objects(&t("taloscontrolplane.yaml"), &ctx, &mut out)?;
-        for pool_ctx in &plan.pools {
-            let c = base.over(&[("pool", to_template_value(pool_ctx))]);
+        for (pool_ctx, pool_talos) in plan.pools.iter().zip(pool_talos) {
+            let c = base.over(&[("pool", to_template_value(pool_ctx)), ("talos", pool_talos)]);
             self.render_objects(&t("talosconfigtemplate.yaml"), &c, &mut out)?;
             self.render_objects(&t("machinedeployment.yaml"), &c, &mut out)?;
         }
@@ -939,12 +946,33 @@ impl Plan {
             .iter()
             .map(|p| {
                 let base = format!("{name}-{}", p.name);
+                let route = |r: LabelRoute| -> serde_json::Map<String, Value> {
+                    p.labels
+                        .iter()
+                        .filter(|(k, _)| label_route(k) == r)
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect()
+                };
+                let taints: Vec<Value> = p
+                    .taints
+                    .iter()
+                    .map(|t| {
+                        let mut m = json!({"key": t.key, "effect": t.effect.as_str()});
+                        if !t.value.is_empty() {
+                            m["value"] = json!(t.value);
+                        }
+                        m
+                    })
+                    .collect();
                 json!({
                     "name": p.name,
                     "replicas": if workers_scale { p.replicas } else { 0 },
                     "machineDeployment": base,
                     "machineTemplate": base,
                     "configTemplate": base,
+                    "nodeLabels": route(LabelRoute::Talos),
+                    "machineLabels": route(LabelRoute::Machine),
+                    "taints": taints,
                 })
             })
             .collect();
@@ -1267,6 +1295,86 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("spec.deletion.nodeDrainTimeoutSeconds"), "{e}");
+    }
+
+    #[test]
+    fn pool_labels_and_taints_reach_their_pool_only() {
+        let r = Renderer::new(&[]).unwrap();
+        let pools = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n    labels: {node-role.kubernetes.io/ingress: \"\", example.com/tier: edge, node.kubernetes.io/pool: ingress}\n    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n";
+        for flavour in ["v1beta1", "v1beta2"] {
+            let text = MINIMAL.replace("flavour: v1beta1", &format!("flavour: {flavour}")) + pools;
+            let out = r.render("cluster.yaml", &config(&text), &[]).unwrap();
+            let of = |kind: &str, pool: &str| {
+                out.resources
+                    .iter()
+                    .find(|x| x.kind() == kind && x.name().starts_with(&format!("lab-f-{pool}")))
+                    .unwrap()
+                    .value
+                    .clone()
+            };
+            let patch = |pool: &str| {
+                let tct = of("TalosConfigTemplate", pool);
+                let text = tct
+                    .pointer("/spec/template/spec/strategicPatches/0")
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                yaml::parse_one(&text).unwrap()
+            };
+            let p = patch("ingress");
+            assert_eq!(
+                p.pointer("/machine/nodeLabels").unwrap(),
+                &json!({"example.com/tier": "edge", "node.kubernetes.io/pool": "ingress"}),
+                "{flavour}"
+            );
+            assert_eq!(
+                p.pointer("/machine/kubelet/extraConfig/registerWithTaints")
+                    .unwrap(),
+                &json!([{"key": "dedicated", "value": "ingress", "effect": "NoSchedule"}])
+            );
+            // node-role labels go through the Machine: Cluster API syncs them to the Node.
+            let md = of("MachineDeployment", "ingress");
+            assert_eq!(
+                md.pointer("/spec/template/metadata/labels/node-role.kubernetes.io~1ingress"),
+                Some(&json!(""))
+            );
+            assert!(patch("general").get("machine").is_none(), "{flavour}");
+            assert!(of("MachineDeployment", "general")
+                .pointer("/spec/template/metadata/labels/node-role.kubernetes.io~1ingress")
+                .is_none());
+            // Different patches, different template names.
+            assert_ne!(
+                of("TalosConfigTemplate", "ingress")
+                    .pointer("/metadata/name")
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .rsplit('-')
+                    .next(),
+                of("TalosConfigTemplate", "general")
+                    .pointer("/metadata/name")
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .rsplit('-')
+                    .next()
+            );
+        }
+        // Labels no one may set are refused with the path.
+        let bad = MINIMAL.to_string()
+            + "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n    labels: {kubernetes.io/role: x, \"bad key!\": y}\n    taints: [{key: a, effect: NoSchedule}, {key: a, effect: NoSchedule}]\n";
+        let e = r
+            .render("cluster.yaml", &config(&bad), &[])
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "spec.workers[0].labels.kubernetes.io/role: a label in the kubernetes.io/k8s.io domains",
+            "spec.workers[0].labels.bad key!: expected a label key",
+            "spec.workers[0].taints[1]: duplicate taint `a:NoSchedule`",
+        ] {
+            assert!(e.contains(needle), "{needle} not in {e}");
+        }
     }
 
     #[test]
@@ -1817,8 +1925,10 @@ mod tests {
             );
             let r = Renderer::new(&[o]).unwrap();
             let started = std::time::Instant::now();
+            // The worker patch is rendered per pool.
+            let pool = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n";
             let e = r
-                .render("c", &config(MINIMAL), &[])
+                .render("c", &config(&format!("{MINIMAL}{pool}")), &[])
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -1835,9 +1945,10 @@ mod tests {
         // Output past the cap within the fuel.
         let big = format!("a: {}\n", "x".repeat(MAX_TEMPLATE_OUTPUT));
         let o = template("talos/worker-patch.yaml", "t", &big);
+        let pool = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n";
         let e = Renderer::new(&[o])
             .unwrap()
-            .render("c", &config(MINIMAL), &[])
+            .render("c", &config(&format!("{MINIMAL}{pool}")), &[])
             .unwrap_err()
             .to_string();
         assert!(

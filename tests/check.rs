@@ -638,7 +638,7 @@ fn nodes_input() {
     let out = stdout(&o);
     let pass = entry(&out, "PASS", "cloud-provider");
     assert!(
-        pass.contains("4 of 4 nodes carry a `vsphere://` providerID"),
+        pass.contains("5 of 5 nodes carry a `vsphere://` providerID"),
         "{pass}"
     );
     s.write("nodes.yaml", testkit::nodes_yaml(false));
@@ -1097,7 +1097,7 @@ fn drifted_kubeadm_cluster() {
     let cloud = entry(&out, "BLOCK", "cloud-provider");
     assert!(
         cloud.contains("kubeadm/nodes.yaml spec.providerID")
-            && cloud.contains("none of the 4 nodes")
+            && cloud.contains("none of the 5 nodes")
             && cloud.contains("vSphere cloud controller manager"),
         "{cloud}"
     );
@@ -1180,6 +1180,23 @@ fn drifted_kubeadm_cluster() {
         testkit::encryption_configuration("secretbox", "key2"),
     );
     s.write("kubeadm/nodes.yaml", testkit::nodes_yaml(true));
+    // Worker pools without the ingress workers' labels and taint: blocking.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "  migration:\n",
+        "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 4, memoryMiB: 8192}\n  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 4, memoryMiB: 8192}\n  migration:\n",
+    );
+    let o = s.check(&all);
+    let labels = entry(&stdout(&o), "BLOCK", "node-labels");
+    assert!(
+        labels.contains("lab-f-ingress-1 (1): labels [example.com/tier=edge, node-role.kubernetes.io/ingress=], taints [dedicated=ingress:NoSchedule]"),
+        "{labels}"
+    );
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 4, memoryMiB: 8192}\n",
+        "  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 4, memoryMiB: 8192}\n    labels: {node-role.kubernetes.io/ingress: \"\", example.com/tier: edge}\n    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n",
+    );
     s.write("kubeadm/kube-proxy.yaml", relabelled_kube_proxy());
     s.write("kubeadm/cni.yaml", CILIUM_TALOS);
     let o = s.check(&all);
@@ -1196,6 +1213,7 @@ fn drifted_kubeadm_cluster() {
         "cloud-provider",
         "kube-proxy-labels",
         "cni-daemonset",
+        "node-labels",
         "check-inputs",
     ] {
         entry(&out, "PASS", id);

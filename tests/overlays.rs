@@ -349,9 +349,13 @@ fn each_patch_kind_and_patch_files() {
         "the name selector picked the control plane's template only"
     );
     let mds = of_kind(&objs, "MachineDeployment");
-    assert!(mds[0]
-        .pointer("/spec/template/spec/nodeDrainTimeout")
-        .is_none());
+    // The general pool keeps the rendered default (spec.deletion), the patch set ingress's.
+    assert_eq!(
+        mds[0]
+            .pointer("/spec/template/spec/nodeDrainTimeout")
+            .unwrap(),
+        "900s"
+    );
     assert_eq!(
         mds[1]
             .pointer("/spec/template/spec/nodeDrainTimeout")

@@ -22,8 +22,22 @@ pub struct NodeFacts {
     pub name: String,
     /// `spec.providerID`, when set.
     pub provider_id: Option<String>,
-    /// `spec.taints[].key`.
-    pub taints: Vec<String>,
+    /// `spec.taints[]` as `(key, value, effect)`.
+    pub taints: Vec<(String, String, String)>,
+    /// `metadata.labels`.
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+impl NodeFacts {
+    /// A control-plane node (kubeadm's role label or taint).
+    pub fn is_control_plane(&self) -> bool {
+        [
+            "node-role.kubernetes.io/control-plane",
+            "node-role.kubernetes.io/master",
+        ]
+        .iter()
+        .any(|k| self.labels.contains_key(*k) || self.taints.iter().any(|t| t.0 == *k))
+    }
 }
 
 /// A vSphere cloud controller manager workload found beside the Nodes.
@@ -146,18 +160,31 @@ fn node_facts(file: &str, index: usize, item: &Value) -> Result<NodeFacts, Check
         Some(Value::Array(ts)) => ts
             .iter()
             .map(|t| {
+                let s = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_string();
                 t.get("key")
                     .and_then(Value::as_str)
-                    .map(str::to_string)
+                    .map(|k| (k.to_string(), s("value"), s("effect")))
                     .ok_or_else(|| bad("spec.taints[].key", "a string"))
             })
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(bad("spec.taints", "a list")),
     };
+    let labels = match item.pointer("/metadata/labels") {
+        None | Some(Value::Null) => Default::default(),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(v) => Ok((k.clone(), v.clone())),
+                _ => Err(bad(&format!("metadata.labels.{k}"), "a string")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad("metadata.labels", "a map")),
+    };
     Ok(NodeFacts {
         name,
         provider_id,
         taints,
+        labels,
     })
 }
 
@@ -225,7 +252,7 @@ impl Cx<'_> {
             .collect();
         let uninitialized: Vec<&NodeFacts> = nodes
             .iter()
-            .filter(|x| x.taints.iter().any(|t| t == UNINITIALIZED_TAINT))
+            .filter(|x| x.taints.iter().any(|t| t.0 == UNINITIALIZED_TAINT))
             .collect();
         let server = self
             .i
@@ -361,6 +388,182 @@ impl Cx<'_> {
     }
 }
 
+/// A label of a kubeadm worker a pool must carry: not one of the labels Kubernetes, the
+/// kubelet or a cloud provider set themselves (the `kubernetes.io`/`k8s.io` domains), except
+/// the role labels admins set (`node-role.kubernetes.io/*`).
+fn significant_label(key: &str) -> bool {
+    let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
+    let k8s = domain == "kubernetes.io"
+        || domain.ends_with(".kubernetes.io")
+        || domain == "k8s.io"
+        || domain.ends_with(".k8s.io");
+    !k8s || domain == "node-role.kubernetes.io"
+}
+
+/// A taint a pool must carry: not the conditions Kubernetes, cloud providers and the
+/// autoscaler set and clear themselves.
+fn significant_taint(key: &str) -> bool {
+    !(key.starts_with("node.kubernetes.io/")
+        || key.starts_with("node.cloudprovider.kubernetes.io/")
+        || key == "ToBeDeletedByClusterAutoscaler"
+        || key == "DeletionCandidateOfClusterAutoscaler")
+}
+
+impl Cx<'_> {
+    /// `node-labels` (M7): every kubeadm worker's own labels and taints are those of a worker
+    /// pool, so what schedules on it today schedules on the Talos nodes that replace it.
+    pub(super) fn node_labels(&self, out: &mut Vec<Finding>) {
+        let id = "node-labels";
+        let Some(n) = &self.i.nodes else {
+            out.push(not_compared(
+                id,
+                "spec.workers[].labels, spec.workers[].taints",
+                "the kubeadm workers' labels and taints",
+                "--nodes",
+            ));
+            return;
+        };
+        let pools = &self.i.config.spec.workers;
+        let field = format!(
+            "spec.workers[].labels, spec.workers[].taints vs {} metadata.labels, spec.taints",
+            n.file
+        );
+        let workers: Vec<&NodeFacts> = n
+            .value
+            .nodes
+            .iter()
+            .filter(|x| !x.is_control_plane())
+            .collect();
+        if workers.is_empty() || pools.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Info,
+                field,
+                if workers.is_empty() {
+                    "no kubeadm worker node in the file: nothing to compare".into()
+                } else {
+                    "no worker pool declared yet: the kubeadm workers' labels and taints were not compared".into()
+                },
+            ));
+            return;
+        }
+        type Signature = (Vec<(String, String)>, Vec<(String, String, String)>);
+        let mut unmatched: std::collections::BTreeMap<Signature, Vec<&str>> = Default::default();
+        for node in &workers {
+            let labels: Vec<(String, String)> = node
+                .labels
+                .iter()
+                .filter(|(k, _)| significant_label(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let mut taints: Vec<(String, String, String)> = node
+                .taints
+                .iter()
+                .filter(|t| significant_taint(&t.0))
+                .cloned()
+                .collect();
+            taints.sort();
+            let fits = pools.iter().any(|p| {
+                let mut pool_taints: Vec<(String, String, String)> = p
+                    .taints
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.key.clone(),
+                            t.value.clone(),
+                            t.effect.as_str().to_string(),
+                        )
+                    })
+                    .collect();
+                pool_taints.sort();
+                labels.iter().all(|(k, v)| p.labels.get(k) == Some(v)) && pool_taints == taints
+            });
+            if !fits {
+                unmatched
+                    .entry((labels, taints))
+                    .or_default()
+                    .push(&node.name);
+            }
+        }
+        if unmatched.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!(
+                    "the labels and taints of each of the {} kubeadm workers are those of a worker pool",
+                    workers.len()
+                ),
+            ));
+            return;
+        }
+        let groups: Vec<String> = unmatched
+            .iter()
+            .take(SHOWN)
+            .map(|((labels, taints), nodes)| {
+                let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let t: Vec<String> = taints
+                    .iter()
+                    .map(|(k, v, e)| {
+                        if v.is_empty() {
+                            format!("{k}:{e}")
+                        } else {
+                            format!("{k}={v}:{e}")
+                        }
+                    })
+                    .collect();
+                format!(
+                    "{} ({}): labels [{}], taints [{}]",
+                    nodes
+                        .iter()
+                        .take(SHOWN)
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    nodes.len(),
+                    l.join(", "),
+                    t.join(", ")
+                )
+            })
+            .collect();
+        let example = unmatched.keys().next().map(|(labels, taints)| {
+            let l: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}: \"{v}\""))
+                .collect();
+            let t: Vec<String> = taints
+                .iter()
+                .map(|(k, v, e)| {
+                    if v.is_empty() {
+                        format!("{{key: {k}, effect: {e}}}")
+                    } else {
+                        format!("{{key: {k}, value: \"{v}\", effect: {e}}}")
+                    }
+                })
+                .collect();
+            format!("labels: {{{}}}, taints: [{}]", l.join(", "), t.join(", "))
+        });
+        out.push(
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "kubeadm workers whose own labels and taints no worker pool gives its Talos nodes: {}. Pods that \
+                     select these labels would not schedule on the Talos workers that replace them, and pods that do \
+                     not tolerate these taints would land where they never ran",
+                    groups.join("; ")
+                ),
+            )
+            .fix(format!(
+                "give the pool that replaces them the same labels and taints in cluster.yaml, e.g. `{}` \
+                 (`node-role.kubernetes.io/*` reach the Node through the Machine, the others through Talos)",
+                example.unwrap_or_default()
+            )),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,7 +605,7 @@ mod tests {
             got.nodes[0].provider_id.as_deref(),
             Some("vsphere://4237-aa")
         );
-        assert_eq!(got.nodes[1].taints, [UNINITIALIZED_TAINT]);
+        assert_eq!(got.nodes[1].taints[0].0, UNINITIALIZED_TAINT);
         assert_eq!(
             got.cpi,
             [CpiWorkload {
@@ -410,6 +613,29 @@ mod tests {
                 ready: Some(3)
             }]
         );
+    }
+
+    #[test]
+    fn only_labels_and_taints_people_set_are_compared() {
+        for (key, significant) in [
+            ("example.com/tier", true),
+            ("tier", true),
+            ("node-role.kubernetes.io/ingress", true),
+            ("kubernetes.io/hostname", false),
+            ("topology.kubernetes.io/zone", false),
+            ("node.kubernetes.io/instance-type", false),
+            ("feature.node.kubernetes.io/cpu-cpuid.AVX", false),
+        ] {
+            assert_eq!(significant_label(key), significant, "{key}");
+        }
+        for (key, significant) in [
+            ("dedicated", true),
+            ("node.kubernetes.io/unschedulable", false),
+            (UNINITIALIZED_TAINT, false),
+            ("ToBeDeletedByClusterAutoscaler", false),
+        ] {
+            assert_eq!(significant_taint(key), significant, "{key}");
+        }
     }
 
     #[test]
