@@ -20,6 +20,9 @@ for old, new in [
   etcd:
     extraArgs: {quota-backend-bytes: "8589934592", election-timeout: "5000", heartbeat-interval: "500"}
   kubeProxy: {disabled: true}
+  kubelet:
+    clusterDNS: [169.254.20.10]
+    extraConfig: {maxPods: 250, kubeReserved: {cpu: 200m, memory: 1Gi}, evictionHard: {memory.available: 500Mi}}
   encryption:
 """,
     ),

@@ -23,9 +23,14 @@ use crate::pki::{self, CertSummary, PkiError};
 use crate::talos::SecretsBundle;
 
 mod cni;
+mod kubelet;
 mod nodes;
 use cni::cni_daemonset;
 pub use cni::{find_cni_daemonsets, replaces_kube_proxy, CniInput};
+pub use kubelet::{
+    carried_kubelet_settings, parse_kubelet_config, talos_cluster_dns, KubeletFacts,
+    KUBELET_PARITY_KEYS,
+};
 mod parity;
 mod readiness;
 pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, UNINITIALIZED_TAINT};
@@ -62,6 +67,7 @@ pub const IDS: &[&str] = &[
     "pod-security",
     "etcd-args",
     "etcd-db-size",
+    "kubelet-config",
     "clone-disk-size",
     "vsphere-identity",
     "ca-intermediate",
@@ -205,6 +211,14 @@ pub enum CheckError {
         found: String,
         /// What was expected.
         expected: String,
+    },
+    /// The `--kubelet-config` file holds no KubeletConfiguration.
+    #[error("{file}: {problem}")]
+    KubeletConfig {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        problem: String,
     },
     /// The `--etcd-status` file is not `etcdctl endpoint status -w json` output.
     #[error("{file}: {problem}")]
@@ -416,6 +430,8 @@ pub struct CheckInputs {
     pub providers: Option<Input<crate::providers::Inventory>>,
     /// The cluster's Nodes (`kubectl get nodes -o yaml`), and a vSphere CPI workload.
     pub nodes: Option<Input<NodesInput>>,
+    /// A kubeadm kubelet's configuration (`--kubelet-config`).
+    pub kubelet: Option<Input<KubeletFacts>>,
     /// The kubeadm etcd members' status (`etcdctl endpoint status -w json`).
     pub etcd_status: Option<Input<Vec<EtcdMemberStatus>>>,
     /// The CNI DaemonSet(s) and their ConfigMaps (`--cni-daemonset`).
@@ -449,6 +465,7 @@ impl CheckInputs {
             nodes: None,
             cni: None,
             etcd_status: None,
+            kubelet: None,
             sealed_secrets: Vec::new(),
             pki_dir: None,
             identity_file: None,
@@ -480,6 +497,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.pod_security(&mut out);
     cx.etcd_args(&mut out);
     cx.etcd_db_size(&mut out);
+    cx.kubelet_config(&mut out);
     cx.clone_disk(&mut out);
     cx.vsphere_identity(&mut out);
     cx.cas(&mut out);

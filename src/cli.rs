@@ -183,6 +183,9 @@ pub struct ImportKubeadmArgs {
     /// The EncryptionConfiguration the apiserver uses (required when the manifest sets `--encryption-provider-config`).
     #[arg(long, value_name = "FILE")]
     pub encryption_config: Option<PathBuf>,
+    /// The kubelets' configuration (`kubectl -n kube-system get cm kubelet-config -o yaml`): clusterDNS, maxPods, reserved resources and eviction are recorded in `spec.kubelet`.
+    #[arg(long, value_name = "FILE")]
+    pub kubelet_config: Option<PathBuf>,
     /// An age recipient (`age1…`) to encrypt to; repeatable.
     #[arg(long = "recipient", short = 'r', value_name = "RECIPIENT")]
     pub recipients: Vec<String>,
@@ -382,6 +385,9 @@ pub struct CheckArgs {
     /// The CNI DaemonSet, with its ConfigMap (`kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`): capabilities, cgroup and host mounts, apiserver address against what Talos allows.
     #[arg(long, value_name = "FILE")]
     pub cni_daemonset: Option<PathBuf>,
+    /// The kubeadm kubelets' configuration (`kubectl -n kube-system get cm kubelet-config -o yaml`): clusterDNS, maxPods, reserved resources, eviction.
+    #[arg(long, value_name = "FILE")]
+    pub kubelet_config: Option<PathBuf>,
     /// The kubeadm etcd members' status (`etcdctl endpoint status --cluster -w json`): database size against the quota Talos members run with.
     #[arg(long, value_name = "FILE")]
     pub etcd_status: Option<PathBuf>,

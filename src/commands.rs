@@ -665,6 +665,7 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
         &args.apiserver_manifest,
         &args.kubeadm_config,
         args.encryption_config.as_deref(),
+        args.kubelet_config.as_deref(),
     )?;
     let imported = import::import_kubeadm(
         files,
@@ -919,6 +920,15 @@ fn check(args: CheckArgs) -> Result<Status> {
             .map(|(_, d)| d)
             .collect();
         ci.cni = Some(check::find_cni_daemonsets(&file, docs)?);
+    }
+    if let Some(p) = &args.kubelet_config {
+        let file = p.display().to_string();
+        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+        let value = check::parse_kubelet_config(&file, &docs)?;
+        ci.kubelet = Some(Input { file, value });
     }
     if let Some(p) = &args.etcd_status {
         let file = p.display().to_string();

@@ -57,6 +57,7 @@
 //! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
 //! | `cloud-provider` | the vSphere CPI initialises nodes, so Talos nodes get the `vsphere://` providerID Cluster API matches Machines by |
 //! | `etcd-db-size` | the kubeadm etcd database fits the quota a Talos member runs with |
+//! | `kubelet-config` | the Talos kubelets run with the kubeadm kubelets' clusterDNS, cluster domain, pod limit, reserved resources and eviction |
 //! | `node-labels` | every kubeadm worker's own labels and taints are those of a worker pool |
 //! | `cni-daemonset` | the CNI DaemonSet asks for no capability Talos drops (`SYS_MODULE`, `SYS_BOOT`) and uses Talos's cgroup root |
 //! | `secrets-bundle` | the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI (CAs, service-account key) |
@@ -145,6 +146,7 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
     ("cloud-provider", Guard::Check, "the vSphere CPI runs and initialises nodes, so Talos nodes get the vsphere:// providerID Cluster API matches Machines by"),
     ("etcd-db-size", Guard::Check, "the kubeadm etcd database fits the quota a Talos member runs with"),
+    ("kubelet-config", Guard::Check, "the Talos kubelets run with the kubeadm kubelets' clusterDNS, cluster domain, pod limit, reserved resources and eviction"),
     ("node-labels", Guard::Check, "every kubeadm worker's own labels and taints are those of a worker pool"),
     ("cni-daemonset", Guard::Check, "the CNI DaemonSet asks for no capability Talos drops (SYS_MODULE, SYS_BOOT) and uses Talos's cgroup root"),
     ("secrets-bundle", Guard::Render, "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
@@ -870,6 +872,20 @@ pub static ENTRIES: &[Entry] = &[
         procedures: &[],
     },
     Entry {
+        id: "too-many-pods",
+        title: "Nodes are full at the kubelet's pod limit",
+        patterns: &[r"Too many pods"],
+        unless: &[],
+        source: "the scheduler, in a pending pod's events (`FailedScheduling`)",
+        cause: "Every node has as many pods as its kubelet's `maxPods` allows. Talos kubelets run the kubelet's default (110) unless `machine.kubelet.extraConfig.maxPods` says otherwise; kubeadm kubelets configured for more (the `kubelet-config` ConfigMap) held pods the Talos workers that replace them cannot.",
+        caught_by: &["kubelet-config"],
+        fix: &[
+            "compare: `kubectl -n kube-system get cm kubelet-config -o yaml` (maxPods) with `spec.kubelet.extraConfig.maxPods` in cluster.yaml",
+            "set `spec.kubelet.extraConfig.maxPods` to the kubeadm value (within what the pod CIDR's per-node range allows) and sync",
+        ],
+        procedures: &[],
+    },
+    Entry {
         id: "field-is-immutable",
         title: "An update changes a field Kubernetes does not allow to change",
         patterns: &[r"field is immutable"],
@@ -1226,6 +1242,9 @@ mod tests {
         node_selector_unmatched:
             "Warning  FailedScheduling  5s  default-scheduler  0/9 nodes are available: 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 6 node(s) didn't match Pod's node affinity/selector. preemption: 0/9 nodes are available: 9 Preemption is not helpful for scheduling."
             => ["node-selector-unmatched"];
+        too_many_pods:
+            "Warning  FailedScheduling  3s  default-scheduler  0/9 nodes are available: 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 6 Too many pods. preemption: 0/9 nodes are available: 3 Preemption is not helpful for scheduling, 6 No preemption victims found for incoming pod."
+            => ["too-many-pods"];
         service_cluster_ip_immutable:
             r#"The Service "web" is invalid: spec.clusterIPs[0]: Invalid value: []string{"10.96.0.20"}: may not change once set; spec.clusterIP: Invalid value: "10.96.0.20": field is immutable"#
             => ["field-is-immutable"];

@@ -51,6 +51,8 @@ pub struct KubeadmFiles {
     pub kubeadm_config: InputFile,
     /// The EncryptionConfiguration, when the cluster has one.
     pub encryption_config: Option<InputFile>,
+    /// The kubelets' KubeletConfiguration (the `kubelet-config` ConfigMap), when given.
+    pub kubelet_config: Option<InputFile>,
 }
 
 /// Choices the files cannot make.
@@ -495,6 +497,21 @@ fn stub(
             })
             .collect(),
     };
+    let kubelet = match &files.kubelet_config {
+        None => model::Kubelet::default(),
+        Some(f) => {
+            let bad = |message: String| ImportError::Fact {
+                file: f.label.clone(),
+                field: "KubeletConfiguration".into(),
+                message,
+            };
+            let text = std::str::from_utf8(&f.bytes).map_err(|_| bad("not UTF-8 text".into()))?;
+            let docs = crate::yaml::parse_stream(text).map_err(|e| bad(e.to_string()))?;
+            let facts = crate::check::parse_kubelet_config(&f.label, &docs)
+                .map_err(|e| bad(e.to_string()))?;
+            crate::check::carried_kubelet_settings(&facts, &services)
+        }
+    };
     let mut audiences = apiserver.api_audiences();
     if audiences.is_empty() {
         // kube-apiserver's default: the first issuer.
@@ -525,6 +542,7 @@ fn stub(
             etcd,
             kube_proxy: Default::default(),
             deletion: Default::default(),
+            kubelet,
             vsphere: None,
             control_plane: None,
             workers: Vec::new(),
@@ -647,6 +665,7 @@ mod tests {
                 apiserver_manifest: self.get("manifest"),
                 kubeadm_config: self.get("kubeadm-config"),
                 encryption_config: Some(self.get("encryption")),
+                kubelet_config: None,
             }
         }
     }

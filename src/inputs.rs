@@ -661,6 +661,7 @@ pub fn read_kubeadm_files(
     apiserver_manifest: &Path,
     kubeadm_config: &Path,
     encryption_config: Option<&Path>,
+    kubelet_config: Option<&Path>,
 ) -> Result<crate::import::KubeadmFiles, InputError> {
     require_pki_dir(pki)?;
     Ok(crate::import::KubeadmFiles {
@@ -674,6 +675,7 @@ pub fn read_kubeadm_files(
         apiserver_manifest: input_file(apiserver_manifest)?,
         kubeadm_config: input_file(kubeadm_config)?,
         encryption_config: encryption_config.map(input_file).transpose()?,
+        kubelet_config: kubelet_config.map(input_file).transpose()?,
     })
 }
 

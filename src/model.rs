@@ -130,6 +130,9 @@ pub struct ClusterSpec {
     /// kube-proxy as Talos manages it (`cluster.proxy`).
     #[serde(default, skip_serializing_if = "KubeProxy::is_default")]
     pub kube_proxy: KubeProxy,
+    /// kubelet settings the kubeadm kubelets have and Talos must carry (`machine.kubelet`).
+    #[serde(default, skip_serializing_if = "Kubelet::is_empty")]
+    pub kubelet: Kubelet,
     /// How long Cluster API waits when it deletes a machine (drain, volume detach, Node).
     #[serde(default, skip_serializing_if = "Deletion::is_default")]
     pub deletion: Deletion,
@@ -235,6 +238,48 @@ impl ApiServer {
         self.cert_sans.is_empty() && self.extra_args.is_empty() && self.pod_security.is_none()
     }
 }
+
+/// kubelet settings carried from kubeadm into Talos's `machine.kubelet` (every machine).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Kubelet {
+    /// The DNS servers pods use (`machine.kubelet.clusterDNS`), when not the 10th address
+    /// of the service CIDR Talos would use: a node-local DNS cache, another kube-dns IP.
+    #[serde(rename = "clusterDNS", default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_dns: Vec<String>,
+    /// KubeletConfiguration fields (`machine.kubelet.extraConfig`): `maxPods`,
+    /// `systemReserved`, `kubeReserved`, `evictionHard`…; the fields Talos manages are refused.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extra_config: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl Kubelet {
+    /// Nothing set (the section is then not written).
+    pub fn is_empty(&self) -> bool {
+        self.cluster_dns.is_empty() && self.extra_config.is_empty()
+    }
+}
+
+/// KubeletConfiguration fields Talos refuses in `machine.kubelet.extraConfig`
+/// (`pkg/machinery/kubelet/kubelet.go` v1.10.6:10-24), and those other fields set.
+pub const KUBELET_CONFIG_DENIED: &[(&str, &str)] = &[
+    ("apiVersion", "Talos manages it"),
+    ("kind", "Talos manages it"),
+    ("authentication", "Talos manages it"),
+    ("authorization", "Talos manages it"),
+    ("cgroupRoot", "Talos manages it"),
+    ("kubeletCgroups", "Talos manages it"),
+    ("systemCgroups", "Talos manages it"),
+    ("port", "Talos manages it"),
+    ("protectKernelDefaults", "Talos manages it"),
+    ("resolvConf", "Talos manages it"),
+    ("rotateCertificates", "Talos manages it"),
+    ("staticPodPath", "Talos manages it"),
+    ("seccompDefault", "Talos manages it"),
+    ("clusterDNS", "set spec.kubelet.clusterDNS"),
+    ("clusterDomain", "set spec.network.dnsDomain"),
+    ("registerWithTaints", "set spec.workers[].taints"),
+];
 
 /// kube-proxy as Talos manages it (`cluster.proxy`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -1382,6 +1427,23 @@ impl ClusterConfig {
                         );
                     }
                     v.at_most("spec.controlPlane.replicas", cp.replicas.into(), INT32_MAX);
+                    for (i, dns) in self.spec.kubelet.cluster_dns.iter().enumerate() {
+                        if dns.parse::<std::net::IpAddr>().is_err() {
+                            v.push(
+                                &format!("spec.kubelet.clusterDNS[{i}]"),
+                                format!("expected an IP address, got `{dns}`"),
+                            );
+                        }
+                    }
+                    for key in self.spec.kubelet.extra_config.keys() {
+                        if let Some((_, why)) = KUBELET_CONFIG_DENIED.iter().find(|(k, _)| k == key)
+                        {
+                            v.push(
+                                &format!("spec.kubelet.extraConfig.{key}"),
+                                format!("not allowed: {why}"),
+                            );
+                        }
+                    }
                     let d = &self.spec.deletion;
                     for (path, value) in [
                         (

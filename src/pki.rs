@@ -1406,6 +1406,22 @@ pub mod testkit {
         )
     }
 
+    /// The kubeadm `kubelet-config` ConfigMap (`kubectl -n kube-system get cm kubelet-config
+    /// -o yaml`) as kubeadm writes it (zero values for "default"), drifted: a node-local DNS
+    /// cache, 250 pods, reserved resources and eviction thresholds of its own.
+    pub fn kubelet_config_map() -> String {
+        let cfg = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication:\n  anonymous:\n    enabled: false\ncgroupDriver: systemd\nclusterDNS:\n- 169.254.20.10\nclusterDomain: cluster.local\ncpuManagerReconcilePeriod: 0s\nevictionHard:\n  memory.available: 500Mi\n  nodefs.available: 10%\nevictionPressureTransitionPeriod: 0s\nfileCheckFrequency: 0s\nhealthzPort: 10248\nimageMinimumGCAge: 0s\nkubeReserved:\n  cpu: 200m\n  memory: 1Gi\nmaxPods: 250\nrotateCertificates: true\nruntimeRequestTimeout: 0s\nshutdownGracePeriod: 0s\nstaticPodPath: /etc/kubernetes/manifests\nstreamingConnectionIdleTimeout: 0s\nsyncFrequency: 0s\nvolumeStatsAggPeriod: 0s\n";
+        let mut out = String::from(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kubelet-config\n  namespace: kube-system\ndata:\n  kubelet: |\n",
+        );
+        for line in cfg.lines() {
+            out.push_str("    ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+
     /// A ClusterConfiguration with extra certSANs and a raised etcd quota and timeouts.
     pub fn drifted_cluster_configuration() -> String {
         cluster_configuration("v1beta3")
@@ -1441,6 +1457,7 @@ pub mod testkit {
         )
         .unwrap();
         std::fs::write(dir.join("nodes.yaml"), nodes_yaml(false)).unwrap();
+        std::fs::write(dir.join("kubelet-config.yaml"), kubelet_config_map()).unwrap();
         // 3 GiB: over etcd's default 2 GiB quota, within the drifted 8 GiB one.
         std::fs::write(dir.join("etcd-status.json"), etcd_status_json(3 << 30)).unwrap();
         std::fs::write(

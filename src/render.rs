@@ -964,9 +964,20 @@ impl Plan {
                         m
                     })
                     .collect();
+                let mut kubelet_extra: serde_json::Map<String, Value> = config
+                    .spec
+                    .kubelet
+                    .extra_config
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if !taints.is_empty() {
+                    kubelet_extra.insert("registerWithTaints".into(), Value::Array(taints.clone()));
+                }
                 json!({
                     "name": p.name,
                     "replicas": if workers_scale { p.replicas } else { 0 },
+                    "kubeletExtraConfig": kubelet_extra,
                     "machineDeployment": base,
                     "machineTemplate": base,
                     "configTemplate": base,
@@ -1085,6 +1096,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         },
         "etcd": {"extraArgs": s.etcd.extra_args},
         "kubeProxy": {"disabled": s.kube_proxy.disabled},
+        "kubelet": {"clusterDNS": s.kubelet.cluster_dns, "extraConfig": s.kubelet.extra_config},
         "deletion": {
             "nodeDrainTimeoutSeconds": s.deletion.node_drain_timeout_seconds,
             "nodeVolumeDetachTimeoutSeconds": s.deletion.node_volume_detach_timeout_seconds,
@@ -1340,6 +1352,31 @@ mod tests {
                 Some(&json!(""))
             );
             assert!(patch("general").get("machine").is_none(), "{flavour}");
+            // Labels without taints: no empty kubelet section.
+            let only_labels = text.replace(
+                "    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n",
+                "",
+            );
+            let out2 = r
+                .render("cluster.yaml", &config(&only_labels), &[])
+                .unwrap();
+            let tct = out2
+                .resources
+                .iter()
+                .find(|x| {
+                    x.kind() == "TalosConfigTemplate" && x.name().starts_with("lab-f-ingress")
+                })
+                .unwrap();
+            let p2 = yaml::parse_one(
+                tct.value
+                    .pointer("/spec/template/spec/strategicPatches/0")
+                    .unwrap()
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            assert!(p2.pointer("/machine/nodeLabels").is_some());
+            assert!(p2.pointer("/machine/kubelet").is_none(), "{p2}");
             assert!(of("MachineDeployment", "general")
                 .pointer("/spec/template/metadata/labels/node-role.kubernetes.io~1ingress")
                 .is_none());
@@ -1413,6 +1450,34 @@ mod tests {
         ));
         let p = patch_of(&c);
         assert_eq!(p.pointer("/cluster/proxy/disabled"), Some(&json!(true)));
+        assert!(plain.get("machine").is_none());
+        let ck = config(&format!(
+            "{MINIMAL}  kubelet:\n    clusterDNS: [169.254.20.10]\n    extraConfig: {{maxPods: 250, systemReserved: {{cpu: 500m}}}}\n"
+        ));
+        let pk = patch_of(&ck);
+        assert_eq!(
+            pk.pointer("/machine/kubelet/clusterDNS"),
+            Some(&json!(["169.254.20.10"]))
+        );
+        assert_eq!(
+            pk.pointer("/machine/kubelet/extraConfig"),
+            Some(&json!({"maxPods": 250, "systemReserved": {"cpu": "500m"}}))
+        );
+        let e = r
+            .render(
+                "cluster.yaml",
+                &config(&format!("{MINIMAL}  kubelet:\n    clusterDNS: [dns]\n    extraConfig: {{cgroupRoot: /x, registerWithTaints: []}}\n")),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "spec.kubelet.clusterDNS[0]: expected an IP address",
+            "spec.kubelet.extraConfig.cgroupRoot: not allowed: Talos manages it",
+            "spec.kubelet.extraConfig.registerWithTaints: not allowed: set spec.workers[].taints",
+        ] {
+            assert!(e.contains(needle), "{needle} not in {e}");
+        }
         assert_eq!(
             p.pointer("/cluster/apiServer/certSANs").unwrap(),
             &json!(["api.example", "10.0.0.100"])

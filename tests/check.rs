@@ -357,8 +357,14 @@ fn encryption_missing() {
 /// Import the kubeadm files into `clusters/lab-f` (which must not hold a cluster.yaml yet
 /// to get the stub); returns the identity file.
 fn import(s: &Setup, talos: &str) -> String {
+    import_with(s, talos, &[])
+}
+
+/// [`import`] with more flags.
+fn import_with(s: &Setup, talos: &str, extra: &[&str]) -> String {
     let r = write_identity(&s.dir.join("identity.txt"));
     let mut args = IMPORT_ARGS.to_vec();
+    args.extend_from_slice(extra);
     args.extend_from_slice(&[
         "--talos-version",
         talos,
@@ -1027,6 +1033,7 @@ fn drifted_kubeadm_cluster() {
         &["--providers", "kubeadm/providers.yaml"],
         &["--cni-daemonset", "kubeadm/cni.yaml"],
         &["--etcd-status", "kubeadm/etcd-status.json"],
+        &["--kubelet-config", "kubeadm/kubelet-config.yaml"],
     ]
     .concat();
     // cluster.yaml as a first draft would have it: none of the drift recorded.
@@ -1084,6 +1091,21 @@ fn drifted_kubeadm_cluster() {
     );
     let enc = entry(&out, "BLOCK", "encryption-resources");
     assert!(enc.contains("`configmaps` (resources[0])"), "{enc}");
+    let kubelet = entry(&out, "BLOCK", "kubelet-config");
+    for needle in [
+        "`clusterDNS`: kubeadm 169.254.20.10, Talos 10.96.0.10",
+        "node-local DNS cache",
+        "`maxPods`: kubeadm 250, Talos 110 (the kubelet's default) — Talos nodes would hold fewer pods",
+        "`kubeReserved`: kubeadm {\"cpu\":\"200m\",\"memory\":\"1Gi\"}",
+        "`evictionHard`",
+        "spec.kubelet: {clusterDNS: [169.254.20.10], extraConfig: {",
+    ] {
+        assert!(kubelet.contains(needle), "`{needle}` not in {kubelet}");
+    }
+    assert!(
+        !kubelet.contains("shutdownGracePeriod"),
+        "kubeadm's zero values are defaults: {kubelet}"
+    );
     let db = entry(&out, "BLOCK", "etcd-db-size");
     assert!(
         db.contains("holds 3072 MiB") && db.contains("150% of the 2048 MiB quota"),
@@ -1105,7 +1127,11 @@ fn drifted_kubeadm_cluster() {
 
     // import records what Talos can take.
     std::fs::remove_file(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
-    import(&s, "v1.10.6");
+    import_with(
+        &s,
+        "v1.10.6",
+        &["--kubelet-config", "kubeadm/kubelet-config.yaml"],
+    );
     // The stub is in phase prepare: every input, the identity too, is needed from now on.
     let all = [&all[..], &["--identity", "identity.txt"]].concat();
     let stub = std::fs::read_to_string(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
@@ -1130,6 +1156,11 @@ fn drifted_kubeadm_cluster() {
     assert!(
         api["extraArgs"].get("oidc-ca-file").is_none(),
         "a file is not carried: {stub}"
+    );
+    assert_eq!(
+        stub_value["spec"]["kubelet"],
+        serde_json::json!({"clusterDNS": ["169.254.20.10"], "extraConfig": {"maxPods": 250, "kubeReserved": {"cpu": "200m", "memory": "1Gi"}, "evictionHard": {"memory.available": "500Mi", "nodefs.available": "10%"}}}),
+        "{stub}"
     );
     assert_eq!(
         stub_value["spec"]["etcd"]["extraArgs"],
@@ -1157,6 +1188,7 @@ fn drifted_kubeadm_cluster() {
         "apiserver-cert-sans",
         "etcd-args",
         "etcd-db-size",
+        "kubelet-config",
         "anonymous-auth",
         "pod-security",
     ] {
@@ -1198,6 +1230,7 @@ fn drifted_kubeadm_cluster() {
         "  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 4, memoryMiB: 8192}\n    labels: {node-role.kubernetes.io/ingress: \"\", example.com/tier: edge}\n    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n",
     );
     s.write("kubeadm/kube-proxy.yaml", relabelled_kube_proxy());
+
     s.write("kubeadm/cni.yaml", CILIUM_TALOS);
     let o = s.check(&all);
     let out = stdout(&o);
@@ -1214,6 +1247,7 @@ fn drifted_kubeadm_cluster() {
         "kube-proxy-labels",
         "cni-daemonset",
         "node-labels",
+        "kubelet-config",
         "check-inputs",
     ] {
         entry(&out, "PASS", id);

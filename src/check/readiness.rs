@@ -50,6 +50,11 @@ pub const INPUTS: &[CheckInput] = &[
         source: "`kubectl -n kube-system get ds kube-proxy -o yaml`",
     },
     CheckInput {
+        flag: "--kubelet-config",
+        placeholder: "kubelet-config.yaml",
+        source: "`kubectl -n kube-system get cm kubelet-config -o yaml`",
+    },
+    CheckInput {
         flag: "--etcd-status",
         placeholder: "etcd-status.json",
         source: "`etcdctl endpoint status --cluster -w json` on a kubeadm control-plane node",
@@ -104,6 +109,7 @@ impl Cx<'_> {
             "--nodes" => i.nodes.as_ref().map(|x| x.file.clone()),
             "--cni-daemonset" => i.cni.as_ref().map(|x| x.file.clone()),
             "--etcd-status" => i.etcd_status.as_ref().map(|x| x.file.clone()),
+            "--kubelet-config" => i.kubelet.as_ref().map(|x| x.file.clone()),
             "--providers" => i.providers.as_ref().map(|x| x.file.clone()),
             "--identity" => i
                 .identity_file
