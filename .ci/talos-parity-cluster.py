@@ -8,6 +8,8 @@ path, talos = sys.argv[1], sys.argv[2]
 s = open(path).read()
 for old, new in [
     ("talos: v1.10.6", f"talos: {talos}"),
+    # The VM template holds the Talos release cluster.yaml names (finding talos-image).
+    ("template: talos-v1.10.6-vmware", f"template: talos-{talos}-vmware"),
     # Kubernetes 1.31 is supported by every Talos minor from 1.8 to 1.13.
     ("kubernetes: v1.30.4", "kubernetes: v1.31.4"),
     ('    etcdVersion: "3.5.15-0"\n', '    etcdVersion: "3.5.26-0"\n'),

@@ -24,6 +24,7 @@ use crate::talos::SecretsBundle;
 
 mod cni;
 mod kubelet;
+mod machines;
 mod nodes;
 use cni::cni_daemonset;
 pub use cni::{find_cni_daemonsets, replaces_kube_proxy, CniInput};
@@ -69,6 +70,8 @@ pub const IDS: &[&str] = &[
     "etcd-db-size",
     "kubelet-config",
     "clone-disk-size",
+    "talos-image",
+    "air-gap",
     "vsphere-identity",
     "ca-intermediate",
     "ca-expiry",
@@ -499,6 +502,8 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.etcd_db_size(&mut out);
     cx.kubelet_config(&mut out);
     cx.clone_disk(&mut out);
+    cx.talos_image(&mut out);
+    cx.air_gap(&mut out);
     cx.vsphere_identity(&mut out);
     cx.cas(&mut out);
     cx.bootstrap_token(&mut out);
@@ -3140,6 +3145,42 @@ mod tests {
         let facts = SealedSecretFacts::read("f.yaml", text).unwrap();
         assert_eq!((facts.name.as_str(), facts.keys.len()), ("x", 2));
         assert!(SealedSecretFacts::read("f.yaml", "- not a map").is_none());
+    }
+
+    #[test]
+    fn talos_image_and_air_gap() {
+        assert_eq!(worst(&inputs(MINIMAL), "talos-image"), Severity::Pass);
+        // A version bump without a new template: the machines would boot the old release.
+        let bumped = MINIMAL.replace("talos: v1.10.6", "talos: v1.10.7");
+        let f = blocking_with(&inputs(&bumped), "talos-image", None);
+        assert!(
+            f.summary.contains("`talos-v1.10.6` (Talos v1.10.6)"),
+            "{f:#?}"
+        );
+        assert!(refusals(&config(&bumped), "c")
+            .iter()
+            .any(|f| f.id == "talos-image"));
+        let pool = "  workers:\n  - name: a\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096, template: talos-v1.9.0}\n";
+        let f = blocking_with(&inputs(&format!("{MINIMAL}{pool}")), "talos-image", None);
+        assert!(
+            f.summary.contains("spec.workers[0].machine.template"),
+            "{f:#?}"
+        );
+        let unnamed = MINIMAL.replace("template: talos-v1.10.6", "template: talos-latest");
+        assert_eq!(worst(&inputs(&unnamed), "talos-image"), Severity::Warning);
+        // A fleet with its own registry names mirrors and time servers.
+        let mirror = format!("{MINIMAL}  migration:\n    phase: complete\n    jobImage: registry.example.internal/mirror/alpine/k8s:1.33.4\n");
+        let fs = check(&inputs(&mirror));
+        let f = of(&fs, "air-gap")[0];
+        assert_eq!(f.severity, Severity::Warning, "{f:#?}");
+        assert!(
+            f.summary.contains("`registry.example.internal`")
+                && f.summary.contains("time.cloudflare.com"),
+            "{f:#?}"
+        );
+        let named = format!("{mirror}  talos:\n    timeServers: [ntp.example.internal]\n    registryMirrors: {{ghcr.io: [https://registry.example.internal/v2/ghcr.io]}}\n");
+        assert_eq!(worst(&inputs(&named), "air-gap"), Severity::Pass);
+        assert_eq!(worst(&inputs(MINIMAL), "air-gap"), Severity::Info);
     }
 
     #[test]

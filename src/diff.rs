@@ -1444,16 +1444,25 @@ fn kubernetes_version(r: &Resource) -> Option<&str> {
     }
 }
 
+/// The Talos release an object says its machines run: capstan's annotation on the control
+/// plane (`talosVersion` is only the minor, the config contract), else a full `talosVersion`.
 fn talos_version(r: &Resource) -> Option<&str> {
-    match r.kind() {
-        "TalosControlPlane" => str_at(
-            Some(r),
-            "/spec/controlPlaneConfig/controlplane/talosVersion",
-        ),
+    let contract = match r.kind() {
+        "TalosControlPlane" => {
+            if let Some(v) = str_at(Some(r), "/metadata/annotations/capstan.dev~1talos-version") {
+                return Some(v);
+            }
+            str_at(
+                Some(r),
+                "/spec/controlPlaneConfig/controlplane/talosVersion",
+            )
+        }
         "TalosConfigTemplate" => str_at(Some(r), "/spec/template/spec/talosVersion"),
         "TalosConfig" => str_at(Some(r), "/spec/talosVersion"),
         _ => None,
-    }
+    };
+    // A minor alone (`v1.10`) is a contract, not a release: nothing to compare.
+    contract.filter(|v| SemVer::parse(v).is_some())
 }
 
 fn version_risks(what: &str, id: &ObjectId, a: &str, b: &str, out: &mut Vec<Risk>) {

@@ -543,6 +543,7 @@ fn stub(
             kube_proxy: Default::default(),
             deletion: Default::default(),
             kubelet,
+            talos: Default::default(),
             vsphere: None,
             control_plane: None,
             workers: Vec::new(),

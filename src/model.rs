@@ -130,6 +130,10 @@ pub struct ClusterSpec {
     /// kube-proxy as Talos manages it (`cluster.proxy`).
     #[serde(default, skip_serializing_if = "KubeProxy::is_default")]
     pub kube_proxy: KubeProxy,
+    /// Talos machine settings of every machine: install image, time servers, nameservers,
+    /// registry mirrors (what an air-gapped fleet needs).
+    #[serde(default, skip_serializing_if = "TalosSettings::is_empty")]
+    pub talos: TalosSettings,
     /// kubelet settings the kubeadm kubelets have and Talos must carry (`machine.kubelet`).
     #[serde(default, skip_serializing_if = "Kubelet::is_empty")]
     pub kubelet: Kubelet,
@@ -237,6 +241,46 @@ impl ApiServer {
     pub fn is_empty(&self) -> bool {
         self.cert_sans.is_empty() && self.extra_args.is_empty() && self.pod_security.is_none()
     }
+}
+
+/// Talos machine settings of every machine (`machine.install`, `machine.time`,
+/// `machine.network`, `machine.registries`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TalosSettings {
+    /// The installer image (`machine.install.image`, what `talosctl upgrade` installs), e.g.
+    /// `factory.talos.dev/installer/<schematic>:v1.10.6`; its tag must be `versions.talos`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_image: Option<String>,
+    /// NTP servers (`machine.time.servers`); Talos's default is `time.cloudflare.com`, and it
+    /// waits for time sync without limit before starting etcd and the kubelet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_servers: Vec<String>,
+    /// DNS servers (`machine.network.nameservers`) when DHCP gives none; Talos falls back to
+    /// 1.1.1.1 and 8.8.8.8.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    /// Registry mirrors (`machine.registries.mirrors`): registry host → mirror endpoints,
+    /// e.g. `docker.io: [https://registry.example.internal/v2/docker.io]`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub registry_mirrors: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl TalosSettings {
+    /// Nothing set (the section is then not written).
+    pub fn is_empty(&self) -> bool {
+        self.install_image.is_none()
+            && self.time_servers.is_empty()
+            && self.nameservers.is_empty()
+            && self.registry_mirrors.is_empty()
+    }
+}
+
+/// The tag of an image reference (`repo:tag` or `repo:tag@digest`), if any.
+pub fn image_tag(image: &str) -> Option<&str> {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    last.split_once(':').map(|(_, t)| t)
 }
 
 /// kubelet settings carried from kubeadm into Talos's `machine.kubelet` (every machine).
@@ -1427,6 +1471,52 @@ impl ClusterConfig {
                         );
                     }
                     v.at_most("spec.controlPlane.replicas", cp.replicas.into(), INT32_MAX);
+                    let t = &self.spec.talos;
+                    if let Some(img) = &t.install_image {
+                        match image_tag(img) {
+                    None => v.push("spec.talos.installImage", format!("`{img}` has no tag: expected `<repository>:{}`", self.spec.versions.talos)),
+                    Some(tag) if tag != self.spec.versions.talos => v.push(
+                        "spec.talos.installImage",
+                        format!(
+                            "tag `{tag}` is not spec.versions.talos `{}`: the machines would be configured for one Talos and upgraded to another",
+                            self.spec.versions.talos
+                        ),
+                    ),
+                    Some(_) => {}
+                }
+                    }
+                    for (i, ns) in t.nameservers.iter().enumerate() {
+                        if ns.parse::<std::net::IpAddr>().is_err() {
+                            v.push(
+                                &format!("spec.talos.nameservers[{i}]"),
+                                format!("expected an IP address, got `{ns}`"),
+                            );
+                        }
+                    }
+                    for (i, ts) in t.time_servers.iter().enumerate() {
+                        if ts.is_empty() || ts.contains(char::is_whitespace) {
+                            v.push(
+                                &format!("spec.talos.timeServers[{i}]"),
+                                "expected a host name or address".into(),
+                            );
+                        }
+                    }
+                    for (registry, endpoints) in &t.registry_mirrors {
+                        if endpoints.is_empty() {
+                            v.push(
+                                &format!("spec.talos.registryMirrors.{registry}"),
+                                "expected at least one endpoint".into(),
+                            );
+                        }
+                        for (i, e) in endpoints.iter().enumerate() {
+                            if !(e.starts_with("https://") || e.starts_with("http://")) {
+                                v.push(
+                                    &format!("spec.talos.registryMirrors.{registry}[{i}]"),
+                                    format!("expected an http(s) URL, got `{e}`"),
+                                );
+                            }
+                        }
+                    }
                     for (i, dns) in self.spec.kubelet.cluster_dns.iter().enumerate() {
                         if dns.parse::<std::net::IpAddr>().is_err() {
                             v.push(

@@ -227,7 +227,8 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             section(&mut md, "Keep in mind", &[
                 "Keep `spec.migration.phase: complete`: a management cluster rebuilt from git then cannot bootstrap a second etcd (the policy refuses machines until the Job has set `status.bootstrapped`).",
                 "The sealed secrets are the cluster's PKI: never re-import; rotate recipients with `capstan secrets rekey`.",
-                "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses.",
+                "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses. A Talos upgrade is a VM template of the new release (named with it) with `spec.versions.talos` (and `spec.talos.installImage`) in the same commit: `check` blocks a template of another release (`talos-image`); every machine rolls.",
+                "Rolling machines never upgrades kube-proxy or CoreDNS: Talos applies its bootstrap manifests only when they are missing. After `spec.versions.kubernetes` moves, bump their images yourself (GitOps manifests, or `talosctl upgrade-k8s` for the manifests only; see README \"Upgrades\").",
             ]);
         }
     }

@@ -1079,7 +1079,18 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "guardPolicy": guard_policy_name(config),
             "nodeRefPolicy": node_ref_policy_name(config),
         },
-        "talos": {"version": s.versions.talos, "controlPlanePatch": Value::Null, "workerPatch": Value::Null},
+        "talos": {
+            "version": s.versions.talos,
+            // The config contract: the minor, so a patch release changes what the machines
+            // boot (the template), not every TalosConfig (provider-behaviour.md M5).
+            "contract": SemVer::parse(&s.versions.talos).map_or_else(|| s.versions.talos.clone(), |v| format!("v{}.{}", v.major, v.minor)),
+            "installImage": s.talos.install_image,
+            "timeServers": s.talos.time_servers,
+            "nameservers": s.talos.nameservers,
+            "registryMirrors": s.talos.registry_mirrors,
+            "controlPlanePatch": Value::Null,
+            "workerPatch": Value::Null,
+        },
         "kubernetes": {"version": s.versions.kubernetes},
         "endpoint": {"host": s.endpoint.host, "port": s.endpoint.port, "url": s.endpoint.url()},
         "network": {"pods": s.network.pods, "services": s.network.services, "dnsDomain": s.network.dns_domain},
@@ -1310,6 +1321,60 @@ mod tests {
     }
 
     #[test]
+    fn talos_settings_reach_every_patch_and_the_contract_is_the_minor() {
+        let r = Renderer::new(&[]).unwrap();
+        let text = format!(
+            "{MINIMAL}  workers:\n  - name: general\n    replicas: 1\n    machine: {{numCPUs: 2, memoryMiB: 4096}}\n  talos:\n    installImage: factory.talos.dev/installer/abc:v1.10.6\n    timeServers: [ntp.example.internal]\n    nameservers: [10.0.0.53]\n    registryMirrors: {{ghcr.io: [https://mirror.example.internal/v2/ghcr.io]}}\n"
+        );
+        let out = r.render("cluster.yaml", &config(&text), &[]).unwrap();
+        for (kind, pointer) in [
+            ("TalosControlPlane", "/spec/controlPlaneConfig/controlplane"),
+            ("TalosConfigTemplate", "/spec/template/spec"),
+        ] {
+            let obj = &out
+                .resources
+                .iter()
+                .find(|x| x.kind() == kind)
+                .unwrap()
+                .value;
+            let cfg = obj.pointer(pointer).unwrap();
+            assert_eq!(cfg["talosVersion"], "v1.10", "{kind}");
+            let p = yaml::parse_one(cfg["strategicPatches"][0].as_str().unwrap()).unwrap();
+            assert_eq!(
+                p.pointer("/machine/install/image"),
+                Some(&json!("factory.talos.dev/installer/abc:v1.10.6"))
+            );
+            assert_eq!(
+                p.pointer("/machine/time/servers"),
+                Some(&json!(["ntp.example.internal"]))
+            );
+            assert_eq!(
+                p.pointer("/machine/network/nameservers"),
+                Some(&json!(["10.0.0.53"]))
+            );
+            assert_eq!(
+                p.pointer("/machine/registries/mirrors/ghcr.io/endpoints"),
+                Some(&json!(["https://mirror.example.internal/v2/ghcr.io"]))
+            );
+        }
+        let e = r
+            .render(
+                "cluster.yaml",
+                &config(&format!("{MINIMAL}  talos:\n    installImage: ghcr.io/siderolabs/installer:v1.10.5\n    nameservers: [dns]\n    registryMirrors: {{docker.io: [mirror.local]}}\n")),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "spec.talos.installImage: tag `v1.10.5` is not spec.versions.talos `v1.10.6`",
+            "spec.talos.nameservers[0]: expected an IP address",
+            "spec.talos.registryMirrors.docker.io[0]: expected an http(s) URL",
+        ] {
+            assert!(e.contains(needle), "{needle} not in {e}");
+        }
+    }
+
+    #[test]
     fn pool_labels_and_taints_reach_their_pool_only() {
         let r = Renderer::new(&[]).unwrap();
         let pools = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n    labels: {node-role.kubernetes.io/ingress: \"\", example.com/tier: edge, node.kubernetes.io/pool: ingress}\n    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n";
@@ -1525,6 +1590,7 @@ mod tests {
         let c = config(
             &MINIMAL
                 .replace("talos: v1.10.6, kubernetes: v1.30.4", "talos: v1.13.2, kubernetes: v1.34.1")
+                .replace("template: talos-v1.10.6", "template: talos-v1.13.2")
                 .replace(
                     "issuers: [https://kubernetes.default.svc.cluster.local]",
                     "issuers: [https://kubernetes.default.svc.cluster.local, https://lab-f.example.internal:6443]",
