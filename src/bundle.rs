@@ -230,6 +230,20 @@ fn write_digests<'a>(
     }
 }
 
+/// Remove files of `dir` (paths relative to it) that a command replaced with others; a file
+/// already gone is fine.
+pub fn remove_files(dir: &Path, rels: &[String]) -> Result<(), BundleError> {
+    for rel in rels {
+        let p = dir.join(rel);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&p)(e)),
+        }
+    }
+    Ok(())
+}
+
 /// Create new files in `dir` (created if needed), all or none: each file is written to a
 /// temporary file beside it and linked into place only if no file of that name exists.
 /// Existing files are never overwritten; on any error the files created so far are removed.

@@ -218,6 +218,11 @@ pub struct ImportKubeadmArgs {
     /// Print the workload cluster's `bootstrap-token-<id>` Secret (plaintext) on stdout.
     #[arg(long)]
     pub print_bootstrap_secret: bool,
+    /// Fold this import into the existing cluster directory (phase `prepare` only, same PKI,
+    /// same recipients): replace `secrets.age` and the sealed Secrets, and set spec.encryption
+    /// and spec.provenance in `cluster.yaml`, keeping every other line.
+    #[arg(long)]
+    pub update: bool,
 }
 
 /// `capstan secrets` commands.

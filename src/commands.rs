@@ -637,14 +637,79 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
     Ok(Status::Success)
 }
 
+/// `import kubeadm --update`: the new import folded into the existing cluster directory.
+fn import_update(
+    dir: &std::path::Path,
+    imported: &crate::import::Imported,
+    had_bundle: bool,
+    print_bootstrap_secret: bool,
+) -> Result<Status> {
+    let c = inputs::load_cluster(dir)?;
+    let text = inputs::read_input_text(
+        &dir.join(inputs::CLUSTER_FILE),
+        inputs::InputKind::ClusterFile,
+    )?;
+    let sealed: Vec<String> = inputs::read_sealed(dir, true, inputs::Digests::NotWanted)?
+        .into_iter()
+        .map(|s| s.rel)
+        .collect();
+    let update = crate::import::update(&c.file, &text, &c.config, had_bundle, imported, &sealed)?;
+    let mut files: Vec<(String, Vec<u8>)> = vec![(
+        crate::import::SECRETS_FILE.to_string(),
+        imported.secrets_age.as_bytes().to_vec(),
+    )];
+    for (rel, text) in &imported.sealed {
+        files.push((rel.clone(), text.as_bytes().to_vec()));
+    }
+    files.push((
+        inputs::CLUSTER_FILE.to_string(),
+        update.cluster_yaml.into_bytes(),
+    ));
+    bundle::replace_files(dir, &files)?;
+    bundle::remove_files(dir, &update.stale)?;
+    let mut err = std::io::stderr().lock();
+    for w in &imported.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    writeln!(
+        err,
+        "updated {}: a new secrets.age and sealed Secrets from the kubeadm files (same PKI)",
+        dir.display()
+    )?;
+    for change in &update.changes {
+        writeln!(err, "  {change}")?;
+    }
+    writeln!(
+        err,
+        "bootstrap token id: {} (Secret kube-system/bootstrap-token-{}); review with `capstan diff` and check again",
+        imported.token_id, imported.token_id
+    )?;
+    if print_bootstrap_secret {
+        let mut out = std::io::stdout().lock();
+        out.write_all(imported.bootstrap_secret.as_bytes())?;
+        out.flush()?;
+    }
+    Ok(Status::Success)
+}
+
 fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
     use crate::import::{self, ImportOptions, SECRETS_FILE};
     let secrets_path = args.out.join(SECRETS_FILE);
     anyhow::ensure!(
-        !secrets_path.exists(),
-        "{}: already exists; capstan never overwrites an imported bundle (a second import would create new \
-         cluster secrets and lock the cluster out); move it away only if you mean to start over",
+        args.update || !secrets_path.exists(),
+        "{}: already exists; capstan never overwrites an imported bundle on its own (a second import creates new \
+         cluster secrets, which would lock out Talos machines that use the old ones). After a change on the kubeadm \
+         side (the encryption key moved to Talos's name) and before any Talos machine exists (phase `prepare`), \
+         run the same import with --update: it replaces the bundle and the sealed Secrets and updates \
+         spec.encryption and spec.provenance in cluster.yaml, keeping the rest",
         secrets_path.display()
+    );
+    let cluster_path = args.out.join(inputs::CLUSTER_FILE);
+    anyhow::ensure!(
+        !args.update || cluster_path.exists(),
+        "{}: --update folds a new import into an existing cluster directory, and there is none; import without \
+         --update",
+        cluster_path.display()
     );
     let mut recipients: Vec<(String, String)> = args
         .recipients
@@ -679,7 +744,14 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
             now: std::time::SystemTime::now(),
         },
     )?;
-    let cluster_path = args.out.join(inputs::CLUSTER_FILE);
+    if args.update {
+        return import_update(
+            &args.out,
+            &imported,
+            secrets_path.exists(),
+            args.print_bootstrap_secret,
+        );
+    }
     let write_stub = !cluster_path.exists();
     let mut files: Vec<(&str, &[u8])> = vec![(SECRETS_FILE, imported.secrets_age.as_bytes())];
     for (rel, text) in &imported.sealed {
@@ -707,9 +779,9 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
     } else {
         writeln!(
             err,
-            "kept the existing {}: merge these facts into it by hand:\n{}",
+            "kept the existing {}: its spec.encryption and spec.provenance were not changed; run the same import \
+             with --update to set them from these files",
             cluster_path.display(),
-            imported.cluster_yaml
         )?;
     }
     writeln!(

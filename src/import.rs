@@ -126,6 +126,148 @@ pub struct Imported {
     pub warnings: Vec<String>,
 }
 
+/// What `import kubeadm --update` changes in an existing cluster directory.
+#[derive(Debug)]
+pub struct Update {
+    /// The existing `cluster.yaml` with `spec.encryption` and `spec.provenance` replaced by
+    /// the new import's, every other line kept.
+    pub cluster_yaml: String,
+    /// Sealed files of the old import the new one does not write (a join token of another
+    /// id), relative to the cluster directory.
+    pub stale: Vec<String>,
+    /// What changed, one line each, for the operator.
+    pub changes: Vec<String>,
+}
+
+/// Fold a new import into an existing cluster directory (after a rotation on the kubeadm
+/// side, e.g. the encryption key moved to `key2`): the new bundle and sealed Secrets replace
+/// the old ones, and `cluster.yaml` keeps everything but `spec.encryption` and
+/// `spec.provenance`. Only before any Talos machine exists (phase `prepare`, or a first
+/// import into a hand-written `cluster.yaml`), only from the same PKI (the recorded CA and
+/// service-account fingerprints), and only for the cluster's own recipients.
+pub fn update(
+    file: &str,
+    existing_text: &str,
+    existing: &ClusterConfig,
+    had_bundle: bool,
+    imported: &Imported,
+    existing_sealed: &[String],
+) -> Result<Update, ImportError> {
+    let refuse = |field: &str, message: String| ImportError::Fact {
+        file: file.to_string(),
+        field: field.to_string(),
+        message,
+    };
+    let phase = existing.spec.migration.as_ref().map(|m| m.phase);
+    let old_fps = existing
+        .spec
+        .provenance
+        .as_ref()
+        .and_then(|p| p.fingerprints.as_ref());
+    let first_import = !had_bundle && old_fps.is_none();
+    if phase != Some(model::Phase::Prepare) && !first_import {
+        return Err(refuse(
+            "spec.migration.phase",
+            format!(
+                "{}: Talos machines may already hold this bundle's secrets (its OS CA, cluster secret and join token), \
+                 and a new bundle would lock them out; --update works only in phase `prepare`, before any Talos machine exists",
+                phase.map_or("no phase".to_string(), |p| format!("phase `{}`", p.as_str()))
+            ),
+        ));
+    }
+    let new_prov = imported.config.spec.provenance.clone();
+    if let (Some(old), Some(new)) = (
+        old_fps,
+        new_prov.as_ref().and_then(|p| p.fingerprints.as_ref()),
+    ) {
+        if old != new {
+            return Err(refuse(
+                "spec.provenance.fingerprints",
+                "the kubeadm files hold another PKI than the one this cluster was imported from (its CA or \
+                 service-account key fingerprints differ): that is another cluster, or a PKI rotation Talos \
+                 cannot follow; nothing was written"
+                    .into(),
+            ));
+        }
+    }
+    let mut old_r = existing.spec.recipients.clone();
+    let mut new_r = imported.config.spec.recipients.clone();
+    old_r.sort();
+    new_r.sort();
+    if !old_r.is_empty() && old_r != new_r {
+        return Err(refuse(
+            "spec.recipients",
+            "the new bundle must be encrypted to the cluster's recipients: pass each of spec.recipients with -r \
+             (or -R FILE), and change recipients afterwards with `capstan secrets rekey`"
+                .into(),
+        ));
+    }
+    let mut text = existing_text.to_string();
+    let mut changes = Vec::new();
+    let enc_value = serde_json::to_value(&imported.config.spec.encryption)
+        .map_err(|e| refuse("spec.encryption", e.to_string()))?;
+    if existing.spec.encryption != imported.config.spec.encryption {
+        changes.push(format!(
+            "spec.encryption: {} → {}",
+            serde_json::to_string(&existing.spec.encryption).unwrap_or_default(),
+            enc_value
+        ));
+    }
+    let block_error = || {
+        refuse(
+            "spec",
+            "cluster.yaml is not a block mapping with two-space keys under `spec:`, so it cannot be edited in place; \
+             set spec.encryption and spec.provenance from `capstan import kubeadm` into a new directory by hand"
+                .into(),
+        )
+    };
+    text = crate::yaml::replace_block(&text, "spec", "encryption", &enc_value)
+        .ok_or_else(block_error)?;
+    if let Some(p) = &new_prov {
+        let v = serde_json::to_value(p).map_err(|e| refuse("spec.provenance", e.to_string()))?;
+        if existing.spec.provenance.as_ref() != Some(p) {
+            changes.push(
+                "spec.provenance: the new bundle's bootstrap token id and etcd version".into(),
+            );
+        }
+        text =
+            crate::yaml::replace_block(&text, "spec", "provenance", &v).ok_or_else(block_error)?;
+    }
+    // The edit changed those two fields and nothing else.
+    let parsed = crate::yaml::parse_one(&text)
+        .map_err(|e| refuse("spec", format!("the edited file does not parse: {e}")))?;
+    let mut edited =
+        ClusterConfig::from_value(file, parsed).map_err(|e| refuse("spec", e.to_string()))?;
+    if edited.spec.encryption != imported.config.spec.encryption
+        || edited.spec.provenance != new_prov
+    {
+        return Err(block_error());
+    }
+    edited.spec.encryption = existing.spec.encryption.clone();
+    edited.spec.provenance = existing.spec.provenance.clone();
+    if &edited != existing {
+        return Err(block_error());
+    }
+    let new_rels: Vec<&str> = imported.sealed.iter().map(|(r, _)| r.as_str()).collect();
+    let stale: Vec<String> = existing_sealed
+        .iter()
+        .filter(|r| {
+            r.starts_with("secrets/workload/bootstrap-token-") && !new_rels.contains(&r.as_str())
+        })
+        .cloned()
+        .collect();
+    for r in &stale {
+        changes.push(format!(
+            "{r}: removed (the new bundle's join token has another id)"
+        ));
+    }
+    Ok(Update {
+        cluster_yaml: text,
+        stale,
+        changes,
+    })
+}
+
 /// Name of the encrypted bundle in a cluster directory.
 pub const SECRETS_FILE: &str = "secrets.age";
 

@@ -181,7 +181,7 @@ pub const ROTATE_KEY_NAME: Procedure = Procedure {
         "On every node, make `key2` the **first** key; restart every kube-apiserver again, one at a time.",
         "Re-encrypt every Secret with `key2`: `kubectl get secrets -A -o json | kubectl replace -f -`.",
         "Remove the old key from every node; restart every kube-apiserver, one at a time.",
-        "Before any Talos node exists, import again from the new file into a new directory (`capstan import kubeadm … --encryption-config <file> --out <new directory>`), move its `secrets.age`, `secrets/` and `spec.encryption` into the cluster's directory, and check: `capstan check <cluster directory> --encryption-config <file> --identity <key file>`.",
+        "Before any Talos node exists (phase `prepare`), import again into the cluster's directory with `--update` (`capstan import kubeadm … --encryption-config <file> --out <cluster directory> --update`): the bundle and sealed Secrets are replaced and `spec.encryption` and `spec.provenance` updated, every other line of cluster.yaml kept; then check: `capstan check <cluster directory> --encryption-config <file> --identity <key file>`.",
     ],
     why: "The apiservers restart one at a time, so for a while some run the new configuration and some the old. An apiserver whose first key is `key2` writes values (`k8s:enc:secretbox:v1:key2:`) that one without `key2` cannot read (`no matching prefix found`); with `key2` added second everywhere first, every apiserver reads what any writes. Talos names its secretbox key `key2` and cannot be told otherwise (`encryption-provider-config` is a denied flag).",
 };

@@ -292,6 +292,140 @@ fn error_existing_bundle_is_never_overwritten() {
     fails(&s, &[], "clusters/lab-f/secrets.age: already exists");
 }
 
+/// M3: after the kubeadm side moved its encryption key to Talos's name (the two-step
+/// rotation), the same import with `--update` folds the new facts into the cluster
+/// directory, keeping every other line of cluster.yaml, and refuses where that is unsafe.
+#[test]
+fn reimport_after_rotation_updates_in_place() {
+    let s = setup(Alg::P256);
+    // The kubeadm cluster writes with `key0`, as many do.
+    s_write(
+        &s,
+        "kubeadm/encryption-config.yaml",
+        &testkit::encryption_configuration("secretbox", "key0"),
+    );
+    assert_eq!(import(&s, &[]).status.code(), Some(0));
+    let cluster = s.dir.join("clusters/lab-f/cluster.yaml");
+    let stub = std::fs::read_to_string(&cluster).unwrap();
+    assert!(stub.contains("keyName: key0"), "{stub}");
+    // The operator completes cluster.yaml (a comment and the placement are theirs).
+    let mine = stub.replace("spec:\n", "spec:\n  # lab-f, owned by team platform\n")
+        + "# end of file, kept\n";
+    std::fs::write(&cluster, &mine).unwrap();
+    let o = capstan(
+        &[
+            "check",
+            "clusters/lab-f",
+            "--encryption-config",
+            "kubeadm/encryption-config.yaml",
+        ],
+        &s.dir,
+    );
+    assert!(
+        stdout(&o).contains("BLOCK encryption-key-name"),
+        "{}",
+        stdout(&o)
+    );
+    // The rotation on the kubeadm side; then the plain import is refused, naming --update.
+    s_write(
+        &s,
+        "kubeadm/encryption-config.yaml",
+        &testkit::encryption_configuration("secretbox", "key2"),
+    );
+    fails(&s, &[], "run the same import with --update");
+    let age_before = std::fs::read(s.dir.join("clusters/lab-f/secrets.age")).unwrap();
+    let o = import(&s, &["--update"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("spec.encryption: {\"provider\":\"secretbox\",\"keyName\":\"key0\"} → {\"provider\":\"secretbox\",\"keyName\":\"key2\"}"), "{}", stderr(&o));
+    let after = std::fs::read_to_string(&cluster).unwrap();
+    let token_id = |text: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("bootstrapTokenId: "))
+            .unwrap()
+            .to_string()
+    };
+    let (old_id, new_id) = (token_id(&mine), token_id(&after));
+    // Only the key name and the new bundle's join token id moved; the old token's sealed
+    // file is gone, the new one is there.
+    assert_eq!(
+        after,
+        mine.replace("keyName: key0", "keyName: key2")
+            .replace(&old_id, &new_id),
+        "only the key name and the token id moved"
+    );
+    let workload = s.dir.join("clusters/lab-f/secrets/workload");
+    assert!(
+        !workload
+            .join(format!("bootstrap-token-{old_id}.yaml"))
+            .exists()
+            || old_id == new_id
+    );
+    assert!(workload
+        .join(format!("bootstrap-token-{new_id}.yaml"))
+        .exists());
+    assert_ne!(
+        std::fs::read(s.dir.join("clusters/lab-f/secrets.age")).unwrap(),
+        age_before
+    );
+    // The new bundle carries the key under Talos's name: check passes.
+    let o = capstan(
+        &[
+            "check",
+            "clusters/lab-f",
+            "--encryption-config",
+            "kubeadm/encryption-config.yaml",
+            "--identity",
+            s.identity.to_str().unwrap(),
+        ],
+        &s.dir,
+    );
+    let out = stdout(&o);
+    for id in ["encryption-key-name", "encryption-key-value"] {
+        assert!(out.contains(&format!("PASS {id}")), "{id}: {out}");
+    }
+    // Not once Talos machines may exist, not from another PKI, not for other recipients.
+    std::fs::write(
+        &cluster,
+        after.replace("phase: prepare", "phase: control-plane"),
+    )
+    .unwrap();
+    fails(&s, &["--update"], "--update works only in phase `prepare`");
+    std::fs::write(&cluster, &after).unwrap();
+    let other = tempfile::tempdir().unwrap();
+    testkit::write_kubeadm_dir(other.path(), Alg::P256, "secretbox", "key2");
+    for f in ["ca.crt", "ca.key"] {
+        std::fs::copy(
+            other.path().join("pki").join(f),
+            s.dir.join("kubeadm/pki").join(f),
+        )
+        .unwrap();
+    }
+    fails(
+        &s,
+        &["--update"],
+        "another PKI than the one this cluster was imported from",
+    );
+    // No cluster directory yet: nothing to update.
+    let mut args = IMPORT_ARGS.to_vec();
+    let r = s.recipient.clone();
+    args.extend_from_slice(&[
+        "--talos-version",
+        "v1.10.6",
+        "--out",
+        "clusters/new",
+        "--recipient",
+        &r,
+        "--update",
+    ]);
+    let o = capstan(&args, &s.dir);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("clusters/new/cluster.yaml: --update folds a new import into an existing cluster directory"), "{}", stderr(&o));
+}
+
+fn s_write(s: &Setup, rel: &str, text: &str) {
+    std::fs::write(s.dir.join(rel), text).unwrap();
+}
+
 #[test]
 fn decrypt_errors() {
     let s = setup(Alg::P256);

@@ -331,6 +331,91 @@ pub fn write_document(out: &mut String, value: &Value) {
     }
 }
 
+/// Replace (or add) the value of `key` directly under the top-level block mapping `parent`
+/// of a block-style document, keeping every other line as it is (comments included):
+/// the edit `import kubeadm --update` makes to a `cluster.yaml` people maintain. `None`
+/// when `parent` is not a block mapping at column 0 whose keys are indented two spaces.
+pub fn replace_block(text: &str, parent: &str, key: &str, value: &Value) -> Option<String> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let blank = |l: &str| l.trim().is_empty();
+    let is_key = |l: &str, name: &str, at: usize| {
+        indent(l) == at
+            && l[at..]
+                .strip_prefix(name)
+                .and_then(|r| r.strip_prefix(':'))
+                .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\n', '\r']))
+    };
+    let p = lines.iter().position(|l| {
+        is_key(l, parent, 0) && {
+            let rest = l[parent.len() + 1..].trim();
+            rest.is_empty() || rest.starts_with('#')
+        }
+    })?;
+    // The parent's block: until the next line at column 0 that is neither blank nor a comment.
+    let end = lines[p + 1..]
+        .iter()
+        .position(|l| !blank(l) && indent(l) == 0 && !l.starts_with('#'))
+        .map_or(lines.len(), |i| p + 1 + i);
+    let body = &lines[p + 1..end];
+    let content = |l: &&&str| !blank(l) && !l.trim_start().starts_with('#');
+    if body.iter().filter(content).any(|l| indent(l) < 2)
+        || body.iter().find(content).is_some_and(|l| indent(l) != 2)
+    {
+        return None;
+    }
+    let mut rendered = format!("  {key}:");
+    match value {
+        Value::Object(m) if !m.is_empty() => {}
+        Value::Array(a) if !a.is_empty() => {}
+        scalar => {
+            let mut s = String::new();
+            write_scalar(&mut s, scalar, 0);
+            rendered.push(' ');
+            rendered.push_str(&s);
+            rendered.push('\n');
+        }
+    }
+    if !rendered.ends_with('\n') {
+        rendered.push('\n');
+        for line in to_string(value).lines() {
+            rendered.push_str("    ");
+            rendered.push_str(line);
+            rendered.push('\n');
+        }
+    }
+    let mut out = String::with_capacity(text.len() + rendered.len());
+    match body.iter().position(|l| is_key(l, key, 2)) {
+        Some(k) => {
+            let start = p + 1 + k;
+            // The key's block: deeper lines (and blank lines between them).
+            let mut stop = start + 1;
+            while stop < end && (blank(lines[stop]) || indent(lines[stop]) > 2) {
+                stop += 1;
+            }
+            while stop > start + 1 && blank(lines[stop - 1]) {
+                stop -= 1;
+            }
+            lines[..start].iter().for_each(|l| out.push_str(l));
+            out.push_str(&rendered);
+            lines[stop..].iter().for_each(|l| out.push_str(l));
+        }
+        None => {
+            let mut at = end;
+            while at > p + 1 && blank(lines[at - 1]) {
+                at -= 1;
+            }
+            lines[..at].iter().for_each(|l| out.push_str(l));
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&rendered);
+            lines[at..].iter().for_each(|l| out.push_str(l));
+        }
+    }
+    Some(out)
+}
+
 /// Emit documents as one stream, separated by `---` lines.
 pub fn to_stream(values: &[Value]) -> String {
     let mut out = String::with_capacity(4096 * values.len().max(1));
@@ -655,6 +740,57 @@ fn plain_ok(s: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn replace_block_keeps_everything_else() {
+        let text = "# header\nkind: ClusterConfig\nspec:\n  # the key\n  encryption:\n    provider: secretbox\n    # old name\n    keyName: key0\n\n  # recorded by import\n  provenance: {bootstrapTokenId: abc}\nstatus: {}\n";
+        let new = serde_json::json!({"provider": "secretbox", "keyName": "key2"});
+        let out = replace_block(text, "spec", "encryption", &new).unwrap();
+        assert_eq!(
+            out,
+            "# header\nkind: ClusterConfig\nspec:\n  # the key\n  encryption:\n    provider: secretbox\n    keyName: key2\n\n  # recorded by import\n  provenance: {bootstrapTokenId: abc}\nstatus: {}\n"
+        );
+        // A flow-style value is replaced as a whole; a missing key is added at the block's end.
+        let out = replace_block(
+            &out,
+            "spec",
+            "provenance",
+            &serde_json::json!({"bootstrapTokenId": "xyz"}),
+        )
+        .unwrap();
+        assert!(
+            out.contains(
+                "  # recorded by import\n  provenance:\n    bootstrapTokenId: xyz\nstatus: {}\n"
+            ),
+            "{out}"
+        );
+        let out = replace_block(
+            &out,
+            "spec",
+            "kubeProxy",
+            &serde_json::json!({"disabled": true}),
+        )
+        .unwrap();
+        assert!(
+            out.ends_with(
+                "    bootstrapTokenId: xyz\n  kubeProxy:\n    disabled: true\nstatus: {}\n"
+            ),
+            "{out}"
+        );
+        assert_eq!(
+            parse_one(&out).unwrap()["spec"]["encryption"]["keyName"],
+            "key2"
+        );
+        // Keys that only start alike are other keys.
+        let t2 = "spec:\n  encryptionX: 1\n";
+        let out = replace_block(t2, "spec", "encryption", &serde_json::json!("a")).unwrap();
+        assert_eq!(out, "spec:\n  encryptionX: 1\n  encryption: a\n");
+        // Not a block mapping with two-space keys: refused.
+        assert!(replace_block("spec: {a: 1}\n", "spec", "a", &serde_json::json!(2)).is_none());
+        assert!(replace_block("spec:\n    a: 1\n", "spec", "a", &serde_json::json!(2)).is_none());
+        assert!(replace_block("spec:\n a: 1\n", "spec", "a", &serde_json::json!(2)).is_none());
+        assert!(replace_block("other: 1\n", "spec", "a", &serde_json::json!(2)).is_none());
+    }
 
     #[test]
     fn json_strings_are_written_as_serde_json_writes_them() {
