@@ -684,6 +684,7 @@ fn stub(
             etcd,
             kube_proxy: Default::default(),
             deletion: Default::default(),
+            health_check: Default::default(),
             kubelet,
             talos: Default::default(),
             vsphere: None,

@@ -137,6 +137,9 @@ pub struct ClusterSpec {
     /// kubelet settings the kubeadm kubelets have and Talos must carry (`machine.kubelet`).
     #[serde(default, skip_serializing_if = "Kubelet::is_empty")]
     pub kubelet: Kubelet,
+    /// The worker pools' MachineHealthChecks, rendered once the migration is complete.
+    #[serde(default, skip_serializing_if = "HealthCheck::is_default")]
+    pub health_check: HealthCheck,
     /// How long Cluster API waits when it deletes a machine (drain, volume detach, Node).
     #[serde(default, skip_serializing_if = "Deletion::is_default")]
     pub deletion: Deletion,
@@ -340,6 +343,56 @@ impl KubeProxy {
     /// Talos's default (kube-proxy enabled): the section is not written.
     pub fn is_default(&self) -> bool {
         !self.disabled
+    }
+}
+
+/// The MachineHealthCheck of every worker pool (phase `complete`, or a cluster that is
+/// not migrating): a machine whose Node stays NotReady is replaced.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HealthCheck {
+    /// Render them (default `true`).
+    #[serde(default = "HealthCheck::yes")]
+    pub enabled: bool,
+    /// Seconds a Node may be NotReady (or unknown) before its machine is replaced (300).
+    #[serde(default = "HealthCheck::default_unhealthy")]
+    pub unhealthy_timeout_seconds: u32,
+    /// Seconds a new machine's Node may take to join (1800).
+    #[serde(default = "HealthCheck::default_startup")]
+    pub node_startup_timeout_seconds: u32,
+    /// No remediation while more of the pool than this is unhealthy: a count or a
+    /// percentage (`40%`).
+    #[serde(default = "HealthCheck::default_max_unhealthy")]
+    pub max_unhealthy: String,
+}
+
+impl HealthCheck {
+    fn yes() -> bool {
+        true
+    }
+    fn default_unhealthy() -> u32 {
+        300
+    }
+    fn default_startup() -> u32 {
+        1800
+    }
+    fn default_max_unhealthy() -> String {
+        "40%".into()
+    }
+    /// The defaults (the section is then not written).
+    pub fn is_default(&self) -> bool {
+        *self == HealthCheck::default()
+    }
+}
+
+impl Default for HealthCheck {
+    fn default() -> Self {
+        HealthCheck {
+            enabled: true,
+            unhealthy_timeout_seconds: Self::default_unhealthy(),
+            node_startup_timeout_seconds: Self::default_startup(),
+            max_unhealthy: Self::default_max_unhealthy(),
+        }
     }
 }
 
@@ -1533,6 +1586,32 @@ impl ClusterConfig {
                                 format!("not allowed: {why}"),
                             );
                         }
+                    }
+                    let h = &self.spec.health_check;
+                    v.at_most(
+                        "spec.healthCheck.unhealthyTimeoutSeconds",
+                        h.unhealthy_timeout_seconds.into(),
+                        INT32_MAX,
+                    );
+                    v.at_most(
+                        "spec.healthCheck.nodeStartupTimeoutSeconds",
+                        h.node_startup_timeout_seconds.into(),
+                        INT32_MAX,
+                    );
+                    let pct = h.max_unhealthy.strip_suffix('%');
+                    let number = pct.unwrap_or(&h.max_unhealthy);
+                    let ok = !number.is_empty()
+                        && number.len() <= 9
+                        && number.bytes().all(|b| b.is_ascii_digit())
+                        && (pct.is_none() || number.parse::<u32>().is_ok_and(|n| n <= 100));
+                    if !ok {
+                        v.push(
+                            "spec.healthCheck.maxUnhealthy",
+                            format!(
+                                "expected a count or a percentage up to 100% (`40%`), got `{}`",
+                                h.max_unhealthy
+                            ),
+                        );
                     }
                     let d = &self.spec.deletion;
                     for (path, value) in [

@@ -92,6 +92,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../templates/v1beta1/machinedeployment.yaml"),
     ),
     (
+        "v1beta1/machinehealthcheck.yaml",
+        include_str!("../templates/v1beta1/machinehealthcheck.yaml"),
+    ),
+    (
         "v1beta2/cluster.yaml",
         include_str!("../templates/v1beta2/cluster.yaml"),
     ),
@@ -114,6 +118,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "v1beta2/machinedeployment.yaml",
         include_str!("../templates/v1beta2/machinedeployment.yaml"),
+    ),
+    (
+        "v1beta2/machinehealthcheck.yaml",
+        include_str!("../templates/v1beta2/machinehealthcheck.yaml"),
     ),
 ];
 
@@ -502,6 +510,9 @@ impl Renderer {
             let c = base.over(&[("pool", to_template_value(pool_ctx)), ("talos", pool_talos)]);
             self.render_objects(&t("talosconfigtemplate.yaml"), &c, &mut out)?;
             self.render_objects(&t("machinedeployment.yaml"), &c, &mut out)?;
+            if plan.health_checks {
+                self.render_objects(&t("machinehealthcheck.yaml"), &c, &mut out)?;
+            }
         }
 
         // An existing cluster is guarded in every phase: the admission policy refuses its
@@ -919,6 +930,7 @@ struct Plan {
     cp_replicas: u32,
     cp_paused: bool,
     pools: Vec<Value>,
+    health_checks: bool,
 }
 
 struct Names {
@@ -993,6 +1005,9 @@ impl Plan {
                 control_plane_machine_template: format!("{name}-cp"),
             },
             cp_replicas: if cp_scale { declared_cp } else { 0 },
+            // Worker MachineHealthChecks once kubeadm is gone (not while pools move over).
+            health_checks: config.spec.health_check.enabled
+                && matches!(phase, None | Some(Phase::Complete)),
             cp_paused,
             pools,
         }
@@ -1108,6 +1123,12 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         "etcd": {"extraArgs": s.etcd.extra_args},
         "kubeProxy": {"disabled": s.kube_proxy.disabled},
         "kubelet": {"clusterDNS": s.kubelet.cluster_dns, "extraConfig": s.kubelet.extra_config},
+        "healthCheck": {
+            // An int-or-string: a count is a number, a percentage a string.
+            "maxUnhealthy": s.health_check.max_unhealthy.parse::<u64>().map_or_else(|_| json!(s.health_check.max_unhealthy), |n| json!(n)),
+            "nodeStartupTimeoutSeconds": s.health_check.node_startup_timeout_seconds,
+            "unhealthyTimeoutSeconds": s.health_check.unhealthy_timeout_seconds,
+        },
         "deletion": {
             "nodeDrainTimeoutSeconds": s.deletion.node_drain_timeout_seconds,
             "nodeVolumeDetachTimeoutSeconds": s.deletion.node_volume_detach_timeout_seconds,
@@ -1372,6 +1393,68 @@ mod tests {
         ] {
             assert!(e.contains(needle), "{needle} not in {e}");
         }
+    }
+
+    #[test]
+    fn worker_health_checks_once_the_migration_is_complete() {
+        let r = Renderer::new(&[]).unwrap();
+        let pool = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n";
+        let mhcs = |text: &str| -> Vec<Value> {
+            r.render("cluster.yaml", &config(text), &[])
+                .unwrap()
+                .resources
+                .into_iter()
+                .filter(|x| x.kind() == "MachineHealthCheck")
+                .map(|x| x.value)
+                .collect()
+        };
+        // Not migrating: one per pool, selecting the pool's machines.
+        let m = mhcs(&format!("{MINIMAL}{pool}"));
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0]["metadata"]["name"], "lab-f-general");
+        assert_eq!(
+            m[0].pointer("/spec/selector/matchLabels/cluster.x-k8s.io~1deployment-name"),
+            Some(&json!("lab-f-general"))
+        );
+        assert_eq!(m[0]["spec"]["maxUnhealthy"], "40%");
+        assert_eq!(m[0]["spec"]["nodeStartupTimeout"], "1800s");
+        // While pools move over: none; phase complete: again.
+        let migrating = |phase: &str| {
+            format!("{MINIMAL}{pool}  migration:\n    phase: {phase}\n    jobImage: i\n    providers: {{cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1}}\n")
+        };
+        assert!(mhcs(&migrating("workers")).is_empty());
+        assert_eq!(mhcs(&migrating("complete")).len(), 1);
+        // Disabled, or a count instead of a percentage (a number: an int-or-string).
+        assert!(mhcs(&format!(
+            "{MINIMAL}{pool}  healthCheck: {{enabled: false}}\n"
+        ))
+        .is_empty());
+        let v2 = MINIMAL.replace("flavour: v1beta1", "flavour: v1beta2");
+        let m = mhcs(&format!(
+            "{v2}{pool}  healthCheck: {{maxUnhealthy: \"2\", unhealthyTimeoutSeconds: 600}}\n"
+        ));
+        assert_eq!(
+            m[0].pointer("/spec/remediation/triggerIf/unhealthyLessThanOrEqualTo"),
+            Some(&json!(2))
+        );
+        assert_eq!(
+            m[0].pointer("/spec/checks/unhealthyNodeConditions/0/timeoutSeconds"),
+            Some(&json!(600))
+        );
+        let e = r
+            .render(
+                "c",
+                &config(&format!(
+                    "{MINIMAL}{pool}  healthCheck: {{maxUnhealthy: 140%}}\n"
+                )),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.healthCheck.maxUnhealthy: expected a count or a percentage"),
+            "{e}"
+        );
     }
 
     #[test]
