@@ -1365,6 +1365,18 @@ mod tests {
             );
         }
         assert!(rows >= 15, "{rows} rows with messages");
+        // And the table lists every finding `check` reports.
+        let table: String = readme[start..]
+            .lines()
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.split('|').nth(1).unwrap_or(""))
+            .collect();
+        for id in crate::check::IDS {
+            assert!(
+                table.contains(&format!("`{id}`")),
+                "README's check table lacks `{id}`"
+            );
+        }
     }
 
     #[test]

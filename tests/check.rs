@@ -1229,8 +1229,50 @@ fn drifted_kubeadm_cluster() {
         "  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 4, memoryMiB: 8192}\n",
         "  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 4, memoryMiB: 8192}\n    labels: {node-role.kubernetes.io/ingress: \"\", example.com/tier: edge}\n    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n",
     );
+    // The placement, as a first draft would have it: a template of another Talos patch
+    // release, linked clones with a disk size, credentials not sealed, a mirror for the Job
+    // image but none for Talos.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "  migration:\n    phase: prepare\n",
+        "  vsphere:\n    server: vcenter.example.internal\n    datacenter: dc1\n    datastore: ds1\n    folder: /dc1/vm/lab-f\n    resourcePool: /dc1/host/c1/Resources/lab-f\n    network: vm-net\n    template: talos-v1.10.5-vmware\n    cloneMode: linkedClone\n    identityRef: {kind: Secret, name: lab-f-vsphere}\n  controlPlane: {replicas: 3, machine: {numCPUs: 4, memoryMiB: 8192, diskGiB: 40}}\n  migration:\n    phase: prepare\n    jobImage: registry.example.internal/mirror/alpine/k8s:1.33.4\n",
+    );
+    let o = s.check(&all);
+    let out = stdout(&o);
+    assert!(
+        entry(&out, "BLOCK", "talos-image").contains("`talos-v1.10.5-vmware` (Talos v1.10.5)"),
+        "{out}"
+    );
+    for id in ["clone-disk-size", "vsphere-identity", "air-gap"] {
+        entry(&out, "WARN", id);
+    }
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "talos-v1.10.5-vmware",
+        "talos-v1.10.6-vmware",
+    );
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "cloneMode: linkedClone",
+        "cloneMode: fullClone",
+    );
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "  vsphere:\n",
+        "  talos:\n    timeServers: [ntp.example.internal]\n    registryMirrors: {ghcr.io: [https://registry.example.internal/v2/ghcr.io], registry.k8s.io: [https://registry.example.internal/v2/registry.k8s.io]}\n  vsphere:\n",
+    );
+    let mut seal = assert_cmd::Command::cargo_bin("capstan").unwrap();
+    seal.args([
+        "secrets",
+        "vsphere-identity",
+        "clusters/lab-f",
+        "--username",
+        "capv@vsphere.local",
+    ])
+    .current_dir(&s.dir)
+    .write_stdin("example-only\n");
+    assert!(seal.output().unwrap().status.success());
     s.write("kubeadm/kube-proxy.yaml", relabelled_kube_proxy());
-
     s.write("kubeadm/cni.yaml", CILIUM_TALOS);
     let o = s.check(&all);
     let out = stdout(&o);
@@ -1248,6 +1290,10 @@ fn drifted_kubeadm_cluster() {
         "cni-daemonset",
         "node-labels",
         "kubelet-config",
+        "talos-image",
+        "vsphere-identity",
+        "air-gap",
+        "clone-disk-size",
         "check-inputs",
     ] {
         entry(&out, "PASS", id);
