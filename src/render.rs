@@ -1230,7 +1230,8 @@ mod tests {
                     "VSphereMachineTemplate",
                     "TalosControlPlane",
                     "TalosConfigTemplate",
-                    "MachineDeployment"
+                    "MachineDeployment",
+                    "MachineHealthCheck"
                 ],
                 "{flavour}"
             );
@@ -1789,13 +1790,21 @@ mod tests {
             ])
         );
         for phase in ["workers", "complete"] {
+            // The worker health checks come once the workers have moved over.
+            let mhc: &[&str] = if phase == "complete" {
+                &["MachineHealthCheck lab-f-general"]
+            } else {
+                &[]
+            };
+            let mut want = vec![
+                "TalosControlPlane lab-f-cp replicas=3",
+                "MachineDeployment lab-f-general replicas=3",
+            ];
+            want.extend_from_slice(mhc);
+            want.push("Job lab-f-capstan-migration-unpause-control-plane");
             assert_eq!(
                 summary(&render(phase, "[]").unwrap()),
-                with_guard(&[
-                    "TalosControlPlane lab-f-cp replicas=3",
-                    "MachineDeployment lab-f-general replicas=3",
-                    "Job lab-f-capstan-migration-unpause-control-plane"
-                ]),
+                with_guard(&want),
                 "{phase}"
             );
         }
@@ -1808,7 +1817,8 @@ mod tests {
             summary(&greenfield),
             [
                 "TalosControlPlane lab-f-cp replicas=3",
-                "MachineDeployment lab-f-general replicas=3"
+                "MachineDeployment lab-f-general replicas=3",
+                "MachineHealthCheck lab-f-general"
             ]
         );
         // Unsafe states are refused with the reason.
