@@ -2506,21 +2506,12 @@ impl<'a> Cx<'a> {
         let field = "spec.vsphere.identityRef";
         let s = &self.i.config.spec;
         let Some(v) = &s.vsphere else {
-            out.push(Finding::new(
-                id,
-                Severity::Info,
-                "spec.vsphere",
-                "no vSphere placement in cluster.yaml yet: the credentials were not checked".into(),
-            ));
+            out.push(no_placement(id, "spec.vsphere", "the credentials were"));
             return;
         };
         let seal = format!(
             "`capstan secrets vsphere-identity {} --username <user>` (password on stdin)",
-            std::path::Path::new(&self.i.config_file)
-                .parent()
-                .map(|p| p.display().to_string())
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| ".".into())
+            self.cluster_dir()
         );
         let f = match &v.identity_ref {
             None => Finding::new(
@@ -2790,6 +2781,28 @@ fn kubeadm_matches(recorded: EncryptionProvider, kubeadm: KeyedProvider) -> bool
         (EncryptionProvider::Secretbox, KeyedProvider::Secretbox)
             | (EncryptionProvider::Aescbc, KeyedProvider::Aescbc)
     )
+}
+
+/// The finding of a comparison that needs `spec.vsphere`, which the stub of an import
+/// does not have yet.
+fn no_placement(id: &'static str, field: &str, what: &str) -> Finding {
+    Finding::new(
+        id,
+        Severity::Info,
+        field,
+        format!("no vSphere placement in cluster.yaml yet: {what} not compared"),
+    )
+}
+
+impl Cx<'_> {
+    /// The cluster directory, as the user named it (for commands printed in fixes).
+    fn cluster_dir(&self) -> String {
+        std::path::Path::new(&self.i.config_file)
+            .parent()
+            .map(|p| p.display().to_string())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| ".".into())
+    }
 }
 
 fn not_compared(id: &'static str, field: &str, what: &str, flag: &str) -> Finding {

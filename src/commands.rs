@@ -961,53 +961,40 @@ fn check(args: CheckArgs) -> Result<Status> {
             value,
         });
     }
-    if let Some(p) = &args.kube_proxy {
-        let file = p.display().to_string();
-        let docs = inputs::read_yaml_documents(p, false)?;
-        let value = check::find_kube_proxy(&file, docs.into_iter().map(|(_, d)| d).collect())?;
-        ci.kube_proxy = Some(Input { file, value });
-    }
-    if let Some(p) = &args.providers {
-        let file = p.display().to_string();
-        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
+    // The YAML inputs: the file as named and its documents.
+    let docs_of = |p: &PathBuf| -> Result<(String, Vec<serde_json::Value>)> {
+        let docs = inputs::read_yaml_documents(p, false)?
             .into_iter()
             .map(|(_, d)| d)
             .collect();
+        Ok((p.display().to_string(), docs))
+    };
+    if let Some(p) = &args.kube_proxy {
+        let (file, docs) = docs_of(p)?;
+        let value = check::find_kube_proxy(&file, docs)?;
+        ci.kube_proxy = Some(Input { file, value });
+    }
+    if let Some(p) = &args.providers {
+        let (file, docs) = docs_of(p)?;
         let value = crate::providers::Inventory::from_documents(&file, &docs)?;
         ci.providers = Some(Input { file, value });
     }
     if let Some(p) = &args.nodes {
-        let file = p.display().to_string();
-        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect();
+        let (file, docs) = docs_of(p)?;
         let value = check::find_nodes(&file, &docs)?;
         ci.nodes = Some(Input { file, value });
     }
     if let Some(p) = &args.cni_daemonset {
-        let file = p.display().to_string();
-        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect();
+        let (file, docs) = docs_of(p)?;
         ci.cni = Some(check::find_cni_daemonsets(&file, docs)?);
     }
     if let Some(p) = &args.kubelet_config {
-        let file = p.display().to_string();
-        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect();
+        let (file, docs) = docs_of(p)?;
         let value = check::parse_kubelet_config(&file, &docs)?;
         ci.kubelet = Some(Input { file, value });
     }
     if let Some(p) = &args.etcd_status {
-        let file = p.display().to_string();
-        let docs: Vec<_> = inputs::read_yaml_documents(p, false)?
-            .into_iter()
-            .map(|(_, d)| d)
-            .collect();
+        let (file, docs) = docs_of(p)?;
         let value = check::parse_etcd_status(&file, &docs)?;
         ci.etcd_status = Some(Input { file, value });
     }

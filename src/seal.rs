@@ -265,15 +265,7 @@ pub fn seal(req: SealRequest<'_>) -> Result<Vec<(String, String)>, SealError> {
         // When only the readable digest annotation moves (another Secret of the bundle
         // changed), the MAC (over encrypted values only) is unchanged, so sops::encrypt keeps
         // `lastmodified`: values, MAC and age stanzas stay byte-identical.
-        let text = sops::encrypt(
-            &rel,
-            &tree.0,
-            &recipients,
-            CryptRule::EncryptedRegex(ENCRYPTED_REGEX.into()),
-            true,
-            req.lastmodified,
-            prev,
-        )?;
+        let text = encrypt_secret(&rel, &tree.0, &recipients, req.lastmodified, prev)?;
         out.push((rel, text));
     }
     Ok(out)
@@ -346,16 +338,28 @@ pub fn identity_secret(
         "data": {"password": b64(password.as_bytes()), "username": b64(username.as_bytes())},
     }));
     let rel = format!("{SEALED_DIR}/{name}.yaml");
-    let text = sops::encrypt(
-        &rel,
-        &tree.0,
-        &recipients,
+    let text = encrypt_secret(&rel, &tree.0, &recipients, lastmodified, None)?;
+    Ok((rel, text))
+}
+
+/// A Secret's tree as a sealed file: its `data`/`stringData` values encrypted to
+/// `recipients`, the MAC over encrypted values only (so readable metadata may move).
+fn encrypt_secret(
+    rel: &str,
+    tree: &Value,
+    recipients: &[age::x25519::Recipient],
+    lastmodified: &str,
+    previous: Option<(&SopsFile, &Plain)>,
+) -> Result<String, SealError> {
+    Ok(sops::encrypt(
+        rel,
+        tree,
+        recipients,
         CryptRule::EncryptedRegex(ENCRYPTED_REGEX.into()),
         true,
         lastmodified,
-        None,
-    )?;
-    Ok((rel, text))
+        previous,
+    )?)
 }
 
 /// Set the bundle digest annotation of a decrypted sealed file's tree (for rekey).

@@ -50,6 +50,22 @@ pub struct KubeletFacts {
     pub config: Map<String, Value>,
 }
 
+impl KubeletFacts {
+    /// `clusterDNS`, as given (empty when unset).
+    pub fn cluster_dns(&self) -> Vec<String> {
+        self.config
+            .get("clusterDNS")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 /// Reads a KubeletConfiguration: the `kubelet-config` ConfigMap (`kubectl -n kube-system get
 /// cm kubelet-config -o yaml`, key `kubelet`) or the file itself (`/var/lib/kubelet/config.yaml`).
 pub fn parse_kubelet_config(file: &str, docs: &[Value]) -> Result<KubeletFacts, CheckError> {
@@ -135,17 +151,7 @@ pub fn carried_kubelet_settings(
     facts: &KubeletFacts,
     service_cidrs: &[String],
 ) -> crate::model::Kubelet {
-    let dns: Vec<String> = facts
-        .config
-        .get("clusterDNS")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    let dns = facts.cluster_dns();
     crate::model::Kubelet {
         cluster_dns: if dns.is_empty() || dns == talos_cluster_dns(service_cidrs) {
             Vec::new()
@@ -186,16 +192,7 @@ impl Cx<'_> {
         let mut warning = Vec::new();
         let mut carry: BTreeMap<&str, Value> = BTreeMap::new();
         // clusterDNS: what pods' resolv.conf points at.
-        let kubeadm_dns: Vec<String> = cfg
-            .get("clusterDNS")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let kubeadm_dns = k.value.cluster_dns();
         let talos_dns = if s.kubelet.cluster_dns.is_empty() {
             talos_cluster_dns(&s.network.services)
         } else {

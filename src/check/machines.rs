@@ -2,7 +2,7 @@
 //! and installer tied to `spec.versions.talos`, and the registries, time servers and
 //! nameservers an air-gapped fleet must name.
 
-use super::{Cx, Finding, Severity};
+use super::{no_placement, Cx, Finding, Severity};
 use crate::model::SemVer;
 
 /// Registries Talos and Kubernetes pull from by default; a Job image from another host
@@ -61,11 +61,10 @@ impl Cx<'_> {
         let id = "talos-image";
         let s = &self.i.config.spec;
         let Some(v) = &s.vsphere else {
-            out.push(Finding::new(
+            out.push(no_placement(
                 id,
-                Severity::Info,
                 "spec.vsphere.template",
-                "no vSphere placement yet: the VM template was not compared with spec.versions.talos".into(),
+                "the VM template and spec.versions.talos were",
             ));
             return;
         };

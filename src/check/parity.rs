@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use super::{errors, list, not_compared, CheckError, Cx, Finding, Severity};
+use super::{errors, list, no_placement, not_compared, CheckError, Cx, Finding, Severity};
 use crate::model::CloneMode;
 
 /// The etcd flags a mixed etcd must agree on, and what Talos runs without them (etcd's own
@@ -454,11 +454,10 @@ impl Cx<'_> {
         let id = "clone-disk-size";
         let s = &self.i.config.spec;
         let Some(vs) = &s.vsphere else {
-            out.push(Finding::new(
+            out.push(no_placement(
                 id,
-                Severity::Info,
                 "spec.vsphere.cloneMode",
-                "no vSphere placement in cluster.yaml: the clone mode is not known".into(),
+                "the clone mode and disk sizes were",
             ));
             return;
         };

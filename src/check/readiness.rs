@@ -141,11 +141,7 @@ impl Cx<'_> {
             .iter()
             .filter(|i| self.given(i.flag).is_none() && !self.not_needed(i.flag))
             .collect();
-        let dir = std::path::Path::new(&self.i.config_file)
-            .parent()
-            .map(|p| p.display().to_string())
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| ".".into());
+        let dir = self.cluster_dir();
         let phase = self.i.config.spec.migration.as_ref().map(|m| m.phase);
         let joining = matches!(phase, Some(Phase::Prepare | Phase::ControlPlane));
         let field = "capstan check inputs";
