@@ -1053,10 +1053,33 @@ pub fn tcp_api_version(flavour: crate::model::Flavour) -> &'static str {
 
 /// The template context. Every key is always present (absent optional inputs are `null`),
 /// so strict undefined checking catches typos in templates without tripping on `if`.
+/// The Talos configuration documents (Talos 1.12 and later) for `spec.talos`'s time servers,
+/// nameservers and registry mirrors, each a strategic patch of its own.
+fn talos_documents(t: &crate::model::TalosSettings) -> Vec<String> {
+    let mut docs = Vec::new();
+    if !t.time_servers.is_empty() {
+        docs.push(json!({"apiVersion": "v1alpha1", "kind": "TimeSyncConfig", "ntp": {"servers": t.time_servers}}));
+    }
+    if !t.nameservers.is_empty() {
+        let ns: Vec<Value> = t
+            .nameservers
+            .iter()
+            .map(|a| json!({"address": a}))
+            .collect();
+        docs.push(json!({"apiVersion": "v1alpha1", "kind": "ResolverConfig", "nameservers": ns}));
+    }
+    for (registry, endpoints) in &t.registry_mirrors {
+        let eps: Vec<Value> = endpoints.iter().map(|u| json!({"url": u})).collect();
+        docs.push(json!({"apiVersion": "v1alpha1", "kind": "RegistryMirrorConfig", "name": registry, "endpoints": eps}));
+    }
+    docs.iter().map(yaml::to_string).collect()
+}
+
 fn context(config: &ClusterConfig, plan: &Plan) -> Value {
     let s = &config.spec;
     let name = &config.metadata.name;
     let talos_v = SemVer::parse(&s.versions.talos);
+    let separate_documents = talos_v.is_some_and(|v| v.major > 1 || v.minor >= 12);
     // Talos accepts a list for an extraArgs value from v1.13 on; before, one string.
     let issuer_arg = match talos_v {
         Some(v) if v.major == 1 && v.minor >= 13 => json!(s.service_account.issuers),
@@ -1100,9 +1123,12 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             // boot (the template), not every TalosConfig (provider-behaviour.md M5).
             "contract": SemVer::parse(&s.versions.talos).map_or_else(|| s.versions.talos.clone(), |v| format!("v{}.{}", v.major, v.minor)),
             "installImage": s.talos.install_image,
-            "timeServers": s.talos.time_servers,
-            "nameservers": s.talos.nameservers,
-            "registryMirrors": s.talos.registry_mirrors,
+            // Talos 1.12 moved time, resolvers and registry mirrors out of the v1alpha1
+            // document (its schema no longer has them) into documents of their own.
+            "timeServers": if separate_documents { json!([]) } else { json!(s.talos.time_servers) },
+            "nameservers": if separate_documents { json!([]) } else { json!(s.talos.nameservers) },
+            "registryMirrors": if separate_documents { json!({}) } else { json!(s.talos.registry_mirrors) },
+            "documents": if separate_documents { talos_documents(&s.talos) } else { Vec::new() },
             "controlPlanePatch": Value::Null,
             "workerPatch": Value::Null,
         },
@@ -1379,6 +1405,45 @@ mod tests {
                 Some(&json!(["https://mirror.example.internal/v2/ghcr.io"]))
             );
         }
+        // Talos 1.12 and later: time, resolvers and mirrors are documents of their own.
+        let v13 = text
+            .replace(
+                "talos: v1.10.6, kubernetes: v1.30.4",
+                "talos: v1.13.2, kubernetes: v1.34.1",
+            )
+            .replace("template: talos-v1.10.6", "template: talos-v1.13.2")
+            .replace("abc:v1.10.6", "abc:v1.13.2");
+        let out = r.render("cluster.yaml", &config(&v13), &[]).unwrap();
+        let tct = &out
+            .resources
+            .iter()
+            .find(|x| x.kind() == "TalosConfigTemplate")
+            .unwrap()
+            .value;
+        let patches: Vec<Value> = tct
+            .pointer("/spec/template/spec/strategicPatches")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| yaml::parse_one(p.as_str().unwrap()).unwrap())
+            .collect();
+        assert!(
+            patches[0].pointer("/machine/time").is_none()
+                && patches[0].pointer("/machine/registries").is_none()
+        );
+        assert_eq!(
+            patches[0].pointer("/machine/install/image"),
+            Some(&json!("factory.talos.dev/installer/abc:v1.13.2"))
+        );
+        assert_eq!(
+            patches[1..].to_vec(),
+            vec![
+                json!({"apiVersion": "v1alpha1", "kind": "TimeSyncConfig", "ntp": {"servers": ["ntp.example.internal"]}}),
+                json!({"apiVersion": "v1alpha1", "kind": "ResolverConfig", "nameservers": [{"address": "10.0.0.53"}]}),
+                json!({"apiVersion": "v1alpha1", "kind": "RegistryMirrorConfig", "name": "ghcr.io", "endpoints": [{"url": "https://mirror.example.internal/v2/ghcr.io"}]}),
+            ]
+        );
         let e = r
             .render(
                 "cluster.yaml",
