@@ -2650,11 +2650,19 @@ impl<'a> Cx<'a> {
                     .into(),
             )
             .fix("remove `spec.kubeProxy.disabled`, or switch the CNI to kube-proxy replacement first"),
-            (_, true, _) => Finding::new(
+            (Some(true), true, _) => Finding::new(
                 id,
                 Severity::Pass,
                 field,
                 "the CNI replaces kube-proxy and Talos creates none (`cluster.proxy.disabled`)".into(),
+            ),
+            (None, true, _) => Finding::new(
+                id,
+                Severity::Info,
+                field,
+                "Talos creates no kube-proxy (`cluster.proxy.disabled`); whether the CNI replaces it is not known from \
+                 its DaemonSet (e.g. Calico's eBPF mode set in a FelixConfiguration)"
+                    .into(),
             ),
             (Some(false), false, _) => Finding::new(
                 id,
@@ -3005,6 +3013,11 @@ mod tests {
             None,
         );
         assert!(f.summary.contains("has no ready pod"), "{f:#?}");
+        // Saved without its status: not known to run.
+        let mut no_status = cpi(1);
+        no_status.as_object_mut().unwrap().remove("status");
+        let fs = check(&with_nodes(vec![node("cp-1", None, &[]), no_status]));
+        assert_eq!(of(&fs, "cloud-provider")[0].severity, Severity::Warning);
         // A node that no CPI initialised; another cloud provider's IDs.
         let f = blocking_with(
             &with_nodes(vec![
@@ -3066,6 +3079,10 @@ mod tests {
         let prepare = format!("{disabled}  migration:\n    phase: prepare\n");
         let f = blocking_with(&inputs(&prepare), "check-inputs", None);
         assert!(!f.summary.contains("--kube-proxy"), "{f:#?}");
+        assert!(
+            !f.fix.unwrap().contains("--kube-proxy"),
+            "the command asks for no kube-proxy either"
+        );
         assert_eq!(
             worst(&inputs(&prepare), "kube-proxy-labels"),
             Severity::Info

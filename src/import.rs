@@ -141,8 +141,8 @@ pub struct Update {
 
 /// Fold a new import into an existing cluster directory (after a rotation on the kubeadm
 /// side, e.g. the encryption key moved to `key2`): the new bundle and sealed Secrets replace
-/// the old ones, and `cluster.yaml` keeps everything but `spec.encryption` and
-/// `spec.provenance`. Only before any Talos machine exists (phase `prepare`, or a first
+/// the old ones, and `cluster.yaml` keeps everything but `spec.encryption`,
+/// `spec.provenance` (and `spec.kubelet`, when the import read a kubelet configuration). Only before any Talos machine exists (phase `prepare`, or a first
 /// import into a hand-written `cluster.yaml`), only from the same PKI (the recorded CA and
 /// service-account fingerprints), and only for the cluster's own recipients.
 pub fn update(
@@ -190,6 +190,17 @@ pub fn update(
             ));
         }
     }
+    let (m, n) = (&existing.metadata, &imported.config.metadata);
+    if m != n {
+        return Err(refuse(
+            "metadata",
+            format!(
+                "cluster.yaml names the cluster `{}` in namespace `{}`, the import `{}` in `{}` (kubeadm's clusterName, \
+                 or --name/--namespace): the sealed Secrets are named after it; pass --name {} --namespace {}",
+                m.name, m.namespace, n.name, n.namespace, m.name, m.namespace
+            ),
+        ));
+    }
     let mut old_r = existing.spec.recipients.clone();
     let mut new_r = imported.config.spec.recipients.clone();
     old_r.sort();
@@ -233,7 +244,16 @@ pub fn update(
         text =
             crate::yaml::replace_block(&text, "spec", "provenance", &v).ok_or_else(block_error)?;
     }
-    // The edit changed those two fields and nothing else.
+    // The kubelet settings, when the import read them (`--kubelet-config`).
+    let kubelet = &imported.config.spec.kubelet;
+    if !kubelet.is_empty() {
+        let v = serde_json::to_value(kubelet).map_err(|e| refuse("spec.kubelet", e.to_string()))?;
+        if &existing.spec.kubelet != kubelet {
+            changes.push("spec.kubelet: from the kubelet configuration given".into());
+        }
+        text = crate::yaml::replace_block(&text, "spec", "kubelet", &v).ok_or_else(block_error)?;
+    }
+    // The edit changed those fields and nothing else.
     let parsed = crate::yaml::parse_one(&text)
         .map_err(|e| refuse("spec", format!("the edited file does not parse: {e}")))?;
     let mut edited =
@@ -242,6 +262,12 @@ pub fn update(
         || edited.spec.provenance != new_prov
     {
         return Err(block_error());
+    }
+    if !kubelet.is_empty() {
+        if &edited.spec.kubelet != kubelet {
+            return Err(block_error());
+        }
+        edited.spec.kubelet = existing.spec.kubelet.clone();
     }
     edited.spec.encryption = existing.spec.encryption.clone();
     edited.spec.provenance = existing.spec.provenance.clone();

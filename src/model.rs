@@ -279,6 +279,14 @@ impl TalosSettings {
     }
 }
 
+/// Whether a registry mirror endpoint names a path (`https://host/v2/docker.io`): containerd
+/// then must use it as it is (`overridePath`) instead of appending `/v2` to it.
+pub fn endpoint_has_path(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split_once('/')
+        .is_some_and(|(_, path)| !path.trim_matches('/').is_empty())
+}
+
 /// The tag of an image reference (`repo:tag` or `repo:tag@digest`), if any.
 pub fn image_tag(image: &str) -> Option<&str> {
     let without_digest = image.split('@').next().unwrap_or(image);
@@ -362,8 +370,25 @@ pub struct HealthCheck {
     pub node_startup_timeout_seconds: u32,
     /// No remediation while more of the pool than this is unhealthy: a count or a
     /// percentage (`40%`).
-    #[serde(default = "HealthCheck::default_max_unhealthy")]
+    #[serde(
+        default = "HealthCheck::default_max_unhealthy",
+        deserialize_with = "int_or_string"
+    )]
     pub max_unhealthy: String,
+}
+
+/// An int-or-string field (`40%` or `2`), kept as its text.
+fn int_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum IntOrString {
+        Int(u64),
+        Str(String),
+    }
+    Ok(match IntOrString::deserialize(d)? {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::Str(s) => s,
+    })
 }
 
 impl HealthCheck {
@@ -745,12 +770,17 @@ pub fn label_route(key: &str) -> LabelRoute {
             || d == "k8s.io"
             || d.ends_with(".k8s.io")
     };
-    if domain == "node-role.kubernetes.io" || domain == "node.cluster.x-k8s.io" {
+    let within = |d: &str, ns: &str| d == ns || d.ends_with(&format!(".{ns}"));
+    // Cluster API syncs these from the Machine to the Node (its `util/labels` helpers).
+    if domain == "node-role.kubernetes.io"
+        || within(domain, "node-restriction.kubernetes.io")
+        || within(domain, "node.cluster.x-k8s.io")
+    {
         LabelRoute::Machine
     } else if !in_k8s(domain)
         || KUBELET_LABELS.contains(&key)
-        || domain == "kubelet.kubernetes.io"
-        || domain == "node.kubernetes.io"
+        || within(domain, "kubelet.kubernetes.io")
+        || within(domain, "node.kubernetes.io")
     {
         LabelRoute::Talos
     } else {
@@ -1598,6 +1628,13 @@ impl ClusterConfig {
                         h.node_startup_timeout_seconds.into(),
                         INT32_MAX,
                     );
+                    if (1..30).contains(&h.node_startup_timeout_seconds) {
+                        // Cluster API's webhook refuses them (machinehealthcheck.go, v1.10.9:173-179).
+                        v.push(
+                            "spec.healthCheck.nodeStartupTimeoutSeconds",
+                            "expected 0 (no limit) or at least 30".into(),
+                        );
+                    }
                     let pct = h.max_unhealthy.strip_suffix('%');
                     let number = pct.unwrap_or(&h.max_unhealthy);
                     let ok = !number.is_empty()
@@ -1657,7 +1694,7 @@ impl ClusterConfig {
                 if !is_qualified_name(key) {
                     v.push(&at, "expected a label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63 alphanumerics, `-`, `_`, `.`".into());
                 } else if label_route(key) == LabelRoute::Refused {
-                    v.push(&at, "a label in the kubernetes.io/k8s.io domains that neither the node may set (NodeRestriction) nor Cluster API syncs; use `node-role.kubernetes.io/<role>`, `node.cluster.x-k8s.io/<name>` or a domain of your own".into());
+                    v.push(&at, "a label in the kubernetes.io/k8s.io domains that neither the node may set (NodeRestriction) nor Cluster API syncs; use `node-role.kubernetes.io/<role>`, `node-restriction.kubernetes.io/<name>`, `node.cluster.x-k8s.io/<name>` or a domain of your own".into());
                 }
                 if !is_label_value(value) {
                     v.push(&at, "expected a label value: at most 63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric (or empty)".into());
@@ -2077,6 +2114,18 @@ spec:
 
     fn parse(text: &str) -> Result<ClusterConfig, ModelError> {
         ClusterConfig::from_value("cluster.yaml", yaml::parse_one(text).unwrap())
+    }
+
+    #[test]
+    fn mirror_endpoints_with_a_path() {
+        for (url, has) in [
+            ("https://registry.example.internal/v2/docker.io", true),
+            ("https://registry.example.internal/", false),
+            ("https://registry.example.internal", false),
+            ("http://10.0.0.5:5000/mirror", true),
+        ] {
+            assert_eq!(endpoint_has_path(url), has, "{url}");
+        }
     }
 
     #[test]

@@ -77,7 +77,9 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
     let _ = writeln!(
         md,
         "Phases: `prepare` → `control-plane` → `workers` → `complete`. Before every step: `capstan diff` of the change reviewed, and, until the Talos control plane has joined, a clean check with every input (a missing one blocks as `check-inputs`): `{}`.\n",
-        crate::check::full_command(&format!("clusters/{name}"), |_| None)
+        crate::check::full_command(&format!("clusters/{name}"), |_| None, |f| {
+            f == "--kube-proxy" && s.kube_proxy.disabled
+        })
     );
 
     let etcd_old = s

@@ -1051,8 +1051,6 @@ pub fn tcp_api_version(flavour: crate::model::Flavour) -> &'static str {
     }
 }
 
-/// The template context. Every key is always present (absent optional inputs are `null`),
-/// so strict undefined checking catches typos in templates without tripping on `if`.
 /// The Talos configuration documents (Talos 1.12 and later) for `spec.talos`'s time servers,
 /// nameservers and registry mirrors, each a strategic patch of its own.
 fn talos_documents(t: &crate::model::TalosSettings) -> Vec<String> {
@@ -1069,12 +1067,23 @@ fn talos_documents(t: &crate::model::TalosSettings) -> Vec<String> {
         docs.push(json!({"apiVersion": "v1alpha1", "kind": "ResolverConfig", "nameservers": ns}));
     }
     for (registry, endpoints) in &t.registry_mirrors {
-        let eps: Vec<Value> = endpoints.iter().map(|u| json!({"url": u})).collect();
+        let eps: Vec<Value> = endpoints
+            .iter()
+            .map(|u| {
+                if crate::model::endpoint_has_path(u) {
+                    json!({"url": u, "overridePath": true})
+                } else {
+                    json!({"url": u})
+                }
+            })
+            .collect();
         docs.push(json!({"apiVersion": "v1alpha1", "kind": "RegistryMirrorConfig", "name": registry, "endpoints": eps}));
     }
     docs.iter().map(yaml::to_string).collect()
 }
 
+/// The template context. Every key is always present (absent optional inputs are `null`),
+/// so strict undefined checking catches typos in templates without tripping on `if`.
 fn context(config: &ClusterConfig, plan: &Plan) -> Value {
     let s = &config.spec;
     let name = &config.metadata.name;
@@ -1127,7 +1136,24 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             // document (its schema no longer has them) into documents of their own.
             "timeServers": if separate_documents { json!([]) } else { json!(s.talos.time_servers) },
             "nameservers": if separate_documents { json!([]) } else { json!(s.talos.nameservers) },
-            "registryMirrors": if separate_documents { json!({}) } else { json!(s.talos.registry_mirrors) },
+            "registryMirrors": if separate_documents {
+                json!({})
+            } else {
+                // containerd appends `/v2` to an endpoint unless told its path is the whole path.
+                Value::Object(
+                    s.talos
+                        .registry_mirrors
+                        .iter()
+                        .map(|(r, eps)| {
+                            let mut m = json!({"endpoints": eps});
+                            if eps.iter().any(|e| crate::model::endpoint_has_path(e)) {
+                                m["overridePath"] = json!(true);
+                            }
+                            (r.clone(), m)
+                        })
+                        .collect(),
+                )
+            },
             "documents": if separate_documents { talos_documents(&s.talos) } else { Vec::new() },
             "controlPlanePatch": Value::Null,
             "workerPatch": Value::Null,
@@ -1401,8 +1427,10 @@ mod tests {
                 Some(&json!(["10.0.0.53"]))
             );
             assert_eq!(
-                p.pointer("/machine/registries/mirrors/ghcr.io/endpoints"),
-                Some(&json!(["https://mirror.example.internal/v2/ghcr.io"]))
+                p.pointer("/machine/registries/mirrors/ghcr.io"),
+                Some(
+                    &json!({"endpoints": ["https://mirror.example.internal/v2/ghcr.io"], "overridePath": true})
+                )
             );
         }
         // Talos 1.12 and later: time, resolvers and mirrors are documents of their own.
@@ -1441,7 +1469,8 @@ mod tests {
             vec![
                 json!({"apiVersion": "v1alpha1", "kind": "TimeSyncConfig", "ntp": {"servers": ["ntp.example.internal"]}}),
                 json!({"apiVersion": "v1alpha1", "kind": "ResolverConfig", "nameservers": [{"address": "10.0.0.53"}]}),
-                json!({"apiVersion": "v1alpha1", "kind": "RegistryMirrorConfig", "name": "ghcr.io", "endpoints": [{"url": "https://mirror.example.internal/v2/ghcr.io"}]}),
+                // A path in the endpoint: containerd must not append `/v2` to it.
+                json!({"apiVersion": "v1alpha1", "kind": "RegistryMirrorConfig", "name": "ghcr.io", "endpoints": [{"url": "https://mirror.example.internal/v2/ghcr.io", "overridePath": true}]}),
             ]
         );
         let e = r
@@ -1490,6 +1519,27 @@ mod tests {
         };
         assert!(mhcs(&migrating("workers")).is_empty());
         assert_eq!(mhcs(&migrating("complete")).len(), 1);
+        // A count written as a number is a count.
+        let m = mhcs(&format!(
+            "{MINIMAL}{pool}  healthCheck: {{maxUnhealthy: 2}}\n"
+        ));
+        assert_eq!(m[0]["spec"]["maxUnhealthy"], 2);
+        let e = r
+            .render(
+                "c",
+                &config(&format!(
+                    "{MINIMAL}{pool}  healthCheck: {{nodeStartupTimeoutSeconds: 10}}\n"
+                )),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "spec.healthCheck.nodeStartupTimeoutSeconds: expected 0 (no limit) or at least 30"
+            ),
+            "{e}"
+        );
         // Disabled, or a count instead of a percentage (a number: an int-or-string).
         assert!(mhcs(&format!(
             "{MINIMAL}{pool}  healthCheck: {{enabled: false}}\n"
@@ -1526,7 +1576,7 @@ mod tests {
     #[test]
     fn pool_labels_and_taints_reach_their_pool_only() {
         let r = Renderer::new(&[]).unwrap();
-        let pools = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n    labels: {node-role.kubernetes.io/ingress: \"\", example.com/tier: edge, node.kubernetes.io/pool: ingress}\n    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n";
+        let pools = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n  - name: ingress\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n    labels: {node-role.kubernetes.io/ingress: \"\", node-restriction.kubernetes.io/dedicated: ingress, example.com/tier: edge, node.kubernetes.io/pool: ingress, sub.node.kubernetes.io/x: y}\n    taints: [{key: dedicated, value: ingress, effect: NoSchedule}]\n";
         for flavour in ["v1beta1", "v1beta2"] {
             let text = MINIMAL.replace("flavour: v1beta1", &format!("flavour: {flavour}")) + pools;
             let out = r.render("cluster.yaml", &config(&text), &[]).unwrap();
@@ -1551,7 +1601,7 @@ mod tests {
             let p = patch("ingress");
             assert_eq!(
                 p.pointer("/machine/nodeLabels").unwrap(),
-                &json!({"example.com/tier": "edge", "node.kubernetes.io/pool": "ingress"}),
+                &json!({"example.com/tier": "edge", "node.kubernetes.io/pool": "ingress", "sub.node.kubernetes.io/x": "y"}),
                 "{flavour}"
             );
             assert_eq!(
@@ -1564,6 +1614,12 @@ mod tests {
             assert_eq!(
                 md.pointer("/spec/template/metadata/labels/node-role.kubernetes.io~1ingress"),
                 Some(&json!(""))
+            );
+            assert_eq!(
+                md.pointer(
+                    "/spec/template/metadata/labels/node-restriction.kubernetes.io~1dedicated"
+                ),
+                Some(&json!("ingress"))
             );
             assert!(patch("general").get("machine").is_none(), "{flavour}");
             // Labels without taints: no empty kubelet section.

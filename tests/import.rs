@@ -391,6 +391,37 @@ fn reimport_after_rotation_updates_in_place() {
     .unwrap();
     fails(&s, &["--update"], "--update works only in phase `prepare`");
     std::fs::write(&cluster, &after).unwrap();
+    // Another cluster name: the sealed Secrets would be named after it.
+    fails(
+        &s,
+        &["--update", "--name", "other"],
+        "pass --name lab-f --namespace lab-f",
+    );
+    // The kubelet settings, when given, are updated too.
+    s_write(
+        &s,
+        "kubeadm/kubelet-config.yaml",
+        &testkit::kubelet_config_map(),
+    );
+    let o = import(
+        &s,
+        &[
+            "--update",
+            "--kubelet-config",
+            "kubeadm/kubelet-config.yaml",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let with_kubelet = std::fs::read_to_string(&cluster).unwrap();
+    assert!(
+        with_kubelet.contains("  kubelet:\n    clusterDNS:\n    - \"169.254.20.10\"\n"),
+        "{with_kubelet}"
+    );
+    assert!(
+        with_kubelet.contains("# end of file, kept\n"),
+        "{with_kubelet}"
+    );
+    std::fs::write(&cluster, &after).unwrap();
     let other = tempfile::tempdir().unwrap();
     testkit::write_kubeadm_dir(other.path(), Alg::P256, "secretbox", "key2");
     for f in ["ca.crt", "ca.key"] {

@@ -630,7 +630,8 @@ pub fn replaces_kube_proxy(input: &CniInput) -> Option<bool> {
             }
             None
         };
-        return match from_config.or_else(from_flag)?.trim() {
+        // A flag on the agent's command line wins over the config directory.
+        return match from_flag().or(from_config)?.trim() {
             "true" | "strict" => Some(true),
             "false" | "disabled" | "partial" | "probe" => Some(false),
             _ => None,

@@ -355,8 +355,25 @@ impl Cx<'_> {
             .value
             .cpi
             .iter()
-            .filter(|w| w.ready.is_none_or(|r| r > 0))
+            .filter(|w| w.ready.is_some_and(|r| r > 0))
             .collect();
+        let unknown = n.value.cpi.iter().find(|w| w.ready.is_none());
+        if let (None, Some(w)) = (ready.first(), unknown) {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    format!(
+                        "no node carries a providerID yet and the vSphere CPI ({}) was saved without its status, so \
+                         whether it runs is not known",
+                        w.name
+                    ),
+                )
+                .fix("save it with its status (`kubectl -n kube-system get ds vsphere-cloud-controller-manager -o yaml`) and check again"),
+            );
+            return;
+        }
         if let Some(w) = ready.first() {
             out.push(Finding::new(
                 id,
@@ -398,6 +415,8 @@ fn significant_label(key: &str) -> bool {
         || domain == "k8s.io"
         || domain.ends_with(".k8s.io");
     !k8s || domain == "node-role.kubernetes.io"
+        || domain == "node-restriction.kubernetes.io"
+        || domain.ends_with(".node-restriction.kubernetes.io")
 }
 
 /// A taint a pool must carry: not the conditions Kubernetes, cloud providers and the
@@ -621,6 +640,7 @@ mod tests {
             ("example.com/tier", true),
             ("tier", true),
             ("node-role.kubernetes.io/ingress", true),
+            ("node-restriction.kubernetes.io/pci", true),
             ("kubernetes.io/hostname", false),
             ("topology.kubernetes.io/zone", false),
             ("node.kubernetes.io/instance-type", false),

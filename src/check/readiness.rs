@@ -81,11 +81,16 @@ pub const INPUTS: &[CheckInput] = &[
     },
 ];
 
-/// The full `capstan check` command for `cluster_dir`, with every input flag: the file
-/// named where `given` has one, the placeholder otherwise.
-pub fn full_command(cluster_dir: &str, given: impl Fn(&str) -> Option<String>) -> String {
+/// The full `capstan check` command for `cluster_dir`, with every input flag the cluster
+/// needs (`skip` says which it does not): the file named where `given` has one, the
+/// placeholder otherwise.
+pub fn full_command(
+    cluster_dir: &str,
+    given: impl Fn(&str) -> Option<String>,
+    skip: impl Fn(&str) -> bool,
+) -> String {
     let mut cmd = format!("capstan check {cluster_dir}");
-    for i in INPUTS {
+    for i in INPUTS.iter().filter(|i| !skip(i.flag)) {
         let file = given(i.flag).unwrap_or_else(|| i.placeholder.to_string());
         cmd.push_str(&format!(" {} {file}", i.flag));
     }
@@ -159,7 +164,7 @@ impl Cx<'_> {
             .iter()
             .map(|i| format!("{}: {}", i.placeholder, i.source))
             .collect();
-        let command = full_command(&dir, |f| self.given(f));
+        let command = full_command(&dir, |f| self.given(f), |f| self.not_needed(f));
         let fix = format!("run `{command}` ({})", sources.join("; "));
         if joining {
             let phase = phase.map_or("", Phase::as_str);

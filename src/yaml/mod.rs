@@ -370,7 +370,8 @@ pub fn replace_block(text: &str, parent: &str, key: &str, value: &Value) -> Opti
         Value::Array(a) if !a.is_empty() => {}
         scalar => {
             let mut s = String::new();
-            write_scalar(&mut s, scalar, 0);
+            // A block scalar's lines go deeper than the key (at two spaces).
+            write_scalar(&mut s, scalar, 4);
             rendered.push(' ');
             rendered.push_str(&s);
             rendered.push('\n');
@@ -401,8 +402,10 @@ pub fn replace_block(text: &str, parent: &str, key: &str, value: &Value) -> Opti
             lines[stop..].iter().for_each(|l| out.push_str(l));
         }
         None => {
+            // After the block's last key, before blank lines and comments at column 0
+            // that close it.
             let mut at = end;
-            while at > p + 1 && blank(lines[at - 1]) {
+            while at > p + 1 && (blank(lines[at - 1]) || lines[at - 1].starts_with('#')) {
                 at -= 1;
             }
             lines[..at].iter().for_each(|l| out.push_str(l));
@@ -785,6 +788,28 @@ mod tests {
         let t2 = "spec:\n  encryptionX: 1\n";
         let out = replace_block(t2, "spec", "encryption", &serde_json::json!("a")).unwrap();
         assert_eq!(out, "spec:\n  encryptionX: 1\n  encryption: a\n");
+        // Added before the comments that close the block.
+        let out = replace_block(
+            "spec:\n  a: 1\n# closing\n",
+            "spec",
+            "b",
+            &serde_json::json!(2),
+        )
+        .unwrap();
+        assert_eq!(out, "spec:\n  a: 1\n  b: 2\n# closing\n");
+        // A multi-line string goes deeper than its key.
+        let out = replace_block(
+            "spec:\n  a: 1\n",
+            "spec",
+            "note",
+            &serde_json::json!("two\nlines\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            parse_one(&out).unwrap()["spec"]["note"],
+            "two\nlines\n",
+            "{out}"
+        );
         // Not a block mapping with two-space keys: refused.
         assert!(replace_block("spec: {a: 1}\n", "spec", "a", &serde_json::json!(2)).is_none());
         assert!(replace_block("spec:\n    a: 1\n", "spec", "a", &serde_json::json!(2)).is_none());
