@@ -1094,6 +1094,29 @@ pub mod testkit {
 
     pub const DAY: u64 = 86_400;
 
+    /// `rel` under the shared reference material beside the repository (`../shared`), for
+    /// tests against files capstan did not write. Absent, a test skips with a printed
+    /// notice; in CI (`CI` set to `true`) an absent directory fails the test instead of
+    /// letting it pass silently.
+    pub fn shared_path(rel: &str) -> Option<std::path::PathBuf> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared")
+            .join(rel);
+        if path.exists() {
+            return Some(path);
+        }
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{} is missing, and CI=true: the shared reference material must be present in CI",
+            path.display()
+        );
+        eprintln!(
+            "skipping: {} not present (the project's own tests still run; CI runs this one)",
+            path.display()
+        );
+        None
+    }
+
     pub fn now() -> SystemTime {
         SystemTime::now()
     }

@@ -2404,16 +2404,7 @@ spec:
     // Real CRDs from ../shared/crds beside the repository (skipped when absent)
 
     fn crds_dir() -> Option<std::path::PathBuf> {
-        let dir = std::env::var_os("CAPSTAN_CRDS_DIR").map_or_else(
-            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/crds"),
-            std::path::PathBuf::from,
-        );
-        if dir.is_dir() {
-            Some(dir)
-        } else {
-            eprintln!("skipping: CRD directory {} not found", dir.display());
-            None
-        }
+        crate::pki::testkit::shared_path("crds")
     }
 
     const BASE_FILES: [&str; 6] = [

@@ -1444,20 +1444,12 @@ mod tests {
     const LM2: &str = "2026-02-02T12:34:56Z";
 
     fn vectors_dir() -> Option<PathBuf> {
-        let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/sops-vectors");
-        if local.is_dir() {
-            return Some(local);
-        }
-        let fixed = Path::new("/work/shared/sops-vectors");
-        fixed.is_dir().then(|| fixed.to_path_buf())
+        crate::pki::testkit::shared_path("sops-vectors")
     }
 
     /// (dir, identity) or None with a notice when the vectors are absent.
     fn vectors() -> Option<(PathBuf, x25519::Identity)> {
-        let Some(dir) = vectors_dir() else {
-            eprintln!("skipping: sops-vectors directory not found");
-            return None;
-        };
+        let dir = vectors_dir()?;
         let text = std::fs::read_to_string(dir.join("identity.txt")).unwrap();
         let id = text
             .lines()

@@ -100,14 +100,9 @@ fn reads_stdin_and_fails_on_bad_crd() {
 
 #[test]
 fn rendered_examples_validate_against_real_crds_when_available() {
-    let crds = root().join("../shared/crds");
-    if !crds.is_dir() {
-        eprintln!(
-            "skipping: {} not present (CI runs this check in .ci/run)",
-            crds.display()
-        );
+    let Some(crds) = capstan::pki::testkit::shared_path("crds") else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     assert!(capstan(
