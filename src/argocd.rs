@@ -61,6 +61,33 @@ use crate::resource::Resource;
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
 
+/// The environment variables and plugin names of the Argo CD config-management plugin.
+pub mod env {
+    /// Argo CD build environment: the Application's name.
+    pub const ENV_ARGOCD_APP_NAME: &str = "ARGOCD_APP_NAME";
+    /// Argo CD build environment: the Application's destination namespace.
+    pub const ENV_ARGOCD_APP_NAMESPACE: &str = "ARGOCD_APP_NAMESPACE";
+    /// Argo CD build environment: the resolved revision (commit SHA).
+    pub const ENV_ARGOCD_APP_REVISION: &str = "ARGOCD_APP_REVISION";
+    /// Argo CD build environment: the Application's source path inside the repository.
+    pub const ENV_ARGOCD_APP_SOURCE_PATH: &str = "ARGOCD_APP_SOURCE_PATH";
+    /// Argo CD build environment: the JSON list of parameters set in the Application.
+    pub const ENV_ARGOCD_APP_PARAMETERS: &str = "ARGOCD_APP_PARAMETERS";
+    /// Prefix Argo CD puts before the names of an Application's plugin env entries.
+    pub const ARGOCD_ENV_PREFIX: &str = "ARGOCD_ENV_";
+    /// Prefix of the plugin env entries capstan owns (any other one is refused as a typo).
+    pub const ARGOCD_ENV_CAPSTAN_PREFIX: &str = "ARGOCD_ENV_CAPSTAN_";
+    /// Plugin env entry choosing the secrets mode, as written in the Application
+    /// (`plugin.env[].name`); it reaches capstan as [`ENV_ARGOCD_SECRETS`].
+    pub const PLUGIN_ENV_SECRETS: &str = "CAPSTAN_SECRETS";
+    /// The secrets mode as the plugin sees it (`ARGOCD_ENV_` + [`PLUGIN_ENV_SECRETS`]).
+    pub const ENV_ARGOCD_SECRETS: &str = "ARGOCD_ENV_CAPSTAN_SECRETS";
+    /// Plugin parameter choosing the secrets mode (`plugin.parameters[].name`).
+    pub const PARAM_SECRETS: &str = "secrets";
+    /// The secrets-mode parameter as Argo CD exports it (`PARAM_` + upper-cased name).
+    pub const ENV_PARAM_SECRETS: &str = "PARAM_SECRETS";
+}
+
 /// Annotation: the sync wave.
 pub const ANN_SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
 /// Annotation: per-resource sync options.
@@ -96,7 +123,7 @@ pub const DEPLOY_FILES: [(&str, &str); 5] = [
 #[derive(Debug, thiserror::Error)]
 pub enum ArgocdError {
     /// No secrets mode was chosen.
-    #[error("no secrets mode chosen for this Application: set the plugin env `{env}` or the plugin parameter `{param}` to `decrypt` (the age identity is mounted in the sidecar), `operator` (SopsSecret objects for the in-cluster sops-secrets-operator) or `omit` (the Secrets are managed elsewhere); capstan never applies SOPS ciphertext as a Secret", env = crate::cli::PLUGIN_ENV_SECRETS, param = crate::cli::PARAM_SECRETS)]
+    #[error("no secrets mode chosen for this Application: set the plugin env `{env}` or the plugin parameter `{param}` to `decrypt` (the age identity is mounted in the sidecar), `operator` (SopsSecret objects for the in-cluster sops-secrets-operator) or `omit` (the Secrets are managed elsewhere); capstan never applies SOPS ciphertext as a Secret", env = env::PLUGIN_ENV_SECRETS, param = env::PARAM_SECRETS)]
     NoMode,
     /// A mode value is not one of the three.
     #[error(
@@ -109,7 +136,7 @@ pub enum ArgocdError {
         value: String,
     },
     /// The env entry and the parameter disagree.
-    #[error("the plugin env `{env_name}` says `{env}` but the plugin parameter `{param_name}` says `{param}`: set one of them", env_name = crate::cli::PLUGIN_ENV_SECRETS, param_name = crate::cli::PARAM_SECRETS)]
+    #[error("the plugin env `{env_name}` says `{env}` but the plugin parameter `{param_name}` says `{param}`: set one of them", env_name = env::PLUGIN_ENV_SECRETS, param_name = env::PARAM_SECRETS)]
     ModeConflict {
         /// The env value.
         env: String,
@@ -117,19 +144,19 @@ pub enum ArgocdError {
         param: String,
     },
     /// An `ARGOCD_ENV_CAPSTAN_*` entry capstan does not read.
-    #[error("{name}: capstan reads no such plugin env (only `{known}`); the migration phase, replicas and overlays come from git, where they are reviewed", known = crate::cli::PLUGIN_ENV_SECRETS)]
+    #[error("{name}: capstan reads no such plugin env (only `{known}`); the migration phase, replicas and overlays come from git, where they are reviewed", known = env::PLUGIN_ENV_SECRETS)]
     UnknownEnv {
         /// The variable.
         name: String,
     },
     /// A parameter capstan does not declare.
-    #[error("plugin parameter `{name}`: capstan declares only `{known}`", known = crate::cli::PARAM_SECRETS)]
+    #[error("plugin parameter `{name}`: capstan declares only `{known}`", known = env::PARAM_SECRETS)]
     UnknownParameter {
         /// Its name.
         name: String,
     },
     /// `ARGOCD_APP_PARAMETERS` does not parse.
-    #[error("{var}: {message}", var = crate::cli::ENV_ARGOCD_APP_PARAMETERS)]
+    #[error("{var}: {message}", var = env::ENV_ARGOCD_APP_PARAMETERS)]
     BadParameters {
         /// What is wrong.
         message: String,
@@ -141,7 +168,7 @@ pub enum ArgocdError {
         name: String,
     },
     /// The source path does not fit the working directory.
-    #[error("{var}=`{path}`: {message}", var = crate::cli::ENV_ARGOCD_APP_SOURCE_PATH)]
+    #[error("{var}=`{path}`: {message}", var = env::ENV_ARGOCD_APP_SOURCE_PATH)]
     SourcePath {
         /// The value.
         path: String,
@@ -149,7 +176,7 @@ pub enum ArgocdError {
         message: String,
     },
     /// A cluster lives in another namespace than the Application's destination.
-    #[error("cluster `{name}` lives in namespace `{cluster}` (its cluster.yaml metadata.namespace) but the Application's destination namespace ({var}) is `{app}`: set `destination.namespace: {cluster}` (or leave it empty for a directory of clusters)", var = crate::cli::ENV_ARGOCD_APP_NAMESPACE)]
+    #[error("cluster `{name}` lives in namespace `{cluster}` (its cluster.yaml metadata.namespace) but the Application's destination namespace ({var}) is `{app}`: set `destination.namespace: {cluster}` (or leave it empty for a directory of clusters)", var = env::ENV_ARGOCD_APP_NAMESPACE)]
     Namespace {
         /// The cluster's name.
         name: String,
@@ -223,7 +250,7 @@ impl Context {
     /// Empty values count as unset. Values of variables capstan does not read are ignored,
     /// except unknown `ARGOCD_ENV_CAPSTAN_*` entries, which are refused.
     pub fn from_env(vars: &[(String, String)]) -> Result<Context, ArgocdError> {
-        use crate::cli::*;
+        use env::*;
         let get = |name: &str| {
             vars.iter()
                 .rev()
@@ -308,7 +335,7 @@ fn secrets_parameter(json: &str) -> Result<Option<SecretsMode>, ArgocdError> {
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| bad("a parameter has no `name`".into()))?;
-        if name != crate::cli::PARAM_SECRETS {
+        if name != env::PARAM_SECRETS {
             return Err(ArgocdError::UnknownParameter { name: name.into() });
         }
         let value = p.get("string").and_then(Value::as_str).ok_or_else(|| {
@@ -367,13 +394,6 @@ pub fn source_root(
     Ok((root.to_path_buf(), names.iter().collect()))
 }
 
-/// API groups served by Kubernetes itself (no CRD, so no dry-run problem).
-fn builtin_group(group: &str) -> bool {
-    group.is_empty()
-        || !group.contains('.')
-        || group.ends_with(".k8s.io") && !group.ends_with(".x-k8s.io")
-}
-
 /// The sync wave of a kind (see the module documentation).
 pub fn sync_wave(kind: &str) -> i32 {
     match kind {
@@ -402,10 +422,14 @@ pub fn sync_options(kind: &str, group: &str) -> Option<&'static str> {
         "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
             Some("Prune=false,Delete=false")
         }
-        "Cluster" | "VSphereCluster" | "TalosControlPlane" if !builtin_group(group) => {
+        "Cluster" | "VSphereCluster" | "TalosControlPlane"
+            if !crate::resource::builtin_group(group) =>
+        {
             Some("Prune=false,Delete=false,ServerSideApply=true,SkipDryRunOnMissingResource=true")
         }
-        _ if !builtin_group(group) => Some("ServerSideApply=true,SkipDryRunOnMissingResource=true"),
+        _ if !crate::resource::builtin_group(group) => {
+            Some("ServerSideApply=true,SkipDryRunOnMissingResource=true")
+        }
         _ => None,
     }
 }

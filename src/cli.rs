@@ -102,36 +102,10 @@ pub struct DiffArgs {
     pub templates: Option<PathBuf>,
 }
 
-/// Environment variable naming an age identity file (capstan's own).
-pub const ENV_AGE_KEY_FILE: &str = "CAPSTAN_AGE_KEY_FILE";
-/// SOPS's environment variable naming an age keys file.
-pub const ENV_SOPS_AGE_KEY_FILE: &str = "SOPS_AGE_KEY_FILE";
-/// SOPS's environment variable holding age identities.
-pub const ENV_SOPS_AGE_KEY: &str = "SOPS_AGE_KEY";
-
-/// Argo CD build environment: the Application's name.
-pub const ENV_ARGOCD_APP_NAME: &str = "ARGOCD_APP_NAME";
-/// Argo CD build environment: the Application's destination namespace.
-pub const ENV_ARGOCD_APP_NAMESPACE: &str = "ARGOCD_APP_NAMESPACE";
-/// Argo CD build environment: the resolved revision (commit SHA).
-pub const ENV_ARGOCD_APP_REVISION: &str = "ARGOCD_APP_REVISION";
-/// Argo CD build environment: the Application's source path inside the repository.
-pub const ENV_ARGOCD_APP_SOURCE_PATH: &str = "ARGOCD_APP_SOURCE_PATH";
-/// Argo CD build environment: the JSON list of parameters set in the Application.
-pub const ENV_ARGOCD_APP_PARAMETERS: &str = "ARGOCD_APP_PARAMETERS";
-/// Prefix Argo CD puts before the names of an Application's plugin env entries.
-pub const ARGOCD_ENV_PREFIX: &str = "ARGOCD_ENV_";
-/// Prefix of the plugin env entries capstan owns (any other one is refused as a typo).
-pub const ARGOCD_ENV_CAPSTAN_PREFIX: &str = "ARGOCD_ENV_CAPSTAN_";
-/// Plugin env entry choosing the secrets mode, as written in the Application
-/// (`plugin.env[].name`); it reaches capstan as [`ENV_ARGOCD_SECRETS`].
-pub const PLUGIN_ENV_SECRETS: &str = "CAPSTAN_SECRETS";
-/// The secrets mode as the plugin sees it (`ARGOCD_ENV_` + [`PLUGIN_ENV_SECRETS`]).
-pub const ENV_ARGOCD_SECRETS: &str = "ARGOCD_ENV_CAPSTAN_SECRETS";
-/// Plugin parameter choosing the secrets mode (`plugin.parameters[].name`).
-pub const PARAM_SECRETS: &str = "secrets";
-/// The secrets-mode parameter as Argo CD exports it (`PARAM_` + upper-cased name).
-pub const ENV_PARAM_SECRETS: &str = "PARAM_SECRETS";
+// The environment variables capstan reads are defined by the domains that read them; the
+// commands' help and code refer to them through these names.
+pub use crate::argocd::env::*;
+pub use crate::secrets::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
 
 /// `capstan argocd` commands.
 #[derive(Debug, Subcommand)]

@@ -309,13 +309,6 @@ fn crd_key(doc: &serde_json::Value) -> (String, String) {
     (get("/spec/group"), get("/spec/names/kind"))
 }
 
-/// API groups served by Kubernetes itself; objects in them are not CRD-validated.
-fn builtin_group(group: &str) -> bool {
-    group.is_empty()
-        || !group.contains('.')
-        || group.ends_with(".k8s.io") && !group.ends_with(".x-k8s.io")
-}
-
 fn validate(args: ValidateArgs) -> Result<Status> {
     // Later --crds sources replace earlier CRDs of the same group and kind, as applying a
     // newer CRD does; within one source a kind defined twice is an error.
@@ -359,7 +352,7 @@ fn validate(args: ValidateArgs) -> Result<Status> {
             .unwrap_or("");
         let group = crate::resource::group_of(api);
         if !crds.knows(api, kind)
-            && (builtin_group(group) || !args.strict_kinds)
+            && (crate::resource::builtin_group(group) || !args.strict_kinds)
             && !api.is_empty()
             && !kind.is_empty()
         {

@@ -84,7 +84,7 @@ pub enum ImportError {
     Kubeadm(#[from] kubeadm::KubeadmError),
     /// A bundle problem.
     #[error(transparent)]
-    Bundle(#[from] crate::talos::BundleError),
+    Bundle(#[from] crate::talos::SecretsBundleError),
     /// A recipient or encryption problem.
     #[error(transparent)]
     Secrets(#[from] secrets::SecretsError),

@@ -623,7 +623,7 @@ pub fn read_identity_text(
     flag: Option<&Path>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(String, zeroize::Zeroizing<String>), InputError> {
-    use crate::cli::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
+    use crate::secrets::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
     let file =
         |p: &Path, label: String| -> Result<(String, zeroize::Zeroizing<String>), InputError> {
             Ok((

@@ -270,6 +270,14 @@ impl Resource {
     }
 }
 
+/// API groups served by Kubernetes itself (core, `apps`, `*.k8s.io` but not Cluster API's
+/// `*.x-k8s.io`): objects in them have no CRD.
+pub fn builtin_group(group: &str) -> bool {
+    group.is_empty()
+        || !group.contains('.')
+        || group.ends_with(".k8s.io") && !group.ends_with(".x-k8s.io")
+}
+
 /// Position of a kind in the output: secrets first, then the Cluster, its infrastructure, the
 /// machine templates, the control plane, the worker bootstrap templates and the
 /// MachineDeployments; any other kind after them, in the order it was rendered.

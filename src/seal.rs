@@ -133,7 +133,7 @@ pub enum SealError {
     Secrets(#[from] crate::secrets::SecretsError),
     /// A bundle error.
     #[error(transparent)]
-    Bundle(#[from] crate::talos::BundleError),
+    Bundle(#[from] crate::talos::SecretsBundleError),
 }
 
 /// One sealed file as read from disk.

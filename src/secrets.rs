@@ -7,6 +7,13 @@ use age::x25519;
 use std::io::{Read, Write};
 use zeroize::Zeroizing;
 
+/// Environment variable naming an age identity file (capstan's own).
+pub const ENV_AGE_KEY_FILE: &str = "CAPSTAN_AGE_KEY_FILE";
+/// SOPS's environment variable naming an age keys file.
+pub const ENV_SOPS_AGE_KEY_FILE: &str = "SOPS_AGE_KEY_FILE";
+/// SOPS's environment variable holding age identities.
+pub const ENV_SOPS_AGE_KEY: &str = "SOPS_AGE_KEY";
+
 /// Why an age operation failed. Messages never include secret material.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {

@@ -21,7 +21,7 @@ use crate::pki::{self, CertAndKey, PkiError, PrivateKeyPem};
 /// Errors from reading, checking or building a bundle. Each names the file (`label`) and
 /// the YAML path; none carries secret material.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BundleError {
+pub enum SecretsBundleError {
     /// The file is not UTF-8 text.
     #[error("{label}: not UTF-8 text; expected a YAML secrets bundle")]
     NotUtf8 {
@@ -306,11 +306,11 @@ impl SecretsBundle {
 
     /// Parse a bundle strictly: unknown keys and wrong types are errors naming the path;
     /// missing fields are allowed (see [`Self::validate`]).
-    pub fn parse(label: &str, bytes: &[u8]) -> Result<Self, BundleError> {
-        let text = std::str::from_utf8(bytes).map_err(|_| BundleError::NotUtf8 {
+    pub fn parse(label: &str, bytes: &[u8]) -> Result<Self, SecretsBundleError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| SecretsBundleError::NotUtf8 {
             label: label.to_string(),
         })?;
-        let mut docs = crate::yaml::parse_stream(text).map_err(|e| BundleError::Yaml {
+        let mut docs = crate::yaml::parse_stream(text).map_err(|e| SecretsBundleError::Yaml {
             label: label.to_string(),
             message: e.message,
         })?;
@@ -482,46 +482,48 @@ impl SecretsBundle {
     }
 
     /// [`Self::validate`] as an error naming the file, as talosctl reports it.
-    pub fn check(&self) -> Result<(), BundleError> {
-        self.validate().map_err(|problems| BundleError::Invalid {
-            label: self.label.clone(),
-            problems: problems
-                .iter()
-                .map(|p| p.message.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-        })
+    pub fn check(&self) -> Result<(), SecretsBundleError> {
+        self.validate()
+            .map_err(|problems| SecretsBundleError::Invalid {
+                label: self.label.clone(),
+                problems: problems
+                    .iter()
+                    .map(|p| p.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })
     }
 
     /// Fingerprints of the k8s, etcd, aggregator and OS CA certificates and of the
     /// service-account public key.
-    pub fn fingerprints(&self) -> Result<CaFingerprints, BundleError> {
-        let missing = |path: &str| BundleError::Missing {
+    pub fn fingerprints(&self) -> Result<CaFingerprints, SecretsBundleError> {
+        let missing = |path: &str| SecretsBundleError::Missing {
             label: self.label.clone(),
             path: path.to_string(),
         };
         let certs = self.certs.as_ref().ok_or_else(|| missing("certs"))?;
-        let cert_fp = |name: &str, pair: &Option<CertKeyPem>| -> Result<String, BundleError> {
-            let path = format!("certs.{name}.crt");
-            let pair = pair
-                .as_ref()
-                .ok_or_else(|| missing(&format!("certs.{name}")))?;
-            let der = pki::parse_certificate_pem(&path, &pair.crt).map_err(|source| {
-                BundleError::Pki {
-                    label: self.label.clone(),
-                    path: path.clone(),
-                    error: Box::new(source),
-                }
-            })?;
-            Ok(pki::sha256_fingerprint_der(&der))
-        };
+        let cert_fp =
+            |name: &str, pair: &Option<CertKeyPem>| -> Result<String, SecretsBundleError> {
+                let path = format!("certs.{name}.crt");
+                let pair = pair
+                    .as_ref()
+                    .ok_or_else(|| missing(&format!("certs.{name}")))?;
+                let der = pki::parse_certificate_pem(&path, &pair.crt).map_err(|source| {
+                    SecretsBundleError::Pki {
+                        label: self.label.clone(),
+                        path: path.clone(),
+                        error: Box::new(source),
+                    }
+                })?;
+                Ok(pki::sha256_fingerprint_der(&der))
+            };
         let sa = certs
             .k8sserviceaccount
             .as_ref()
             .ok_or_else(|| missing("certs.k8sserviceaccount"))?;
         let sa_path = "certs.k8sserviceaccount.key";
         let sa_key =
-            pki::parse_private_key(sa_path, &sa.key).map_err(|source| BundleError::Pki {
+            pki::parse_private_key(sa_path, &sa.key).map_err(|source| SecretsBundleError::Pki {
                 label: self.label.clone(),
                 path: sa_path.to_string(),
                 error: Box::new(source),
@@ -548,10 +550,10 @@ impl SecretsBundle {
         bootstrap_token: Option<Zeroizing<String>>,
         encryption: Option<EncryptionSecret>,
         now: SystemTime,
-    ) -> Result<Self, BundleError> {
+    ) -> Result<Self, SecretsBundleError> {
         let gen = |what: &'static str| {
             let label = label.to_string();
-            move |source: PkiError| BundleError::Generate {
+            move |source: PkiError| SecretsBundleError::Generate {
                 label,
                 what,
                 error: Box::new(source),
@@ -618,8 +620,8 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn wrong(&self, path: &str, expected: &'static str, v: &Value) -> BundleError {
-        BundleError::WrongType {
+    fn wrong(&self, path: &str, expected: &'static str, v: &Value) -> SecretsBundleError {
+        SecretsBundleError::WrongType {
             label: self.label.to_string(),
             path: path.to_string(),
             expected,
@@ -633,12 +635,12 @@ impl Reader<'_> {
         v: Option<&'v Value>,
         path: &str,
         allowed: &[&str],
-    ) -> Result<Option<&'v Map<String, Value>>, BundleError> {
+    ) -> Result<Option<&'v Map<String, Value>>, SecretsBundleError> {
         match v {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Object(m)) => {
                 if let Some(k) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
-                    return Err(BundleError::UnknownKey {
+                    return Err(SecretsBundleError::UnknownKey {
                         label: self.label.to_string(),
                         path: join(path, k),
                         expected: allowed.join(", "),
@@ -656,7 +658,7 @@ impl Reader<'_> {
         m: &Map<String, Value>,
         parent: &str,
         key: &str,
-    ) -> Result<Zeroizing<String>, BundleError> {
+    ) -> Result<Zeroizing<String>, SecretsBundleError> {
         match m.get(key) {
             None | Some(Value::Null) => Ok(Zeroizing::new(String::new())),
             Some(Value::String(s)) => Ok(Zeroizing::new(s.clone())),
@@ -670,7 +672,7 @@ impl Reader<'_> {
         m: &Map<String, Value>,
         parent: &str,
         key: &str,
-    ) -> Result<Zeroizing<Vec<u8>>, BundleError> {
+    ) -> Result<Zeroizing<Vec<u8>>, SecretsBundleError> {
         let text = self.string(m, parent, key)?;
         // Go's base64 decoder skips CR and LF.
         let compact: Zeroizing<String> =
@@ -678,13 +680,17 @@ impl Reader<'_> {
         base64::engine::general_purpose::STANDARD
             .decode(compact.as_bytes())
             .map(Zeroizing::new)
-            .map_err(|_| BundleError::Base64 {
+            .map_err(|_| SecretsBundleError::Base64 {
                 label: self.label.to_string(),
                 path: join(parent, key),
             })
     }
 
-    fn pair(&self, v: Option<&Value>, path: &str) -> Result<Option<CertKeyPem>, BundleError> {
+    fn pair(
+        &self,
+        v: Option<&Value>,
+        path: &str,
+    ) -> Result<Option<CertKeyPem>, SecretsBundleError> {
         let Some(m) = self.section(v, path, PAIR_KEYS)? else {
             return Ok(None);
         };
@@ -694,7 +700,7 @@ impl Reader<'_> {
         }))
     }
 
-    fn bundle(&self, root: &Value) -> Result<SecretsBundle, BundleError> {
+    fn bundle(&self, root: &Value) -> Result<SecretsBundle, SecretsBundleError> {
         let top = match root {
             Value::Object(_) => self.section(Some(root), "", TOP_KEYS)?,
             other => return Err(self.wrong("(document)", "a mapping", other)),
@@ -711,7 +717,7 @@ impl Reader<'_> {
         let secrets = match self.section(top.get("secrets"), "secrets", SECRETS_KEYS)? {
             None => None,
             Some(m) => {
-                let opt = |key: &str| -> Result<Option<Zeroizing<String>>, BundleError> {
+                let opt = |key: &str| -> Result<Option<Zeroizing<String>>, SecretsBundleError> {
                     let s = self.string(m, "secrets", key)?;
                     Ok(if s.is_empty() { None } else { Some(s) })
                 };
@@ -1182,7 +1188,7 @@ mod tests {
         let err = SecretsBundle::parse("s.yaml", extra.as_bytes()).unwrap_err();
         assert_eq!(
             err,
-            BundleError::UnknownKey {
+            SecretsBundleError::UnknownKey {
                 label: "s.yaml".into(),
                 path: "trustdinfo.extra".into(),
                 expected: "token".into()
@@ -1227,7 +1233,7 @@ mod tests {
 
         let broken = text.replace("cluster:\n", "cluster: [\n");
         let err = SecretsBundle::parse("s.yaml", broken.as_bytes()).unwrap_err();
-        assert!(matches!(err, BundleError::Yaml { .. }), "{err}");
+        assert!(matches!(err, SecretsBundleError::Yaml { .. }), "{err}");
         assert!(!err.to_string().contains(secret), "{err}");
 
         let err = SecretsBundle::parse("s.yaml", b"- a\n").unwrap_err();
@@ -1239,7 +1245,7 @@ mod tests {
         let err = SecretsBundle::parse("s.yaml", &[0xff, 0xfe]).unwrap_err();
         assert_eq!(
             err,
-            BundleError::NotUtf8 {
+            SecretsBundleError::NotUtf8 {
                 label: "s.yaml".into()
             }
         );
