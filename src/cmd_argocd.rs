@@ -5,8 +5,9 @@
 
 use crate::argocd::{self, ArgocdError, Context, SecretsMode};
 use crate::cli::{ClusterSecretsArgs, InitArgs};
-use crate::commands::{decrypt_sealed, identities, render_each, report_written, Status};
+use crate::commands::{decrypt_sealed, identities, report_written, Status};
 use crate::inputs::{self, InputError};
+use crate::pipeline::render_each;
 use crate::sopssecret::{self, SopsSecretError};
 use anyhow::{Context as _, Result};
 use std::io::Write;
@@ -111,26 +112,27 @@ fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<St
     // Relative to the repository root, every file in a message is named as in git.
     std::env::set_current_dir(&root).with_context(|| root.display().to_string())?;
     let clusters = inputs::discover_all(&[target])?;
-    let parts = render_each(&clusters, None, inputs::Digests::NotWanted, |r, _| {
-        ctx.check_namespace(&r.name, &r.namespace)?;
-        let mut objects = Vec::with_capacity(r.resources.len());
-        for mut res in r.resources {
-            if res.raw.is_some() {
-                match mode {
-                    SecretsMode::Omit => continue,
-                    SecretsMode::Decrypt => {
-                        decrypt_sealed(&mut res, ids.as_deref().unwrap_or_default())?
+    let parts =
+        render_each::<_, anyhow::Error>(&clusters, None, inputs::Digests::NotWanted, |r, _| {
+            ctx.check_namespace(&r.name, &r.namespace)?;
+            let mut objects = Vec::with_capacity(r.resources.len());
+            for mut res in r.resources {
+                if res.raw.is_some() {
+                    match mode {
+                        SecretsMode::Omit => continue,
+                        SecretsMode::Decrypt => {
+                            decrypt_sealed(&mut res, ids.as_deref().unwrap_or_default())?
+                        }
+                        SecretsMode::Operator => res = operator_object(&res.value, &res.origin)?,
                     }
-                    SecretsMode::Operator => res = operator_object(&res.value, &res.origin)?,
                 }
+                argocd::annotate(&mut res);
+                objects.push(res);
             }
-            argocd::annotate(&mut res);
-            objects.push(res);
-        }
-        let mut text = Zeroizing::new(String::with_capacity(16384));
-        crate::resource::write_stream(&objects, &mut text);
-        Ok((text, objects.len()))
-    })?;
+            let mut text = Zeroizing::new(String::with_capacity(16384));
+            crate::resource::write_stream(&objects, &mut text);
+            Ok((text, objects.len()))
+        })?;
     if parts.iter().all(|(_, n)| *n == 0) {
         return Err(ArgocdError::Empty.into());
     }

@@ -4,6 +4,7 @@
 //! The pipeline (see `ARCHITECTURE.md`): [`inputs`] reads files once, [`model`] parses and
 //! validates `cluster.yaml`, [`render`] turns it into objects (with [`overlay`] applying the
 //! cluster's overlays and [`names`] giving immutable templates content-hash names),
+//! [`pipeline`] runs that for every cluster of a repository (with the sealed Secrets),
 //! [`bundle`] lays them out and is the only writer; [`schema`] validates objects against
 //! CRDs; [`explain`] maps error messages seen in the field to cause, check and fix;
 //! [`diff`] compares two renders and [`report`] formats the result; [`commands`] and
@@ -26,6 +27,7 @@ pub mod kubeadm;
 pub mod model;
 pub mod names;
 pub mod overlay;
+pub mod pipeline;
 pub mod pki;
 pub mod plan;
 pub mod procedure;
