@@ -5,7 +5,8 @@
 //! ticket. Comparisons whose inputs were not given are reported as [`Severity::Info`]
 //! naming the flag that enables them.
 //!
-//! Each failing finding names the error the cluster would show (`talos-facts.md` §8) and
+//! Each failing finding names the error the cluster would show (the exact text kube-apiserver,
+//! etcd, the kubelet or Talos print, quoted from their source in [`errors`]) and
 //! the fix. Finding ids are stable (a contract with `capstan explain`): see [`IDS`].
 //! Secret values (the encryption key, the bootstrap token secret) are compared, never
 //! copied into a finding.
@@ -84,26 +85,28 @@ pub const IDS: &[&str] = &[
     "check-inputs",
 ];
 
-/// The error text each kind of mismatch produces in the cluster (`talos-facts.md` §8).
+/// The error text each kind of mismatch produces in the cluster (kube-apiserver's
+/// authenticator and storage transformers, etcd's membership checks, the kubelet's certificate
+/// manager).
 pub mod errors {
-    /// kube-apiserver, token issuer not accepted (§8.1).
+    /// kube-apiserver, token issuer not accepted.
     pub const INVALID_BEARER_TOKEN: &str = "invalid bearer token";
-    /// kube-apiserver, token audience not accepted (§8.1).
+    /// kube-apiserver, token audience not accepted.
     pub const TOKEN_AUDIENCES: &str =
         "token audiences [\"…\"] is invalid for the target audiences [\"…\"]";
-    /// kube-apiserver, the key or provider that wrote the data is missing (§8.2).
+    /// kube-apiserver, the key or provider that wrote the data is missing.
     pub const NO_MATCHING_PREFIX: &str = "no matching prefix found";
-    /// kube-apiserver without encryption reading encrypted data (§8.2).
+    /// kube-apiserver without encryption reading encrypted data.
     pub const IDENTITY_TRANSFORMER: &str = "identity transformer tried to read encrypted data";
-    /// kube-apiserver, same key name, different key (§8.2).
+    /// kube-apiserver, same key name, different key.
     pub const WRONG_KEY: &str = "output array was not large enough for encryption";
-    /// etcd 3.5 below 3.5.20 joined by etcd 3.6 (§8.3).
+    /// etcd 3.5 below 3.5.20 joined by etcd 3.6.
     pub const TOO_MANY_LEARNERS: &str = "too many learner member in cluster";
-    /// kubelet whose bootstrap token is gone (§8.4).
+    /// kubelet whose bootstrap token is gone.
     pub const UNAUTHORIZED: &str = "cannot create certificate signing request: Unauthorized";
     /// etcd over its backend quota (the NOSPACE alarm: every write refused).
     pub const NOSPACE: &str = "etcdserver: mvcc: database space exceeded";
-    /// TLS client connecting through a name the serving certificate lacks (§8.3).
+    /// TLS client connecting through a name the serving certificate lacks.
     pub const X509_NAME: &str = "x509: certificate is valid for …, not …";
     /// Applying a DaemonSet whose `spec.selector` changed.
     pub const FIELD_IMMUTABLE: &str = "spec.selector: Invalid value: …: field is immutable";
@@ -147,7 +150,7 @@ pub struct Finding {
     pub field: String,
     /// What was compared and what was found.
     pub summary: String,
-    /// The exact error the cluster would show (`talos-facts.md` §8).
+    /// The exact error the cluster would show ([`errors`]).
     pub cluster_error: Option<&'static str>,
     /// How to fix it.
     pub fix: Option<String>,
@@ -648,7 +651,8 @@ struct Cx<'a> {
     endpoint_url: String,
 }
 
-/// The etcd minor a Talos minor ships (`talos-facts.md` §7).
+/// The etcd minor a Talos minor ships (Talos `pkg/machinery/constants/constants.go`,
+/// `DefaultEtcdVersion`).
 fn talos_etcd_minor(talos_minor: u32) -> (u32, u32) {
     match talos_minor {
         0..=10 => (3, 5),

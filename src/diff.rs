@@ -1298,7 +1298,7 @@ fn tolerance(n: i64) -> i64 {
 
 /// What Cluster API's webhooks set when `spec.replicas` leaves git, from `n` (its value
 /// before): a MachineDeployment with both autoscaler size annotations is clamped into
-/// [min, max], anything else gets 1 (`capi-argocd-sops-facts.md` §A.3). Returns the count
+/// [min, max], anything else gets 1 (Cluster API's MachineDeployment webhook, `machinedeployment_webhook.go`: the autoscaler annotations `cluster.x-k8s.io/cluster-api-autoscaler-node-group-{min,max}-size`). Returns the count
 /// and how it came about.
 fn defaulted_replicas(kind: &str, n: i64, b: Option<&Resource>) -> (i64, String) {
     let parse = |v: &str| v.trim().parse::<i64>().ok();

@@ -169,7 +169,7 @@ const RESTART_KUBEADM_APISERVER: &str = "restart one kubeadm apiserver at a time
 
 /// Every known error message, most specific first (see the module documentation).
 pub static ENTRIES: &[Entry] = &[
-    // ---- §8.1 service-account tokens -------------------------------------------------
+    // ---- service-account tokens -------------------------------------------------
     Entry {
         id: "service-account-key-mismatch",
         title: "Service-account token signed with a key this apiserver does not have",
@@ -218,7 +218,7 @@ pub static ENTRIES: &[Entry] = &[
         ],
         procedures: &[],
     },
-    // ---- §8.2 encryption at rest ----------------------------------------------------
+    // ---- encryption at rest ----------------------------------------------------
     Entry {
         id: "encryption-wrong-key",
         title: "Secret encrypted with a different key under the same provider and key name",
@@ -309,7 +309,7 @@ pub static ENTRIES: &[Entry] = &[
         ],
         procedures: &[],
     },
-    // ---- §8.5 denied extra args ------------------------------------------------------
+    // ---- denied extra args ------------------------------------------------------
     Entry {
         id: "extra-arg-encryption-provider-config",
         title: "Talos does not let `encryption-provider-config` be overridden",
@@ -370,7 +370,7 @@ pub static ENTRIES: &[Entry] = &[
         ],
         procedures: &[],
     },
-    // ---- §8.3 etcd join ----------------------------------------------------------------
+    // ---- etcd join ----------------------------------------------------------------
     Entry {
         id: "etcd-too-many-learners",
         title: "etcd 3.5 refused a 3.6 learner (etcd version skew)",
@@ -492,7 +492,7 @@ pub static ENTRIES: &[Entry] = &[
         ],
         procedures: &["set-bootstrapped"],
     },
-    // ---- §8.5 CACPPT -------------------------------------------------------------------
+    // ---- CACPPT -------------------------------------------------------------------
     Entry {
         id: "cacppt-bootstrap-retry",
         title: "CACPPT is trying to bootstrap a new etcd cluster",
@@ -603,7 +603,7 @@ pub static ENTRIES: &[Entry] = &[
         ],
         procedures: &["restore-quorum", "rollback-control-plane", "anti-affinity"],
     },
-    // ---- §8.4 bootstrap token -----------------------------------------------------------
+    // ---- bootstrap token -----------------------------------------------------------
     Entry {
         id: "kubelet-csr-unauthorized",
         title: "Kubelet bootstrap token rejected (expired or missing token Secret)",
@@ -621,7 +621,7 @@ pub static ENTRIES: &[Entry] = &[
         ],
         procedures: &[],
     },
-    // ---- §9 kube-proxy ---------------------------------------------------------------------
+    // ---- kube-proxy ---------------------------------------------------------------------
     Entry {
         id: "kube-proxy-selector-immutable",
         title: "kube-proxy DaemonSet selector differs from Talos's",
@@ -639,7 +639,7 @@ pub static ENTRIES: &[Entry] = &[
         ],
         procedures: &[],
     },
-    // ---- §1.2, §8.5 secrets bundle (talosctl, CABPT) ----------------------------------------
+    // ---- secrets bundle (talosctl, CABPT) ----------------------------------------
     Entry {
         id: "bundle-encryption-secret-required",
         title: "talosctl wants an encryption secret in the bundle",
@@ -1083,7 +1083,6 @@ mod tests {
     }
 
     cases! {
-        // §8.1
         invalid_bearer_token:
             r#"E0601 12:00:00.000000       1 authentication.go:73] "Unable to authenticate the request" err="invalid bearer token""#
             => ["invalid-bearer-token"];
@@ -1096,7 +1095,6 @@ mod tests {
         service_account_key_mismatch:
             r#"E0601 12:00:02.000000       1 authentication.go:73] "Unable to authenticate the request" err="[invalid bearer token, square/go-jose: error in cryptographic primitive]""#
             => ["service-account-key-mismatch", "invalid-bearer-token"];
-        // §8.2
         output_array_not_large_enough:
             r#"E0601 12:00:03.000000       1 transformer.go:163] "failed to decrypt data" err="output array was not large enough for encryption""#
             => ["encryption-wrong-key"];
@@ -1115,7 +1113,6 @@ mod tests {
         encryption_config_conflict:
             "error: 1 error occurred:\n\t* etcd encryption config is already set in v1alpha1 config"
             => ["encryption-config-conflict"];
-        // §8.3
         no_controlplane_endpoints:
             "172.20.0.5: user: warning: [2026-06-01T12:00:00.000000000Z]: [talos] service[etcd](Preparing): Failed to run pre stage: no controlplane endpoints discovered yet"
             => ["etcd-no-endpoints"];
@@ -1143,11 +1140,9 @@ mod tests {
         member_removed:
             r#"{"level":"warn","ts":"2026-06-01T12:00:00Z","caller":"rafthttp/http.go:500","msg":"request sender was removed","error":"the member has been permanently removed from the cluster"}"#
             => ["etcd-member-removed"];
-        // §8.4
         csr_unauthorized:
             "E0601 12:00:00.000000    2345 certificate_manager.go:562] kubernetes.io/kube-apiserver-client-kubelet: Failed while requesting a signed certificate from the control plane: cannot create certificate signing request: Unauthorized"
             => ["kubelet-csr-unauthorized"];
-        // §8.5
         extra_arg_encryption_provider_config:
             r#"[talos] controller failed {"component": "controller-runtime", "controller": "k8s.ControlPlaneStaticPodController", "error": "error updating static pod: extra arg \"encryption-provider-config\" is not allowed"}"#
             => ["extra-arg-encryption-provider-config", "extra-arg-not-allowed"];
@@ -1211,7 +1206,6 @@ mod tests {
         cabpt_none_without_data:
             r#"E0601 12:00:00.000000       1 controller.go:324] "Reconciler error" err="failed to specify config data with none generate type" controller="talosconfig""#
             => ["cabpt-none-without-data"];
-        // §9
         kube_proxy_selector_immutable:
             r#"error updating manifests: error updating object kube-system/kube-proxy: DaemonSet.apps "kube-proxy" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{"k8s-app":"kube-proxy"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"#
             => ["kube-proxy-selector-immutable"];

@@ -748,7 +748,7 @@ fn stub(
 }
 
 /// The `bootstrap-token-<id>` Secret for the workload cluster's `kube-system`, as Talos
-/// creates it: no expiry, group `system:bootstrappers:nodes` (talos-facts §8.4).
+/// creates it: no expiry, group `system:bootstrappers:nodes` (Talos `manifests/bootstrap-token-secret` in `controllers/k8s/templates`).
 fn bootstrap_secret(token: &kubeadm::BootstrapToken) -> Zeroizing<String> {
     // Token characters are [a-z0-9]: plain YAML scalars; built directly into zeroized memory.
     let mut s = Zeroizing::new(String::with_capacity(512));

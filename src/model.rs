@@ -1197,7 +1197,7 @@ pub enum Purpose {
     Render,
 }
 
-/// One row of the Talos ↔ Kubernetes support table (`talos-facts.md` §7).
+/// One row of the Talos ↔ Kubernetes support table (Talos support matrix: siderolabs/talos `website/content/v1.X/introduction/support-matrix.md`).
 #[derive(Debug, Clone, Copy)]
 pub struct TalosSupport {
     /// Talos minor (1, minor).
@@ -1291,7 +1291,7 @@ impl fmt::Display for SemVer {
     }
 }
 
-/// Talos minors each flavour's providers support (CABPT/CACPPT READMEs, `talos-facts.md` §7).
+/// Talos minors each flavour's providers support (the compatibility tables of the CABPT and CACPPT READMEs).
 pub fn flavour_talos_range(flavour: Flavour) -> (u32, u32) {
     match flavour {
         // CACPPT v0.5 (v0.5.13 added Talos 1.13) + CABPT v0.6 (Talos 1.2–1.13); the table starts at 1.8.
@@ -1871,7 +1871,7 @@ pub fn provider_name(p: EncryptionProvider) -> &'static str {
     }
 }
 
-/// The key name Talos hard-codes for a provider (`talos-facts.md` §2).
+/// The key name Talos hard-codes for a provider (Talos `internal/app/machined/pkg/controllers/k8s/templates/kube-system-encryption-config-template.yaml` up to v1.11, `k8stemplates/apiserver.go` from v1.12: secretbox `key2`, aescbc `key1`).
 pub fn talos_key_name(p: EncryptionProvider) -> &'static str {
     match p {
         EncryptionProvider::Secretbox => "key2",

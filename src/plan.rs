@@ -2,8 +2,8 @@
 //! function of `cluster.yaml`: what the bundle does when synced, the commands to run around
 //! it, what to verify before moving to the next phase, how to roll back, and why.
 //!
-//! The phase model (facts in `talos-facts.md` §2, §3, §6, §8; provider behaviour in
-//! `provider-behaviour.md`):
+//! The phase model (from the Talos, CABPT, CACPPT and Cluster API source, cited where each
+//! rule is enforced):
 //! - every phase of an existing cluster: an admission policy refuses the cluster's machines
 //!   until `status.bootstrapped` is true on the TalosControlPlane, and the phase's Job sets
 //!   it once the imported Secrets exist; otherwise the provider sends the Talos Bootstrap

@@ -172,7 +172,7 @@ pub const ANTI_AFFINITY: Procedure = Procedure {
     why: "CAPV makes vSphere cluster modules (anti-affinity) only for KubeadmControlPlane and MachineDeployments, never for a TalosControlPlane. During phase control-plane one host holding the three Talos VMs takes 3 of 6 voters down: quorum (4) is lost. After the migration it takes 3 of 3.",
 };
 
-/// Move the kubeadm encryption key to the name Talos uses (`provider-behaviour.md` M3).
+/// Move the kubeadm encryption key to the name Talos uses (two steps, so apiservers restarted one at a time always read each other's writes).
 pub const ROTATE_KEY_NAME: Procedure = Procedure {
     id: "rotate-key-name",
     title: "Move the kubeadm encryption key to Talos's key name",

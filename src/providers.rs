@@ -1,11 +1,12 @@
 //! The Cluster API provider releases the migration phases were verified against, per
 //! flavour, and the management cluster's providers as `kubectl` reports them.
 //!
-//! The phases rest on what the providers do, not on their schemas
-//! (`reference/provider-behaviour.md`): when the control-plane provider bootstraps, when its
+//! The phases rest on what the providers do, not on their schemas (read in their source:
+//! siderolabs/cluster-api-control-plane-provider-talos, cluster-api-bootstrap-provider-talos,
+//! kubernetes-sigs/cluster-api): when the control-plane provider bootstraps, when its
 //! etcd audit runs, whether scale-up is gated. That behaviour changes between releases of
 //! one series (the community control-plane provider v0.9 gates scale-up on preflight checks
-//! that cannot pass while kubeadm etcd members exist, B4), so the phases that migrate run
+//! that cannot pass while kubeadm etcd members exist), so the phases that migrate run
 //! only on the releases listed in [`VERIFIED`]; `cluster.yaml` declares what the management
 //! cluster runs (`spec.migration.providers`) and `capstan check --providers FILE` compares
 //! the declaration with the management cluster ([`Inventory`]).

@@ -1129,7 +1129,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         "talos": {
             "version": s.versions.talos,
             // The config contract: the minor, so a patch release changes what the machines
-            // boot (the template), not every TalosConfig (provider-behaviour.md M5).
+            // boot (the template), not every TalosConfig.
             "contract": SemVer::parse(&s.versions.talos).map_or_else(|| s.versions.talos.clone(), |v| format!("v{}.{}", v.major, v.minor)),
             "installImage": s.talos.install_image,
             // Talos 1.12 moved time, resolvers and registry mirrors out of the v1alpha1

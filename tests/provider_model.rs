@@ -1,5 +1,5 @@
 //! A test model of what the providers and Kubernetes do with capstan's migration objects,
-//! written from their source (`reference/provider-behaviour.md`), with the rendered Job
+//! written from their source (the files and lines are cited below), with the rendered Job
 //! scripts run for real under `sh` against it.
 //!
 //! What is modelled, and from where:

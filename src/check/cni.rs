@@ -228,7 +228,7 @@ const EXPECTED_INPUT: &str = "the CNI DaemonSet, alone, in a `List`, or with its
 /// ConfigMap documents, and the items of a `List` (or `DaemonSetList`/`ConfigMapList`).
 /// Other kinds are ignored. An error when there is no DaemonSet, or a DaemonSet has no
 /// `spec.template.spec.containers` list of named containers; a field of the wrong type
-/// deeper down is recorded in [`CniDaemonSet::unreadable`] and reported by the check.
+/// deeper down is recorded in `CniDaemonSet::unreadable` and reported by the check.
 pub fn find_cni_daemonsets(file: &str, docs: Vec<Value>) -> Result<CniInput, CheckError> {
     let mut objects = Vec::new();
     let mut kinds: Vec<String> = Vec::new();

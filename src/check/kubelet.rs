@@ -1,4 +1,4 @@
-//! kubelet parity (`provider-behaviour.md` M7): the kubeadm kubelets' configuration (the
+//! kubelet parity: the kubeadm kubelets' configuration (the
 //! `kubelet-config` ConfigMap) against what a Talos kubelet runs. Talos fills `clusterDNS`
 //! with the 10th address of each service CIDR and `clusterDomain` with the DNS domain
 //! unless `machine.kubelet.clusterDNS`/`extraConfig` say otherwise, and sets its own

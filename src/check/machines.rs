@@ -1,4 +1,4 @@
-//! What the Talos machines boot and reach (`provider-behaviour.md` M5, M8): the VM template
+//! What the Talos machines boot and reach: the VM template
 //! and installer tied to `spec.versions.talos`, and the registries, time servers and
 //! nameservers an air-gapped fleet must name.
 

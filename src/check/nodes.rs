@@ -1,5 +1,4 @@
-//! What the cluster's Node objects say about the cloud provider (`provider-behaviour.md`
-//! B2): Cluster API matches a Node to its Machine only by `spec.providerID`, and Talos on
+//! What the cluster's Node objects say about the cloud provider: Cluster API matches a Node to its Machine only by `spec.providerID`, and Talos on
 //! VMware sets none itself, so the vSphere cloud controller manager (CPI) must run in the
 //! cluster and initialise the Talos nodes (which capstan renders with
 //! `cluster.externalCloudProvider.enabled`, so their kubelets run `--cloud-provider=external`).

@@ -1,6 +1,6 @@
 //! kubeadm ↔ Talos parity beyond identity: what a long-lived kubeadm cluster runs that
 //! Talos would run differently from the moment its first apiserver joins the `kubernetes`
-//! Service endpoints (`provider-behaviour.md` B10, B11, B12, M1): resources encrypted
+//! Service endpoints: resources encrypted
 //! besides Secrets, etcd settings, the apiserver certificate's names, linked clones.
 
 use std::net::IpAddr;

@@ -1,4 +1,4 @@
-//! Whether a `check` report can mean "ready" (`provider-behaviour.md` M4): before the Talos
+//! Whether a `check` report can mean "ready": before the Talos
 //! control plane joins, a report with comparisons "not checked" proves nothing, so the
 //! `check-inputs` finding blocks until every input was given, and prints the full command.
 
