@@ -1,0 +1,891 @@
+//! The risks of a change, per object and per cluster: replica changes against etcd quorum
+//! and the autoscaler, version skew, the Talos patches' fields, certificates and Secrets,
+//! the migration's interlocks; each with its severity and a sentence for the reviewer.
+
+use super::*;
+
+pub(super) fn risk(severity: Severity, object: &ObjectId, message: String) -> Risk {
+    Risk {
+        severity,
+        object: object.to_string(),
+        message,
+    }
+}
+
+pub(super) fn is_capi_group(group: &str) -> bool {
+    group == "cluster.x-k8s.io" || group.ends_with(".cluster.x-k8s.io")
+}
+
+pub(super) fn replicas(r: Option<&Resource>) -> Option<i64> {
+    r.and_then(|r| r.value.pointer("/spec/replicas"))
+        .and_then(Value::as_i64)
+}
+
+pub(super) fn is_control_plane(kind: &str) -> bool {
+    kind.ends_with("ControlPlane")
+}
+
+/// etcd quorum for `n` members.
+pub(super) fn quorum(n: i64) -> i64 {
+    n / 2 + 1
+}
+
+/// Failures an etcd cluster of `n` members tolerates.
+pub(super) fn tolerance(n: i64) -> i64 {
+    if n <= 0 {
+        0
+    } else {
+        (n - 1) / 2
+    }
+}
+
+/// What Cluster API's webhooks set when `spec.replicas` leaves git, from `n` (its value
+/// before): a MachineDeployment with both autoscaler size annotations is clamped into
+/// [min, max], anything else gets 1 (Cluster API's MachineDeployment webhook, `machinedeployment_webhook.go`: the autoscaler annotations `cluster.x-k8s.io/cluster-api-autoscaler-node-group-{min,max}-size`). Returns the count
+/// and how it came about.
+pub(super) fn defaulted_replicas(kind: &str, n: i64, b: Option<&Resource>) -> (i64, String) {
+    let parse = |v: &str| v.trim().parse::<i64>().ok();
+    let sizes = b
+        .and_then(|r| crate::resource::autoscaler_sizes(&r.value))
+        .map(|(lo, hi)| (parse(lo), parse(hi)));
+    match (kind, sizes) {
+        ("MachineDeployment", Some((Some(lo), Some(hi)))) if lo <= hi => (
+            n.clamp(lo, hi),
+            format!("the Cluster Autoscaler owns it; the webhook clamps {n} into [{lo}, {hi}]"),
+        ),
+        _ => (
+            1,
+            "the webhook defaults a missing spec.replicas to 1".to_string(),
+        ),
+    }
+}
+
+pub(super) fn replica_risks(
+    od: &ObjectDiff,
+    (a, b): (Option<i64>, Option<i64>),
+    rb: Option<&Resource>,
+    out: &mut Vec<Risk>,
+) {
+    let id = &od.id;
+    let what = if is_control_plane(&id.kind) {
+        "control-plane replicas"
+    } else {
+        "worker replicas"
+    };
+    let (n, m, shown) = match (a, b) {
+        (Some(n), Some(m)) => (n, m, m.to_string()),
+        (Some(n), None) => {
+            let (m, how) = defaulted_replicas(&id.kind, n, rb);
+            if m == n {
+                out.push(risk(
+                    Severity::Low,
+                    id,
+                    format!("{what} {n} → not in git: {how}, which keeps {n}"),
+                ));
+                return;
+            }
+            (n, m, format!("not in git ({how}: {m})"))
+        }
+        (None, Some(m)) => {
+            out.push(risk(
+                Severity::Medium,
+                id,
+                format!(
+                    "{what} return to git at {m}: the count on the cluster (set by the webhook or \
+                     the autoscaler) is replaced by {m}, which creates or deletes machines to match"
+                ),
+            ));
+            return;
+        }
+        (None, None) => return,
+    };
+    if n == m {
+        return;
+    }
+    if is_control_plane(&id.kind) {
+        let (sev, why) = if m == 0 {
+            (
+                Severity::High,
+                "removes every control-plane machine: no API server and no etcd member left"
+                    .to_string(),
+            )
+        } else if m < n && m < quorum(n) {
+            (
+                Severity::High,
+                format!(
+                    "removes a majority of the {n} etcd members (quorum of {n} is {}): if the removed members stop before \
+                     etcd membership shrinks, etcd loses quorum; scale down one member at a time",
+                    quorum(n)
+                ),
+            )
+        } else if m == 1 {
+            (
+                Severity::High,
+                "a single control-plane machine: etcd tolerates no failure and every upgrade is an outage".to_string(),
+            )
+        } else if m % 2 == 0 {
+            (
+                Severity::Medium,
+                format!(
+                    "an even number of etcd members: {m} need a quorum of {} and tolerate {} failure(s), no more than {}",
+                    quorum(m),
+                    tolerance(m),
+                    m - 1
+                ),
+            )
+        } else if m < n {
+            (
+                Severity::Medium,
+                format!(
+                    "removes etcd members: fault tolerance drops from {} to {} failure(s)",
+                    tolerance(n),
+                    tolerance(m)
+                ),
+            )
+        } else {
+            (
+                Severity::Medium,
+                format!(
+                    "adds etcd members (joined one at a time; quorum becomes {}, tolerating {} failure(s))",
+                    quorum(m),
+                    tolerance(m)
+                ),
+            )
+        };
+        out.push(risk(sev, id, format!("{what} {n} → {shown}: {why}")));
+    } else {
+        let (sev, why) = if m == 0 {
+            (
+                Severity::High,
+                "deletes every machine of the pool: its workloads are evicted with nowhere to go in this pool"
+                    .to_string(),
+            )
+        } else if m < n {
+            (
+                Severity::Medium,
+                format!("drains and deletes {} machine(s)", n - m),
+            )
+        } else {
+            (Severity::Low, format!("creates {} machine(s)", m - n))
+        };
+        out.push(risk(sev, id, format!("{what} {n} → {shown}: {why}")));
+    }
+}
+
+pub(super) fn str_at<'a>(r: Option<&'a Resource>, ptr: &str) -> Option<&'a str> {
+    r.and_then(|r| r.value.pointer(ptr)).and_then(Value::as_str)
+}
+
+pub(super) fn kubernetes_version(r: &Resource) -> Option<&str> {
+    let k = r.kind();
+    if is_control_plane(k) {
+        str_at(Some(r), "/spec/version")
+    } else if k == "MachineDeployment" || k == "MachineSet" || k == "MachinePool" {
+        str_at(Some(r), "/spec/template/spec/version")
+    } else {
+        None
+    }
+}
+
+/// The Talos release an object says its machines run: capstan's annotation on the control
+/// plane (`talosVersion` is only the minor, the config contract), else a full `talosVersion`.
+pub(super) fn talos_version(r: &Resource) -> Option<&str> {
+    let contract = match r.kind() {
+        "TalosControlPlane" => {
+            if let Some(v) = str_at(Some(r), "/metadata/annotations/capstan.dev~1talos-version") {
+                return Some(v);
+            }
+            str_at(
+                Some(r),
+                "/spec/controlPlaneConfig/controlplane/talosVersion",
+            )
+        }
+        "TalosConfigTemplate" => str_at(Some(r), "/spec/template/spec/talosVersion"),
+        "TalosConfig" => str_at(Some(r), "/spec/talosVersion"),
+        _ => None,
+    };
+    // A minor alone (`v1.10`) is a contract, not a release: nothing to compare.
+    contract.filter(|v| SemVer::parse(v).is_some())
+}
+
+pub(super) fn version_risks(what: &str, id: &ObjectId, a: &str, b: &str, out: &mut Vec<Risk>) {
+    let (Some(va), Some(vb)) = (SemVer::parse(a), SemVer::parse(b)) else {
+        out.push(risk(
+            Severity::Medium,
+            id,
+            format!("{what} version {a} → {b}: not `vX.Y.Z`, skew cannot be checked"),
+        ));
+        return;
+    };
+    if va == vb {
+        return;
+    }
+    let jump = i64::from(vb.minor) - i64::from(va.minor);
+    let (sev, why) = if vb.major != va.major {
+        (Severity::High, "a major version change".to_string())
+    } else if vb < va {
+        (
+            Severity::High,
+            format!("a downgrade: {what} does not support going back"),
+        )
+    } else if jump > 1 {
+        (
+            Severity::High,
+            format!(
+                "skips {} minor version(s): {what} upgrades one minor version at a time",
+                jump - 1
+            ),
+        )
+    } else if jump == 1 {
+        (
+            Severity::Medium,
+            "a minor upgrade: the machines running it are replaced or upgraded".to_string(),
+        )
+    } else {
+        (Severity::Low, "a patch upgrade".to_string())
+    };
+    out.push(risk(sev, id, format!("{what} {a} → {b}: {why}")));
+    if what == "Talos" && va.minor < 11 && vb.minor >= 11 && va.major == 1 {
+        out.push(risk(
+            Severity::Medium,
+            id,
+            format!(
+                "Talos {b} runs etcd 3.6: every etcd 3.5 member still in the cluster must be v3.5.20 or newer \
+                 before a 3.6 member joins (`membership: too many learner member in cluster`)"
+            ),
+        ));
+    }
+}
+
+/// Keys inside a Talos machine-config patch whose change is an identity change.
+pub(super) fn patch_risk(path: &str) -> Option<(Severity, &'static str)> {
+    let p = path.to_ascii_lowercase();
+    if p.contains("service-account-issuer") || p.contains("serviceaccountissuer") {
+        Some((
+            Severity::High,
+            "service-account issuer: tokens signed by an issuer the apiservers no longer accept fail with \
+             `invalid bearer token`",
+        ))
+    } else if p.contains("api-audiences") || p.contains("audience") {
+        Some((
+            Severity::High,
+            "API audiences: tokens for an audience no longer accepted fail with `invalid bearer token`",
+        ))
+    } else if p.contains("encryption") {
+        Some((
+            Severity::High,
+            "etcd encryption: data written with a key the apiservers no longer have is unreadable \
+             (`no matching prefix found`)",
+        ))
+    } else if p.contains("podsubnets")
+        || p.contains("servicesubnets")
+        || p.contains("dnsdomain")
+        || p.contains("cni")
+    {
+        Some((
+            Severity::High,
+            "cluster network: it must match the running cluster's CIDRs, DNS domain and CNI",
+        ))
+    } else if p.contains("etcd") {
+        Some((
+            Severity::Medium,
+            "etcd configuration of the control-plane machines",
+        ))
+    } else {
+        None
+    }
+}
+
+pub(super) fn yaml_leaves(v: &Value, path: &str, out: &mut BTreeMap<String, Value>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, c) in m {
+                yaml_leaves(c, &push_key(path, k), out);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, c) in items.iter().enumerate() {
+                yaml_leaves(c, &format!("{path}[{i}]"), out);
+            }
+        }
+        other => {
+            out.insert(path.to_string(), other.clone());
+        }
+    }
+}
+
+pub(super) fn patch_values(r: Option<&Resource>) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let Some(r) = r else {
+        return out;
+    };
+    let patches = match r.kind() {
+        "TalosControlPlane" => r
+            .value
+            .pointer("/spec/controlPlaneConfig/controlplane/strategicPatches"),
+        "TalosConfigTemplate" => r.value.pointer("/spec/template/spec/strategicPatches"),
+        _ => None,
+    };
+    if let Some(Value::Array(items)) = patches {
+        for (i, p) in items.iter().enumerate() {
+            if let Some(text) = p.as_str() {
+                for (j, doc) in crate::yaml::parse_stream(text)
+                    .unwrap_or_default()
+                    .iter()
+                    .enumerate()
+                {
+                    let prefix = if j == 0 {
+                        format!("patch[{i}]")
+                    } else {
+                        format!("patch[{i}]#{j}")
+                    };
+                    yaml_leaves(doc, &prefix, &mut out);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn short(v: Option<&Value>) -> String {
+    match v {
+        None => "(absent)".into(),
+        Some(v) if looks_secret(v) => "(masked)".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+pub(super) fn object_risks(
+    od: &ObjectDiff,
+    ra: Option<&Resource>,
+    rb: Option<&Resource>,
+    cb: &ClusterSet,
+    out: &mut Vec<Risk>,
+) {
+    let id = &od.id;
+    let capi = is_capi_group(&id.group);
+    match od.status {
+        ObjectStatus::Removed => {
+            let rep = replicas(ra);
+            let referenced = ra
+                .map(|r| references_to(&cb.resources, &r.id()))
+                .unwrap_or_default();
+            if !referenced.is_empty() {
+                out.push(risk(
+                    Severity::High,
+                    id,
+                    format!(
+                        "deleted but still referenced by {}: those objects cannot reconcile",
+                        referenced[0].object
+                    ),
+                ));
+            } else if capi {
+                let (sev, why) = match id.kind.as_str() {
+                    "Cluster" => (
+                        Severity::High,
+                        "deleting a Cluster deletes every machine of the cluster".to_string(),
+                    ),
+                    k if is_control_plane(k) => (
+                        Severity::High,
+                        "deleting the control plane deletes its machines and etcd members"
+                            .to_string(),
+                    ),
+                    "MachineDeployment" | "MachineSet" | "MachinePool" => match rep {
+                        Some(n) if n > 0 => (
+                            Severity::High,
+                            format!("deleting it deletes its {n} machine(s)"),
+                        ),
+                        _ => (
+                            Severity::Medium,
+                            "deleting it deletes its machines (none at replicas 0)".to_string(),
+                        ),
+                    },
+                    k if k.ends_with("Template") => (
+                        Severity::Low,
+                        "a template nothing references any more (its machines keep running until replaced)"
+                            .to_string(),
+                    ),
+                    k if k.ends_with("Cluster") => (
+                        Severity::High,
+                        "deleting the infrastructure cluster breaks the Cluster that points at it"
+                            .to_string(),
+                    ),
+                    _ => (
+                        Severity::Medium,
+                        "a Cluster API object is deleted (with pruning, Argo CD deletes it)"
+                            .to_string(),
+                    ),
+                };
+                out.push(risk(sev, id, format!("deleted: {why}")));
+            } else if id.kind == "Secret" {
+                let provider = id.name.ends_with("-ca") || id.name.ends_with("-talos");
+                out.push(risk(
+                    if provider { Severity::High } else { Severity::Medium },
+                    id,
+                    if provider {
+                        "deleted: the providers would generate a new CA and secrets bundle and lock the cluster out"
+                            .to_string()
+                    } else {
+                        "a Secret is deleted".to_string()
+                    },
+                ));
+            }
+        }
+        ObjectStatus::Added => {
+            if is_control_plane(&id.kind) || id.kind == "MachineDeployment" {
+                if let Some(n) = replicas(rb).filter(|n| *n > 0) {
+                    out.push(risk(
+                        Severity::Medium,
+                        id,
+                        format!("new: creates {n} machine(s)"),
+                    ));
+                }
+            }
+        }
+        ObjectStatus::Replaced => {
+            // Who rolls: the objects now pointing at the new template.
+            let mut rolled = false;
+            for r in &od.referenced_by {
+                let owner = cb
+                    .resources
+                    .iter()
+                    .find(|x| ObjectId::from(x.id()) == r.object);
+                let rep = replicas(owner);
+                let (sev, why) = if is_control_plane(&r.object.kind) {
+                    match rep {
+                        Some(0) => (
+                            Severity::Low,
+                            "no control-plane machine exists yet (replicas 0), nothing rolls".to_string(),
+                        ),
+                        _ => (
+                            Severity::High,
+                            format!(
+                                "replaces every control-plane machine (replicas: {}), one at a time: etcd membership \
+                                 changes with each machine",
+                                rep.map_or("?".into(), |n| n.to_string())
+                            ),
+                        ),
+                    }
+                } else {
+                    match rep {
+                        Some(0) => (
+                            Severity::Low,
+                            "no machine of the pool exists (replicas 0), nothing rolls".to_string(),
+                        ),
+                        _ => (
+                            Severity::Medium,
+                            format!(
+                                "rolls every machine of the pool (replicas: {}): drained and replaced",
+                                rep.map_or("?".into(), |n| n.to_string())
+                            ),
+                        ),
+                    }
+                };
+                rolled = true;
+                out.push(risk(
+                    sev,
+                    id,
+                    format!(
+                        "template rotation {} → {} (used by {}): {why}",
+                        od.replaces.as_deref().unwrap_or("?"),
+                        id.name,
+                        r.object
+                    ),
+                ));
+            }
+            if !rolled {
+                out.push(risk(
+                    Severity::Low,
+                    id,
+                    format!(
+                        "template rotation {} → {}: nothing references the new template",
+                        od.replaces.as_deref().unwrap_or("?"),
+                        id.name
+                    ),
+                ));
+            }
+        }
+        ObjectStatus::Changed | ObjectStatus::Reencrypted => {}
+    }
+
+    if matches!(od.status, ObjectStatus::Changed | ObjectStatus::Replaced) {
+        if od.fields.iter().any(|f| f.path == "spec.replicas") {
+            replica_risks(od, (replicas(ra), replicas(rb)), rb, out);
+        }
+        if let (Some(x), Some(y)) = (ra, rb) {
+            if let (Some(va), Some(vb)) = (kubernetes_version(x), kubernetes_version(y)) {
+                if va != vb {
+                    version_risks("Kubernetes", id, va, vb, out);
+                }
+            }
+            if let (Some(va), Some(vb)) = (talos_version(x), talos_version(y)) {
+                if va != vb {
+                    version_risks("Talos", id, va, vb, out);
+                }
+            }
+            // Inside the Talos machine-config patches.
+            let (pa, pb) = (patch_values(Some(x)), patch_values(Some(y)));
+            if pa != pb {
+                let keys: BTreeSet<&String> = pa.keys().chain(pb.keys()).collect();
+                let mut seen: BTreeSet<&'static str> = BTreeSet::new();
+                let mut other = 0usize;
+                for k in keys {
+                    let (u, v) = (pa.get(k), pb.get(k));
+                    if u == v {
+                        continue;
+                    }
+                    match patch_risk(k) {
+                        Some((sev, why)) => {
+                            if seen.insert(why) {
+                                out.push(risk(
+                                    sev,
+                                    id,
+                                    format!("{k}: {} → {}: {why}", short(u), short(v)),
+                                ));
+                            }
+                        }
+                        None => other += 1,
+                    }
+                }
+                if other > 0 && id.kind == "TalosControlPlane" {
+                    out.push(risk(
+                        Severity::Medium,
+                        id,
+                        format!(
+                            "the control-plane machine configuration changes ({other} patch field(s)): the provider \
+                             rolls the control-plane machines to apply it"
+                        ),
+                    ));
+                }
+            }
+        }
+        for f in &od.fields {
+            field_risk(id, f, out);
+        }
+    }
+    if matches!(od.status, ObjectStatus::Added) {
+        for f in &od.fields {
+            if f.path.contains("bootstrapped") || f.path.contains("cluster.x-k8s.io/paused") {
+                field_risk(id, f, out);
+            }
+        }
+    }
+    for k in &od.secret_keys {
+        secret_risk(id, k, out);
+    }
+    if let Some(why) = &od.broken {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "the sealed file cannot be opened or verified: {why}; a file that does not verify is \
+                 refused by every deployment path (sops, KSOPS, Flux, the sops-secrets-operator)"
+            ),
+        ));
+    }
+}
+
+pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
+    let p = f.path.as_str();
+    let text_mentions = |needle: &str| match &f.delta {
+        Delta::Text { diff } => diff
+            .lines()
+            .any(|l| (l.starts_with('+') || l.starts_with('-')) && l.contains(needle)),
+        Delta::Value { before, after } => [before, after].iter().any(|v| {
+            v.as_ref()
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.contains(needle))
+        }),
+        _ => false,
+    };
+    let (before, after) = match &f.delta {
+        Delta::Value { before, after } => (short(before.as_ref()), short(after.as_ref())),
+        _ => ("…".into(), "…".into()),
+    };
+    if p.contains("bootstrapped") || text_mentions("bootstrapped") {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "{p}: touches `status.bootstrapped`: it must be true before any Talos control-plane machine exists, \
+                 or the provider bootstraps a second, empty etcd cluster"
+            ),
+        ));
+    } else if p.ends_with("[\"cluster.x-k8s.io/paused\"]") {
+        let unpause = after == "(absent)";
+        out.push(risk(
+            if unpause { Severity::High } else { Severity::Medium },
+            id,
+            if unpause {
+                format!("{p} removed: reconciliation resumes; with kubeadm etcd members present the control-plane \
+                         provider's etcd audit removes them")
+            } else {
+                format!("{p}: {before} → {after}: reconciliation of this object stops")
+            },
+        ));
+    } else if p == "spec.paused" {
+        let unpause = after == "false" || after == "(absent)";
+        out.push(risk(
+            if unpause { Severity::High } else { Severity::Medium },
+            id,
+            format!(
+                "spec.paused {before} → {after}: {}",
+                if unpause {
+                    "reconciliation resumes; with kubeadm etcd members present the control-plane provider's etcd \
+                     audit removes them"
+                } else {
+                    "reconciliation stops"
+                }
+            ),
+        ));
+    } else if p.to_ascii_lowercase().contains("migration") || last_key(p).ends_with("phase") {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "{p}: {before} → {after}: the migration phase decides which machines exist; follow `capstan plan` \
+                 for the new phase"
+            ),
+        ));
+    } else if p.contains("controlPlaneEndpoint") {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "{p}: {before} → {after}: the endpoint every node and client uses (and the apiserver certificate's SANs)"
+            ),
+        ));
+    } else if p.starts_with("spec.clusterNetwork") {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "{p}: {before} → {after}: the running cluster's network cannot change in place"
+            ),
+        ));
+    }
+    if let Delta::Certificate { certificates } = &f.delta {
+        for c in certificates {
+            cert_risk(id, &format!("{p}{}", c.path), c, out);
+        }
+    }
+}
+
+pub(super) fn cert_risk(id: &ObjectId, what: &str, c: &CertChange, out: &mut Vec<Risk>) {
+    let ca =
+        c.before.as_ref().is_some_and(|x| x.is_ca) || c.after.as_ref().is_some_and(|x| x.is_ca);
+    let same_key = match (&c.before, &c.after) {
+        (Some(x), Some(y)) => x.sha256 == y.sha256,
+        _ => false,
+    };
+    if same_key {
+        return;
+    }
+    out.push(risk(
+        if ca { Severity::High } else { Severity::Medium },
+        id,
+        if ca {
+            format!(
+                "{what}: CA certificate rotated: certificates signed by the old CA stop being trusted unless both are \
+                 trusted during the rotation"
+            )
+        } else {
+            format!("{what}: certificate replaced")
+        },
+    ));
+}
+
+pub(super) fn secret_risk(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
+    match k.status {
+        SecretStatus::Changed => {
+            for c in &k.certificates {
+                let what = if c.path.is_empty() {
+                    k.key.clone()
+                } else {
+                    format!("{} {}", k.key, c.path)
+                };
+                cert_risk(id, &what, c, out);
+            }
+            for f in &k.fields {
+                let why = if f.contains("encryptionsecret") {
+                    Some((
+                        Severity::High,
+                        "the etcd encryption key changes: data written with the old key becomes unreadable \
+                         (`no matching prefix found`)",
+                    ))
+                } else if f.starts_with("certs.k8sserviceaccount") {
+                    Some((
+                        Severity::High,
+                        "the service-account signing key changes: every issued token fails with `invalid bearer token`",
+                    ))
+                } else if f.starts_with("cluster.") {
+                    Some((
+                        Severity::High,
+                        "the Talos cluster identity changes: nodes of the old and new identity do not discover each other",
+                    ))
+                } else if f.ends_with(".key") && f.starts_with("certs.") {
+                    Some((
+                        Severity::High,
+                        "a CA private key changes: certificates it signs no longer match the CA certificate",
+                    ))
+                } else if f.contains("bootstraptoken") {
+                    Some((
+                        Severity::Medium,
+                        "the bootstrap token changes: kubelets joining with the old one are `Unauthorized`",
+                    ))
+                } else {
+                    None
+                };
+                if let Some((sev, why)) = why {
+                    out.push(risk(sev, id, format!("{} {f}: {why}", k.key)));
+                }
+            }
+            if k.certificates.is_empty() && k.fields.is_empty() {
+                out.push(risk(
+                    Severity::Medium,
+                    id,
+                    format!("{}: the secret value changes", k.key),
+                ));
+            }
+        }
+        SecretStatus::CiphertextDiffers => out.push(risk(
+            Severity::Low,
+            id,
+            format!(
+                "{}: the ciphertext changed; without an identity capstan cannot tell a re-encryption from a new value",
+                k.key
+            ),
+        )),
+        SecretStatus::Removed => out.push(risk(
+            Severity::Medium,
+            id,
+            format!("{}: a secret value is removed", k.key),
+        )),
+        _ => {}
+    }
+}
+
+/// Risks that need the whole cluster: version skew after the change, the migration phase.
+pub(super) fn cluster_risks(a: &ClusterSet, b: &ClusterSet, out: &mut Vec<Risk>) {
+    if let (Some(pa), Some(pb)) = (&a.phase, &b.phase) {
+        if pa != pb {
+            out.push(Risk {
+                severity: Severity::High,
+                object: "cluster.yaml".into(),
+                message: format!(
+                    "spec.migration.phase {pa} → {pb}: the migration phase decides which machines exist; follow \
+                     `capstan plan` for the new phase"
+                ),
+            });
+        }
+    }
+    // During phase control-plane etcd has the kubeadm and the Talos members: the replica
+    // note counts only the Talos ones, so state the whole membership.
+    let kubeadm = b.kubeadm_etcd_members as i64;
+    if b.phase.as_deref() == Some("control-plane") && kubeadm > 0 {
+        let talos = b
+            .resources
+            .iter()
+            .filter(|r| is_control_plane(r.kind()))
+            .find_map(|r| replicas(Some(r)))
+            .unwrap_or(0);
+        if talos > 0 {
+            let v = kubeadm + talos;
+            out.push(Risk {
+                severity: Severity::Medium,
+                object: "cluster.yaml".into(),
+                message: format!(
+                    "etcd has the {kubeadm} kubeadm and the {talos} Talos control-plane members in phase control-plane: \
+                     {v} voters, quorum {}, so {} members down lose it; keep the Talos VMs on separate ESXi hosts and \
+                     remove the kubeadm members one at a time (`capstan plan`: Quorum during this phase)",
+                    quorum(v),
+                    v - quorum(v) + 1
+                ),
+            });
+        }
+    }
+    let versions = |s: &ClusterSet| {
+        let mut cp = None;
+        let mut workers = Vec::new();
+        let mut talos = None;
+        for r in &s.resources {
+            if let Some(v) = kubernetes_version(r) {
+                if is_control_plane(r.kind()) {
+                    cp = Some((r.id(), v.to_string()));
+                } else {
+                    workers.push((r.id(), v.to_string()));
+                }
+            }
+            if let Some(t) = talos_version(r) {
+                if talos.is_none() || is_control_plane(r.kind()) {
+                    talos = Some(t.to_string());
+                }
+            }
+        }
+        (cp, workers, talos)
+    };
+    let before = versions(a);
+    let after = versions(b);
+    if before == after || b.resources.is_empty() {
+        return;
+    }
+    let (cp, workers, talos) = after;
+    if let Some(t) = talos.as_deref().and_then(SemVer::parse) {
+        let row = TALOS_SUPPORT
+            .iter()
+            .find(|r| t.major == 1 && r.talos_minor == t.minor);
+        let mut ks: Vec<(ResId, String)> = workers.clone();
+        if let Some(c) = &cp {
+            ks.insert(0, c.clone());
+        }
+        for (rid, kv) in &ks {
+            let Some(k) = SemVer::parse(kv) else { continue };
+            let ok =
+                row.is_some_and(|r| k.major == 1 && k.minor >= r.k8s_min && k.minor <= r.k8s_max);
+            if !ok {
+                out.push(risk(
+                    Severity::High,
+                    &ObjectId::from(rid.clone()),
+                    match row {
+                        Some(r) => format!(
+                            "Kubernetes {kv} is not supported by Talos {t}: it supports Kubernetes v1.{} to v1.{}",
+                            r.k8s_min, r.k8s_max
+                        ),
+                        None => format!("Talos {t} is not in capstan's support table (Talos v1.8 to v1.14)"),
+                    },
+                ));
+            }
+        }
+    }
+    if let Some((_, cv)) = &cp {
+        if let Some(c) = SemVer::parse(cv) {
+            for (rid, wv) in &workers {
+                let Some(w) = SemVer::parse(wv) else { continue };
+                if w.major != c.major {
+                    continue;
+                }
+                if w.minor > c.minor {
+                    out.push(risk(
+                        Severity::High,
+                        &ObjectId::from(rid.clone()),
+                        format!(
+                            "workers on Kubernetes {wv} are newer than the control plane ({cv}): kubelets must never be \
+                             newer than the apiserver; upgrade the control plane first"
+                        ),
+                    ));
+                } else if c.minor - w.minor > 3 {
+                    out.push(risk(
+                        Severity::High,
+                        &ObjectId::from(rid.clone()),
+                        format!(
+                            "workers on Kubernetes {wv} are {} minor versions behind the control plane ({cv}): kubelets \
+                             may be at most 3 behind",
+                            c.minor - w.minor
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
