@@ -97,6 +97,9 @@ pub enum Flavour {
 }
 
 impl Flavour {
+    /// Every flavour (a test requires each to have every object template).
+    pub const ALL: [Flavour; 2] = [Flavour::V1beta1, Flavour::V1beta2];
+
     /// The name used in `cluster.yaml` and for the template directory.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -23,6 +23,17 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+/// The object templates every flavour has, under `templates/<flavour>/`.
+pub const FLAVOUR_TEMPLATES: &[&str] = &[
+    "cluster.yaml",
+    "vspherecluster.yaml",
+    "vspheremachinetemplate.yaml",
+    "taloscontrolplane.yaml",
+    "talosconfigtemplate.yaml",
+    "machinedeployment.yaml",
+    "machinehealthcheck.yaml",
+];
+
 /// The built-in templates, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
     (
@@ -1262,6 +1273,19 @@ mod tests {
     }
 
     const POOLS: &str = "  workers:\n  - {name: general, replicas: 3, machine: {numCPUs: 4, memoryMiB: 16384, diskGiB: 80}}\n";
+
+    #[test]
+    fn every_flavour_has_every_object_template() {
+        for flavour in crate::model::Flavour::ALL {
+            for file in FLAVOUR_TEMPLATES {
+                let name = format!("{}/{file}", flavour.as_str());
+                assert!(
+                    BUILTIN.iter().any(|(n, _)| *n == name),
+                    "no built-in template {name}: add templates/{name} and its BUILTIN entry"
+                );
+            }
+        }
+    }
 
     #[test]
     fn renders_both_flavours_in_order() {
