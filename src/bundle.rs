@@ -12,7 +12,7 @@
 //! Nothing is fsynced: the guarantee holds across kills and errors, not power loss.
 
 use crate::digest::sha256_hex;
-use crate::inputs::Digest256;
+use crate::digest::Digest256;
 use crate::render::Rendered;
 use crate::yaml;
 use serde_json::Value;

@@ -5,10 +5,10 @@
 
 use crate::argocd::{self, ArgocdError, Context, SecretsMode};
 use crate::cli::{ClusterSecretsArgs, InitArgs};
-use crate::commands::{decrypt_sealed, identities, report_written, Status};
 use crate::inputs::{self, InputError};
 use crate::pipeline::render_each;
 use crate::sopssecret::{self, SopsSecretError};
+use crate::terminal::{decrypt_sealed, identities, report_written, Status};
 use anyhow::{Context as _, Result};
 use std::io::Write;
 use std::path::Path;

@@ -17,25 +17,11 @@ use crate::yaml;
 use anyhow::Result;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-/// How a command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// Exit 0.
-    Success,
-    /// Exit 1: differences or blocking findings.
-    Findings,
-}
-
-impl From<Status> for ExitCode {
-    fn from(s: Status) -> ExitCode {
-        match s {
-            Status::Success => ExitCode::SUCCESS,
-            Status::Findings => ExitCode::from(1),
-        }
-    }
-}
+pub use crate::terminal::Status;
+use crate::terminal::{
+    decrypt_sealed, identities, optional_identities, plaintext_object, report_written,
+};
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<Status> {
@@ -260,31 +246,6 @@ fn validate(args: ValidateArgs) -> Result<Status> {
     })
 }
 
-/// Replace a sealed (SOPS) object by the object it encrypts, MAC verified; objects that
-/// are not sealed are left alone.
-pub fn decrypt_sealed(
-    res: &mut crate::resource::Resource,
-    ids: &[age::x25519::Identity],
-) -> Result<()> {
-    if let Some(raw) = res.raw.take() {
-        let file = crate::sops::SopsFile::parse(&res.origin, &raw.text)?;
-        res.value = plaintext_object(file.decrypt(&res.origin, ids)?.into_tree());
-    }
-    Ok(())
-}
-
-/// A decrypted SOPS document as the object it stands for (without the `sops` block).
-pub(crate) fn plaintext_object(mut tree: serde_json::Value) -> serde_json::Value {
-    if let Some(m) = tree.as_object_mut() {
-        m.remove("sops");
-    }
-    tree
-}
-
-pub(crate) fn identities(flag: Option<&std::path::Path>) -> Result<Vec<age::x25519::Identity>> {
-    optional_identities(flag)?.ok_or_else(|| inputs::InputError::NoIdentity.into())
-}
-
 fn decrypt(args: DecryptArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
     let bytes = inputs::read_bytes(&args.path, inputs::InputKind::Sealed)?;
@@ -355,23 +316,6 @@ fn open_sealed(
         out.push((s.rel, file, plain));
     }
     Ok(out)
-}
-
-pub(crate) fn report_written(
-    dir: &std::path::Path,
-    all: &[(String, Vec<u8>)],
-    written: &[String],
-) -> Result<()> {
-    let mut err = std::io::stderr().lock();
-    for (rel, _) in all {
-        let what = if written.contains(rel) {
-            "written"
-        } else {
-            "unchanged"
-        };
-        writeln!(err, "{}: {what}", dir.join(rel).display())?;
-    }
-    Ok(())
 }
 
 fn seal(args: ClusterSecretsArgs) -> Result<Status> {
@@ -922,17 +866,6 @@ fn check(args: CheckArgs) -> Result<Status> {
             Status::Success
         },
     )
-}
-
-/// Identities when given by flag or environment; `None` when there are none.
-fn optional_identities(
-    flag: Option<&std::path::Path>,
-) -> Result<Option<Vec<age::x25519::Identity>>> {
-    match inputs::read_identity_text(flag, |k| std::env::var(k).ok()) {
-        Ok((label, text)) => Ok(Some(crate::secrets::parse_identities(&label, &text)?)),
-        Err(inputs::InputError::NoIdentity) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The cluster a streamed object belongs to: its `cluster.x-k8s.io/cluster-name` label,

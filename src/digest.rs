@@ -4,6 +4,15 @@
 
 use sha2::{Digest, Sha256};
 
+/// One input file's digest, for the lock file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digest256 {
+    /// Path relative to the repository root.
+    pub path: String,
+    /// Lowercase hex sha256.
+    pub sha256: String,
+}
+
 /// Lowercase hex sha256 of bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(64);

@@ -117,14 +117,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InputError + '_ {
     }
 }
 
-/// One input file's digest, for the lock file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Digest256 {
-    /// Path relative to the repository root.
-    pub path: String,
-    /// Lowercase hex sha256.
-    pub sha256: String,
-}
+pub use crate::digest::Digest256;
 
 /// Everything read for one cluster.
 #[derive(Debug, Clone)]

@@ -42,4 +42,5 @@ pub mod secrets;
 pub mod sops;
 pub mod sopssecret;
 pub mod talos;
+pub mod terminal;
 pub mod yaml;

@@ -2,6 +2,8 @@
 
 // Shared helpers: running the binary, temp copies of the example repository.
 mod util;
+// The library's shape: no import cycle, a `//!` line on every file, none too long.
+mod architecture;
 // `capstan render`: golden output, determinism, the bundle directory, error paths.
 mod render;
 // `capstan validate`: strict CRD validation from the command line.
