@@ -462,15 +462,11 @@ fn import_update(
     print_bootstrap_secret: bool,
 ) -> Result<Status> {
     let c = inputs::load_cluster(dir)?;
-    let text = inputs::read_input_text(
-        &dir.join(inputs::CLUSTER_FILE),
-        inputs::InputKind::ClusterFile,
-    )?;
     let sealed: Vec<String> = inputs::read_sealed(dir, true, inputs::Digests::NotWanted)?
         .into_iter()
         .map(|s| s.rel)
         .collect();
-    let update = crate::import::update(&c.file, &text, &c.config, had_bundle, imported, &sealed)?;
+    let update = crate::import::update(&c.file, &c.text, &c.config, had_bundle, imported, &sealed)?;
     let mut files: Vec<(String, Vec<u8>)> = vec![(
         crate::import::SECRETS_FILE.to_string(),
         imported.secrets_age.as_bytes().to_vec(),

@@ -128,6 +128,8 @@ pub struct ClusterInput {
     pub file: String,
     /// The parsed configuration.
     pub config: ClusterConfig,
+    /// `cluster.yaml` as read (for an edit in place that keeps its comments).
+    pub text: String,
     /// The repository root (the parent of `clusters/`), or the cluster directory.
     pub root: PathBuf,
     /// Digests of the inputs read for this cluster (none when not [`Digests::Wanted`]).
@@ -438,6 +440,7 @@ pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, Inpu
         dir: dir.to_path_buf(),
         file,
         config,
+        text,
         root,
         digests,
         secrets_age_sha256,

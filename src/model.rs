@@ -766,15 +766,18 @@ const KUBELET_LABELS: &[&str] = &[
     "failure-domain.beta.kubernetes.io/zone",
 ];
 
+/// Whether a label key is in the `kubernetes.io` or `k8s.io` domains (Kubernetes's own).
+pub fn kubernetes_label(key: &str) -> bool {
+    let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
+    domain == "kubernetes.io"
+        || domain.ends_with(".kubernetes.io")
+        || domain == "k8s.io"
+        || domain.ends_with(".k8s.io")
+}
+
 /// Which way a pool label reaches its nodes.
 pub fn label_route(key: &str) -> LabelRoute {
     let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
-    let in_k8s = |d: &str| {
-        d == "kubernetes.io"
-            || d.ends_with(".kubernetes.io")
-            || d == "k8s.io"
-            || d.ends_with(".k8s.io")
-    };
     let within = |d: &str, ns: &str| d == ns || d.ends_with(&format!(".{ns}"));
     // Cluster API syncs these from the Machine to the Node (its `util/labels` helpers).
     if domain == "node-role.kubernetes.io"
@@ -782,7 +785,7 @@ pub fn label_route(key: &str) -> LabelRoute {
         || within(domain, "node.cluster.x-k8s.io")
     {
         LabelRoute::Machine
-    } else if !in_k8s(domain)
+    } else if !kubernetes_label(key)
         || KUBELET_LABELS.contains(&key)
         || within(domain, "kubelet.kubernetes.io")
         || within(domain, "node.kubernetes.io")

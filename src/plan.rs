@@ -77,9 +77,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
     let _ = writeln!(
         md,
         "Phases: `prepare` → `control-plane` → `workers` → `complete`. Before every step: `capstan diff` of the change reviewed, and, until the Talos control plane has joined, a clean check with every input (a missing one blocks as `check-inputs`): `{}`.\n",
-        crate::check::full_command(&format!("clusters/{name}"), |_| None, |f| {
-            f == "--kube-proxy" && s.kube_proxy.disabled
-        })
+        crate::check::full_command(config, &format!("clusters/{name}"), |_| None, |_| false)
     );
 
     let etcd_old = s

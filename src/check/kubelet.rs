@@ -6,7 +6,6 @@
 //! kubelet's default unless `machine.kubelet.extraConfig` sets it.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
 use serde_json::{Map, Value};
 
@@ -112,15 +111,9 @@ pub fn parse_kubelet_config(file: &str, docs: &[Value]) -> Result<KubeletFacts, 
 /// The 10th address of each service CIDR: what Talos gives the kubelet as `clusterDNS`
 /// (`NthIPInCIDRSet(serviceCIDRs, 10)`, `v1alpha1_clusterconfig.go` v1.10.6:258-265).
 pub fn talos_cluster_dns(service_cidrs: &[String]) -> Vec<String> {
-    service_cidrs
+    super::parity::nth_ips(service_cidrs, 10)
         .iter()
-        .filter_map(|c| {
-            let (net, _) = c.split_once('/')?;
-            Some(match net.parse::<IpAddr>().ok()? {
-                IpAddr::V4(a) => IpAddr::V4(u32::from(a).checked_add(10)?.into()).to_string(),
-                IpAddr::V6(a) => IpAddr::V6(u128::from(a).checked_add(10)?.into()).to_string(),
-            })
-        })
+        .map(ToString::to_string)
         .collect()
 }
 

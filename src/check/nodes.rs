@@ -408,14 +408,8 @@ impl Cx<'_> {
 /// kubelet or a cloud provider set themselves (the `kubernetes.io`/`k8s.io` domains), except
 /// the role labels admins set (`node-role.kubernetes.io/*`).
 fn significant_label(key: &str) -> bool {
-    let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
-    let k8s = domain == "kubernetes.io"
-        || domain.ends_with(".kubernetes.io")
-        || domain == "k8s.io"
-        || domain.ends_with(".k8s.io");
-    !k8s || domain == "node-role.kubernetes.io"
-        || domain == "node-restriction.kubernetes.io"
-        || domain.ends_with(".node-restriction.kubernetes.io")
+    use crate::model::{kubernetes_label, label_route, LabelRoute};
+    !kubernetes_label(key) || label_route(key) == LabelRoute::Machine
 }
 
 /// A taint a pool must carry: not the conditions Kubernetes, cloud providers and the

@@ -95,13 +95,18 @@ pub const ETCD_DEFAULT_QUOTA: u64 = 2 * 1024 * 1024 * 1024;
 /// The first address of each service CIDR: the `kubernetes` Service's ClusterIP, which
 /// every apiserver certificate carries.
 pub fn first_service_ips(cidrs: &[String]) -> Vec<IpAddr> {
+    nth_ips(cidrs, 1)
+}
+
+/// The `n`-th address after the network address of each CIDR (Talos's `NthIPInNetwork`).
+pub fn nth_ips(cidrs: &[String], n: u8) -> Vec<IpAddr> {
     cidrs
         .iter()
         .filter_map(|c| {
             let (net, _) = c.split_once('/')?;
             match net.parse::<IpAddr>().ok()? {
-                IpAddr::V4(a) => Some(IpAddr::V4((u32::from(a).checked_add(1)?).into())),
-                IpAddr::V6(a) => Some(IpAddr::V6((u128::from(a).checked_add(1)?).into())),
+                IpAddr::V4(a) => Some(IpAddr::V4(u32::from(a).checked_add(n.into())?.into())),
+                IpAddr::V6(a) => Some(IpAddr::V6(u128::from(a).checked_add(n.into())?.into())),
             }
         })
         .collect()

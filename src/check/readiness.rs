@@ -3,7 +3,7 @@
 //! `check-inputs` finding blocks until every input was given, and prints the full command.
 
 use super::{Cx, Finding, Severity};
-use crate::model::Phase;
+use crate::model::{ClusterConfig, Phase};
 
 /// One input of `capstan check`: its flag, the file name the full command uses when it was
 /// not given, and where the operator gets it.
@@ -85,16 +85,26 @@ pub const INPUTS: &[CheckInput] = &[
 /// needs (`skip` says which it does not): the file named where `given` has one, the
 /// placeholder otherwise.
 pub fn full_command(
+    config: &ClusterConfig,
     cluster_dir: &str,
     given: impl Fn(&str) -> Option<String>,
     skip: impl Fn(&str) -> bool,
 ) -> String {
     let mut cmd = format!("capstan check {cluster_dir}");
-    for i in INPUTS.iter().filter(|i| !skip(i.flag)) {
+    for i in INPUTS
+        .iter()
+        .filter(|i| !skip(i.flag) && !not_needed_by(config, i.flag))
+    {
         let file = given(i.flag).unwrap_or_else(|| i.placeholder.to_string());
         cmd.push_str(&format!(" {} {file}", i.flag));
     }
     cmd
+}
+
+/// Inputs `cluster.yaml` alone says the cluster does not need: the kube-proxy DaemonSet
+/// when the cluster runs none.
+fn not_needed_by(config: &ClusterConfig, flag: &str) -> bool {
+    flag == "--kube-proxy" && config.spec.kube_proxy.disabled
 }
 
 impl Cx<'_> {
@@ -133,8 +143,7 @@ impl Cx<'_> {
                 .apiserver
                 .as_ref()
                 .is_some_and(|a| a.value.encryption_provider_config().is_none()),
-            "--kube-proxy" => self.i.config.spec.kube_proxy.disabled,
-            _ => false,
+            _ => not_needed_by(&self.i.config, flag),
         }
     }
 
@@ -164,7 +173,12 @@ impl Cx<'_> {
             .iter()
             .map(|i| format!("{}: {}", i.placeholder, i.source))
             .collect();
-        let command = full_command(&dir, |f| self.given(f), |f| self.not_needed(f));
+        let command = full_command(
+            &self.i.config,
+            &dir,
+            |f| self.given(f),
+            |f| self.not_needed(f),
+        );
         let fix = format!("run `{command}` ({})", sources.join("; "));
         if joining {
             let phase = phase.map_or("", Phase::as_str);
