@@ -96,15 +96,30 @@ pub const ANN_SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
 pub const ANN_HOOK: &str = "argocd.argoproj.io/hook";
 
 /// `deploy/argocd/plugin.yaml`: the ConfigManagementPlugin (mounted into the sidecar).
-pub const PLUGIN_YAML: &str = include_str!("../deploy/argocd/plugin.yaml");
+pub const PLUGIN_YAML: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/deploy/argocd/plugin.yaml"
+));
 /// `deploy/argocd/repo-server-patch.yaml`: the sidecar, as a patch of `argocd-repo-server`.
-pub const REPO_SERVER_PATCH_YAML: &str = include_str!("../deploy/argocd/repo-server-patch.yaml");
+pub const REPO_SERVER_PATCH_YAML: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/deploy/argocd/repo-server-patch.yaml"
+));
 /// `deploy/argocd/kustomization.yaml`.
-pub const KUSTOMIZATION_YAML: &str = include_str!("../deploy/argocd/kustomization.yaml");
+pub const KUSTOMIZATION_YAML: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/deploy/argocd/kustomization.yaml"
+));
 /// `deploy/argocd/argocd-cm-patch.yaml`: the SopsSecret health check, as a patch of `argocd-cm`.
-pub const ARGOCD_CM_PATCH_YAML: &str = include_str!("../deploy/argocd/argocd-cm-patch.yaml");
+pub const ARGOCD_CM_PATCH_YAML: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/deploy/argocd/argocd-cm-patch.yaml"
+));
 /// `deploy/argocd/applicationset.yaml`: one Application per `clusters/*` directory.
-pub const APPLICATIONSET_YAML: &str = include_str!("../deploy/argocd/applicationset.yaml");
+pub const APPLICATIONSET_YAML: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/deploy/argocd/applicationset.yaml"
+));
 /// The repository URL placeholder in [`APPLICATIONSET_YAML`].
 pub const REPO_URL_PLACEHOLDER: &str = "https://git.example.internal/platform/clusters.git";
 /// The deployment files, by path relative to a repository root.

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = capstan::cli::Cli::parse();
-    match capstan::commands::run(cli) {
+    match capstan::cli::commands::run(cli) {
         Ok(status) => status.into(),
         Err(err) => {
             if err.chain().any(|c| {
@@ -18,7 +18,7 @@ fn main() -> ExitCode {
             }
             eprintln!(
                 "error: {}",
-                capstan::report::error_message(&format!("{err:#}"))
+                capstan::review::report::error_message(&format!("{err:#}"))
             );
             ExitCode::from(2)
         }

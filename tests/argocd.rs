@@ -252,7 +252,7 @@ fn operator_mode_emits_sopssecrets_sealed_for_the_operator() {
     assert_eq!(sops_secrets.len(), secrets.len());
     assert!(got.iter().all(|d| kind(d) != "Secret"));
     for (s, secret) in sops_secrets.iter().zip(&secrets) {
-        assert_eq!(s["apiVersion"], capstan::sopssecret::API_VERSION);
+        assert_eq!(s["apiVersion"], capstan::secrets::sopssecret::API_VERSION);
         assert_eq!(s["metadata"]["name"], secret["metadata"]["name"]);
         assert_eq!(s["metadata"]["namespace"], secret["metadata"]["namespace"]);
         assert_eq!(ann(s, ANN_SYNC_WAVE), Some("-2"));

@@ -3,7 +3,7 @@
 //! same kubeadm files, the JSON report, and bad inputs (exit 2 naming the file or flag).
 
 use crate::util::*;
-use capstan::pki::testkit::{self, Alg, TestKey};
+use capstan::secrets::pki::testkit::{self, Alg, TestKey};
 use std::path::{Path, PathBuf};
 
 /// A complete cluster.yaml matching the kubeadm files `testkit::write_kubeadm_dir` writes.
@@ -561,7 +561,7 @@ fn ca_expiry() {
     );
     s.write(
         "kubeadm/pki/etcd/ca.crt",
-        capstan::pki::encode_certificate_pem(p.self_signed(&k).unwrap().der()),
+        capstan::secrets::pki::encode_certificate_pem(p.self_signed(&k).unwrap().der()),
     );
     s.write("kubeadm/pki/etcd/ca.key", k.traditional_pem());
     let out = expect(
@@ -826,7 +826,7 @@ fn json_report_parses_and_lists_every_id() {
         .iter()
         .map(|f| f["id"].as_str().unwrap())
         .collect();
-    for id in capstan::check::IDS {
+    for id in capstan::migration::check::IDS {
         assert!(ids.contains(id), "{id} missing from {ids:?}");
     }
     assert!(stderr(&o).is_empty());

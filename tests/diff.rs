@@ -100,7 +100,7 @@ pub fn secret_needles(repos: &[PathBuf], identity: &str) -> Vec<String> {
                 continue;
             }
             let text = std::fs::read_to_string(p).unwrap();
-            let file = capstan::sops::SopsFile::parse("f", &text).unwrap();
+            let file = capstan::secrets::sops::SopsFile::parse("f", &text).unwrap();
             for section in ["data", "stringData"] {
                 if let Some(m) = file.tree().get(section).and_then(|v| v.as_object()) {
                     for v in m.values() {
@@ -456,7 +456,7 @@ fn reseal_ca(repo: &Path, identity: &str, values: &[(&str, Vec<u8>)]) {
     let text = std::fs::read_to_string(&path).unwrap();
     let ids = capstan::secrets::parse_identities("id", &std::fs::read_to_string(identity).unwrap())
         .unwrap();
-    let file = capstan::sops::SopsFile::parse("ca", &text).unwrap();
+    let file = capstan::secrets::sops::SopsFile::parse("ca", &text).unwrap();
     let plain = file.decrypt("ca", &ids).unwrap();
     let mut tree = plain.tree().clone();
     for (k, v) in values {
@@ -468,7 +468,7 @@ fn reseal_ca(repo: &Path, identity: &str, values: &[(&str, Vec<u8>)]) {
         .map(|r| r.parse().unwrap())
         .collect();
     let meta = file.metadata();
-    let out = capstan::sops::encrypt(
+    let out = capstan::secrets::sops::encrypt(
         "ca",
         &tree,
         &recipients,
@@ -483,7 +483,7 @@ fn reseal_ca(repo: &Path, identity: &str, values: &[(&str, Vec<u8>)]) {
 
 #[test]
 fn secret_with_one_changed_key() {
-    use capstan::pki::testkit::{Alg, TestKey};
+    use capstan::secrets::pki::testkit::{Alg, TestKey};
     let p = Pair::new();
     let id = p.identity();
     let key = TestKey::new(Alg::P256, 7).pkcs8_pem();
@@ -520,7 +520,7 @@ fn secret_with_one_changed_key() {
 
 #[test]
 fn rotated_ca_certificate_is_summarized() {
-    use capstan::pki::testkit::{self, Alg, TestKey};
+    use capstan::secrets::pki::testkit::{self, Alg, TestKey};
     let p = Pair::new();
     let id = p.identity();
     let key = TestKey::new(Alg::P256, 8);
@@ -910,7 +910,7 @@ fn a_corrupted_mac_is_never_unchanged() {
     let p = Pair::new();
     let path = p.b().join("clusters/lab-f/secrets/lab-f-ca.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
-    let file = capstan::sops::SopsFile::parse("f", &text).unwrap();
+    let file = capstan::secrets::sops::SopsFile::parse("f", &text).unwrap();
     let ids =
         capstan::secrets::parse_identities("id", &std::fs::read_to_string(&id).unwrap()).unwrap();
     let plain = file.decrypt("f", &ids).unwrap();
@@ -920,7 +920,7 @@ fn a_corrupted_mac_is_never_unchanged() {
         .map(|r| r.parse().unwrap())
         .collect();
     recipients.push(age::x25519::Identity::generate().to_public());
-    let rekeyed = capstan::sops::rekey("f", &file, &plain, &recipients).unwrap();
+    let rekeyed = capstan::secrets::sops::rekey("f", &file, &plain, &recipients).unwrap();
     std::fs::write(&path, &rekeyed.text).unwrap();
     assert_ne!(rekeyed.text, text, "the rekey rewraps the data key");
     // A recipient is added (a change), the MAC stays: nothing is called broken.

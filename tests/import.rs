@@ -4,7 +4,7 @@
 //! created or changed in `--out`).
 
 use crate::util::*;
-use capstan::pki::testkit::{self, Alg, TestKey};
+use capstan::secrets::pki::testkit::{self, Alg, TestKey};
 use std::path::Path;
 
 struct Setup {
@@ -63,7 +63,7 @@ fn import_then_decrypt_then_render() {
             &s.dir,
         );
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let bundle = capstan::talos::SecretsBundle::parse("bundle", &o.stdout).unwrap();
+        let bundle = capstan::secrets::talos::SecretsBundle::parse("bundle", &o.stdout).unwrap();
         let certs = bundle.certs.as_ref().unwrap();
         let src = |f: &str| std::fs::read(s.dir.join("kubeadm/pki").join(f)).unwrap();
         assert_eq!(certs.k8s.as_ref().unwrap().crt, src("ca.crt"));
@@ -257,7 +257,7 @@ fn error_expired_ca() {
     );
     std::fs::write(
         pki(&s, "etcd/ca.crt"),
-        capstan::pki::encode_certificate_pem(p.self_signed(&k).unwrap().der()),
+        capstan::secrets::pki::encode_certificate_pem(p.self_signed(&k).unwrap().der()),
     )
     .unwrap();
     std::fs::write(pki(&s, "etcd/ca.key"), k.traditional_pem()).unwrap();

@@ -26,7 +26,7 @@ fn ok(o: &std::process::Output) -> String {
     stdout(o)
 }
 
-fn bundle(repo: &Path, cluster: &str) -> capstan::talos::SecretsBundle {
+fn bundle(repo: &Path, cluster: &str) -> capstan::secrets::talos::SecretsBundle {
     let o = capstan(
         &[
             "secrets",
@@ -37,7 +37,7 @@ fn bundle(repo: &Path, cluster: &str) -> capstan::talos::SecretsBundle {
         ],
         repo,
     );
-    capstan::talos::SecretsBundle::parse("bundle", ok(&o).as_bytes()).unwrap()
+    capstan::secrets::talos::SecretsBundle::parse("bundle", ok(&o).as_bytes()).unwrap()
 }
 
 #[test]
@@ -157,7 +157,7 @@ fn a_changed_bundle_changes_only_the_affected_secret() {
     let mut b = bundle(&repo, "lab-f");
     b.trustdinfo.as_mut().unwrap().token =
         zeroize::Zeroizing::new("abcdef.0123456789abcdef".to_string());
-    let text = capstan::sops::SopsFile::parse("x", &talos0).unwrap();
+    let text = capstan::secrets::sops::SopsFile::parse("x", &talos0).unwrap();
     let recipients: Vec<age::x25519::Recipient> = text
         .recipients()
         .iter()
@@ -217,7 +217,7 @@ fn rekey_rewraps_only_the_sops_metadata() {
     let new_id = age::x25519::Identity::generate();
     let new_pub = new_id.to_public().to_string();
     let cfg = read("cluster.yaml");
-    let old_pub = capstan::sops::SopsFile::parse("x", &before)
+    let old_pub = capstan::secrets::sops::SopsFile::parse("x", &before)
         .unwrap()
         .recipients()[0]
         .clone();

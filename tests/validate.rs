@@ -100,7 +100,7 @@ fn reads_stdin_and_fails_on_bad_crd() {
 
 #[test]
 fn rendered_examples_validate_against_real_crds_when_available() {
-    let Some(crds) = capstan::pki::testkit::shared_path("crds") else {
+    let Some(crds) = capstan::secrets::pki::testkit::shared_path("crds") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

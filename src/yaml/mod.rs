@@ -12,7 +12,7 @@
 //! Swapping the YAML crate touches only [`parse_stream`].
 //!
 //! Most text capstan reads is in the plain block style that its templates, this emitter and
-//! sops write; [`subset`] reads that ~10x faster and declines everything else, so
+//! sops write; `subset` reads that ~10x faster and declines everything else, so
 //! serde-saphyr stays the authority (and the source of every error).
 
 mod subset;
@@ -587,7 +587,7 @@ fn yaml_unprintable(c: char) -> bool {
     )
 }
 
-/// JSON text with every [`yaml_unprintable`] character written as `\uxxxx` (valid JSON
+/// JSON text with every `yaml_unprintable` character written as `\uxxxx` (valid JSON
 /// text can hold them only inside strings, where the escape means the same character).
 pub fn escape_unprintable(json: &str) -> std::borrow::Cow<'_, str> {
     if !json.chars().any(yaml_unprintable) {
@@ -606,7 +606,7 @@ pub fn escape_unprintable(json: &str) -> std::borrow::Cow<'_, str> {
 
 /// `s` as a JSON string literal, which is also a valid YAML double-quoted scalar: `"` and
 /// `\\` escaped, the control characters as `\n`-style or `\u00xx` escapes, and what YAML
-/// cannot carry raw ([`yaml_unprintable`]) as `\uxxxx`; everything else (non-ASCII
+/// cannot carry raw (`yaml_unprintable`) as `\uxxxx`; everything else (non-ASCII
 /// included) as it is. For strings without the latter, the same bytes as
 /// `serde_json::to_string` (tested). The templates' `{{ value }}` (`render`) and the
 /// emitter write strings with it.

@@ -1,0 +1,295 @@
+//! CLI glue for the GitOps commands: `argocd generate` (the Argo CD plugin),
+//! `secrets seal-operator` and `init`. Like `commands`, it owns stdout and stderr and uses
+//! `anyhow`; the decisions live in [`crate::argocd`], [`crate::secrets::sopssecret`] and
+//! [`crate::cli::scaffold`].
+
+use crate::argocd::{self, ArgocdError, Context, SecretsMode};
+use crate::cli::terminal::{decrypt_sealed, identities, report_written, Status};
+use crate::cli::{ClusterSecretsArgs, InitArgs};
+use crate::inputs::{self, InputError};
+use crate::render::pipeline::render_each;
+use crate::secrets::sopssecret::{self, SopsSecretError};
+use anyhow::{Context as _, Result};
+use std::io::Write;
+use std::path::Path;
+use zeroize::Zeroizing;
+
+/// The process environment as UTF-8 pairs. A variable capstan reads whose value is not
+/// UTF-8 is an error; others are skipped.
+fn env_vars() -> Result<Vec<(String, String)>> {
+    use crate::cli::*;
+    let read = [
+        ENV_ARGOCD_APP_NAME,
+        ENV_ARGOCD_APP_NAMESPACE,
+        ENV_ARGOCD_APP_REVISION,
+        ENV_ARGOCD_APP_SOURCE_PATH,
+        ENV_ARGOCD_APP_PARAMETERS,
+        ENV_PARAM_SECRETS,
+        ENV_AGE_KEY_FILE,
+        ENV_SOPS_AGE_KEY_FILE,
+        ENV_SOPS_AGE_KEY,
+    ];
+    let mut out = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let Ok(k) = k.into_string() else { continue };
+        match v.into_string() {
+            Ok(v) => out.push((k, v)),
+            Err(_) if read.contains(&k.as_str()) || k.starts_with(ARGOCD_ENV_CAPSTAN_PREFIX) => {
+                return Err(ArgocdError::NotUtf8 { name: k }.into())
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// One line: Argo CD shows stderr in the UI, and messages listing several problems span
+/// lines.
+fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .enumerate()
+    {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// `capstan argocd generate`: the whole stream is built before anything is printed, so a
+/// failure prints nothing on stdout and exits 2 with one line on stderr.
+pub fn generate() -> Result<Status> {
+    let vars = env_vars()
+        .map_err(|e| anyhow::anyhow!("argocd generate: {}", one_line(&format!("{e:#}"))))?;
+    let ctx = Context::from_env(&vars)
+        .map_err(|e| anyhow::anyhow!("argocd generate: {}", one_line(&e.to_string())))?;
+    let stream = build_stream(&ctx, &vars)
+        .map_err(|e| anyhow::anyhow!("{}: {}", ctx.label(), one_line(&format!("{e:#}"))))?;
+    // Argo CD must read the whole stream: a closed pipe is a failure (exit 2), not the
+    // quiet success it is for `render | head`. The error is a message, not an
+    // `io::Error`, so `main` does not take it for that case.
+    let mut out = std::io::stdout().lock();
+    out.write_all(stream.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}: stdout: {e}: the stream was not written whole",
+                ctx.label()
+            )
+        })?;
+    Ok(Status::Success)
+}
+
+fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<String>> {
+    let mode = ctx.mode()?;
+    // The identity is read before moving to the repository root: a relative key file path
+    // is relative to where Argo CD started the plugin.
+    let ids = match mode {
+        SecretsMode::Decrypt => {
+            let (label, text) = inputs::read_identity_text(None, |k| {
+                vars.iter().rev().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+            })
+            .map_err(|e| match e {
+                InputError::NoIdentity => anyhow::anyhow!(
+                    "secrets mode `decrypt` needs the age identity in the sidecar: mount it and set {} (or {}, {})",
+                    crate::cli::ENV_SOPS_AGE_KEY_FILE,
+                    crate::cli::ENV_AGE_KEY_FILE,
+                    crate::cli::ENV_SOPS_AGE_KEY
+                ),
+                other => other.into(),
+            })?;
+            Some(crate::secrets::parse_identities(&label, &text)?)
+        }
+        _ => None,
+    };
+    let cwd = std::env::current_dir().context("the working directory")?;
+    let (root, target) = argocd::source_root(&cwd, ctx.source_path.as_deref())?;
+    // Relative to the repository root, every file in a message is named as in git.
+    std::env::set_current_dir(&root).with_context(|| root.display().to_string())?;
+    let clusters = inputs::discover_all(&[target])?;
+    let parts =
+        render_each::<_, anyhow::Error>(&clusters, None, inputs::Digests::NotWanted, |r, _| {
+            ctx.check_namespace(&r.name, &r.namespace)?;
+            let mut objects = Vec::with_capacity(r.resources.len());
+            for mut res in r.resources {
+                if res.raw.is_some() {
+                    match mode {
+                        SecretsMode::Omit => continue,
+                        SecretsMode::Decrypt => {
+                            decrypt_sealed(&mut res, ids.as_deref().unwrap_or_default())?
+                        }
+                        SecretsMode::Operator => res = operator_object(&res.value, &res.origin)?,
+                    }
+                }
+                argocd::annotate(&mut res);
+                objects.push(res);
+            }
+            let mut text = Zeroizing::new(String::with_capacity(16384));
+            crate::resource::write_stream(&objects, &mut text);
+            Ok((text, objects.len()))
+        })?;
+    if parts.iter().all(|(_, n)| *n == 0) {
+        return Err(ArgocdError::Empty.into());
+    }
+    let mut stream = Zeroizing::new(String::with_capacity(
+        parts.iter().map(|(t, _)| t.len() + 4).sum(),
+    ));
+    for (text, _) in parts.iter().filter(|(_, n)| *n > 0) {
+        if !stream.is_empty() {
+            stream.push_str("---\n");
+        }
+        stream.push_str(text);
+    }
+    Ok(stream)
+}
+
+/// The SopsSecret standing for the sealed Secret read from `sealed_path`.
+fn operator_object(
+    sealed: &serde_json::Value,
+    sealed_path: &str,
+) -> Result<crate::resource::Resource> {
+    let path = sopssecret::operator_path(sealed_path)
+        .ok_or_else(|| anyhow::anyhow!("{sealed_path}: not in a secrets directory"))?;
+    let cluster_dir = Path::new(sealed_path)
+        .parent()
+        .and_then(Path::parent)
+        .map_or_else(|| ".".to_string(), |d| d.display().to_string());
+    let root = inputs::repo_root(Path::new(&cluster_dir));
+    let text =
+        match inputs::read_repository_text(Path::new(&path), &root, inputs::InputKind::Sealed) {
+            Ok(t) => t,
+            Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SopsSecretError::Missing {
+                    path,
+                    dir: cluster_dir,
+                }
+                .into())
+            }
+            Err(e) => return Err(e.into()),
+        };
+    Ok(sopssecret::check(
+        sealed,
+        sealed_path,
+        &path,
+        &text,
+        &cluster_dir,
+    )?)
+}
+
+/// `capstan secrets seal-operator`: each sealed Secret (checked current, as render checks
+/// it) becomes a SopsSecret in `secrets/operator/`, encrypted to `spec.recipients`.
+pub fn seal_operator(args: ClusterSecretsArgs) -> Result<Status> {
+    use crate::secrets::sops::{CryptRule, SopsFile};
+    let ids = identities(args.identity.as_deref())?;
+    let c = inputs::load_cluster(&args.dir)?;
+    let recipients = crate::secrets::parse_spec_recipients(&c.file, &c.config.spec.recipients)?;
+    anyhow::ensure!(
+        !recipients.is_empty(),
+        "{}: spec.recipients: at least one age recipient is required",
+        c.file
+    );
+    let dir_label = c.dir.display().to_string();
+    let sealed = crate::secrets::seal::sealed_resources(
+        &c.config,
+        &c.file,
+        &dir_label,
+        c.secrets_age_sha256.as_deref(),
+        &c.sealed,
+    )?;
+    let prefix = format!(
+        "{}/{}/",
+        crate::inputs::SEALED_DIR,
+        crate::inputs::OPERATOR_DIR
+    );
+    let mut previous = Vec::new();
+    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
+        if s.rel.starts_with(&prefix) {
+            let f = SopsFile::parse(&s.path, &s.text)?;
+            let p = f.decrypt(&s.path, &ids)?;
+            previous.push((s.rel, f, p));
+        }
+    }
+    let now = crate::secrets::sops::lastmodified_now();
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for res in &sealed {
+        let s = c
+            .sealed
+            .iter()
+            .find(|s| s.path == res.origin)
+            .ok_or_else(|| anyhow::anyhow!("{}: not among the sealed files read", res.origin))?;
+        let rel = sopssecret::operator_path(&s.rel)
+            .ok_or_else(|| anyhow::anyhow!("{}: not in a secrets directory", s.path))?;
+        let raw = res.raw.as_ref().map_or("", |r| r.text.as_str());
+        let file = SopsFile::parse(&s.path, raw)?;
+        let plain = file.decrypt(&s.path, &ids)?;
+        let tree = sopssecret::from_secret(
+            &s.path,
+            plain.tree(),
+            &sopssecret::sealed_values_digest(&res.value),
+        )?;
+        let prev = previous
+            .iter()
+            .find(|(p, _, _)| *p == rel)
+            .map(|(_, f, p)| (f, p));
+        let text = crate::secrets::sops::encrypt(
+            &rel,
+            &tree.0,
+            &recipients,
+            CryptRule::EncryptedRegex(crate::secrets::seal::ENCRYPTED_REGEX.into()),
+            false,
+            &now,
+            prev,
+        )?;
+        files.push((rel, text.into_bytes()));
+    }
+    let written = crate::render::bundle::replace_files(&args.dir, &files)?;
+    report_written(&args.dir, &files, &written)?;
+    let mut err = std::io::stderr().lock();
+    for (rel, _, _) in &previous {
+        if !files.iter().any(|(f, _)| f == rel) {
+            writeln!(
+                err,
+                "warning: {}: no sealed Secret stands for it any more; delete it (capstan does not)",
+                args.dir.join(rel).display()
+            )?;
+        }
+    }
+    Ok(Status::Success)
+}
+
+/// `capstan init DIR`: create the scaffold's missing files; report created and kept ones.
+pub fn init(args: InitArgs) -> Result<Status> {
+    let files = crate::cli::scaffold::files(&args.recipients, args.repo_url.as_deref())?;
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_bytes()))
+        .collect();
+    let (created, kept) = crate::render::bundle::create_missing(&args.dir, &refs)?;
+    let mut err = std::io::stderr().lock();
+    for f in &created {
+        writeln!(err, "{}: created", args.dir.join(f).display())?;
+    }
+    for f in &kept {
+        writeln!(
+            err,
+            "{}: kept (exists; never overwritten)",
+            args.dir.join(f).display()
+        )?;
+    }
+    Ok(Status::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn messages_become_one_line() {
+        assert_eq!(one_line("a: b\n  c\n\n d\n"), "a: b; c; d");
+    }
+}

@@ -1,0 +1,1196 @@
+//! One function per subcommand: turns CLI arguments into library calls and owns stdout
+//! and stderr. YAML goes to stdout, everything else to stderr. The only module (with
+//! `main.rs`) that uses `anyhow`.
+
+use crate::cli::{
+    ArgocdCommand, CheckArgs, CheckFormat, Cli, ClusterSecretsArgs, Command, DecryptArgs, DiffArgs,
+    DiffFormat, ExplainArgs, ExplainFormat, ImportCommand, ImportKubeadmArgs, RenderArgs,
+    SecretsCommand, ValidateArgs,
+};
+use crate::inputs::model::Phase;
+use crate::inputs::{self, ClusterInput};
+use crate::render::bundle::{self, Bundle, Outcome};
+use crate::render::pipeline::render_each;
+use crate::render::schema::CrdSet;
+use crate::render::Renderer;
+use crate::yaml;
+use anyhow::Result;
+use std::io::Write;
+use std::path::PathBuf;
+
+pub use crate::cli::terminal::Status;
+use crate::cli::terminal::{
+    decrypt_sealed, identities, optional_identities, plaintext_object, report_written,
+};
+
+/// Run a parsed command line.
+pub fn run(cli: Cli) -> Result<Status> {
+    match cli.command {
+        Command::Render(args) => render(args),
+        Command::Validate(args) => validate(args),
+        Command::Plan(args) => {
+            let c = inputs::load_cluster(&args.dir)?;
+            let sizes = pool_sizes(&c)?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(crate::migration::plan::runbook(&c.config, &sizes).as_bytes())?;
+            out.flush()?;
+            Ok(Status::Success)
+        }
+        Command::Check(args) => check(*args),
+        Command::Import(ImportCommand::Kubeadm(args)) => import_kubeadm(*args),
+        Command::Secrets(SecretsCommand::Decrypt(args)) => decrypt(args),
+        Command::Secrets(SecretsCommand::Seal(args)) => seal(args),
+        Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
+        Command::Explain(args) => explain(args),
+        Command::Diff(args) => diff(args),
+        Command::Secrets(SecretsCommand::SealOperator(args)) => {
+            crate::cli::argocd::seal_operator(args)
+        }
+        Command::Secrets(SecretsCommand::VsphereIdentity(args)) => vsphere_identity(args),
+        Command::Argocd(ArgocdCommand::Generate) => crate::cli::argocd::generate(),
+        Command::Init(args) => crate::cli::argocd::init(args),
+    }
+}
+
+/// The worker pools' sizes as the cluster renders them (overlays applied: the autoscaler
+/// overlay, for one, takes `spec.replicas` out of git), for the runbook.
+fn pool_sizes(c: &ClusterInput) -> Result<Vec<crate::migration::plan::PoolSize>> {
+    let root = inputs::repo_root(&c.dir);
+    let (overrides, _) = inputs::load_templates(&root.join("templates"), &root, false)?;
+    let overlays = inputs::load_overlays(c, &inputs::OverlayCache::default())?;
+    let rendered = Renderer::new(&overrides)?.render(&c.file, &c.config, &overlays.overlays)?;
+    Ok(rendered
+        .resources
+        .iter()
+        .filter(|r| r.kind() == "MachineDeployment")
+        .map(|r| crate::migration::plan::PoolSize {
+            name: r.name().to_string(),
+            replicas: crate::resource::at(&r.value, &["spec", "replicas"])
+                .and_then(serde_json::Value::as_u64),
+            autoscaler: crate::resource::autoscaler_sizes(&r.value)
+                .map(|(lo, hi)| (lo.to_string(), hi.to_string())),
+        })
+        .collect())
+}
+
+/// The line between two clusters' documents in a stream.
+const SEPARATOR: &str = "---\n";
+
+fn render(args: RenderArgs) -> Result<Status> {
+    let dirs = if args.dirs.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.dirs
+    };
+    let clusters = inputs::discover_all(&dirs)?;
+    let ids = if args.decrypt {
+        Some(identities(args.identity.as_deref())?)
+    } else {
+        None
+    };
+    match args.output {
+        None => {
+            // The whole stream is built before anything is printed: a failure prints nothing.
+            let parts = render_each::<_, anyhow::Error>(
+                &clusters,
+                args.templates.as_ref(),
+                inputs::Digests::NotWanted,
+                |mut r, _| {
+                    if let Some(ids) = &ids {
+                        for res in &mut r.resources {
+                            decrypt_sealed(res, ids)?;
+                        }
+                    }
+                    // Each part ends with the separator before the next cluster's documents
+                    // (the last part's is left out when printing), so a part is one write.
+                    let mut text = String::with_capacity(
+                        crate::resource::stream_capacity(&r.resources) + SEPARATOR.len(),
+                    );
+                    crate::resource::write_stream(&r.resources, &mut text);
+                    text.push_str(SEPARATOR);
+                    // Held until every cluster is rendered: keep only what it needs.
+                    text.shrink_to_fit();
+                    Ok(text)
+                },
+            )?;
+            let mut out = std::io::stdout().lock();
+            let last = parts.len().saturating_sub(1);
+            for (i, part) in parts.iter().enumerate() {
+                let part = if i == last {
+                    &part[..part.len() - SEPARATOR.len()]
+                } else {
+                    &part[..]
+                };
+                out.write_all(part.as_bytes())?;
+            }
+            out.flush()?;
+        }
+        Some(root) => {
+            // Each worker writes its cluster into the staging tree as soon as it is
+            // rendered; the tree is swapped in only once every cluster succeeded.
+            let output = bundle::Output::open(&root, &mut |lock| {
+                eprintln!(
+                    "{}: another capstan is writing it; waiting for it to finish (lock {})",
+                    root.display(),
+                    lock.display()
+                );
+            })?;
+            let staged = render_each::<_, anyhow::Error>(
+                &clusters,
+                args.templates.as_ref(),
+                inputs::Digests::Wanted,
+                |r, d| Ok(output.stage(&Bundle::build(&r, &d)?)?),
+            )?;
+            let committed = output.commit(staged)?;
+            let report = committed.report;
+            if let Some((old, e)) = committed.leftover {
+                eprintln!(
+                    "warning: {} is complete; the previous output at {} could not be removed ({e}); \
+                     the next render removes it",
+                    root.display(),
+                    old.display()
+                );
+            }
+            let mut err = std::io::stderr().lock();
+            for (name, outcome) in report {
+                let what = match outcome {
+                    Outcome::Created => "created",
+                    Outcome::Updated => "updated",
+                    Outcome::Unchanged => "unchanged",
+                };
+                writeln!(err, "{}: {what}", root.join(name).display())?;
+            }
+        }
+    }
+    Ok(Status::Success)
+}
+
+fn crd_key(doc: &serde_json::Value) -> (String, String) {
+    let get = |p: &str| {
+        doc.pointer(p)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    (get("/spec/group"), get("/spec/names/kind"))
+}
+
+fn validate(args: ValidateArgs) -> Result<Status> {
+    // Later --crds sources replace earlier CRDs of the same group and kind, as applying a
+    // newer CRD does; within one source a kind defined twice is an error.
+    let mut layered: Vec<((String, String), (String, serde_json::Value))> = Vec::new();
+    for source in &args.crds {
+        let docs = inputs::read_yaml_documents(source, false)?;
+        let keys: Vec<(String, String)> = docs.iter().map(|(_, d)| crd_key(d)).collect();
+        layered.retain(|(k, _)| !keys.contains(k));
+        layered.extend(keys.into_iter().zip(docs));
+    }
+    let crds = CrdSet::from_documents(layered.into_iter().map(|(_, d)| d).collect())?;
+    let mut objects = Vec::new();
+    let stdin_only = args.files.is_empty() || args.files.iter().all(|f| f.as_os_str() == "-");
+    if stdin_only {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)?;
+        objects.extend(inputs::parse_documents("<stdin>", &text)?);
+    } else {
+        for f in &args.files {
+            anyhow::ensure!(
+                f.as_os_str() != "-",
+                "`-` (stdin) cannot be mixed with files"
+            );
+            objects.extend(inputs::read_yaml_documents(f, true)?);
+        }
+    }
+    let mut err = std::io::stderr().lock();
+    let (mut invalid, mut skipped) = (0usize, 0usize);
+    for (source, obj) in &objects {
+        let api = obj
+            .get("apiVersion")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        let kind = obj
+            .get("kind")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        let group = crate::resource::group_of(api);
+        if !crds.knows(api, kind)
+            && (crate::resource::builtin_group(group) || !args.strict_kinds)
+            && !api.is_empty()
+            && !kind.is_empty()
+        {
+            skipped += 1;
+            continue;
+        }
+        let violations = crds.validate(obj);
+        if !violations.is_empty() {
+            invalid += 1;
+            for v in violations {
+                writeln!(err, "{source}: {kind}/{name}: {v}")?;
+            }
+        }
+    }
+    writeln!(
+        err,
+        "validated {} objects against {} CRD versions: {invalid} invalid, {skipped} skipped (no CRD for their kind)",
+        objects.len() - skipped,
+        crds.len()
+    )?;
+    Ok(if invalid > 0 {
+        Status::Findings
+    } else {
+        Status::Success
+    })
+}
+
+fn decrypt(args: DecryptArgs) -> Result<Status> {
+    let ids = identities(args.identity.as_deref())?;
+    let bytes = inputs::read_bytes(&args.path, inputs::InputKind::Sealed)?;
+    let label = args.path.display().to_string();
+    let is_age = bytes.starts_with(b"-----BEGIN AGE ENCRYPTED FILE-----")
+        || bytes.starts_with(b"age-encryption.org/");
+    let plain: zeroize::Zeroizing<Vec<u8>> = if is_age {
+        crate::secrets::decrypt(&label, &bytes, &ids)?
+    } else {
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| anyhow::anyhow!("{label}: neither an age file nor a SOPS YAML file"))?;
+        let file = crate::secrets::sops::SopsFile::parse(&label, text)?;
+        let tree = plaintext_object(file.decrypt(&label, &ids)?.into_tree());
+        zeroize::Zeroizing::new(yaml::to_string(&tree).into_bytes())
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(&plain)?;
+    out.flush()?;
+    Ok(Status::Success)
+}
+
+/// Decrypt `secrets.age` of a cluster and check it against the provenance in `cluster.yaml`.
+fn open_bundle(
+    c: &ClusterInput,
+    ids: &[age::x25519::Identity],
+) -> Result<crate::secrets::talos::SecretsBundle> {
+    let path = c.dir.join(crate::inputs::SECRETS_FILE);
+    anyhow::ensure!(
+        path.is_file(),
+        "{}: missing; import the cluster first (`capstan import kubeadm`)",
+        path.display()
+    );
+    let bytes = inputs::read_repository_bytes(
+        &path,
+        &inputs::repo_root(&c.dir),
+        inputs::InputKind::SecretsAge,
+    )?;
+    let label = path.display().to_string();
+    let plain = crate::secrets::decrypt(&label, &bytes, ids)?;
+    let bundle = crate::secrets::talos::SecretsBundle::parse(&label, &plain)?;
+    if let Some(fps) = c
+        .config
+        .spec
+        .provenance
+        .as_ref()
+        .and_then(|p| p.fingerprints.as_ref())
+    {
+        let got = bundle.fingerprints()?;
+        anyhow::ensure!(
+            got.k8s == fps.kubernetes_ca && got.etcd == fps.etcd_ca && got.k8saggregator == fps.front_proxy_ca,
+            "{label}: its CA fingerprints differ from {} spec.provenance: this bundle comes from a different import; \
+             sealing it would replace the cluster's CA and lock the cluster out",
+            c.file
+        );
+    }
+    Ok(bundle)
+}
+
+/// Read and decrypt the existing sealed files (all of them, workload ones included).
+fn open_sealed(
+    c: &ClusterInput,
+    ids: &[age::x25519::Identity],
+) -> Result<
+    Vec<(
+        String,
+        crate::secrets::sops::SopsFile,
+        crate::secrets::sops::Plain,
+    )>,
+> {
+    let mut out = Vec::new();
+    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
+        let file = crate::secrets::sops::SopsFile::parse(&s.path, &s.text)?;
+        let plain = file.decrypt(&s.path, ids)?;
+        out.push((s.rel, file, plain));
+    }
+    Ok(out)
+}
+
+fn seal(args: ClusterSecretsArgs) -> Result<Status> {
+    let ids = identities(args.identity.as_deref())?;
+    let c = inputs::load_cluster(&args.dir)?;
+    let bundle = open_bundle(&c, &ids)?;
+    let previous = open_sealed(&c, &ids)?;
+    // The digest render compares the sealed files with, computed when the cluster was read.
+    let digest = c
+        .secrets_age_sha256
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("{}: secrets.age is missing", c.dir.display()))?;
+    let files = crate::secrets::seal::seal(crate::secrets::seal::SealRequest {
+        config: &c.config,
+        cluster_file: &c.file,
+        secrets_age_sha256: &digest,
+        bundle: &bundle,
+        previous,
+        lastmodified: &crate::secrets::sops::lastmodified_now(),
+    })?;
+    let files: Vec<(String, Vec<u8>)> = files
+        .into_iter()
+        .map(|(p, t)| (p, t.into_bytes()))
+        .collect();
+    let written = bundle::replace_files(&args.dir, &files)?;
+    report_written(&args.dir, &files, &written)?;
+    Ok(Status::Success)
+}
+
+/// The most bytes read from stdin for a password.
+const PASSWORD_MAX: u64 = 4096;
+
+fn vsphere_identity(args: crate::cli::VsphereIdentityArgs) -> Result<Status> {
+    use std::io::Read as _;
+    let c = inputs::load_cluster(&args.dir)?;
+    let mut raw = zeroize::Zeroizing::new(Vec::new());
+    std::io::stdin()
+        .lock()
+        .take(PASSWORD_MAX + 1)
+        .read_to_end(&mut raw)
+        .map_err(|e| anyhow::anyhow!("stdin: reading the vSphere password: {e}"))?;
+    anyhow::ensure!(
+        raw.len() as u64 <= PASSWORD_MAX,
+        "stdin: expected the vSphere password on one line, found more than {PASSWORD_MAX} bytes"
+    );
+    let text = std::str::from_utf8(&raw)
+        .map_err(|_| anyhow::anyhow!("stdin: expected the vSphere password as UTF-8 text"))?;
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    anyhow::ensure!(
+        !line.contains('\n'),
+        "stdin: expected the vSphere password on one line, found several"
+    );
+    let password = zeroize::Zeroizing::new(line.to_string());
+    let (rel, text) = crate::secrets::seal::identity_secret(
+        &c.config,
+        &c.file,
+        &args.username,
+        &password,
+        &crate::secrets::sops::lastmodified_now(),
+    )?;
+    let files = vec![(rel, text.into_bytes())];
+    let written = bundle::replace_files(&args.dir, &files)?;
+    report_written(&args.dir, &files, &written)?;
+    Ok(Status::Success)
+}
+
+fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
+    let ids = identities(args.identity.as_deref())?;
+    let c = inputs::load_cluster(&args.dir)?;
+    anyhow::ensure!(
+        !c.config.spec.recipients.is_empty(),
+        "{}: spec.recipients: at least one age recipient is required",
+        c.file
+    );
+    let recipients = crate::secrets::parse_spec_recipients(&c.file, &c.config.spec.recipients)?;
+    let age_path = c.dir.join(crate::inputs::SECRETS_FILE);
+    let age_label = age_path.display().to_string();
+    let old = inputs::read_repository_bytes(
+        &age_path,
+        &inputs::repo_root(&c.dir),
+        inputs::InputKind::SecretsAge,
+    )?;
+    let plain = crate::secrets::decrypt(&age_label, &old, &ids)?;
+    let new_age = crate::secrets::encrypt_armored(&plain, &recipients)?;
+    let digest = crate::digest::sha256_hex(new_age.as_bytes());
+    let now = crate::secrets::sops::lastmodified_now();
+    let mut files = vec![(
+        crate::inputs::SECRETS_FILE.to_string(),
+        new_age.into_bytes(),
+    )];
+    let mut err = std::io::stderr().lock();
+    for (rel, file, plain) in open_sealed(&c, &ids)? {
+        let before: std::collections::BTreeSet<String> = file.recipients().into_iter().collect();
+        let tree = crate::secrets::seal::with_bundle_digest(plain.tree(), &digest);
+        let meta = file.metadata();
+        let text = crate::secrets::sops::encrypt(
+            &rel,
+            &tree,
+            &recipients,
+            meta.rule.clone(),
+            meta.mac_only_encrypted,
+            &now,
+            Some((&file, &plain)),
+        )?;
+        let after: std::collections::BTreeSet<String> =
+            c.config.spec.recipients.iter().cloned().collect();
+        let added: Vec<&String> = after.difference(&before).collect();
+        let removed: Vec<&String> = before.difference(&after).collect();
+        writeln!(
+            err,
+            "{rel}: {} recipient(s) added, {} removed",
+            added.len(),
+            removed.len()
+        )?;
+        files.push((rel, text.into_bytes()));
+    }
+    let written = bundle::replace_files(&args.dir, &files)?;
+    report_written(&args.dir, &files, &written)?;
+    // Every file must now be wrapped exactly for spec.recipients.
+    let wanted: std::collections::BTreeSet<String> =
+        c.config.spec.recipients.iter().cloned().collect();
+    let mut stale = Vec::new();
+    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
+        let f = crate::secrets::sops::SopsFile::parse(&s.path, &s.text)?;
+        let have: std::collections::BTreeSet<String> = f.recipients().into_iter().collect();
+        if have != wanted {
+            stale.push(s.path);
+        }
+    }
+    anyhow::ensure!(
+        stale.is_empty(),
+        "still wrapped for other recipients than spec.recipients: {}",
+        stale.join(", ")
+    );
+    Ok(Status::Success)
+}
+
+/// `import kubeadm --update`: the new import folded into the existing cluster directory.
+fn import_update(
+    dir: &std::path::Path,
+    imported: &crate::migration::import::Imported,
+    had_bundle: bool,
+    print_bootstrap_secret: bool,
+) -> Result<Status> {
+    let c = inputs::load_cluster(dir)?;
+    let sealed: Vec<String> = inputs::read_sealed(dir, true, inputs::Digests::NotWanted)?
+        .into_iter()
+        .map(|s| s.rel)
+        .collect();
+    let update = crate::migration::import::update(
+        &c.file, &c.text, &c.config, had_bundle, imported, &sealed,
+    )?;
+    let mut files: Vec<(String, Vec<u8>)> = vec![(
+        crate::inputs::SECRETS_FILE.to_string(),
+        imported.secrets_age.as_bytes().to_vec(),
+    )];
+    for (rel, text) in &imported.sealed {
+        files.push((rel.clone(), text.as_bytes().to_vec()));
+    }
+    files.push((
+        inputs::CLUSTER_FILE.to_string(),
+        update.cluster_yaml.into_bytes(),
+    ));
+    bundle::replace_files(dir, &files)?;
+    bundle::remove_files(dir, &update.stale)?;
+    let mut err = std::io::stderr().lock();
+    for w in &imported.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    writeln!(
+        err,
+        "updated {}: a new secrets.age and sealed Secrets from the kubeadm files (same PKI)",
+        dir.display()
+    )?;
+    for change in &update.changes {
+        writeln!(err, "  {change}")?;
+    }
+    writeln!(
+        err,
+        "bootstrap token id: {} (Secret kube-system/bootstrap-token-{}); review with `capstan diff` and check again",
+        imported.token_id, imported.token_id
+    )?;
+    if print_bootstrap_secret {
+        let mut out = std::io::stdout().lock();
+        out.write_all(imported.bootstrap_secret.as_bytes())?;
+        out.flush()?;
+    }
+    Ok(Status::Success)
+}
+
+fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
+    use crate::inputs::SECRETS_FILE;
+    use crate::migration::import::{self, ImportOptions};
+    let secrets_path = args.out.join(SECRETS_FILE);
+    anyhow::ensure!(
+        args.update || !secrets_path.exists(),
+        "{}: already exists; capstan never overwrites an imported bundle on its own (a second import creates new \
+         cluster secrets, which would lock out Talos machines that use the old ones). After a change on the kubeadm \
+         side (the encryption key moved to Talos's name) and before any Talos machine exists (phase `prepare`), \
+         run the same import with --update: it replaces the bundle and the sealed Secrets and updates \
+         spec.encryption and spec.provenance in cluster.yaml, keeping the rest",
+        secrets_path.display()
+    );
+    let cluster_path = args.out.join(inputs::CLUSTER_FILE);
+    anyhow::ensure!(
+        !args.update || cluster_path.exists(),
+        "{}: --update folds a new import into an existing cluster directory, and there is none; import without \
+         --update",
+        cluster_path.display()
+    );
+    let mut recipients: Vec<(String, String)> = args
+        .recipients
+        .iter()
+        .map(|r| ("--recipient".to_string(), r.clone()))
+        .collect();
+    for f in &args.recipients_file {
+        let label = f.display().to_string();
+        for r in crate::secrets::parse_recipients_file(
+            &label,
+            &inputs::read_input_text(f, inputs::InputKind::Identity)?,
+        )? {
+            recipients.push((label.clone(), r));
+        }
+    }
+    let files = inputs::read_kubeadm_files(
+        &args.pki,
+        &args.apiserver_manifest,
+        &args.kubeadm_config,
+        args.encryption_config.as_deref(),
+        args.kubelet_config.as_deref(),
+    )?;
+    let imported = import::import_kubeadm(
+        files,
+        ImportOptions {
+            talos_version: args.talos_version,
+            flavour: args.flavour,
+            name: args.name,
+            namespace: args.namespace,
+            recipients,
+            bootstrap_token: args.bootstrap_token.map(zeroize::Zeroizing::new),
+            now: std::time::SystemTime::now(),
+        },
+    )?;
+    if args.update {
+        return import_update(
+            &args.out,
+            &imported,
+            secrets_path.exists(),
+            args.print_bootstrap_secret,
+        );
+    }
+    let write_stub = !cluster_path.exists();
+    let mut files: Vec<(&str, &[u8])> = vec![(SECRETS_FILE, imported.secrets_age.as_bytes())];
+    for (rel, text) in &imported.sealed {
+        files.push((rel.as_str(), text.as_bytes()));
+    }
+    if write_stub {
+        files.push((inputs::CLUSTER_FILE, imported.cluster_yaml.as_bytes()));
+    }
+    bundle::create_files(&args.out, &files)?;
+    let mut err = std::io::stderr().lock();
+    for w in &imported.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    writeln!(
+        err,
+        "wrote {} (encrypted to {} recipients)",
+        secrets_path.display(),
+        imported.config.spec.recipients.len()
+    )?;
+    for (rel, _) in &imported.sealed {
+        writeln!(err, "wrote {} (SOPS, sealed)", args.out.join(rel).display())?;
+    }
+    if write_stub {
+        writeln!(err, "wrote {}", cluster_path.display())?;
+    } else {
+        writeln!(
+            err,
+            "kept the existing {}: its spec.encryption and spec.provenance were not changed; run the same import \
+             with --update to set them from these files",
+            cluster_path.display(),
+        )?;
+    }
+    writeln!(
+        err,
+        "bootstrap token id: {} (Secret kube-system/bootstrap-token-{})",
+        imported.token_id, imported.token_id
+    )?;
+    if args.print_bootstrap_secret {
+        let mut out = std::io::stdout().lock();
+        out.write_all(imported.bootstrap_secret.as_bytes())?;
+        out.flush()?;
+    }
+    Ok(Status::Success)
+}
+
+fn explain(args: ExplainArgs) -> Result<Status> {
+    let from_stdin = args.text.len() == 1 && args.text[0] == "-";
+    let text = if from_stdin {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)?;
+        String::from_utf8_lossy(&bytes).into_owned()
+    } else {
+        anyhow::ensure!(
+            !args.text.iter().any(|w| w == "-"),
+            "`-` (stdin) cannot be mixed with text"
+        );
+        args.text.join(" ")
+    };
+    let matches = crate::migration::explain::explain(&text);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match args.format {
+        ExplainFormat::Json => {
+            let list: Vec<serde_json::Value> = matches
+                .iter()
+                .map(|m| {
+                    let e = m.entry;
+                    serde_json::json!({
+                        "id": e.id,
+                        "title": e.title,
+                        "source": e.source,
+                        "cause": e.cause,
+                        "caught_by": e.caught_by,
+                        "fix": e.fix,
+                        "procedures": e.procedures.iter().filter_map(|id| crate::procedure::by_id(id)).map(|p| serde_json::json!({
+                            "id": p.id,
+                            "title": p.title,
+                            "steps": p.steps(&crate::procedure::Names::placeholders()),
+                            "why": p.why,
+                        })).collect::<Vec<_>>(),
+                        "line": m.line,
+                        "occurrences": m.occurrences,
+                    })
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut out, &list)?;
+            writeln!(out)?;
+        }
+        ExplainFormat::Text => {
+            for (i, m) in matches.iter().enumerate() {
+                let e = m.entry;
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                writeln!(out, "{}: {}", e.id, e.title)?;
+                writeln!(out, "  seen in: {}", e.source)?;
+                if from_stdin {
+                    writeln!(
+                        out,
+                        "  matched: line {} ({} line{})",
+                        m.line,
+                        m.occurrences,
+                        if m.occurrences == 1 { "" } else { "s" }
+                    )?;
+                }
+                writeln!(out, "  cause: {}", e.cause)?;
+                let by = |g: crate::migration::explain::Guard| -> Vec<&str> {
+                    e.caught_by
+                        .iter()
+                        .copied()
+                        .filter(|f| crate::migration::explain::guard_of(f) == Some(g))
+                        .collect()
+                };
+                let (checked, rendered) = (
+                    by(crate::migration::explain::Guard::Check),
+                    by(crate::migration::explain::Guard::Render),
+                );
+                if e.caught_by.is_empty() {
+                    writeln!(
+                        out,
+                        "  caught by: no capstan check finding (a runtime condition)"
+                    )?;
+                }
+                if !checked.is_empty() {
+                    writeln!(out, "  caught by: capstan check ({})", checked.join(", "))?;
+                }
+                if !rendered.is_empty() {
+                    writeln!(
+                        out,
+                        "  caught by: capstan render, which refuses the state ({})",
+                        rendered.join(", ")
+                    )?;
+                }
+                writeln!(out, "  fix:")?;
+                for step in e.fix {
+                    writeln!(out, "    - {step}")?;
+                }
+                for p in e
+                    .procedures
+                    .iter()
+                    .filter_map(|id| crate::procedure::by_id(id))
+                {
+                    writeln!(out, "  {}:", p.title)?;
+                    for (i, step) in p
+                        .steps(&crate::procedure::Names::placeholders())
+                        .iter()
+                        .enumerate()
+                    {
+                        writeln!(out, "    {}. {step}", i + 1)?;
+                    }
+                    writeln!(out, "    why: {}", p.why)?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    if matches.is_empty() {
+        eprintln!(
+            "capstan explain: no known migration error in the text; paste the whole message as printed \
+             (log prefixes are fine), or pipe the log: `kubectl -n kube-system logs <pod> | capstan explain -`"
+        );
+        return Ok(Status::Findings);
+    }
+    Ok(Status::Success)
+}
+
+fn check(args: CheckArgs) -> Result<Status> {
+    use crate::inputs::kubeadm;
+    use crate::migration::check::{self, CheckInputs, Input};
+    use std::io::IsTerminal;
+    let c = inputs::load_cluster(&args.dir)?;
+    let now = std::time::SystemTime::now();
+    let mut ci = CheckInputs::new(c.config.clone(), &c.file, now);
+    ci.sealed_secrets = c
+        .sealed
+        .iter()
+        .filter_map(|s| check::SealedSecretFacts::read(&s.path, &s.text))
+        .collect();
+    if let Some(p) = &args.apiserver_manifest {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_apiserver_manifest(&f.label, &f.bytes)?;
+        ci.apiserver = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.kubeadm_config {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_cluster_configuration(&f.label, &f.bytes)?;
+        ci.cluster_config = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.encryption_config {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_encryption_config(&f.label, &f.bytes)?;
+        ci.encryption = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.apiserver_cert {
+        let f = inputs::read_input(p)?;
+        let value = crate::secrets::pki::certificate_summary(&f.label, &f.bytes)?;
+        ci.apiserver_cert = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    // The YAML inputs: the file as named and its documents.
+    let docs_of = |p: &PathBuf| -> Result<(String, Vec<serde_json::Value>)> {
+        let docs = inputs::read_yaml_documents(p, false)?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
+        Ok((p.display().to_string(), docs))
+    };
+    if let Some(p) = &args.kube_proxy {
+        let (file, docs) = docs_of(p)?;
+        let value = check::find_kube_proxy(&file, docs)?;
+        ci.kube_proxy = Some(Input { file, value });
+    }
+    if let Some(p) = &args.providers {
+        let (file, docs) = docs_of(p)?;
+        let value = crate::inputs::providers::Inventory::from_documents(&file, &docs)?;
+        ci.providers = Some(Input { file, value });
+    }
+    if let Some(p) = &args.nodes {
+        let (file, docs) = docs_of(p)?;
+        let value = check::find_nodes(&file, &docs)?;
+        ci.nodes = Some(Input { file, value });
+    }
+    if let Some(p) = &args.cni_daemonset {
+        let (file, docs) = docs_of(p)?;
+        ci.cni = Some(check::find_cni_daemonsets(&file, docs)?);
+    }
+    if let Some(p) = &args.kubelet_config {
+        let (file, docs) = docs_of(p)?;
+        let value = check::parse_kubelet_config(&file, &docs)?;
+        ci.kubelet = Some(Input { file, value });
+    }
+    if let Some(p) = &args.etcd_status {
+        let (file, docs) = docs_of(p)?;
+        let value = check::parse_etcd_status(&file, &docs)?;
+        ci.etcd_status = Some(Input { file, value });
+    }
+    if let Some(v) = &args.etcd_version {
+        if check::parse_etcd_version(v).is_none() {
+            return Err(check::CheckError::EtcdVersion {
+                source_name: "--etcd-version".into(),
+                value: v.clone(),
+            }
+            .into());
+        }
+        ci.etcd_version = Some(v.clone());
+    }
+    if let Some(p) = &args.pki {
+        let mut cas = Vec::new();
+        for (role, crt, key) in inputs::read_kubeadm_cas(p)? {
+            cas.push(check::ca_input(
+                role, &crt.label, &crt.bytes, &key.label, &key.bytes, now,
+            )?);
+        }
+        ci.cas = Some(cas);
+        ci.pki_dir = Some(p.display().to_string());
+    }
+    if let Some(p) = &args.identity {
+        let ids = identities(Some(p))?;
+        let bundle = open_bundle(&c, &ids)?;
+        ci.bundle = Some(bundle);
+        ci.identity_file = Some(p.display().to_string());
+    }
+    let findings = check::check(&ci);
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        CheckFormat::Json => {
+            let mut text = serde_json::to_string_pretty(&check::report_json(&ci, &findings))?;
+            text.push('\n');
+            out.write_all(text.as_bytes())?;
+        }
+        CheckFormat::Text => {
+            let colour = std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            out.write_all(check::report_text(&ci, &findings, colour).as_bytes())?;
+        }
+    }
+    out.flush()?;
+    Ok(
+        if findings
+            .iter()
+            .any(|f| f.severity == check::Severity::Blocking)
+        {
+            Status::Findings
+        } else {
+            Status::Success
+        },
+    )
+}
+
+/// The cluster a streamed object belongs to: its `cluster.x-k8s.io/cluster-name` label,
+/// else its namespace.
+fn stream_cluster(v: &serde_json::Value) -> String {
+    v.pointer("/metadata/labels/cluster.x-k8s.io~1cluster-name")
+        .and_then(serde_json::Value::as_str)
+        .or_else(|| {
+            v.pointer("/metadata/namespace")
+                .and_then(serde_json::Value::as_str)
+        })
+        .unwrap_or("(no cluster)")
+        .to_string()
+}
+
+fn stream_set(docs: Vec<(String, serde_json::Value)>) -> crate::review::diff::ResourceSet {
+    let mut set = crate::review::diff::ResourceSet::default();
+    for (origin, value) in docs {
+        let kind = value.get("kind").and_then(serde_json::Value::as_str);
+        let api = value
+            .get("apiVersion")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        if kind == Some("Kustomization") || api.starts_with("capstan.dev/") {
+            continue;
+        }
+        set.clusters
+            .entry(stream_cluster(&value))
+            .or_default()
+            .resources
+            .push(crate::resource::Resource {
+                value,
+                origin,
+                raw: None,
+            });
+    }
+    set
+}
+
+/// Read one side of a diff: stdin, a YAML file, input directories (rendered here), a
+/// rendered output directory, or a directory of YAML files.
+fn load_side(
+    path: &std::path::Path,
+    templates: Option<&PathBuf>,
+) -> Result<crate::review::diff::ResourceSet> {
+    use crate::review::diff::{ClusterSet, ResourceSet};
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)?;
+        return Ok(stream_set(inputs::parse_documents("<stdin>", &text)?));
+    }
+    if path.is_file() {
+        return Ok(stream_set(inputs::read_yaml_documents(path, false)?));
+    }
+    anyhow::ensure!(
+        path.is_dir(),
+        "{}: no such file or directory",
+        path.display()
+    );
+    match inputs::discover(path) {
+        Ok(dirs) => {
+            let mut set = ResourceSet::default();
+            let rendered = render_each::<_, anyhow::Error>(
+                &dirs,
+                templates,
+                inputs::Digests::NotWanted,
+                |r, _| Ok((r.name, r.phase, r.kubeadm_etcd_members, r.resources)),
+            )?;
+            for (name, phase, kubeadm_etcd_members, resources) in rendered {
+                let phase = Some(phase.map_or("(none)", Phase::as_str).to_string());
+                set.clusters.insert(
+                    name,
+                    ClusterSet {
+                        resources,
+                        phase,
+                        kubeadm_etcd_members,
+                    },
+                );
+            }
+            return Ok(set);
+        }
+        Err(inputs::InputError::NoClusters { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    if let Some(clusters) = inputs::read_rendered(path)? {
+        let mut set = ResourceSet::default();
+        for (name, resources) in clusters {
+            set.clusters.insert(
+                name,
+                ClusterSet {
+                    resources,
+                    phase: None,
+                    kubeadm_etcd_members: 0,
+                },
+            );
+        }
+        return Ok(set);
+    }
+    let docs = inputs::read_yaml_documents(path, true)?;
+    anyhow::ensure!(
+        !docs.is_empty(),
+        "{}: neither a cluster or repository input directory, nor a rendered output directory \
+         (no `capstan.lock`), nor a directory of YAML files",
+        path.display()
+    );
+    Ok(stream_set(docs))
+}
+
+/// Run git in `cwd`; its stdout, or an error with its stderr.
+fn git(args: &[&str], cwd: &std::path::Path) -> Result<String> {
+    git_using(args, cwd, None)
+}
+
+/// Run git in `cwd`, with `GIT_INDEX_FILE` set to `index` when given.
+fn git_using(
+    args: &[&str],
+    cwd: &std::path::Path,
+    index: Option<&std::path::Path>,
+) -> Result<String> {
+    let mut cmd = std::process::Command::new("git");
+    if let Some(index) = index {
+        cmd.env("GIT_INDEX_FILE", index);
+    }
+    let out = cmd
+        .args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run git: {e}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "git {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Render `rel` (relative to the repository root) as it is at `rev`. The revision's tree
+/// is checked out into a temporary directory through a temporary index (`read-tree`,
+/// `checkout-index`): nothing is registered in the repository (no worktree), so a killed
+/// run leaves nothing there; the directory is removed when the run ends.
+fn load_revision(
+    top: &std::path::Path,
+    rev: &str,
+    rel: &std::path::Path,
+    templates: Option<&PathBuf>,
+) -> Result<crate::review::diff::ResourceSet> {
+    let commit = git(
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+        top,
+    )
+    .map_err(|_| anyhow::anyhow!("--git: `{rev}` is not a commit of {}", top.display()))?;
+    let tmp = tempfile::Builder::new().prefix("capstan-diff-").tempdir()?;
+    let path = tmp.path().join("tree");
+    let index = tmp.path().join("index");
+    let git_with_index = |args: &[&str]| git_using(args, top, Some(&index)).map(|_| ());
+    git_with_index(&["read-tree", &commit])?;
+    let prefix = format!("{}/", path.display());
+    git_with_index(&[
+        "checkout-index",
+        "--all",
+        "--force",
+        &format!("--prefix={prefix}"),
+    ])?;
+    std::fs::create_dir_all(&path)?;
+    let target = path.join(rel);
+    anyhow::ensure!(
+        target.exists(),
+        "--git: {} does not exist at {rev}",
+        if rel.as_os_str().is_empty() {
+            ".".to_string()
+        } else {
+            rel.display().to_string()
+        }
+    );
+    let set = load_side(&target, templates);
+    drop(tmp);
+    set
+}
+
+fn git_sides(
+    range: &str,
+    path: &std::path::Path,
+    templates: Option<&PathBuf>,
+) -> Result<(
+    crate::review::diff::ResourceSet,
+    crate::review::diff::ResourceSet,
+    String,
+    String,
+)> {
+    let (rev_a, rev_b) = match range.split_once("..") {
+        Some((a, b)) if !b.starts_with('.') => (a, Some(if b.is_empty() { "HEAD" } else { b })),
+        Some(_) => anyhow::bail!("--git: use `REV_A..REV_B` (two dots), not `{range}`"),
+        None => (range, None),
+    };
+    anyhow::ensure!(!rev_a.is_empty(), "--git: `{range}` names no old revision");
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    };
+    let top = PathBuf::from(git(&["rev-parse", "--show-toplevel"], &dir)?);
+    let canon = |p: &std::path::Path| {
+        std::fs::canonicalize(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+    };
+    let rel = canon(path)?
+        .strip_prefix(canon(&top)?)
+        .map(std::path::Path::to_path_buf)
+        .map_err(|_| anyhow::anyhow!("{}: not inside {}", path.display(), top.display()))?;
+    let a = load_revision(&top, rev_a, &rel, templates)?;
+    let (b, label_b) = match rev_b {
+        Some(rev) => (load_revision(&top, rev, &rel, templates)?, rev.to_string()),
+        None => (
+            load_side(path, templates)?,
+            format!("{} (working tree)", path.display()),
+        ),
+    };
+    Ok((a, b, rev_a.to_string(), label_b))
+}
+
+fn diff(args: DiffArgs) -> Result<Status> {
+    use std::io::IsTerminal;
+    let ids = optional_identities(args.identity.as_deref())?;
+    let templates = args.templates.as_ref();
+    let (mut a, mut b, label_a, label_b) = match &args.git {
+        Some(range) => {
+            anyhow::ensure!(
+                args.b.is_none(),
+                "with --git, give at most one path: the repository path to render"
+            );
+            let path = args.a.clone().unwrap_or_else(|| PathBuf::from("."));
+            git_sides(range, &path, templates)?
+        }
+        None => {
+            let (Some(pa), Some(pb)) = (&args.a, &args.b) else {
+                anyhow::bail!("give the two sides A and B, or --git REV_A..REV_B");
+            };
+            anyhow::ensure!(
+                !(pa.as_os_str() == "-" && pb.as_os_str() == "-"),
+                "only one side can be `-` (stdin)"
+            );
+            (
+                load_side(pa, templates)?,
+                load_side(pb, templates)?,
+                pa.display().to_string(),
+                pb.display().to_string(),
+            )
+        }
+    };
+    if !args.clusters.is_empty() {
+        for name in &args.clusters {
+            anyhow::ensure!(
+                a.clusters.contains_key(name) || b.clusters.contains_key(name),
+                "--cluster {name}: no such cluster on either side (found: {})",
+                a.clusters
+                    .keys()
+                    .chain(b.clusters.keys())
+                    .cloned()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        a.clusters.retain(|k, _| args.clusters.contains(k));
+        b.clusters.retain(|k, _| args.clusters.contains(k));
+    }
+    let d = crate::review::diff::diff(
+        &a,
+        &b,
+        &crate::review::diff::Options {
+            a: label_a,
+            b: label_b,
+            identities: ids.as_deref(),
+        },
+    );
+    let text = match args.format {
+        DiffFormat::Text => {
+            let color = std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            crate::review::report::text(&d, color)
+        }
+        DiffFormat::Markdown => {
+            crate::review::report::markdown(&d, crate::review::report::GITHUB_COMMENT_LIMIT)
+        }
+        DiffFormat::Json => crate::review::report::json(&d),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(if d.has_differences() {
+        Status::Findings
+    } else {
+        Status::Success
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_printed_error_chain_says_a_repeated_cause_once() {
+        // `main` prints `{:#}`: a library error that names its cause in its own message
+        // does not also return it as its source, so the cause is not printed again.
+        let os = std::io::Error::new(std::io::ErrorKind::NotFound, "not found");
+        let lib = crate::inputs::InputError::Io {
+            path: "a/b".into(),
+            error: os,
+        };
+        let err = anyhow::Error::new(lib).context("rendering lab-f");
+        assert_eq!(format!("{err:#}"), "rendering lab-f: a/b: not found");
+        // A cause that the message does not already end with is kept.
+        let err = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(format!("{err:#}"), "outer: inner");
+    }
+}

@@ -1,0 +1,387 @@
+//! The command-line interface: clap derive types only. Doc comments are the help text.
+
+pub mod argocd;
+pub mod commands;
+pub mod scaffold;
+pub mod terminal;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Render Cluster API + Talos manifests for kubeadm clusters migrated in place to Talos on
+/// vSphere, and manage them through GitOps.
+///
+/// Exit codes: 0 success, 1 differences or blocking findings, 2 error.
+#[derive(Debug, Parser)]
+#[command(name = "capstan", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// capstan's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Render clusters into Cluster API objects: a YAML stream on stdout, or a bundle
+    /// directory per cluster with `-o`.
+    Render(RenderArgs),
+    /// Validate objects strictly against CRD schemas (unknown fields are errors).
+    Validate(ValidateArgs),
+    /// Print the migration runbook for the cluster's current phase (Markdown): what the bundle
+    /// does when synced, the commands around it, what to verify, how to roll back, and why.
+    Plan(PlanArgs),
+    /// Compare the kubeadm cluster with what the Talos nodes will run ("config matching"):
+    /// every comparison is reported, passing ones too, each failure with the error the
+    /// cluster would show and the fix. Exit 0 without blocking findings, 1 with, 2 on error.
+    Check(Box<CheckArgs>),
+    /// Import an existing cluster's PKI and settings.
+    #[command(subcommand)]
+    Import(ImportCommand),
+    /// Work with encrypted secrets.
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
+    /// Explain an error message seen during a migration: its cause, the `capstan check`
+    /// finding that catches it beforehand, and the fix. Paste a log line as it is (prefixes,
+    /// timestamps and escaped quotes are fine) or pipe a whole log with `-`.
+    ///
+    /// Exit codes: 0 something matched, 1 nothing matched, 2 error.
+    Explain(ExplainArgs),
+    /// Review a change: a resource-level diff of two renders, input directories, YAML
+    /// streams or git revisions, with secret values masked and risky changes called out.
+    ///
+    /// Exit codes: 0 no differences, 1 differences, 2 error.
+    Diff(DiffArgs),
+    /// Argo CD integration: the config-management plugin.
+    #[command(subcommand)]
+    Argocd(ArgocdCommand),
+    /// Scaffold a GitOps repository (`clusters/`, `overlays/`, `.sops.yaml`, the Argo CD
+    /// plugin, sidecar patch and ApplicationSet, a README). Idempotent: existing files are
+    /// kept, never overwritten.
+    Init(InitArgs),
+}
+
+/// Output formats of `capstan diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffFormat {
+    /// For a terminal (coloured on a TTY unless NO_COLOR is set).
+    Text,
+    /// For a pull-request comment (kept under GitHub's 65,536-character limit).
+    Markdown,
+    /// For programs.
+    Json,
+}
+
+/// Arguments of `capstan diff`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Each of A and B is a rendered directory (`render -o` output: the root or one cluster's \
+directory), a cluster or repository input directory (rendered first), or a YAML stream (a file, `-` for stdin).\n\
+With --git, A is the repository path (default `.`) and B is not given."
+)]
+pub struct DiffArgs {
+    /// The old side (with --git: the path inside the repository to render, default `.`).
+    #[arg(value_name = "A")]
+    pub a: Option<PathBuf>,
+    /// The new side.
+    #[arg(value_name = "B")]
+    pub b: Option<PathBuf>,
+    /// Compare two git revisions of the repository holding PATH: `REV_A..REV_B` (each
+    /// rendered from a temporary worktree), `REV_A..` (against HEAD) or `REV_A` (against the
+    /// working tree).
+    #[arg(long, value_name = "REV_A..REV_B")]
+    pub git: Option<String>,
+    /// Only this cluster; repeatable.
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub clusters: Vec<String>,
+    /// age identity file to compare secret plaintexts (default: $CAPSTAN_AGE_KEY_FILE,
+    /// $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY; without any, ciphertexts are compared).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+    /// Template overrides directory for input directories (default: `templates/` at each
+    /// repository root).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+}
+
+// The environment variables capstan reads are defined by the domains that read them; the
+// commands' help and code refer to them through these names.
+pub use crate::argocd::env::*;
+pub use crate::inputs::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
+
+/// `capstan argocd` commands.
+#[derive(Debug, Subcommand)]
+pub enum ArgocdCommand {
+    /// The config-management plugin's `generate` command: run by Argo CD's repo-server
+    /// sidecar in the Application's source directory (a cluster directory or a directory of
+    /// clusters). Prints only Kubernetes objects, with sync waves and sync options; reads
+    /// ARGOCD_APP_* and ARGOCD_ENV_CAPSTAN_SECRETS (or the parameter `secrets`):
+    /// `decrypt`, `operator` or `omit`. Any failure, an empty result included, exits 2 with
+    /// a one-line reason on stderr and nothing on stdout.
+    Generate,
+}
+
+/// Arguments of `capstan init`.
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// The repository directory (created if needed).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// An age recipient (`age1…`) for `.sops.yaml`; repeatable, at least one.
+    #[arg(long = "recipient", short = 'r', value_name = "RECIPIENT")]
+    pub recipients: Vec<String>,
+    /// The repository's git URL, written into the ApplicationSet (default: a placeholder to edit).
+    #[arg(long, value_name = "URL")]
+    pub repo_url: Option<String>,
+}
+
+/// `capstan import` sources.
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// Import a kubeadm control plane (a copy of `/etc/kubernetes` from one control-plane
+    /// node) into an age-encrypted Talos secrets bundle (`secrets.age`) and a `cluster.yaml`
+    /// stub holding what the files say. Nothing is written unless everything checks out.
+    Kubeadm(Box<ImportKubeadmArgs>),
+}
+
+/// Arguments of `capstan import kubeadm`.
+#[derive(Debug, clap::Args)]
+pub struct ImportKubeadmArgs {
+    /// The kubeadm PKI directory (`/etc/kubernetes/pki` layout).
+    #[arg(long, value_name = "DIR")]
+    pub pki: PathBuf,
+    /// The kube-apiserver static pod manifest (`/etc/kubernetes/manifests/kube-apiserver.yaml`).
+    #[arg(long, value_name = "FILE")]
+    pub apiserver_manifest: PathBuf,
+    /// The kubeadm ClusterConfiguration (`kubectl -n kube-system get cm kubeadm-config -o jsonpath='{.data.ClusterConfiguration}'`), v1beta3 or v1beta4.
+    #[arg(long, value_name = "FILE")]
+    pub kubeadm_config: PathBuf,
+    /// The EncryptionConfiguration the apiserver uses (required when the manifest sets `--encryption-provider-config`).
+    #[arg(long, value_name = "FILE")]
+    pub encryption_config: Option<PathBuf>,
+    /// The kubelets' configuration (`kubectl -n kube-system get cm kubelet-config -o yaml`): clusterDNS, maxPods, reserved resources and eviction are recorded in `spec.kubelet`.
+    #[arg(long, value_name = "FILE")]
+    pub kubelet_config: Option<PathBuf>,
+    /// An age recipient (`age1…`) to encrypt to; repeatable.
+    #[arg(long = "recipient", short = 'r', value_name = "RECIPIENT")]
+    pub recipients: Vec<String>,
+    /// A file of age recipients, one per line.
+    #[arg(long, short = 'R', value_name = "FILE")]
+    pub recipients_file: Vec<PathBuf>,
+    /// The kubeadm join token to carry over (`kubeadm token create --ttl 0`); generated when absent.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "CAPSTAN_BOOTSTRAP_TOKEN",
+        hide_env_values = true
+    )]
+    pub bootstrap_token: Option<String>,
+    /// The Talos version the nodes will run (`vX.Y.Z`).
+    #[arg(long, value_name = "VERSION")]
+    pub talos_version: String,
+    /// Provider flavour for the stub: `v1beta1` or `v1beta2`.
+    #[arg(long, default_value = "v1beta1", value_name = "FLAVOUR")]
+    pub flavour: String,
+    /// Cluster name (default: the kubeadm `clusterName`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Management-cluster namespace (default: the cluster name).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// The cluster directory to write `secrets.age` and `cluster.yaml` into.
+    #[arg(long, value_name = "CLUSTER_DIR")]
+    pub out: PathBuf,
+    /// Print the workload cluster's `bootstrap-token-<id>` Secret (plaintext) on stdout.
+    #[arg(long)]
+    pub print_bootstrap_secret: bool,
+    /// Fold this import into the existing cluster directory (phase `prepare` only, same PKI,
+    /// same recipients): replace `secrets.age` and the sealed Secrets, and set spec.encryption
+    /// and spec.provenance in `cluster.yaml`, keeping every other line.
+    #[arg(long)]
+    pub update: bool,
+}
+
+/// `capstan secrets` commands.
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// Decrypt an age file (such as `secrets.age`) or a SOPS file and print the plaintext on
+    /// stdout (the SOPS MAC is verified).
+    Decrypt(DecryptArgs),
+    /// Seal the Secrets the providers read from `secrets.age` into `CLUSTER_DIR/secrets/` as
+    /// SOPS files encrypted to `spec.recipients`; unchanged plaintext keeps its ciphertext.
+    Seal(ClusterSecretsArgs),
+    /// Re-wrap `secrets.age` and the data key of every sealed file for the current
+    /// `spec.recipients`, without re-encrypting the sealed values.
+    Rekey(ClusterSecretsArgs),
+    /// Write `CLUSTER_DIR/secrets/operator/`: each sealed Secret as a SopsSecret
+    /// (isindir/sops-secrets-operator, `isindir.github.com/v1alpha3`) encrypted to
+    /// `spec.recipients`, for `argocd generate` in secrets mode `operator`; unchanged
+    /// plaintext keeps its ciphertext.
+    SealOperator(ClusterSecretsArgs),
+    /// Seal the vSphere credentials CAPV uses as the Secret `spec.vsphere.identityRef` names
+    /// (kind `Secret`; keys `username`, `password`) into `CLUSTER_DIR/secrets/<name>.yaml`,
+    /// encrypted to `spec.recipients`. The password is read from stdin (one line), never
+    /// from an argument.
+    VsphereIdentity(VsphereIdentityArgs),
+}
+
+/// Arguments of `capstan secrets vsphere-identity`.
+#[derive(Debug, clap::Args)]
+pub struct VsphereIdentityArgs {
+    /// The cluster directory (holding `cluster.yaml`).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
+    /// The vCenter user CAPV logs in as, e.g. `capv@vsphere.local`.
+    #[arg(long, value_name = "USER")]
+    pub username: String,
+}
+
+/// Arguments of `capstan secrets seal` and `rekey`.
+#[derive(Debug, clap::Args)]
+pub struct ClusterSecretsArgs {
+    /// age identity file (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// The cluster directory (holding `cluster.yaml` and `secrets.age`).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
+}
+
+/// Arguments of `capstan secrets decrypt`.
+#[derive(Debug, clap::Args)]
+pub struct DecryptArgs {
+    /// age identity file (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// The file to decrypt.
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+}
+
+/// Arguments of `capstan render`.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// Cluster directories (holding `cluster.yaml`), or repositories whose `clusters/*/`
+    /// hold them. Defaults to the current directory.
+    #[arg(value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Write one directory per cluster under OUT (objects, kustomization.yaml, capstan.lock)
+    /// instead of printing a YAML stream.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// Template overrides directory (default: `templates/` at each repository root).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
+    /// Emit the sealed Secrets decrypted (plaintext, stdout only; needs an identity), for
+    /// pipelines that decrypt at apply time. Refused with `-o`.
+    #[arg(long, conflicts_with = "output")]
+    pub decrypt: bool,
+    /// age identity file for `--decrypt` (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
+    #[arg(long, short = 'i', value_name = "FILE", requires = "decrypt")]
+    pub identity: Option<PathBuf>,
+}
+
+/// Arguments of `capstan plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The cluster directory (holding `cluster.yaml`).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
+}
+
+/// Arguments of `capstan explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
+    pub format: ExplainFormat,
+    /// The message (the words are joined with spaces); `-` reads stdin, e.g. a whole log.
+    #[arg(value_name = "TEXT", required = true)]
+    pub text: Vec<String>,
+}
+
+/// Output formats of `capstan explain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainFormat {
+    /// For people: per match the title, cause, the finding that catches it, and the fix.
+    Text,
+    /// A JSON list of objects, one per match.
+    Json,
+}
+
+/// Arguments of `capstan validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Directory of CRD YAML files (searched recursively).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub crds: Vec<PathBuf>,
+    /// YAML files or rendered bundle directories to validate; `-` or nothing reads stdin.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Also fail on kinds no CRD describes (built-in kinds such as Secret are always skipped).
+    #[arg(long)]
+    pub strict_kinds: bool,
+}
+
+/// Report formats of `capstan check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    /// Grouped, human-readable (coloured on a terminal unless NO_COLOR is set).
+    Text,
+    /// One JSON document: counts and every finding.
+    Json,
+}
+
+/// Arguments of `capstan check`. Every input but the cluster directory is optional; each
+/// one given enables more comparisons (those not made are listed as not checked).
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The cluster directory (holding `cluster.yaml`, and `secrets.age` for --identity).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
+    /// The kubeadm kube-apiserver static pod manifest: issuers, audiences, encryption, service CIDR, version.
+    #[arg(long, value_name = "FILE")]
+    pub apiserver_manifest: Option<PathBuf>,
+    /// The kubeadm ClusterConfiguration (or the kubeadm-config ConfigMap): CIDRs, DNS domain, endpoint, versions.
+    #[arg(long, value_name = "FILE")]
+    pub kubeadm_config: Option<PathBuf>,
+    /// The kubeadm EncryptionConfiguration: provider order and key names (and the key, with --identity).
+    #[arg(long, value_name = "FILE")]
+    pub encryption_config: Option<PathBuf>,
+    /// The kubeadm PKI directory (`/etc/kubernetes/pki` layout): CA shape and expiry.
+    #[arg(long, value_name = "DIR")]
+    pub pki: Option<PathBuf>,
+    /// The kubeadm apiserver serving certificate (`pki/apiserver.crt`): does it cover the endpoint?
+    #[arg(long, value_name = "FILE")]
+    pub apiserver_cert: Option<PathBuf>,
+    /// The kube-proxy DaemonSet (`kubectl -n kube-system get ds kube-proxy -o yaml`): its labels.
+    #[arg(long, value_name = "FILE")]
+    pub kube_proxy: Option<PathBuf>,
+    /// The management cluster's providers: `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml`, or `kubectl get deployments -A -o yaml` (their images' tags).
+    #[arg(long, value_name = "FILE")]
+    pub providers: Option<PathBuf>,
+    /// The cluster's Nodes (`kubectl get nodes -o yaml`), optionally with the vSphere CPI DaemonSet in the same file: do nodes get `vsphere://` providerIDs?
+    #[arg(long, value_name = "FILE")]
+    pub nodes: Option<PathBuf>,
+    /// The CNI DaemonSet, with its ConfigMap (`kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`): capabilities, cgroup and host mounts, apiserver address against what Talos allows.
+    #[arg(long, value_name = "FILE")]
+    pub cni_daemonset: Option<PathBuf>,
+    /// The kubeadm kubelets' configuration (`kubectl -n kube-system get cm kubelet-config -o yaml`): clusterDNS, maxPods, reserved resources, eviction.
+    #[arg(long, value_name = "FILE")]
+    pub kubelet_config: Option<PathBuf>,
+    /// The kubeadm etcd members' status (`etcdctl endpoint status --cluster -w json`): database size against the quota Talos members run with.
+    #[arg(long, value_name = "FILE")]
+    pub etcd_status: Option<PathBuf>,
+    /// The etcd version the kubeadm cluster runs (`etcdctl version`), e.g. `3.5.15`.
+    #[arg(long, value_name = "VERSION")]
+    pub etcd_version: Option<String>,
+    /// age identity file: opens `secrets.age` to compare the encryption key and bootstrap token (values are never shown).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// Report format.
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    pub format: CheckFormat,
+}

@@ -1,0 +1,1381 @@
+//! The only module that reads project files: finds cluster directories, reads and parses
+//! `cluster.yaml`, reads template overrides, and loads a cluster's overlays (with
+//! kustomize's loader rules: paths relative to the overlay, nothing outside the repository
+//! root, no cycles, no base at or above its overlay). Everything after this is a pure function
+//! of what it returns. Paths recorded for the lock file are relative to the repository
+//! root, so the lock does not depend on how the user spelled the path.
+
+pub mod kubeadm;
+pub mod model;
+pub mod overlay;
+pub mod providers;
+
+use crate::digest::sha256_hex;
+use crate::inputs::model::{ClusterConfig, ModelError, OverlayFile};
+use crate::inputs::overlay::{Overlay, OverlayError};
+use crate::yaml;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// An overlay directory's input file name.
+pub const OVERLAY_FILE: &str = "overlay.yaml";
+
+/// The per-cluster input file name.
+pub const CLUSTER_FILE: &str = "cluster.yaml";
+
+/// Why inputs could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// A file or directory could not be read.
+    // The message names the OS error, so it is not also the error's `source()`: a
+    // printed chain (`{:#}`) would say it twice.
+    #[error("{path}: {error}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// A file is not valid YAML.
+    #[error("{file}: invalid YAML: {message}")]
+    Yaml {
+        /// The file.
+        file: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// `cluster.yaml` does not parse.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A directory holds no cluster.
+    #[error("{dir}: no `cluster.yaml` here, in `clusters/*/` or in `*/`; expected a cluster directory or a repository of clusters")]
+    NoClusters {
+        /// The directory.
+        dir: String,
+    },
+    /// Two directories declare the same cluster name.
+    #[error("{second}: cluster name `{name}` is already used by {first}")]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// First file.
+        first: String,
+        /// Second file.
+        second: String,
+    },
+    /// No age identity was given.
+    #[error("an age identity is required: pass --identity FILE or set CAPSTAN_AGE_KEY_FILE, SOPS_AGE_KEY_FILE or SOPS_AGE_KEY")]
+    NoIdentity,
+    /// An overlay file or a path in it is not usable.
+    #[error(transparent)]
+    Overlay(#[from] OverlayError),
+    /// An input is not a regular file (a FIFO, a device, a directory, ...).
+    #[error("{path}: {found}, not a regular file: capstan reads only regular files")]
+    NotRegular {
+        /// The path.
+        path: String,
+        /// What it is.
+        found: &'static str,
+    },
+    /// A directory input (a templates directory) is something else.
+    #[error("{path}: not a directory ({what} must be a directory)")]
+    NotADirectory {
+        /// The path.
+        path: String,
+        /// What was expected there.
+        what: &'static str,
+    },
+    /// An input is larger than its kind of input can be.
+    #[error("{path}: larger than {cap} bytes, the limit for {what} (README: Safety)")]
+    TooLarge {
+        /// The path.
+        path: String,
+        /// The limit in bytes.
+        cap: u64,
+        /// The kind of input.
+        what: &'static str,
+    },
+    /// A repository file resolves outside the repository (a symbolic link).
+    #[error("{path}: resolves to {resolved}, outside {root} (a symbolic link): capstan reads only files inside the repository")]
+    Outside {
+        /// The path as found.
+        path: String,
+        /// Where it leads.
+        resolved: String,
+        /// The directory it must stay in.
+        root: String,
+    },
+    /// Something in a templates directory that is not a template.
+    #[error("{path}: templates must be `.yaml` files under `<flavour>/` or `talos/`")]
+    NotATemplate {
+        /// The path.
+        path: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InputError + '_ {
+    move |error| InputError::Io {
+        path: path.display().to_string(),
+        error,
+    }
+}
+
+pub use crate::digest::Digest256;
+
+/// Everything read for one cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterInput {
+    /// The cluster directory as given.
+    pub dir: PathBuf,
+    /// `cluster.yaml` as the user can find it (for messages).
+    pub file: String,
+    /// The parsed configuration.
+    pub config: ClusterConfig,
+    /// `cluster.yaml` as read (for an edit in place that keeps its comments).
+    pub text: String,
+    /// The repository root (the parent of `clusters/`), or the cluster directory.
+    pub root: PathBuf,
+    /// Digests of the inputs read for this cluster (none when not [`Digests::Wanted`]).
+    pub digests: Vec<Digest256>,
+    /// sha256 of `secrets.age`, when the cluster has one.
+    pub secrets_age_sha256: Option<String>,
+    /// The sealed management-cluster Secrets (`secrets/*.yaml`), sorted by name.
+    pub sealed: Vec<SealedFile>,
+}
+
+/// The clusters found under `dir`: `dir` itself when it holds `cluster.yaml`, else the
+/// directories of `dir/clusters/*/cluster.yaml`, else of `dir/*/cluster.yaml`; sorted.
+pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
+    // A `cluster.yaml` of any type counts: the loader refuses one that is not a regular
+    // file, instead of the cluster silently vanishing from a repository's render.
+    let has_cluster = |d: &Path| std::fs::symlink_metadata(d.join(CLUSTER_FILE)).is_ok();
+    if has_cluster(dir) {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let meta = std::fs::metadata(dir).map_err(io(dir))?;
+    if !meta.is_dir() {
+        return Err(InputError::NoClusters {
+            dir: dir.display().to_string(),
+        });
+    }
+    for base in [dir.join("clusters"), dir.to_path_buf()] {
+        if !base.is_dir() {
+            continue;
+        }
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&base).map_err(io(&base))? {
+            let entry = entry.map_err(io(&base))?;
+            let p = entry.path();
+            if has_cluster(&p) {
+                found.push(p);
+            }
+        }
+        if !found.is_empty() {
+            found.sort();
+            return Ok(found);
+        }
+    }
+    Err(InputError::NoClusters {
+        dir: dir.display().to_string(),
+    })
+}
+
+/// The repository root of a cluster directory: the parent of its `clusters/` directory.
+pub fn repo_root(cluster_dir: &Path) -> PathBuf {
+    let parent = cluster_dir.parent();
+    match parent {
+        Some(p) if p.file_name().is_some_and(|n| n == "clusters") => p
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".")),
+        _ => cluster_dir.to_path_buf(),
+    }
+}
+
+fn rel(root: &Path, path: &Path) -> String {
+    let r = path.strip_prefix(root).unwrap_or(path);
+    let s: Vec<String> = r
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    s.join("/")
+}
+
+/// What an input file is, for the size it may have. Every cap is far above any real file of
+/// its kind; they keep a hostile repository from exhausting memory (`/dev/zero` behind a
+/// link, a file of gigabytes). The README's Safety section lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// `cluster.yaml`.
+    ClusterFile,
+    /// `secrets.age`.
+    SecretsAge,
+    /// A sealed SOPS file (`secrets/**/*.yaml`).
+    Sealed,
+    /// A template override.
+    Template,
+    /// An overlay's `overlay.yaml`, resource or patch file.
+    Overlay,
+    /// An age identity or recipients file.
+    Identity,
+    /// A kubeadm file (certificate, key, manifest, configuration) or a `check` input.
+    Kubeadm,
+    /// YAML for `validate`, CRD files, rendered output, lock files.
+    Yaml,
+}
+
+impl InputKind {
+    /// The largest file of this kind capstan reads, in bytes.
+    pub fn cap(self) -> u64 {
+        match self {
+            InputKind::ClusterFile | InputKind::SecretsAge | InputKind::Sealed => 1 << 20,
+            InputKind::Template | InputKind::Identity | InputKind::Kubeadm => 1 << 20,
+            InputKind::Overlay => 4 << 20,
+            InputKind::Yaml => 64 << 20,
+        }
+    }
+
+    /// What it is, for messages.
+    pub fn what(self) -> &'static str {
+        match self {
+            InputKind::ClusterFile => "a cluster.yaml",
+            InputKind::SecretsAge => "a secrets.age",
+            InputKind::Sealed => "a sealed Secret",
+            InputKind::Template => "a template",
+            InputKind::Overlay => "an overlay file",
+            InputKind::Identity => "an age identity or recipients file",
+            InputKind::Kubeadm => "a kubeadm file",
+            InputKind::Yaml => "a YAML input",
+        }
+    }
+}
+
+fn file_type_name(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
+    }
+}
+
+/// The canonical form of a directory that inputs must stay in.
+fn canonical_dir(root: &Path) -> Result<PathBuf, InputError> {
+    let r = if root.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        root
+    };
+    std::fs::canonicalize(r).map_err(io(r))
+}
+
+/// Refuse a path (a directory capstan is about to read files from) that resolves outside
+/// `root` (canonical).
+fn confine(path: &Path, root: &Path) -> Result<(), InputError> {
+    let c = std::fs::canonicalize(path).map_err(io(path))?;
+    if c.starts_with(root) {
+        Ok(())
+    } else {
+        Err(InputError::Outside {
+            path: path.display().to_string(),
+            resolved: c.display().to_string(),
+            root: root.display().to_string(),
+        })
+    }
+}
+
+/// Open an input without following a last symbolic link and without blocking on a FIFO.
+fn open_nofollow(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = libc::O_NONBLOCK;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+}
+
+/// An input file's bytes: a regular file (no FIFO, device or directory, so nothing blocks
+/// or never ends), at most `kind.cap()` bytes, and, when `root` (canonical) is given, inside
+/// it: a symbolic link is resolved and must stay in `root`. The directory holding `path`
+/// is the caller's to confine ([`confine`]). No system call asks for the size first (a
+/// 16 KiB buffer usually takes an input in one read): system calls are a large part of
+/// loading a cluster.
+fn read_input_bytes(
+    path: &Path,
+    root: Option<&Path>,
+    kind: InputKind,
+) -> Result<Vec<u8>, InputError> {
+    use std::io::Read as _;
+    let file = match open_nofollow(path, false) {
+        Ok(f) => f,
+        // ELOOP: the last component is a symbolic link.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            if let Some(root) = root {
+                confine(path, root)?;
+            }
+            open_nofollow(path, true).map_err(io(path))?
+        }
+        Err(e) => return Err(io(path)(e)),
+    };
+    let t = file.metadata().map_err(io(path))?.file_type();
+    if !t.is_file() {
+        return Err(InputError::NotRegular {
+            path: path.display().to_string(),
+            found: file_type_name(t),
+        });
+    }
+    let cap = kind.cap();
+    let mut bytes = Vec::with_capacity(16 << 10);
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io(path))?;
+    if bytes.len() as u64 > cap {
+        return Err(InputError::TooLarge {
+            path: path.display().to_string(),
+            cap,
+            what: kind.what(),
+        });
+    }
+    Ok(bytes)
+}
+
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, InputError> {
+    String::from_utf8(bytes).map_err(|_| InputError::Yaml {
+        file: path.display().to_string(),
+        message: "not UTF-8 text".into(),
+    })
+}
+
+/// Read an input file as UTF-8 text: a regular file of at most `kind.cap()` bytes (not
+/// confined to a repository: for files named on the command line).
+pub fn read_input_text(path: &Path, kind: InputKind) -> Result<String, InputError> {
+    utf8(path, read_input_bytes(path, None, kind)?)
+}
+
+/// Read a repository file as UTF-8 text: as [`read_input_text`], and inside `root`
+/// (canonical).
+fn read_repo_text(path: &Path, root: &Path, kind: InputKind) -> Result<String, InputError> {
+    utf8(path, read_input_bytes(path, Some(root), kind)?)
+}
+
+/// Parse a YAML file's text as one document, naming the file in errors.
+fn parse_yaml_file(file: &str, text: &str) -> Result<serde_json::Value, InputError> {
+    yaml::parse_one(text).map_err(|e| InputError::Yaml {
+        file: file.to_string(),
+        message: e.message,
+    })
+}
+
+/// Whether the digests of a cluster's inputs are wanted (for a bundle's `capstan.lock`).
+/// Without them only `secrets.age` is hashed: the sealed files' checks need its digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Digests {
+    /// Hash every input file.
+    Wanted,
+    /// Hash only what the checks need (rendering to a stream, diffing).
+    NotWanted,
+}
+
+/// Read and parse one cluster directory, with the digests of its inputs.
+pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
+    load_cluster_with(dir, Digests::Wanted)
+}
+
+/// [`load_cluster`], hashing the inputs only when `want` asks for it (else
+/// [`ClusterInput::digests`] is empty and the sealed files carry no digest).
+pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, InputError> {
+    let wanted = want == Digests::Wanted;
+    let path = dir.join(CLUSTER_FILE);
+    let file = path.display().to_string();
+    let root = repo_root(dir);
+    let root_c = canonical_dir(&root)?;
+    confine(dir, &root_c)?;
+    let text = read_repo_text(&path, &root_c, InputKind::ClusterFile)?;
+    let value = parse_yaml_file(&file, &text)?;
+    let config = ClusterConfig::from_value(&file, value)?;
+    let mut digests = Vec::with_capacity(if wanted { 4 } else { 0 });
+    if wanted {
+        digests.push(Digest256 {
+            path: rel(&root, &path),
+            sha256: sha256_hex(text.as_bytes()),
+        });
+    }
+    let age_path = dir.join(crate::inputs::SECRETS_FILE);
+    // Read directly (no separate existence check): absent means the cluster has none.
+    let secrets_age_sha256 = match read_input_bytes(&age_path, Some(&root_c), InputKind::SecretsAge)
+    {
+        Ok(bytes) => {
+            let d = sha256_hex(&bytes);
+            if wanted {
+                digests.push(Digest256 {
+                    path: rel(&root, &age_path),
+                    sha256: d.clone(),
+                });
+            }
+            Some(d)
+        }
+        Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let sealed = read_sealed_in(dir, &root_c, false, want)?;
+    for s in &sealed {
+        if let Some(sha256) = &s.sha256 {
+            digests.push(Digest256 {
+                path: rel(&root, &dir.join(&s.rel)),
+                sha256: sha256.clone(),
+            });
+        }
+    }
+    Ok(ClusterInput {
+        dir: dir.to_path_buf(),
+        file,
+        config,
+        text,
+        root,
+        digests,
+        secrets_age_sha256,
+        sealed,
+    })
+}
+
+/// The sealed files of a cluster directory: `secrets/*.yaml`, and with `workload` also
+/// `secrets/workload/*.yaml` and the SopsSecrets in `secrets/operator/*.yaml` (every file
+/// encrypted to the recipients, for rekey); sorted by relative path; each with its digest
+/// when `want` asks for it.
+pub fn read_sealed(
+    dir: &Path,
+    workload: bool,
+    want: Digests,
+) -> Result<Vec<SealedFile>, InputError> {
+    let root_c = canonical_dir(&repo_root(dir))?;
+    confine(dir, &root_c)?;
+    read_sealed_in(dir, &root_c, workload, want)
+}
+
+/// [`read_sealed`] for a cluster directory inside `root_c` (canonical).
+fn read_sealed_in(
+    dir: &Path,
+    root_c: &Path,
+    workload: bool,
+    want: Digests,
+) -> Result<Vec<SealedFile>, InputError> {
+    let mut out = Vec::new();
+    let mut dirs = vec![(dir.join(SEALED_DIR), SEALED_DIR.to_string())];
+    if workload {
+        for sub in [crate::inputs::OPERATOR_DIR, WORKLOAD_DIR] {
+            dirs.push((
+                dir.join(SEALED_DIR).join(sub),
+                format!("{SEALED_DIR}/{sub}"),
+            ));
+        }
+    }
+    for (d, prefix) in dirs {
+        let listing = match std::fs::read_dir(&d) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) if !d.is_dir() => continue,
+            Err(e) => return Err(io(&d)(e)),
+        };
+        confine(&d, root_c)?;
+        for entry in listing {
+            let entry = entry.map_err(io(&d))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !(name.ends_with(".yaml") || name.ends_with(".yml")) || name.starts_with('.') {
+                continue;
+            }
+            let p = entry.path();
+            // The directory entry's type needs no extra system call. A directory is not a
+            // sealed file; anything else is read (links confined, types checked).
+            let is_dir = match entry.file_type() {
+                Ok(t) if t.is_symlink() => false,
+                Ok(t) => t.is_dir(),
+                Err(_) => p.is_dir(),
+            };
+            if !is_dir {
+                let text = read_repo_text(&p, root_c, InputKind::Sealed)?;
+                out.push(SealedFile {
+                    rel: format!("{prefix}/{name}"),
+                    path: p.display().to_string(),
+                    sha256: (want == Digests::Wanted).then(|| sha256_hex(text.as_bytes())),
+                    text,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
+}
+
+/// Every cluster directory under the given directories (see [`discover`]), in order.
+pub fn discover_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
+    let mut out = Vec::new();
+    for d in dirs {
+        out.extend(discover(d)?);
+    }
+    Ok(out)
+}
+
+/// Load every cluster under the given directories (see [`discover`]); names must be unique.
+pub fn load_clusters(dirs: &[PathBuf]) -> Result<Vec<ClusterInput>, InputError> {
+    let mut out: Vec<ClusterInput> = Vec::new();
+    for d in dirs {
+        for c in discover(d)? {
+            let input = load_cluster(&c)?;
+            if let Some(prev) = out
+                .iter()
+                .find(|p| p.config.metadata.name == input.config.metadata.name)
+            {
+                return Err(InputError::DuplicateName {
+                    name: input.config.metadata.name.clone(),
+                    first: prev.file.clone(),
+                    second: input.file.clone(),
+                });
+            }
+            out.push(input);
+        }
+    }
+    Ok(out)
+}
+
+/// Every YAML document in a file, or in the `.yaml`/`.yml` files of a directory (below it
+/// too when `recursive`; sorted; a bundle's `kustomization.yaml` is skipped), each with the
+/// file it came from.
+pub fn read_yaml_documents(
+    path: &Path,
+    recursive: bool,
+) -> Result<Vec<(String, serde_json::Value)>, InputError> {
+    let mut files = Vec::new();
+    // Files found in a directory must resolve inside it (a pull request's links lead
+    // nowhere else); a file named directly is read as named.
+    let mut fence = None;
+    if path.is_dir() {
+        fence = Some(canonical_dir(path)?);
+        let depth = if recursive { usize::MAX } else { 1 };
+        for entry in walkdir::WalkDir::new(path)
+            .max_depth(depth)
+            .sort_by_file_name()
+        {
+            let entry = entry.map_err(|e| {
+                let p = e.path().unwrap_or(path).display().to_string();
+                InputError::Io {
+                    path: p,
+                    error: e
+                        .into_io_error()
+                        .unwrap_or_else(|| std::io::Error::other("walk failed")),
+                }
+            })?;
+            let name = entry.file_name().to_string_lossy();
+            // Anything but a directory is read, so a FIFO or a device named `*.yaml` is
+            // refused by name instead of skipped.
+            if !entry.file_type().is_dir()
+                && (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && name != "kustomization.yaml"
+            {
+                files.push(entry.path().to_path_buf());
+            }
+        }
+    } else {
+        files.push(path.to_path_buf());
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let label = f.display().to_string();
+        let text = match &fence {
+            Some(root) => read_repo_text(&f, root, InputKind::Yaml)?,
+            None => read_input_text(&f, InputKind::Yaml)?,
+        };
+        out.extend(parse_documents(&label, &text)?);
+    }
+    Ok(out)
+}
+
+/// Parse a YAML stream read from elsewhere (such as stdin), labelling each document.
+pub fn parse_documents(
+    label: &str,
+    text: &str,
+) -> Result<Vec<(String, serde_json::Value)>, InputError> {
+    let docs = yaml::parse_stream(text).map_err(|e| InputError::Yaml {
+        file: label.to_string(),
+        message: e.message,
+    })?;
+    Ok(docs.into_iter().map(|d| (label.to_string(), d)).collect())
+}
+
+/// Where age identities come from, in order of precedence: a flag, `CAPSTAN_AGE_KEY_FILE`,
+/// `SOPS_AGE_KEY_FILE` (files), `SOPS_AGE_KEY` (the identities themselves). Returns a label
+/// for messages and the text; the text is secret and zeroized when dropped.
+pub fn read_identity_text(
+    flag: Option<&Path>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(String, zeroize::Zeroizing<String>), InputError> {
+    use crate::inputs::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
+    let file =
+        |p: &Path, label: String| -> Result<(String, zeroize::Zeroizing<String>), InputError> {
+            Ok((
+                label,
+                zeroize::Zeroizing::new(read_input_text(p, InputKind::Identity)?),
+            ))
+        };
+    if let Some(p) = flag {
+        return file(p, p.display().to_string());
+    }
+    for var in [ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY_FILE] {
+        if let Some(p) = env(var).filter(|v| !v.is_empty()) {
+            return file(Path::new(&p), format!("{p} (from ${var})"));
+        }
+    }
+    if let Some(text) = env(ENV_SOPS_AGE_KEY).filter(|v| !v.is_empty()) {
+        return Ok((
+            format!("${ENV_SOPS_AGE_KEY}"),
+            zeroize::Zeroizing::new(text),
+        ));
+    }
+    Err(InputError::NoIdentity)
+}
+
+fn input_file(path: &Path) -> Result<crate::inputs::InputFile, InputError> {
+    Ok(crate::inputs::InputFile {
+        label: path.display().to_string(),
+        bytes: zeroize::Zeroizing::new(read_input_bytes(path, None, InputKind::Kubeadm)?),
+    })
+}
+
+/// Read the files `import kubeadm` needs (`pki` in the `/etc/kubernetes/pki` layout).
+pub fn read_kubeadm_files(
+    pki: &Path,
+    apiserver_manifest: &Path,
+    kubeadm_config: &Path,
+    encryption_config: Option<&Path>,
+    kubelet_config: Option<&Path>,
+) -> Result<crate::inputs::KubeadmFiles, InputError> {
+    require_pki_dir(pki)?;
+    Ok(crate::inputs::KubeadmFiles {
+        ca_crt: input_file(&pki.join("ca.crt"))?,
+        ca_key: input_file(&pki.join("ca.key"))?,
+        etcd_ca_crt: input_file(&pki.join("etcd/ca.crt"))?,
+        etcd_ca_key: input_file(&pki.join("etcd/ca.key"))?,
+        front_proxy_ca_crt: input_file(&pki.join("front-proxy-ca.crt"))?,
+        front_proxy_ca_key: input_file(&pki.join("front-proxy-ca.key"))?,
+        sa_key: input_file(&pki.join("sa.key"))?,
+        apiserver_manifest: input_file(apiserver_manifest)?,
+        kubeadm_config: input_file(kubeadm_config)?,
+        encryption_config: encryption_config.map(input_file).transpose()?,
+        kubelet_config: kubelet_config.map(input_file).transpose()?,
+    })
+}
+
+fn require_pki_dir(pki: &Path) -> Result<(), InputError> {
+    if pki.is_dir() {
+        return Ok(());
+    }
+    Err(InputError::Io {
+        path: pki.display().to_string(),
+        error: std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "not a directory (expected the kubeadm pki directory)",
+        ),
+    })
+}
+
+/// Read one file named on the command line: its bytes, labelled with the path.
+pub fn read_input(path: &Path) -> Result<crate::inputs::InputFile, InputError> {
+    input_file(path)
+}
+
+/// The kubeadm CA files of a pki directory (`/etc/kubernetes/pki` layout), each as
+/// (which CA, certificate, key): `ca.*`, `etcd/ca.*`, `front-proxy-ca.*`.
+pub fn read_kubeadm_cas(
+    pki: &Path,
+) -> Result<
+    Vec<(
+        &'static str,
+        crate::inputs::InputFile,
+        crate::inputs::InputFile,
+    )>,
+    InputError,
+> {
+    require_pki_dir(pki)?;
+    [
+        ("Kubernetes CA", "ca.crt", "ca.key"),
+        ("etcd CA", "etcd/ca.crt", "etcd/ca.key"),
+        ("front-proxy CA", "front-proxy-ca.crt", "front-proxy-ca.key"),
+    ]
+    .into_iter()
+    .map(|(role, crt, key)| {
+        Ok((
+            role,
+            input_file(&pki.join(crt))?,
+            input_file(&pki.join(key))?,
+        ))
+    })
+    .collect()
+}
+
+/// One cluster of a rendered output directory: its name and objects.
+pub type RenderedCluster = (String, Vec<crate::resource::Resource>);
+
+/// The clusters of a rendered output directory (`render -o`): `dir` itself when it holds a
+/// `capstan.lock`, else each `dir/*/` that does; sorted by cluster name. Each cluster's
+/// objects come in its `kustomization.yaml` order (else file-name order), a single-document
+/// file keeping its text (so SOPS files stay verbatim). `None` when `dir` is no render.
+pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputError> {
+    let dir_c = canonical_dir(dir)?;
+    let read = |p: &Path| read_repo_text(p, &dir_c, InputKind::Yaml);
+    let one = |d: &Path| -> Result<RenderedCluster, InputError> {
+        confine(d, &dir_c)?;
+        let lock_path = d.join(LOCK_FILE);
+        let lock = yaml::parse_one(&read(&lock_path)?).map_err(|e| InputError::Yaml {
+            file: lock_path.display().to_string(),
+            message: e.message,
+        })?;
+        let name = lock
+            .get("cluster")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+            .or_else(|| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        let kpath = d.join(KUSTOMIZATION);
+        let mut files: Vec<PathBuf> = Vec::new();
+        if kpath.is_file() {
+            let k = yaml::parse_one(&read(&kpath)?).map_err(|e| InputError::Yaml {
+                file: kpath.display().to_string(),
+                message: e.message,
+            })?;
+            if let Some(list) = k.get("resources").and_then(serde_json::Value::as_array) {
+                for f in list.iter().filter_map(serde_json::Value::as_str) {
+                    // capstan writes plain file names; anything else is not its bundle.
+                    if f.is_empty() || f.contains('/') || f.contains('\\') || f.starts_with('.') {
+                        return Err(InputError::Yaml {
+                            file: kpath.display().to_string(),
+                            message: format!(
+                                "resources: `{f}` is not a file of this directory (capstan writes plain file names)"
+                            ),
+                        });
+                    }
+                    files.push(d.join(f));
+                }
+            }
+        }
+        if files.is_empty() {
+            for entry in std::fs::read_dir(d).map_err(io(d))? {
+                let p = entry.map_err(io(d))?.path();
+                let n = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if p.is_file() && n.ends_with(".yaml") && n != KUSTOMIZATION {
+                    files.push(p);
+                }
+            }
+            files.sort();
+        }
+        let mut out = Vec::with_capacity(files.len());
+        for f in files {
+            let label = f.display().to_string();
+            let text = read(&f)?;
+            let docs = parse_documents(&label, &text)?;
+            let single = docs.len() == 1;
+            for (origin, value) in docs {
+                out.push(crate::resource::Resource {
+                    value,
+                    origin,
+                    raw: single.then(|| crate::resource::Verbatim::new(text.clone())),
+                });
+            }
+        }
+        Ok((name, out))
+    };
+    if dir.join(crate::inputs::LOCK_FILE).is_file() {
+        return Ok(Some(vec![one(dir)?]));
+    }
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let mut subdirs = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let p = entry.map_err(io(dir))?.path();
+        if p.join(crate::inputs::LOCK_FILE).is_file() {
+            subdirs.push(p);
+        }
+    }
+    if subdirs.is_empty() {
+        return Ok(None);
+    }
+    subdirs.sort();
+    let mut out = subdirs
+        .iter()
+        .map(|d| one(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(out))
+}
+
+/// Read an input file's bytes: a regular file of at most `kind.cap()` bytes.
+pub fn read_bytes(path: &Path, kind: InputKind) -> Result<Vec<u8>, InputError> {
+    read_input_bytes(path, None, kind)
+}
+
+/// Read a file of the repository whose root is `root`: inside it (links resolved), a
+/// regular file, at most `kind.cap()` bytes.
+pub fn read_repository_bytes(
+    path: &Path,
+    root: &Path,
+    kind: InputKind,
+) -> Result<Vec<u8>, InputError> {
+    let root_c = canonical_dir(root)?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        confine(parent, &root_c)?;
+    }
+    read_input_bytes(path, Some(&root_c), kind)
+}
+
+/// [`read_repository_bytes`] as UTF-8 text.
+pub fn read_repository_text(
+    path: &Path,
+    root: &Path,
+    kind: InputKind,
+) -> Result<String, InputError> {
+    utf8(path, read_repository_bytes(path, root, kind)?)
+}
+
+/// Template overrides from a directory (`<dir>/<flavour>/*.yaml`, `<dir>/talos/*.yaml`),
+/// with their digests (paths relative to `root`). Every file read resolves inside the
+/// confining directory: the repository `root` for a repository's own `templates/`, the
+/// directory itself when it was named on the command line (`explicit`: it must then exist).
+/// A missing repository `templates/` means no overrides.
+pub fn load_templates(
+    dir: &Path,
+    root: &Path,
+    explicit: bool,
+) -> Result<(Vec<TemplateOverride>, Vec<Digest256>), InputError> {
+    let mut overrides = Vec::new();
+    let mut digests = Vec::new();
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+            return Ok((overrides, digests))
+        }
+        Err(e) => return Err(io(dir)(e)),
+        Ok(_) => {}
+    }
+    let fence = if explicit {
+        canonical_dir(dir)?
+    } else {
+        let root_c = canonical_dir(root)?;
+        confine(dir, &root_c)?;
+        root_c
+    };
+    let meta = std::fs::metadata(dir).map_err(io(dir))?;
+    if !meta.is_dir() {
+        return Err(InputError::NotADirectory {
+            path: dir.display().to_string(),
+            what: "a templates directory",
+        });
+    }
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(dir).display().to_string();
+            InputError::Io {
+                path,
+                error: e
+                    .into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("walk failed")),
+            }
+        })?;
+        if entry.file_type().is_dir() {
+            continue;
+        }
+        let path = entry.path();
+        if entry.path_is_symlink() {
+            confine(path, &fence)?;
+        }
+        let name = rel(dir, path);
+        let base = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if base.starts_with('.') || base.eq_ignore_ascii_case("README.md") {
+            continue;
+        }
+        if !name.ends_with(".yaml") || !name.contains('/') {
+            return Err(InputError::NotATemplate {
+                path: path.display().to_string(),
+            });
+        }
+        let source = read_repo_text(path, &fence, InputKind::Template)?;
+        digests.push(Digest256 {
+            path: rel(root, path),
+            sha256: sha256_hex(source.as_bytes()),
+        });
+        overrides.push(TemplateOverride {
+            name,
+            origin: path.display().to_string(),
+            source,
+        });
+    }
+    Ok((overrides, digests))
+}
+
+/// Overlays already read, shared by the clusters of one run: each overlay directory is read
+/// and parsed once (keyed by the repository root as spelled and the overlay's
+/// repository-relative directory, so messages do not depend on which cluster came first).
+#[derive(Debug, Default)]
+pub struct OverlayCache {
+    loaded: Mutex<HashMap<PathBuf, Arc<LoadedOverlay>>>,
+}
+
+#[derive(Debug)]
+struct LoadedOverlay {
+    overlay: Arc<Overlay>,
+    file: String,
+    bases: Vec<String>,
+    digests: Vec<Digest256>,
+}
+
+/// A cluster's overlays, in the order they apply, and the digests of every file read for them.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedOverlays {
+    /// Bases first, depth-first, each overlay once.
+    pub overlays: Vec<Arc<Overlay>>,
+    /// `overlay.yaml`s, resource files and patch files (repository-relative paths).
+    pub digests: Vec<Digest256>,
+}
+
+fn overlay_error(file: &str, field: &str, message: String) -> InputError {
+    InputError::Overlay(OverlayError::Invalid {
+        file: file.to_string(),
+        field: field.to_string(),
+        message,
+    })
+}
+
+fn shown(root: &Path) -> String {
+    let s = root.display().to_string();
+    if s.is_empty() {
+        ".".into()
+    } else {
+        s
+    }
+}
+
+/// Resolve `path` (relative, `/`-separated) against the repository-relative directory `base`,
+/// lexically; refuses absolute paths and paths that climb above the repository root.
+fn join_rel(root: &Path, base: &str, path: &str) -> Result<String, String> {
+    if path.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    if path.starts_with('/') || path.contains('\\') || path.contains(':') {
+        return Err(format!(
+            "`{path}` must be a relative path (with `/`), relative to {}",
+            if base.is_empty() {
+                "the repository root".to_string()
+            } else {
+                format!("`{base}`")
+            }
+        ));
+    }
+    let mut parts: Vec<&str> = base.split('/').filter(|s| !s.is_empty()).collect();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(format!(
+                        "`{path}` reaches outside the repository root `{}`; overlays and the files \
+                         they name must live inside the repository",
+                        shown(root)
+                    ));
+                }
+            }
+            s => parts.push(s),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// The path of a repository-relative file, refusing one that a symbolic link takes outside
+/// the repository root.
+fn inside_root(root: &Path, rel: &str, path: &str) -> Result<PathBuf, String> {
+    let full = root.join(rel);
+    let outside = || {
+        format!(
+            "`{path}` resolves outside the repository root `{}` (through a symbolic link)",
+            shown(root)
+        )
+    };
+    let root_c = std::fs::canonicalize(if root.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        root
+    })
+    .map_err(|e| format!("{}: {e}", shown(root)))?;
+    match std::fs::canonicalize(&full) {
+        Ok(c) if !c.starts_with(&root_c) => Err(outside()),
+        Ok(_) => Ok(full),
+        Err(e) => Err(format!("{}: {e}", full.display())),
+    }
+}
+
+impl OverlayCache {
+    fn get(
+        &self,
+        root: &Path,
+        rel: &str,
+        from_file: &str,
+        field: &str,
+    ) -> Result<Arc<LoadedOverlay>, InputError> {
+        let key = root.join(rel);
+        if let Some(hit) = self.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let loaded = Arc::new(load_overlay(root, rel, from_file, field)?);
+        if let Ok(mut m) = self.loaded.lock() {
+            m.insert(key, loaded.clone());
+        }
+        Ok(loaded)
+    }
+}
+
+fn load_overlay(
+    root: &Path,
+    rel: &str,
+    from_file: &str,
+    field: &str,
+) -> Result<LoadedOverlay, InputError> {
+    let dir = root.join(rel);
+    let path = dir.join(OVERLAY_FILE);
+    // Absent is "not an overlay"; present but not a file (a FIFO, a directory) is said
+    // as what it is, by the reader below.
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Err(overlay_error(
+            from_file,
+            field,
+            format!(
+                "`{}` is not an overlay: expected the file {}",
+                dir.display(),
+                path.display()
+            ),
+        ));
+    }
+    inside_root(root, rel, &dir.display().to_string())
+        .map_err(|m| overlay_error(from_file, field, m))?;
+    // The file itself may be a link out of the repository even when its directory is not.
+    inside_root(
+        root,
+        &rel_join(rel, OVERLAY_FILE),
+        &path.display().to_string(),
+    )
+    .map_err(|m| overlay_error(from_file, field, m))?;
+    let file = path.display().to_string();
+    let root_c = canonical_dir(root)?;
+    let text = read_repo_text(&path, &root_c, InputKind::Overlay)?;
+    let value = parse_yaml_file(&file, &text)?;
+    let spec = OverlayFile::from_value(&file, value)?;
+    let mut digests = vec![Digest256 {
+        path: rel_join(rel, OVERLAY_FILE),
+        sha256: sha256_hex(text.as_bytes()),
+    }];
+    let mut read = |field: &str, p: &str| -> Result<(String, String), InputError> {
+        let frel = join_rel(root, rel, p).map_err(|m| overlay_error(&file, field, m))?;
+        let full = inside_root(root, &frel, p).map_err(|m| overlay_error(&file, field, m))?;
+        let text = read_repo_text(&full, &root_c, InputKind::Overlay)?;
+        digests.push(Digest256 {
+            path: frel,
+            sha256: sha256_hex(text.as_bytes()),
+        });
+        Ok((full.display().to_string(), text))
+    };
+    let mut resources = Vec::new();
+    for (j, r) in spec.resources.iter().enumerate() {
+        let (label, text) = read(&format!("resources[{j}]"), r)?;
+        let docs = yaml::parse_stream(&text).map_err(|e| InputError::Yaml {
+            file: label.clone(),
+            message: e.message,
+        })?;
+        resources.extend(docs.into_iter().map(|d| (label.clone(), d)));
+    }
+    let mut patch_files: Vec<Option<(String, serde_json::Value)>> = Vec::new();
+    for (i, p) in spec.patches.iter().enumerate() {
+        patch_files.push(match &p.path {
+            Some(pp) if p.patch.is_none() => {
+                let (label, text) = read(&format!("patches[{i}].path"), pp)?;
+                let v = parse_yaml_file(&label, &text)?;
+                Some((label, v))
+            }
+            _ => None,
+        });
+    }
+    let overlay = crate::inputs::overlay::build(&file, &spec, resources, |i, _| {
+        patch_files
+            .get_mut(i)
+            .and_then(Option::take)
+            .ok_or_else(|| OverlayError::Invalid {
+                file: file.clone(),
+                field: format!("patches[{i}].path"),
+                message: "could not be read".into(),
+            })
+    })?;
+    Ok(LoadedOverlay {
+        overlay: Arc::new(overlay),
+        file,
+        bases: spec.bases,
+        digests,
+    })
+}
+
+fn rel_join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// A cluster's overlays (`spec.overlays`, each after its bases, depth-first, each once),
+/// read through `cache`. Errors name the file and field that point at the bad overlay.
+pub fn load_overlays(c: &ClusterInput, cache: &OverlayCache) -> Result<LoadedOverlays, InputError> {
+    let mut r = Resolver {
+        root: &c.root,
+        cache,
+        out: LoadedOverlays::default(),
+        done: Vec::new(),
+        stack: Vec::new(),
+    };
+    for (i, o) in c.config.spec.overlays.iter().enumerate() {
+        let field = format!("spec.overlays[{i}]");
+        let rel = join_rel(&c.root, "", o).map_err(|m| overlay_error(&c.file, &field, m))?;
+        r.visit(rel, &c.file, &field)?;
+    }
+    Ok(r.out)
+}
+
+struct Resolver<'a> {
+    root: &'a Path,
+    cache: &'a OverlayCache,
+    out: LoadedOverlays,
+    done: Vec<String>,
+    stack: Vec<String>,
+}
+
+impl Resolver<'_> {
+    fn visit(&mut self, rel: String, from_file: &str, field: &str) -> Result<(), InputError> {
+        let show = |r: &str| {
+            if r.is_empty() {
+                ".".to_string()
+            } else {
+                r.to_string()
+            }
+        };
+        if let Some(pos) = self.stack.iter().position(|s| *s == rel) {
+            let cycle: Vec<String> = self.stack[pos..]
+                .iter()
+                .chain(std::iter::once(&rel))
+                .map(|s| show(s))
+                .collect();
+            return Err(overlay_error(
+                from_file,
+                field,
+                format!("overlays form a cycle: {}", cycle.join(" -> ")),
+            ));
+        }
+        if self.done.contains(&rel) {
+            return Ok(());
+        }
+        let lo = self.cache.get(self.root, &rel, from_file, field)?;
+        self.stack.push(rel.clone());
+        for (j, b) in lo.bases.iter().enumerate() {
+            let bfield = format!("bases[{j}]");
+            let brel =
+                join_rel(self.root, &rel, b).map_err(|m| overlay_error(&lo.file, &bfield, m))?;
+            if brel.is_empty() || brel == rel || rel.starts_with(&format!("{brel}/")) {
+                return Err(overlay_error(
+                    &lo.file,
+                    &bfield,
+                    format!(
+                        "`{b}` (`{}`) is at or above this overlay (`{}`): a base may not contain \
+                         the overlay that builds on it (a cycle)",
+                        show(&brel),
+                        show(&rel)
+                    ),
+                ));
+            }
+            self.visit(brel, &lo.file, &bfield)?;
+        }
+        self.stack.pop();
+        self.done.push(rel);
+        self.out.overlays.push(lo.overlay.clone());
+        self.out.digests.extend(lo.digests.iter().cloned());
+        Ok(())
+    }
+}
+
+// The file names of a cluster directory, which the loader reads and the writer writes.
+
+/// Name of the encrypted bundle in a cluster directory.
+pub const SECRETS_FILE: &str = "secrets.age";
+/// Name of the lock file in each cluster directory.
+pub const LOCK_FILE: &str = "capstan.lock";
+/// Name of the kustomization in each cluster directory.
+pub const KUSTOMIZATION: &str = "kustomization.yaml";
+/// Directory of sealed files inside a cluster directory.
+pub const SEALED_DIR: &str = "secrets";
+/// Sub-directory for Secrets applied to the workload (kubeadm) cluster.
+pub const WORKLOAD_DIR: &str = "workload";
+/// Directory of SopsSecret files inside a cluster's `secrets/`.
+pub const OPERATOR_DIR: &str = "operator";
+
+// Where age identities are named (read by [`read_identity_text`]).
+
+/// Environment variable naming an age identity file (capstan's own).
+pub const ENV_AGE_KEY_FILE: &str = "CAPSTAN_AGE_KEY_FILE";
+/// SOPS's environment variable naming an age keys file.
+pub const ENV_SOPS_AGE_KEY_FILE: &str = "SOPS_AGE_KEY_FILE";
+/// SOPS's environment variable holding age identities.
+pub const ENV_SOPS_AGE_KEY: &str = "SOPS_AGE_KEY";
+
+/// One input file: a label (its path) and its bytes.
+pub struct InputFile {
+    /// The path, for messages.
+    pub label: String,
+    /// The content (zeroized on drop: key files are secret).
+    pub bytes: zeroize::Zeroizing<Vec<u8>>,
+}
+
+/// The kubeadm files an import reads (`pki` layout as in `/etc/kubernetes/pki`).
+pub struct KubeadmFiles {
+    /// `ca.crt`.
+    pub ca_crt: InputFile,
+    /// `ca.key`.
+    pub ca_key: InputFile,
+    /// `etcd/ca.crt`.
+    pub etcd_ca_crt: InputFile,
+    /// `etcd/ca.key`.
+    pub etcd_ca_key: InputFile,
+    /// `front-proxy-ca.crt`.
+    pub front_proxy_ca_crt: InputFile,
+    /// `front-proxy-ca.key`.
+    pub front_proxy_ca_key: InputFile,
+    /// `sa.key`.
+    pub sa_key: InputFile,
+    /// The kube-apiserver static pod manifest.
+    pub apiserver_manifest: InputFile,
+    /// The kubeadm ClusterConfiguration.
+    pub kubeadm_config: InputFile,
+    /// The EncryptionConfiguration, when the cluster has one.
+    pub encryption_config: Option<InputFile>,
+    /// The kubelets' KubeletConfiguration (the `kubelet-config` ConfigMap), when given.
+    pub kubelet_config: Option<InputFile>,
+}
+
+/// A template that replaces a built-in one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateOverride {
+    /// Template name, e.g. `v1beta2/cluster.yaml`.
+    pub name: String,
+    /// Where it was read from, for messages.
+    pub origin: String,
+    /// Its source text.
+    pub source: String,
+}
+
+/// One sealed file as read from disk.
+#[derive(Debug, Clone)]
+pub struct SealedFile {
+    /// Path relative to the cluster directory (`secrets/lab-f-talos.yaml`).
+    pub rel: String,
+    /// The path as the user can find it.
+    pub path: String,
+    /// Its text (ciphertext and public metadata only).
+    pub text: String,
+    /// sha256 (lowercase hex) of `text`, when the reader was asked for it.
+    pub sha256: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_hashed_only_when_wanted() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gitops/clusters/lab-f");
+        let with = load_cluster_with(&dir, Digests::Wanted).unwrap();
+        let without = load_cluster_with(&dir, Digests::NotWanted).unwrap();
+        let paths: Vec<&str> = with.digests.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "clusters/lab-f/cluster.yaml",
+                "clusters/lab-f/secrets.age",
+                "clusters/lab-f/secrets/lab-f-ca.yaml",
+                "clusters/lab-f/secrets/lab-f-talos.yaml",
+                "clusters/lab-f/secrets/lab-f-vsphere.yaml",
+            ]
+        );
+        let text = std::fs::read(dir.join("cluster.yaml")).unwrap();
+        assert_eq!(with.digests[0].sha256, sha256_hex(&text));
+        assert!(with.sealed.iter().all(|s| s.sha256.is_some()));
+        // Without: nothing listed, no sealed digest, but the bundle digest the sealed
+        // files' checks compare with is the same.
+        assert!(without.digests.is_empty());
+        assert!(without.sealed.iter().all(|s| s.sha256.is_none()));
+        assert!(without.secrets_age_sha256.is_some());
+        assert_eq!(without.secrets_age_sha256, with.secrets_age_sha256);
+        assert_eq!(without.config, with.config);
+    }
+
+    #[test]
+    fn discovery_and_roots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for c in ["b", "a"] {
+            std::fs::create_dir_all(root.join("clusters").join(c)).unwrap();
+            std::fs::write(root.join("clusters").join(c).join(CLUSTER_FILE), "x").unwrap();
+        }
+        let found = discover(root).unwrap();
+        assert_eq!(
+            found,
+            vec![root.join("clusters/a"), root.join("clusters/b")]
+        );
+        assert_eq!(repo_root(&found[0]), root);
+        assert_eq!(
+            discover(&root.join("clusters/a")).unwrap(),
+            vec![root.join("clusters/a")]
+        );
+        let empty = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            discover(empty.path()),
+            Err(InputError::NoClusters { .. })
+        ));
+    }
+
+    #[test]
+    fn template_dir_rules() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().join("templates");
+        std::fs::create_dir_all(t.join("v1beta1")).unwrap();
+        std::fs::write(t.join("v1beta1/cluster.yaml"), "a: 1\n").unwrap();
+        std::fs::write(t.join("README.md"), "docs").unwrap();
+        let (o, d) = load_templates(&t, tmp.path(), false).unwrap();
+        assert_eq!(o.len(), 1);
+        assert_eq!(o[0].name, "v1beta1/cluster.yaml");
+        assert_eq!(d[0].path, "templates/v1beta1/cluster.yaml");
+        std::fs::write(t.join("stray.txt"), "x").unwrap();
+        assert!(matches!(
+            load_templates(&t, tmp.path(), false),
+            Err(InputError::NotATemplate { .. })
+        ));
+    }
+}

@@ -1,0 +1,1462 @@
+//! Overlays: kustomize-style layering of a cluster's rendered objects. Pure: the files are
+//! read by [`crate::inputs`] into [`Overlay`]s, and [`apply`] changes objects in memory.
+//!
+//! A cluster lists overlays in `spec.overlays`; each is a directory with an `overlay.yaml`
+//! ([`crate::inputs::model::OverlayFile`]). They apply in declared order, each after its `bases`
+//! (depth-first, each overlay once), after the templates are rendered and before
+//! content-hash naming ([`crate::render::names`]): a patched machine template gets a new name and
+//! every reference follows. Within one overlay: its `resources` are added first (objects
+//! without a namespace get the cluster's, unless their kind is cluster-scoped), then its
+//! `patches` run in order, each on every object its target selects, then its `talos`
+//! patches are appended. Sealed Secrets are added after rendering and are never patched;
+//! an overlay may not add a Secret (secrets come from `capstan secrets seal`).
+//!
+//! Patch kinds:
+//! - `json`: RFC 6902 (the `json-patch` crate), operations applied in order; an operation
+//!   that fails names its index, its JSON pointer and what the object holds there instead.
+//! - `merge`: RFC 7396: maps merge, `null` deletes, lists are replaced.
+//!
+//! Deleting a key (`remove`, `move`, `null`) keeps the order of the remaining keys, so a
+//! patch changes only the lines it touches in the output.
+//! - `strategic`: like `merge`, except for these lists, which merge instead of being replaced:
+//!
+//! | kind | list (field path) | merge |
+//! |---|---|---|
+//! | VSphereMachineTemplate | `spec.template.spec.network.devices` | by `networkName` |
+//! | VSphereMachineTemplate | `spec.template.spec.network.devices[].addressesFromPools` | by `name` |
+//! | TalosControlPlane | `spec.controlPlaneConfig.controlplane.strategicPatches`, `.configPatches` | appended |
+//! | TalosConfigTemplate | `spec.template.spec.strategicPatches`, `.configPatches` | appended |
+//!
+//!   In a keyed list, a patch item whose key matches an item merges into it (recursively,
+//!   with these rules), an item with a new key is appended, and an item holding
+//!   `$patch: delete` removes the item with its key. Every other list is replaced.
+//!
+//! A patch may not change an object's kind, name or namespace (references would not
+//! follow; kustomize refuses it too), and on capstan's migration objects (origin
+//! `template migration/…`) it may only set labels and add annotations.
+//!
+//! Targets select by group, version, kind, name (a glob with `*` and `?`, matched against
+//! the name as rendered, before the content hash), namespace and label selector; a patch
+//! that selects nothing is an error unless it is `optional`.
+//!
+//! `talos` patches are Talos machine-config strategic patches written as YAML maps: they are
+//! appended, in canonical YAML ([`crate::yaml::to_string`]), to the `strategicPatches` of
+//! the TalosControlPlane (`controlPlane`) and of the worker pools' TalosConfigTemplates
+//! (`workers`, by pool name; `"*"` means every pool and comes before the named pools).
+//! Talos applies strategic patches in order, so an overlay's patch wins over capstan's.
+
+use crate::inputs::model::PatchType;
+use crate::resource::{self, group_of, Resource};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// An overlay as read from disk, ready to apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overlay {
+    /// Its `overlay.yaml`, as the user can find it (for messages).
+    pub file: String,
+    /// Extra objects, each with the file it came from as `origin`.
+    pub resources: Vec<Resource>,
+    /// Patches in declared order.
+    pub patches: Vec<Patch>,
+    /// Talos machine-config patches.
+    pub talos: TalosPatches,
+}
+
+/// One patch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patch {
+    /// Its index in `patches`.
+    pub index: usize,
+    /// The file holding it, when given by `path`.
+    pub source: Option<String>,
+    /// Which objects it applies to.
+    pub target: Target,
+    /// Whether matching nothing is allowed.
+    pub optional: bool,
+    /// The patch.
+    pub body: PatchBody,
+}
+
+/// The patch itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PatchBody {
+    /// RFC 6902 operations.
+    Json(Vec<json_patch::PatchOperation>),
+    /// RFC 7396 merge patch.
+    Merge(Value),
+    /// Merge patch with keyed and appended lists.
+    Strategic(Value),
+}
+
+impl PatchBody {
+    fn patch_type(&self) -> PatchType {
+        match self {
+            PatchBody::Json(_) => PatchType::Json,
+            PatchBody::Merge(_) => PatchType::Merge,
+            PatchBody::Strategic(_) => PatchType::Strategic,
+        }
+    }
+}
+
+/// Talos patches in canonical YAML text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TalosPatches {
+    /// For the TalosControlPlane.
+    pub control_plane: Vec<String>,
+    /// Per pool name (`*` first), for the pools' TalosConfigTemplates.
+    pub workers: Vec<(String, Vec<String>)>,
+}
+
+/// Why an overlay could not be built or applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverlayError {
+    /// Something in `overlay.yaml` or a file it names is not usable.
+    #[error("{file}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// The field path, e.g. `patches[1].target.labelSelector`.
+        field: String,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// A patch selects no object.
+    #[error("{file}: patches[{patch}]: target {target} matches no object{}; set `optional: true` if the overlay is meant to apply to clusters without one", if objects.is_empty() { String::new() } else { format!(" (this cluster renders {objects})") })]
+    NoMatch {
+        /// The overlay file.
+        file: String,
+        /// Patch index.
+        patch: usize,
+        /// The selector, as text.
+        target: String,
+        /// The kinds rendered, comma-separated.
+        objects: String,
+    },
+    /// A patch failed on an object.
+    #[error("{file}: patches[{patch}]{}{}: {message}", source_file.as_ref().map(|s| format!(" ({s})")).unwrap_or_default(), operation.as_ref().map(|o| format!(", operation {o}")).unwrap_or_default())]
+    Patch {
+        /// The overlay file.
+        file: String,
+        /// Patch index.
+        patch: usize,
+        /// The patch file, when the patch came from `path`.
+        source_file: Option<String>,
+        /// The failing operation (JSON patch) as `N (`op` /pointer)`.
+        operation: Option<String>,
+        /// What went wrong, on which object, and what was there instead.
+        message: String,
+    },
+    /// A Talos patch has nowhere to go.
+    #[error("{file}: talos.{field}: {message}")]
+    Talos {
+        /// The overlay file.
+        file: String,
+        /// `controlPlane` or `workers.<pool>`.
+        field: String,
+        /// What is missing.
+        message: String,
+    },
+}
+
+/// Build an [`Overlay`] from its parsed file. `patch_file` is called for a patch given by
+/// `path` and returns the file's label and parsed YAML value; `resources` are the objects
+/// of the `resources` files, already read, each with its file label.
+pub fn build(
+    file: &str,
+    spec: &crate::inputs::model::OverlayFile,
+    resources: Vec<(String, Value)>,
+    mut patch_file: impl FnMut(usize, &str) -> Result<(String, Value), OverlayError>,
+) -> Result<Overlay, OverlayError> {
+    let invalid = |field: String, message: String| OverlayError::Invalid {
+        file: file.to_string(),
+        field,
+        message,
+    };
+    let mut objects = Vec::with_capacity(resources.len());
+    for (origin, doc) in resources {
+        let problem = match crate::resource::missing_identity(&doc) {
+            Some("not a mapping") => Some("a document that is not a mapping".to_string()),
+            Some(field) => Some(format!("an object without `{field}`")),
+            None => None,
+        }
+        .or_else(|| {
+            (doc.get("kind").and_then(Value::as_str) == Some("Secret") || doc.get("sops").is_some())
+                .then(|| {
+                    "a Secret: overlays may not carry secrets (plaintext would reach the \
+                         output); seal them with `capstan secrets seal`"
+                        .to_string()
+                })
+        });
+        if let Some(message) = problem {
+            return Err(invalid(
+                "resources".into(),
+                format!("{origin} holds {message}"),
+            ));
+        }
+        objects.push(Resource {
+            value: doc,
+            origin,
+            raw: None,
+        });
+    }
+    let mut patches = Vec::with_capacity(spec.patches.len());
+    for (i, p) in spec.patches.iter().enumerate() {
+        let field = format!("patches[{i}]");
+        let target = Target::from_spec(&p.target)
+            .map_err(|(f, m)| invalid(format!("{field}.target{f}"), m))?;
+        let (source, value) = match (&p.patch, &p.path) {
+            (Some(v), None) => (None, v.clone()),
+            (None, Some(path)) => {
+                let (label, v) = patch_file(i, path)?;
+                (Some(label), v)
+            }
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    field,
+                    "give the patch inline (`patch`) or as a file (`path`), not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(invalid(
+                    field,
+                    "missing the patch: give `patch` (inline) or `path` (a file)".into(),
+                ))
+            }
+        };
+        let where_ = |sub: &str| match &source {
+            Some(s) => format!("{field} ({s}){sub}"),
+            None => format!("{field}.patch{sub}"),
+        };
+        let body = match p.patch_type {
+            PatchType::Json => {
+                let ops: Vec<json_patch::PatchOperation> =
+                    serde_path_to_error::deserialize(value).map_err(|e| {
+                        let path = e.path().to_string();
+                        let sub = if path == "." {
+                            String::new()
+                        } else if path.starts_with('[') {
+                            path
+                        } else {
+                            format!(".{path}")
+                        };
+                        invalid(
+                            where_(&sub),
+                            format!(
+                                "expected a list of RFC 6902 operations \
+                                 (`{{op: add|remove|replace|move|copy|test, path: /json/pointer, …}}`): {}",
+                                e.inner()
+                            ),
+                        )
+                    })?;
+                PatchBody::Json(ops)
+            }
+            PatchType::Merge | PatchType::Strategic => {
+                if !value.is_object() {
+                    return Err(invalid(
+                        where_(""),
+                        format!(
+                            "a {} patch is a partial object (a mapping), found {}",
+                            p.patch_type.as_str(),
+                            kind_of(&value)
+                        ),
+                    ));
+                }
+                if p.patch_type == PatchType::Merge {
+                    PatchBody::Merge(value)
+                } else {
+                    PatchBody::Strategic(value)
+                }
+            }
+        };
+        patches.push(Patch {
+            index: i,
+            source,
+            target,
+            optional: p.optional,
+            body,
+        });
+    }
+    let mut talos = TalosPatches::default();
+    if let Some(t) = &spec.talos {
+        let canon = |field: String, list: &[Value]| -> Result<Vec<String>, OverlayError> {
+            list.iter()
+                .enumerate()
+                .map(|(j, v)| match v {
+                    Value::Object(m) if !m.is_empty() => Ok(crate::yaml::to_string(v)),
+                    _ => Err(invalid(
+                        format!("talos.{field}[{j}]"),
+                        format!(
+                            "expected a Talos machine-config patch (a non-empty mapping such as \
+                             `machine: {{install: {{disk: /dev/sda}}}}`), found {}",
+                            kind_of(v)
+                        ),
+                    )),
+                })
+                .collect()
+        };
+        talos.control_plane = canon("controlPlane".into(), &t.control_plane)?;
+        if let Some(all) = t.workers.get("*") {
+            talos
+                .workers
+                .push(("*".into(), canon("workers.*".into(), all)?));
+        }
+        for (pool, list) in t.workers.iter().filter(|(k, _)| k.as_str() != "*") {
+            talos
+                .workers
+                .push((pool.clone(), canon(format!("workers.{pool}"), list)?));
+        }
+    }
+    Ok(Overlay {
+        file: file.to_string(),
+        resources: objects,
+        patches,
+        talos,
+    })
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing (null)",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// A compiled target selector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    group: Option<String>,
+    version: Option<String>,
+    kind: Option<String>,
+    name: Option<String>,
+    namespace: Option<String>,
+    labels: Option<LabelSelector>,
+    text: String,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Target {
+    /// Compile a selector; errors carry the sub-field (`.labelSelector`) and message.
+    pub fn from_spec(t: &crate::inputs::model::TargetSpec) -> Result<Target, (String, String)> {
+        let mut parts = Vec::new();
+        for (k, v) in [
+            ("group", &t.group),
+            ("version", &t.version),
+            ("kind", &t.kind),
+            ("name", &t.name),
+            ("namespace", &t.namespace),
+            ("labelSelector", &t.label_selector),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{k}={v}"));
+            }
+        }
+        if parts.is_empty() {
+            return Err((
+                String::new(),
+                "select at least one of group, version, kind, name, namespace, labelSelector"
+                    .into(),
+            ));
+        }
+        let labels = t
+            .label_selector
+            .as_deref()
+            .map(LabelSelector::parse)
+            .transpose()
+            .map_err(|m| (".labelSelector".to_string(), m))?;
+        Ok(Target {
+            group: t.group.clone(),
+            version: t.version.clone(),
+            kind: t.kind.clone(),
+            name: t.name.clone(),
+            namespace: t.namespace.clone(),
+            labels,
+            text: format!("`{}`", parts.join(", ")),
+        })
+    }
+
+    /// Whether the selector selects an object.
+    pub fn matches(&self, r: &Resource) -> bool {
+        let api = r.api_version();
+        let version = api.rsplit_once('/').map_or(api, |(_, v)| v);
+        self.kind.as_deref().is_none_or(|k| k == r.kind())
+            && self.group.as_deref().is_none_or(|g| g == group_of(api))
+            && self.version.as_deref().is_none_or(|v| v == version)
+            && self.namespace.as_deref().is_none_or(|n| n == r.namespace())
+            && self.name.as_deref().is_none_or(|n| glob(n, r.name()))
+            && self.labels.as_ref().is_none_or(|l| {
+                l.matches(
+                    resource::at(&r.value, &["metadata", "labels"]).and_then(Value::as_object),
+                )
+            })
+    }
+}
+
+/// `*` matches any run of characters, `?` one character; everything else itself.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// A Kubernetes label selector (equality- and set-based requirements, comma = and).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelSelector(Vec<Requirement>);
+
+#[derive(Debug, Clone, PartialEq)]
+enum Requirement {
+    Exists(String),
+    NotExists(String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+impl LabelSelector {
+    /// Parse `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`, comma-separated.
+    pub fn parse(text: &str) -> Result<LabelSelector, String> {
+        let mut parts = Vec::new();
+        let (mut depth, mut start) = (0i32, 0usize);
+        for (i, c) in text.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&text[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&text[start..]);
+        let bad = |p: &str| {
+            format!(
+                "`{}` is not a label requirement (expected `key=value`, `key!=value`, `key`, `!key`, \
+                 `key in (a,b)` or `key notin (a,b)`)",
+                p.trim()
+            )
+        };
+        let key_ok = |k: &str| {
+            !k.is_empty()
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        };
+        let mut reqs = Vec::new();
+        for raw in parts {
+            let p = raw.trim();
+            let req = if let Some(k) = p.strip_prefix('!') {
+                Requirement::NotExists(k.trim().to_string())
+            } else if let Some((k, v)) = p.split_once("!=") {
+                Requirement::NotIn(k.trim().into(), vec![v.trim().into()])
+            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
+                Requirement::In(k.trim().into(), vec![v.trim().into()])
+            } else if let Some((k, rest)) = split_set(p, " notin ") {
+                Requirement::NotIn(k, set_values(rest).ok_or_else(|| bad(p))?)
+            } else if let Some((k, rest)) = split_set(p, " in ") {
+                Requirement::In(k, set_values(rest).ok_or_else(|| bad(p))?)
+            } else {
+                Requirement::Exists(p.to_string())
+            };
+            let key = match &req {
+                Requirement::Exists(k)
+                | Requirement::NotExists(k)
+                | Requirement::In(k, _)
+                | Requirement::NotIn(k, _) => k,
+            };
+            if !key_ok(key) {
+                return Err(bad(p));
+            }
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
+        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Requirement::Exists(k) => get(k).is_some(),
+            Requirement::NotExists(k) => get(k).is_none(),
+            Requirement::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
+            Requirement::NotIn(k, vs) => get(k).is_none_or(|v| !vs.iter().any(|x| x == v)),
+        })
+    }
+}
+
+fn split_set<'a>(p: &'a str, op: &str) -> Option<(String, &'a str)> {
+    let (k, rest) = p.split_once(op)?;
+    Some((k.trim().to_string(), rest.trim()))
+}
+
+fn set_values(rest: &str) -> Option<Vec<String>> {
+    let inner = rest.strip_prefix('(')?.strip_suffix(')')?;
+    let vs: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).collect();
+    (!vs.iter().any(String::is_empty)).then_some(vs)
+}
+
+/// What an overlay needs to know about the cluster it is applied to.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterContext<'a> {
+    /// The cluster's namespace, for extra objects that name none.
+    pub namespace: &'a str,
+    /// Worker pools: (pool name, its TalosConfigTemplate's name before hashing).
+    pub pools: &'a [(String, String)],
+}
+
+/// Kinds that are cluster-scoped: extra objects of these kinds get no namespace.
+pub const CLUSTER_SCOPED_KINDS: &[&str] = &[
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "PriorityClass",
+    "StorageClass",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "GlobalInClusterIPPool",
+    "VSphereClusterIdentity",
+    "VSphereDeploymentZone",
+    "VSphereFailureDomain",
+];
+
+/// Apply one overlay to the objects of a cluster, in place.
+pub fn apply(
+    overlay: &Overlay,
+    cluster: &ClusterContext<'_>,
+    out: &mut Vec<Resource>,
+) -> Result<(), OverlayError> {
+    for r in &overlay.resources {
+        let mut r = r.clone();
+        if r.namespace().is_empty() && !CLUSTER_SCOPED_KINDS.contains(&r.kind()) {
+            if let Some(meta) = r.value.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("namespace".into(), Value::String(cluster.namespace.into()));
+            }
+        }
+        out.push(r);
+    }
+    for p in &overlay.patches {
+        let mut matched = 0usize;
+        for r in out.iter_mut() {
+            if r.raw.is_some() || !p.target.matches(r) {
+                continue;
+            }
+            matched += 1;
+            apply_patch(overlay, p, r)?;
+        }
+        if matched == 0 && !p.optional {
+            let mut kinds: Vec<&str> = Vec::new();
+            for r in out.iter() {
+                if !kinds.contains(&r.kind()) {
+                    kinds.push(r.kind());
+                }
+            }
+            return Err(OverlayError::NoMatch {
+                file: overlay.file.clone(),
+                patch: p.index,
+                target: p.target.to_string(),
+                objects: kinds.join(", "),
+            });
+        }
+    }
+    apply_talos(overlay, cluster, out)
+}
+
+fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), OverlayError> {
+    let before = r.id();
+    let id = before.to_string();
+    // capstan's migration objects (the Jobs that guard the bootstrap and the etcd audit,
+    // and their RBAC) are checked as a whole afterwards: kept to compare with.
+    let migration = r
+        .origin
+        .starts_with("template migration/")
+        .then(|| r.value.clone());
+    let fail = |operation: Option<String>, message: String| OverlayError::Patch {
+        file: overlay.file.clone(),
+        patch: p.index,
+        source_file: p.source.clone(),
+        operation,
+        message,
+    };
+    match &p.body {
+        PatchBody::Json(ops) => {
+            for (i, op) in ops.iter().enumerate() {
+                if let Err(e) = apply_op(&mut r.value, op) {
+                    let name = op_name(op);
+                    return Err(fail(
+                        Some(format!("{i} (`{name} {}`)", op.path())),
+                        format!("on {id}: {}", explain(&r.value, op, &e)),
+                    ));
+                }
+            }
+        }
+        PatchBody::Merge(m) => merge_7396(&mut r.value, m),
+        PatchBody::Strategic(s) => {
+            let kind = r.kind().to_string();
+            let mut path = Vec::new();
+            strategic_merge(&mut r.value, s, &kind, &mut path).map_err(|m| {
+                fail(
+                    None,
+                    format!("{} patch on {id}: {m}", p.body.patch_type().as_str()),
+                )
+            })?;
+        }
+    }
+    let problem = if !r.value.is_object() {
+        Some("the object is no longer a mapping".to_string())
+    } else {
+        ["apiVersion", "kind"]
+            .iter()
+            .find(|k| {
+                resource::field(&r.value, k)
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+            })
+            .map(|k| format!("the object lost `{k}`"))
+            .or_else(|| {
+                resource::at(&r.value, &["metadata", "name"])
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                    .then(|| "the object lost `metadata.name`".to_string())
+            })
+    };
+    let problem = problem.or_else(|| {
+        [
+            ("kind", &before.kind, r.kind()),
+            ("metadata.name", &before.name, r.name()),
+            ("metadata.namespace", &before.namespace, r.namespace()),
+        ]
+        .into_iter()
+        .find(|(_, b, a)| b.as_str() != *a)
+            .map(|(field, b, a)| {
+                format!(
+                    "the patch changes `{field}` from `{b}` to `{a}`: a patch may not rename an object or change its kind \
+                     (kustomize refuses it too), as references to it would not follow; name objects in cluster.yaml, \
+                     or add the object under its own name as an overlay resource"
+                )
+            })
+    });
+    let problem = problem.or_else(|| {
+        migration_change(migration.as_ref()?, &r.value).map(|what| {
+            format!(
+                "this is one of capstan's migration objects ({}), and the patch changes {what}: overlays may add \
+                 labels and annotations to them, nothing else (a template override in `templates/` is the deliberate way)",
+                r.origin
+            )
+        })
+    });
+    match problem {
+        Some(m) => Err(fail(None, format!("on {id}: {m}"))),
+        None => Ok(()),
+    }
+}
+
+/// What a patch changed in a migration object beyond what overlays may touch: labels
+/// (any), and annotations that were not there before. `None` when nothing else changed.
+fn migration_change(before: &Value, after: &Value) -> Option<String> {
+    let (Some(b), Some(a)) = (before.as_object(), after.as_object()) else {
+        return Some("its shape".into());
+    };
+    type Map = serde_json::Map<String, Value>;
+    fn object<'a>(m: &'a Map, k: &str, empty: &'a Map) -> &'a Map {
+        m.get(k).and_then(Value::as_object).unwrap_or(empty)
+    }
+    let empty = Map::new();
+    let (mb, ma) = (object(b, "metadata", &empty), object(a, "metadata", &empty));
+    if let Some(k) = first_difference(b, a, &["metadata"]) {
+        return Some(format!("`{k}`"));
+    }
+    if let Some(k) = first_difference(mb, ma, &["labels", "annotations"]) {
+        return Some(format!("`metadata.{k}`"));
+    }
+    let (ab, aa) = (
+        object(mb, "annotations", &empty),
+        object(ma, "annotations", &empty),
+    );
+    ab.iter()
+        .find(|(key, v)| aa.get(*key) != Some(*v))
+        .map(|(key, _)| format!("the annotation `{key}`"))
+}
+
+/// The first key, of either mapping and not in `skip`, whose values differ.
+fn first_difference<'a>(
+    b: &'a serde_json::Map<String, Value>,
+    a: &'a serde_json::Map<String, Value>,
+    skip: &[&str],
+) -> Option<&'a str> {
+    b.keys()
+        .chain(a.keys())
+        .map(String::as_str)
+        .filter(|k| !skip.contains(k))
+        .find(|k| b.get(*k) != a.get(*k))
+}
+
+/// One RFC 6902 operation. `json-patch` removes object members with `swap_remove`, which
+/// moves the object's last key into the gap; `remove` and `move` out of a mapping are done
+/// here with `shift_remove` instead, so the remaining keys keep their order (stable diffs).
+fn apply_op(
+    doc: &mut Value,
+    op: &json_patch::PatchOperation,
+) -> Result<(), json_patch::PatchErrorKind> {
+    use json_patch::{AddOperation, PatchErrorKind as K, PatchOperation as P};
+    let take = |doc: &mut Value, path: &json_patch::jsonptr::Pointer| -> Option<Option<Value>> {
+        let (parent, last) = path.split_back()?;
+        match doc.pointer_mut(parent.as_str()) {
+            Some(Value::Object(m)) => Some(m.shift_remove(last.decoded().as_ref())),
+            _ => None,
+        }
+    };
+    match op {
+        P::Remove(r) => match take(doc, &r.path) {
+            Some(Some(_)) => Ok(()),
+            Some(None) => Err(K::InvalidPointer),
+            None => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
+        },
+        P::Move(m) if !(m.path.starts_with(&m.from) && m.path.len() != m.from.len()) => {
+            match take(doc, &m.from) {
+                Some(Some(value)) => {
+                    let add = P::Add(AddOperation {
+                        path: m.path.clone(),
+                        value,
+                    });
+                    json_patch::patch_unsafe(doc, std::slice::from_ref(&add)).map_err(|e| e.kind)
+                }
+                Some(None) => Err(K::InvalidFromPointer),
+                None => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
+            }
+        }
+        _ => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
+    }
+}
+
+/// RFC 7396, as `json_patch::merge`, but deleting members in place (`shift_remove`) so the
+/// remaining keys keep their order.
+fn merge_7396(doc: &mut Value, patch: &Value) {
+    let Value::Object(pm) = patch else {
+        *doc = patch.clone();
+        return;
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    if let Value::Object(dm) = doc {
+        for (k, v) in pm {
+            if v.is_null() {
+                dm.shift_remove(k);
+            } else {
+                merge_7396(dm.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+fn op_name(op: &json_patch::PatchOperation) -> &'static str {
+    use json_patch::PatchOperation as P;
+    match op {
+        P::Add(_) => "add",
+        P::Remove(_) => "remove",
+        P::Replace(_) => "replace",
+        P::Move(_) => "move",
+        P::Copy(_) => "copy",
+        P::Test(_) => "test",
+    }
+}
+
+/// Why an operation failed, from the document as it was before it: the deepest part of the
+/// pointer that exists and what it holds.
+fn explain(
+    doc: &Value,
+    op: &json_patch::PatchOperation,
+    kind: &json_patch::PatchErrorKind,
+) -> String {
+    use json_patch::{PatchErrorKind as K, PatchOperation as P};
+    match (kind, op) {
+        (K::TestFailed, P::Test(t)) => format!(
+            "test failed: expected {}, found {}",
+            short(&t.value),
+            doc.pointer(t.path.as_str())
+                .map_or_else(|| "nothing".to_string(), short)
+        ),
+        (K::InvalidFromPointer, P::Move(m)) => {
+            format!("`from` {}", describe_missing(doc, m.from.as_str()))
+        }
+        (K::InvalidFromPointer, P::Copy(c)) => {
+            format!("`from` {}", describe_missing(doc, c.from.as_str()))
+        }
+        (K::CannotMoveInsideItself, _) => "cannot move a value inside itself".into(),
+        (_, P::Add(a)) => {
+            // `add` needs the parent to exist; the last token may be new.
+            let path = a.path.as_str();
+            let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+            match doc.pointer(parent) {
+                Some(Value::Array(items)) => format!(
+                    "`{path}` is not an index of the list at `{parent}` ({} items: use 0 to {} or `-` to append)",
+                    items.len(),
+                    items.len()
+                ),
+                Some(other) if !other.is_object() => format!(
+                    "`{parent}` holds {}, not a mapping or list",
+                    short(other)
+                ),
+                _ => describe_missing(doc, parent),
+            }
+        }
+        _ => describe_missing(doc, op.path().as_str()),
+    }
+}
+
+/// `nothing at `/a/b/c`: `/a/b` has keys x, y` and similar.
+fn describe_missing(doc: &Value, pointer: &str) -> String {
+    if pointer.is_empty() {
+        return "the whole document cannot be removed".into();
+    }
+    let tokens: Vec<&str> = pointer.split('/').skip(1).collect();
+    let mut cur = doc;
+    let mut at = String::new();
+    for t in &tokens {
+        let decoded = t.replace("~1", "/").replace("~0", "~");
+        let next = match cur {
+            Value::Object(m) => m.get(&decoded),
+            Value::Array(a) => decoded.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => None,
+        };
+        match next {
+            Some(n) => {
+                cur = n;
+                at.push('/');
+                at.push_str(t);
+            }
+            None => {
+                let here = if at.is_empty() { "the object" } else { &at };
+                let what = match cur {
+                    Value::Object(m) => {
+                        let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+                        if keys.is_empty() {
+                            "an empty mapping".to_string()
+                        } else {
+                            format!("keys {}", keys.join(", "))
+                        }
+                    }
+                    Value::Array(a) => format!(
+                        "a list of {} item{}",
+                        a.len(),
+                        if a.len() == 1 { "" } else { "s" }
+                    ),
+                    other => short(other),
+                };
+                let have = if matches!(cur, Value::Object(_) | Value::Array(_)) {
+                    "has"
+                } else {
+                    "holds"
+                };
+                return format!("nothing at `{pointer}`: `{here}` {have} {what}");
+            }
+        }
+    }
+    format!("`{pointer}` holds {}", short(cur))
+}
+
+fn short(v: &Value) -> String {
+    let s = match v {
+        Value::Object(_) => "a mapping".to_string(),
+        Value::Array(a) => format!("a list of {} items", a.len()),
+        Value::String(s) => format!("`{s}`"),
+        other => format!("`{other}`"),
+    };
+    if s.len() > 80 {
+        let mut cut = 77;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}...`", &s[..cut])
+    } else {
+        s
+    }
+}
+
+/// How a list merges in a strategic patch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListMerge {
+    /// Items are matched by this key.
+    Key(&'static str),
+    /// Patch items are appended.
+    Append,
+}
+
+/// The lists that do not get replaced by a strategic patch (see the module doc).
+const LIST_RULES: &[(&str, &str, ListMerge)] = &[
+    (
+        "VSphereMachineTemplate",
+        "spec.template.spec.network.devices",
+        ListMerge::Key("networkName"),
+    ),
+    (
+        "VSphereMachineTemplate",
+        "spec.template.spec.network.devices.addressesFromPools",
+        ListMerge::Key("name"),
+    ),
+    (
+        "TalosControlPlane",
+        "spec.controlPlaneConfig.controlplane.strategicPatches",
+        ListMerge::Append,
+    ),
+    (
+        "TalosControlPlane",
+        "spec.controlPlaneConfig.controlplane.configPatches",
+        ListMerge::Append,
+    ),
+    (
+        "TalosConfigTemplate",
+        "spec.template.spec.strategicPatches",
+        ListMerge::Append,
+    ),
+    (
+        "TalosConfigTemplate",
+        "spec.template.spec.configPatches",
+        ListMerge::Append,
+    ),
+];
+
+fn list_rule(kind: &str, path: &[String]) -> Option<ListMerge> {
+    LIST_RULES.iter().find_map(|(k, p, rule)| {
+        (*k == kind && p.split('.').eq(path.iter().map(String::as_str))).then_some(*rule)
+    })
+}
+
+/// A value from a patch as it is inserted where nothing was: `null`s and directives dropped.
+fn fresh(patch: &Value) -> Value {
+    match patch {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, v)| !v.is_null() && k.as_str() != "$patch")
+                .map(|(k, v)| (k.clone(), fresh(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn strategic_merge(
+    doc: &mut Value,
+    patch: &Value,
+    kind: &str,
+    path: &mut Vec<String>,
+) -> Result<(), String> {
+    let Value::Object(pm) = patch else {
+        *doc = patch.clone();
+        return Ok(());
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    let Value::Object(dm) = doc else {
+        return Ok(());
+    };
+    for (k, v) in pm {
+        if k == "$patch" {
+            let here = if path.is_empty() {
+                "the object".to_string()
+            } else {
+                format!("`{}`", path.join("."))
+            };
+            return Err(format!(
+                "`$patch` at {here}: directives are only understood in items of keyed lists"
+            ));
+        }
+        if v.is_null() {
+            dm.shift_remove(k);
+            continue;
+        }
+        path.push(k.clone());
+        let rule = list_rule(kind, path);
+        match (dm.get_mut(k), v, rule) {
+            (Some(Value::Array(items)), Value::Array(add), Some(ListMerge::Append)) => {
+                items.extend(add.iter().map(fresh));
+            }
+            (Some(Value::Array(items)), Value::Array(add), Some(ListMerge::Key(key))) => {
+                merge_keyed(items, add, key, kind, path)?;
+            }
+            (None, Value::Array(add), Some(ListMerge::Key(key))) => {
+                let mut items = Vec::new();
+                merge_keyed(&mut items, add, key, kind, path)?;
+                dm.insert(k.clone(), Value::Array(items));
+            }
+            (Some(existing), Value::Object(_), _) if existing.is_object() => {
+                strategic_merge(existing, v, kind, path)?;
+            }
+            _ => {
+                let mut value = Value::Null;
+                strategic_merge_fresh(&mut value, v, kind, path)?;
+                dm.insert(k.clone(), value);
+            }
+        }
+        path.pop();
+    }
+    Ok(())
+}
+
+/// Insert a patch value where nothing (or something of another type) was.
+fn strategic_merge_fresh(
+    slot: &mut Value,
+    v: &Value,
+    kind: &str,
+    path: &mut Vec<String>,
+) -> Result<(), String> {
+    match v {
+        Value::Object(_) => {
+            *slot = Value::Object(Map::new());
+            strategic_merge(slot, v, kind, path)
+        }
+        other => {
+            *slot = fresh(other);
+            Ok(())
+        }
+    }
+}
+
+fn merge_keyed(
+    items: &mut Vec<Value>,
+    add: &[Value],
+    key: &str,
+    kind: &str,
+    path: &mut Vec<String>,
+) -> Result<(), String> {
+    for (i, item) in add.iter().enumerate() {
+        let at = format!("`{}` item {i}", path.join("."));
+        let Some(obj) = item.as_object() else {
+            return Err(format!(
+                "{at}: expected a mapping with `{key}` (this list merges by `{key}`), found {}",
+                kind_of(item)
+            ));
+        };
+        let Some(k) = obj.get(key).filter(|k| !k.is_null()) else {
+            return Err(format!("{at}: missing `{key}`, which this list merges by"));
+        };
+        let directive = obj.get("$patch").map(|d| d.as_str().unwrap_or_default());
+        let pos = items.iter().position(|x| x.get(key) == Some(k));
+        match (directive, pos) {
+            (Some("delete"), Some(p)) => {
+                items.remove(p);
+            }
+            (Some("delete"), None) => {}
+            (Some(other), _) => {
+                return Err(format!(
+                    "{at}: unknown directive `$patch: {other}` (only `delete` is understood)"
+                ))
+            }
+            (None, Some(p)) => strategic_merge(&mut items[p], item, kind, path)?,
+            (None, None) => {
+                let mut v = Value::Null;
+                strategic_merge_fresh(&mut v, item, kind, path)?;
+                items.push(v);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply_talos(
+    overlay: &Overlay,
+    cluster: &ClusterContext<'_>,
+    out: &mut [Resource],
+) -> Result<(), OverlayError> {
+    let t = &overlay.talos;
+    let fail = |field: String, message: String| OverlayError::Talos {
+        file: overlay.file.clone(),
+        field,
+        message,
+    };
+    if !t.control_plane.is_empty() {
+        let tcp = out
+            .iter_mut()
+            .find(|r| r.kind() == "TalosControlPlane" && r.raw.is_none())
+            .ok_or_else(|| {
+                fail(
+                    "controlPlane".into(),
+                    "this cluster renders no TalosControlPlane".into(),
+                )
+            })?;
+        append_strings(
+            &mut tcp.value,
+            &[
+                "spec",
+                "controlPlaneConfig",
+                "controlplane",
+                "strategicPatches",
+            ],
+            &t.control_plane,
+        )
+        .map_err(|m| fail("controlPlane".into(), m))?;
+    }
+    for (pool, patches) in &t.workers {
+        let field = format!("workers.{pool}");
+        let names: Vec<&str> = if pool == "*" {
+            cluster.pools.iter().map(|(_, n)| n.as_str()).collect()
+        } else {
+            match cluster.pools.iter().find(|(p, _)| p == pool) {
+                Some((_, n)) => vec![n.as_str()],
+                None => {
+                    let known: Vec<&str> = cluster.pools.iter().map(|(p, _)| p.as_str()).collect();
+                    return Err(fail(
+                        field,
+                        format!(
+                            "this cluster has no worker pool `{pool}` (its pools: {}); use `\"*\"` for every pool",
+                            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                        ),
+                    ));
+                }
+            }
+        };
+        for name in names {
+            let tct = out
+                .iter_mut()
+                .find(|r| r.kind() == "TalosConfigTemplate" && r.name() == name)
+                .ok_or_else(|| {
+                    fail(
+                        field.clone(),
+                        format!("no TalosConfigTemplate `{name}` was rendered"),
+                    )
+                })?;
+            append_strings(
+                &mut tct.value,
+                &["spec", "template", "spec", "strategicPatches"],
+                patches,
+            )
+            .map_err(|m| fail(field.clone(), m))?;
+        }
+    }
+    Ok(())
+}
+
+fn append_strings(doc: &mut Value, path: &[&str], add: &[String]) -> Result<(), String> {
+    let mut cur = doc;
+    for (i, key) in path.iter().enumerate() {
+        let Value::Object(m) = cur else {
+            return Err(format!("`{}` is not a mapping", path[..i].join(".")));
+        };
+        let last = i + 1 == path.len();
+        cur = m.entry(key.to_string()).or_insert_with(|| {
+            if last {
+                Value::Array(Vec::new())
+            } else {
+                Value::Object(Map::new())
+            }
+        });
+    }
+    match cur {
+        Value::Array(items) => {
+            items.extend(add.iter().cloned().map(Value::String));
+            Ok(())
+        }
+        other => Err(format!(
+            "`{}` holds {}, not a list of patches",
+            path.join("."),
+            short(other)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn res(v: Value) -> Resource {
+        Resource {
+            value: v,
+            origin: "t".into(),
+            raw: None,
+        }
+    }
+
+    fn vmt(name: &str) -> Resource {
+        res(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "VSphereMachineTemplate",
+            "metadata": {"name": name, "namespace": "ns", "labels": {"pool": name}},
+            "spec": {"template": {"spec": {"numCPUs": 2, "network": {"devices": [
+                {"networkName": "a", "dhcp4": true},
+                {"networkName": "b", "dhcp4": true, "addressesFromPools": [{"name": "p1", "kind": "InClusterIPPool"}]}
+            ]}}}}
+        }))
+    }
+
+    fn overlay(yaml_text: &str) -> Result<Overlay, OverlayError> {
+        let v = crate::yaml::parse_one(yaml_text).unwrap();
+        let spec = crate::inputs::model::OverlayFile::from_value("o/overlay.yaml", v).unwrap();
+        build("o/overlay.yaml", &spec, Vec::new(), |_, _| unreachable!())
+    }
+
+    fn run(yaml_text: &str, objects: &mut Vec<Resource>) -> Result<(), OverlayError> {
+        let o = overlay(yaml_text)?;
+        let pools = vec![("general".to_string(), "c-general".to_string())];
+        apply(
+            &o,
+            &ClusterContext {
+                namespace: "ns",
+                pools: &pools,
+            },
+            objects,
+        )
+    }
+
+    const HEAD: &str = "apiVersion: capstan.dev/v1alpha1\nkind: Overlay\n";
+
+    #[test]
+    fn globs() {
+        assert!(glob("lab-*", "lab-f-cp"));
+        assert!(glob("*-cp", "lab-f-cp"));
+        assert!(glob("l?b-*-c?", "lab-f-cp"));
+        assert!(!glob("lab-*-x", "lab-f-cp"));
+        assert!(glob("*", ""));
+        assert!(!glob("?", ""));
+    }
+
+    #[test]
+    fn label_selectors() {
+        let labels = json!({"a": "1", "b": "2"});
+        let m = labels.as_object();
+        let ok = |s: &str| LabelSelector::parse(s).unwrap().matches(m);
+        assert!(ok("a=1"));
+        assert!(ok("a==1,b"));
+        assert!(ok("a in (1, 3),!c"));
+        assert!(ok("b notin (1,3),a!=2"));
+        assert!(!ok("a=2"));
+        assert!(!ok("c"));
+        assert!(!ok("a notin (1)"));
+        assert!(LabelSelector::parse("a in 1").is_err());
+        assert!(LabelSelector::parse("a b").is_err());
+    }
+
+    #[test]
+    fn strategic_merges_devices_by_network_name_and_pools_by_name() {
+        let mut objs = vec![vmt("x")];
+        run(
+            &format!(
+                "{HEAD}patches:\n- target: {{kind: VSphereMachineTemplate}}\n  type: strategic\n  patch:\n    spec:\n      template:\n        spec:\n          numCPUs: 4\n          network:\n            devices:\n            - networkName: b\n              dhcp4: false\n              addressesFromPools:\n              - {{name: p2, kind: InClusterIPPool}}\n              - {{name: p1, kind: GlobalInClusterIPPool}}\n            - networkName: c\n              dhcp4: null\n              dhcp6: true\n            - {{networkName: a, $patch: delete}}\n"
+            ),
+            &mut objs,
+        )
+        .unwrap();
+        assert_eq!(
+            objs[0].value["spec"]["template"]["spec"],
+            json!({"numCPUs": 4, "network": {"devices": [
+                {"networkName": "b", "dhcp4": false, "addressesFromPools": [
+                    {"name": "p1", "kind": "GlobalInClusterIPPool"}, {"name": "p2", "kind": "InClusterIPPool"}]},
+                {"networkName": "c", "dhcp6": true}
+            ]}})
+        );
+    }
+
+    #[test]
+    fn merge_replaces_lists_and_json_reports_what_is_there() {
+        let mut objs = vec![vmt("x"), vmt("y")];
+        run(
+            &format!("{HEAD}patches:\n- target: {{name: x}}\n  type: merge\n  patch: {{spec: {{template: {{spec: {{network: {{devices: [{{networkName: z}}]}}}}}}}}}}\n"),
+            &mut objs,
+        )
+        .unwrap();
+        assert_eq!(
+            objs[0].value.pointer("/spec/template/spec/network/devices"),
+            Some(&json!([{"networkName": "z"}]))
+        );
+        assert_eq!(objs[1], vmt("y"), "the selector picked x only");
+        let e = run(
+            &format!("{HEAD}patches:\n- target: {{kind: VSphereMachineTemplate}}\n  type: json\n  patch:\n  - {{op: test, path: /spec/template/spec/numCPUs, value: 2}}\n  - {{op: remove, path: /spec/template/spec/memoryMiB}}\n"),
+            &mut vec![vmt("x")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "o/overlay.yaml: patches[0], operation 1 (`remove /spec/template/spec/memoryMiB`): on \
+             VSphereMachineTemplate.infrastructure.cluster.x-k8s.io ns/x: nothing at \
+             `/spec/template/spec/memoryMiB`: `/spec/template/spec` has keys numCPUs, network"
+        );
+        let e = run(
+            &format!("{HEAD}patches:\n- target: {{kind: VSphereMachineTemplate}}\n  type: json\n  patch:\n  - {{op: add, path: /spec/template/spec/network/devices/5, value: {{}}}}\n"),
+            &mut vec![vmt("x")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("operation 0 (`add /spec/template/spec/network/devices/5`)"),
+            "{e}"
+        );
+        assert!(e.contains("(2 items: use 0 to 2 or `-` to append)"), "{e}");
+        let e = run(
+            &format!("{HEAD}patches:\n- target: {{kind: VSphereMachineTemplate}}\n  type: json\n  patch:\n  - {{op: test, path: /spec/template/spec/numCPUs, value: 8}}\n"),
+            &mut vec![vmt("x")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.ends_with("test failed: expected `8`, found `2`"), "{e}");
+    }
+
+    #[test]
+    fn deleting_keeps_the_order_of_the_other_keys() {
+        let md = || {
+            res(
+                json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                "metadata": {"name": "m"}, "spec": {"a": 1, "replicas": 2, "b": 3, "c": 4, "d": 5}}),
+            )
+        };
+        let keys = |r: &Resource| -> Vec<String> {
+            r.value["spec"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        for patch in [
+            "type: json\n  patch: [{op: remove, path: /spec/replicas}]",
+            "type: merge\n  patch: {spec: {replicas: null}}",
+            "type: strategic\n  patch: {spec: {replicas: null}}",
+        ] {
+            let mut objs = vec![md()];
+            run(
+                &format!("{HEAD}patches:\n- target: {{kind: MachineDeployment}}\n  {patch}\n"),
+                &mut objs,
+            )
+            .unwrap();
+            assert_eq!(keys(&objs[0]), ["a", "b", "c", "d"], "{patch}");
+        }
+        let mut objs = vec![md()];
+        run(
+            &format!("{HEAD}patches:\n- target: {{kind: MachineDeployment}}\n  type: json\n  patch: [{{op: move, from: /spec/b, path: /spec/z}}]\n"),
+            &mut objs,
+        )
+        .unwrap();
+        assert_eq!(keys(&objs[0]), ["a", "replicas", "c", "d", "z"]);
+    }
+
+    #[test]
+    fn no_match_is_an_error_unless_optional() {
+        let e = run(
+            &format!("{HEAD}patches:\n- target: {{kind: Nope, name: a*}}\n  type: merge\n  patch: {{a: 1}}\n"),
+            &mut vec![vmt("x")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("o/overlay.yaml: patches[0]: target `kind=Nope, name=a*` matches no object (this cluster renders VSphereMachineTemplate)"), "{e}");
+        run(
+            &format!("{HEAD}patches:\n- target: {{kind: Nope}}\n  type: merge\n  optional: true\n  patch: {{a: 1}}\n"),
+            &mut vec![vmt("x")],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn talos_patches_append_canonical_yaml() {
+        let tct = res(
+            json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1alpha3", "kind": "TalosConfigTemplate",
+            "metadata": {"name": "c-general"}, "spec": {"template": {"spec": {"strategicPatches": ["base\n"]}}}}),
+        );
+        let tcp = res(
+            json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha3", "kind": "TalosControlPlane",
+            "metadata": {"name": "c-cp"}, "spec": {}}),
+        );
+        let mut objs = vec![tct, tcp];
+        run(
+            &format!("{HEAD}talos:\n  controlPlane:\n  - {{machine: {{install: {{disk: /dev/sda}}}}}}\n  workers:\n    general: [{{machine: {{b: 2}}}}]\n    \"*\": [{{machine: {{a: 1}}}}]\n"),
+            &mut objs,
+        )
+        .unwrap();
+        assert_eq!(
+            objs[0]
+                .value
+                .pointer("/spec/template/spec/strategicPatches"),
+            Some(&json!([
+                "base\n",
+                "machine:\n  a: 1\n",
+                "machine:\n  b: 2\n"
+            ]))
+        );
+        assert_eq!(
+            objs[1]
+                .value
+                .pointer("/spec/controlPlaneConfig/controlplane/strategicPatches"),
+            Some(&json!(["machine:\n  install:\n    disk: /dev/sda\n"]))
+        );
+        let e = run(
+            &format!("{HEAD}talos:\n  workers:\n    gpu: [{{machine: {{a: 1}}}}]\n"),
+            &mut objs,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("o/overlay.yaml: talos.workers.gpu: this cluster has no worker pool `gpu` (its pools: general)"), "{e}");
+        let e = overlay(&format!(
+            "{HEAD}talos:\n  controlPlane: [\"machine: {{}}\"]\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with(
+                "o/overlay.yaml: talos.controlPlane[0]: expected a Talos machine-config patch"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn build_checks_shapes() {
+        let e = overlay(&format!(
+            "{HEAD}patches:\n- target: {{}}\n  type: merge\n  patch: {{}}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("patches[0].target: select at least one of"),
+            "{e}"
+        );
+        let e = overlay(&format!("{HEAD}patches:\n- target: {{kind: A}}\n  type: json\n  patch: [{{op: remove, path: spec}}]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("o/overlay.yaml: patches[0].patch[0]"), "{e}");
+        let e = overlay(&format!("{HEAD}patches:\n- target: {{kind: A}}\n  type: json\n  patch: [{{op: frobnicate, path: /spec}}]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("patches[0].patch[0]"), "{e}");
+        let e = overlay(&format!(
+            "{HEAD}patches:\n- target: {{kind: A}}\n  type: merge\n  patch: [1]\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "patches[0].patch: a merge patch is a partial object (a mapping), found a list"
+            ),
+            "{e}"
+        );
+        let e = overlay(&format!("{HEAD}patches:\n- target: {{kind: A, labelSelector: \"a in b\"}}\n  type: merge\n  patch: {{}}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("patches[0].target.labelSelector: `a in b` is not a label requirement"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,942 @@
+//! kubeadm ↔ Talos parity beyond identity: what a long-lived kubeadm cluster runs that
+//! Talos would run differently from the moment its first apiserver joins the `kubernetes`
+//! Service endpoints: resources encrypted
+//! besides Secrets, etcd settings, the apiserver certificate's names, linked clones.
+
+use std::net::IpAddr;
+
+use super::{errors, list, no_placement, not_compared, CheckError, Cx, Finding, Severity};
+use crate::inputs::model::CloneMode;
+
+/// The etcd flags a mixed etcd must agree on, and what Talos runs without them (etcd's own
+/// defaults: Talos's `services/etcd.go` sets none of them).
+pub const ETCD_PARITY_FLAGS: &[(&str, &str)] = &[
+    ("quota-backend-bytes", "2147483648 (2 GiB, etcd's default)"),
+    ("election-timeout", "1000 (ms, etcd's default)"),
+    ("heartbeat-interval", "100 (ms, etcd's default)"),
+    ("snapshot-count", "10000 (etcd 3.5's default; 3.6: 10000)"),
+    ("max-request-bytes", "1572864 (1.5 MiB, etcd's default)"),
+    ("auto-compaction-mode", "periodic (etcd's default)"),
+    (
+        "auto-compaction-retention",
+        "0 (off: the apiserver compacts)",
+    ),
+    ("max-snapshots", "5 (etcd's default)"),
+    ("max-wals", "5 (etcd's default)"),
+];
+
+const MIB: u64 = 1024 * 1024;
+
+/// One member's `etcdctl endpoint status -w json` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdMemberStatus {
+    /// `Endpoint`.
+    pub endpoint: String,
+    /// `Status.dbSize`: the backend file's size, which the quota applies to.
+    pub db_size: u64,
+    /// `Status.dbSizeInUse`, when reported (0 otherwise).
+    pub db_size_in_use: u64,
+}
+
+/// Reads `etcdctl endpoint status -w json` (a JSON list of `{Endpoint, Status}`; one
+/// document, or several from several runs).
+pub fn parse_etcd_status(
+    file: &str,
+    docs: &[serde_json::Value],
+) -> Result<Vec<EtcdMemberStatus>, CheckError> {
+    use serde_json::Value;
+    let bad = |problem: String| CheckError::EtcdStatus {
+        file: file.to_string(),
+        problem,
+    };
+    let mut out = Vec::new();
+    for doc in docs {
+        let items: Vec<&Value> = match doc {
+            Value::Array(a) => a.iter().collect(),
+            Value::Object(_) => vec![doc],
+            _ => {
+                return Err(bad(
+                    "expected the JSON list `etcdctl endpoint status -w json` prints".into(),
+                ))
+            }
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            let endpoint = item
+                .get("Endpoint")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
+            let db_size = item
+                .pointer("/Status/dbSize")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad(format!("[{i}].Status.dbSize: expected a number of bytes")))?;
+            let db_size_in_use = item
+                .pointer("/Status/dbSizeInUse")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            out.push(EtcdMemberStatus {
+                endpoint,
+                db_size,
+                db_size_in_use,
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(bad(
+            "no member status found; expected `etcdctl endpoint status --cluster -w json`".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// etcd's default backend quota, which a Talos member runs without `quota-backend-bytes`.
+pub const ETCD_DEFAULT_QUOTA: u64 = 2 * 1024 * 1024 * 1024;
+
+/// The first address of each service CIDR: the `kubernetes` Service's ClusterIP, which
+/// every apiserver certificate carries.
+pub fn first_service_ips(cidrs: &[String]) -> Vec<IpAddr> {
+    nth_ips(cidrs, 1)
+}
+
+/// The `n`-th address after the network address of each CIDR (Talos's `NthIPInNetwork`).
+pub fn nth_ips(cidrs: &[String], n: u8) -> Vec<IpAddr> {
+    cidrs
+        .iter()
+        .filter_map(|c| {
+            let (net, _) = c.split_once('/')?;
+            match net.parse::<IpAddr>().ok()? {
+                IpAddr::V4(a) => Some(IpAddr::V4(u32::from(a).checked_add(n.into())?.into())),
+                IpAddr::V6(a) => Some(IpAddr::V6(u128::from(a).checked_add(n.into())?.into())),
+            }
+        })
+        .collect()
+}
+
+/// A SAN (DNS name or IP) as compared: lower case, no trailing dot, IPs canonical.
+pub fn canonical_san(san: &str) -> String {
+    match san.parse::<IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => san.trim_end_matches('.').to_ascii_lowercase(),
+    }
+}
+
+use canonical_san as canonical;
+
+/// The names Talos puts in its apiserver certificate without being told (Talos
+/// `kubernetes_cert_sans.go` v1.10.6:118-148): the endpoint host, the `kubernetes`
+/// Service's names and loopback, as [`canonical_san`]s. The first address of each service
+/// CIDR ([`first_service_ips`]) is in it too.
+pub fn talos_named_sans(endpoint_host: &str, dns_domain: &str) -> Vec<String> {
+    let domain = dns_domain.trim_end_matches('.');
+    [
+        "kubernetes".to_string(),
+        "kubernetes.default".into(),
+        "kubernetes.default.svc".into(),
+        format!("kubernetes.default.svc.{domain}"),
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "::1".into(),
+        endpoint_host.to_string(),
+    ]
+    .iter()
+    .map(|n| canonical(n))
+    .collect()
+}
+
+impl Cx<'_> {
+    /// B10: Talos encrypts `secrets` only; anything else kubeadm encrypts is unreadable
+    /// to a Talos apiserver.
+    pub(super) fn encryption_resources(&self, out: &mut Vec<Finding>) {
+        let id = "encryption-resources";
+        let Some(e) = &self.i.encryption else {
+            out.push(not_compared(
+                id,
+                "kubeadm EncryptionConfiguration resources",
+                "what kubeadm encrypts besides Secrets",
+                "--encryption-config",
+            ));
+            return;
+        };
+        let field = format!("{} resources[].resources", e.file);
+        if e.value.other_encrypted.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                "kubeadm encrypts no resource but Secrets, as Talos does".into(),
+            ));
+            return;
+        }
+        let named: Vec<String> = e
+            .value
+            .other_encrypted
+            .iter()
+            .map(|(i, r)| format!("`{r}` (resources[{i}])"))
+            .collect();
+        let plain: Vec<&str> = e
+            .value
+            .other_encrypted
+            .iter()
+            .map(|(_, r)| r.as_str())
+            .filter(|r| !r.contains('*'))
+            .collect();
+        let rewrite = if plain.is_empty() {
+            "every object of the resources it covered".to_string()
+        } else {
+            format!(
+                "every object of them (`kubectl get {} -A -o json | kubectl replace -f -`)",
+                plain.join(",")
+            )
+        };
+        out.push(
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "kubeadm encrypts {} besides Secrets; Talos encrypts only `secrets` (its \
+                     EncryptionConfiguration is fixed, `encryption-provider-config` a denied flag), so a \
+                     Talos apiserver cannot read those objects and writes them in plaintext",
+                    named.join(", ")
+                ),
+            )
+            .error(errors::IDENTITY_TRANSFORMER)
+            .fix(format!(
+                "before any Talos node joins, decrypt them on the kubeadm side: in {} give those \
+                 resources their own entry with `identity` first and the current provider second, restart \
+                 every kubeadm apiserver one at a time, rewrite {rewrite}, then remove the entry's \
+                 encrypting provider and restart again; check again with the new file (Talos 1.14's \
+                 `KubeEtcdEncryptionConfig` can carry them instead)",
+                e.file
+            )),
+        );
+    }
+
+    /// B12: Talos's apiserver certificate holds the endpoint, the service names and
+    /// `cluster.apiServer.certSANs`; every other name kubeadm's certificate answered to
+    /// fails with `x509: certificate is valid for …` on a Talos apiserver.
+    pub(super) fn apiserver_cert_sans(&self, out: &mut Vec<Finding>) {
+        let id = "apiserver-cert-sans";
+        let s = &self.i.config.spec;
+        let mut sources = Vec::new();
+        let mut kubeadm: Vec<String> = Vec::new();
+        if let Some(c) = &self.i.cluster_config {
+            sources.push(format!("{} apiServer.certSANs", c.file));
+            kubeadm.extend(c.value.api_server_cert_sans.iter().cloned());
+        }
+        if let Some(c) = &self.i.apiserver_cert {
+            sources.push(format!("{} subjectAltName", c.file));
+            let node_local: Vec<String> = self
+                .i
+                .apiserver
+                .iter()
+                .filter_map(|a| a.value.advertise_address().map(canonical))
+                .chain(
+                    s.migration
+                        .iter()
+                        .flat_map(|m| m.kubeadm.control_plane_nodes.iter().map(|n| canonical(n))),
+                )
+                // kubeadm puts the node's name in its certificate; Talos puts its own.
+                .chain(
+                    self.i
+                        .nodes
+                        .iter()
+                        .flat_map(|n| n.value.nodes.iter().map(|x| canonical(&x.name))),
+                )
+                .collect();
+            for san in c.value.sans() {
+                if !node_local.contains(&canonical(&san)) {
+                    kubeadm.push(san);
+                }
+            }
+        }
+        if sources.is_empty() {
+            out.push(not_compared(
+                id,
+                "spec.apiServer.certSANs",
+                "the names kubeadm's apiserver certificate answers to",
+                "--kubeadm-config or --apiserver-cert",
+            ));
+            return;
+        }
+        // What Talos puts in its certificate without being told.
+        let mut talos = talos_named_sans(&s.endpoint.host, &s.network.dns_domain);
+        talos.extend(
+            first_service_ips(&s.network.services)
+                .iter()
+                .map(ToString::to_string),
+        );
+        talos.extend(s.api_server.cert_sans.iter().map(|n| canonical(n)));
+        let mut missing: Vec<String> = Vec::new();
+        for san in &kubeadm {
+            let c = canonical(san);
+            if !talos.contains(&c) && !missing.contains(&c) {
+                missing.push(c);
+            }
+        }
+        let field = format!("spec.apiServer.certSANs vs {}", sources.join(" and "));
+        if missing.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                "the Talos apiserver certificate will answer to every name the kubeadm one does"
+                    .into(),
+            ));
+            return;
+        }
+        let mut want: Vec<String> = s.api_server.cert_sans.clone();
+        want.extend(missing.iter().cloned());
+        out.push(
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "clients reach the kubeadm apiservers by {} too, which the Talos apiserver certificate \
+                     would not hold: their requests fail whenever the load balancer or the `kubernetes` \
+                     Service sends them to a Talos apiserver",
+                    list(&missing)
+                ),
+            )
+            .error(errors::X509_NAME)
+            .fix(format!(
+                "set `spec.apiServer.certSANs: [{}]` in cluster.yaml (rendered into Talos's \
+                 cluster.apiServer.certSANs)",
+                want.join(", ")
+            )),
+        );
+    }
+
+    /// B11: the etcd settings a mixed etcd must agree on; Talos sets none of them.
+    /// `etcd-db-size`: the largest kubeadm member's database against the quota a Talos
+    /// member will run with (`spec.etcd.extraArgs.quota-backend-bytes`, else etcd's 2 GiB):
+    /// a joining member over its quota raises the cluster-wide NOSPACE alarm.
+    pub(super) fn etcd_db_size(&self, out: &mut Vec<Finding>) {
+        let id = "etcd-db-size";
+        let spec = &self.i.config.spec.etcd.extra_args;
+        let (quota, quota_from) = match spec.get("quota-backend-bytes").map(|q| q.parse::<u64>()) {
+            Some(Ok(q)) if q > 0 => (q, "spec.etcd.extraArgs.quota-backend-bytes"),
+            _ => (ETCD_DEFAULT_QUOTA, "etcd's default, no quota-backend-bytes"),
+        };
+        let Some(st) = &self.i.etcd_status else {
+            out.push(not_compared(
+                id,
+                "etcd database size",
+                &format!(
+                    "the kubeadm etcd database size against the Talos quota ({} MiB, {quota_from})",
+                    quota / MIB
+                ),
+                "--etcd-status",
+            ));
+            return;
+        };
+        let Some(big) = st.value.iter().max_by_key(|m| m.db_size) else {
+            return;
+        };
+        let field = format!("{} Status.dbSize vs {quota_from}", st.file);
+        let pct = big.db_size.saturating_mul(100) / quota;
+        let sizes = format!(
+            "the largest kubeadm member ({}) holds {} MiB ({} MiB in use), {pct}% of the {} MiB quota a Talos member runs with",
+            big.endpoint,
+            big.db_size / MIB,
+            big.db_size_in_use / MIB,
+            quota / MIB
+        );
+        let fix = "raise the quota the Talos members run with: spec.etcd.extraArgs.quota-backend-bytes (at least the \
+                   kubeadm members' own, see `etcd-args`), or compact and defragment the kubeadm members first \
+                   (`etcdctl compact`, `etcdctl defrag`, one member at a time)";
+        let f = if big.db_size >= quota {
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!("{sizes}: a Talos member that joins is over its quota at once and raises the NOSPACE alarm, which makes etcd refuse every write"),
+            )
+            .error(errors::NOSPACE)
+            .fix(fix)
+        } else if pct >= 80 {
+            Finding::new(
+                id,
+                Severity::Warning,
+                field,
+                format!("{sizes}: little room before the NOSPACE alarm"),
+            )
+            .error(errors::NOSPACE)
+            .fix(fix)
+        } else {
+            Finding::new(id, Severity::Pass, field, sizes)
+        };
+        out.push(f);
+    }
+
+    pub(super) fn etcd_args(&self, out: &mut Vec<Finding>) {
+        let id = "etcd-args";
+        let spec = &self.i.config.spec.etcd.extra_args;
+        let Some(c) = &self.i.cluster_config else {
+            out.push(not_compared(
+                id,
+                "spec.etcd.extraArgs",
+                "kubeadm's etcd settings (quota, timeouts)",
+                "--kubeadm-config",
+            ));
+            return;
+        };
+        let field = format!("spec.etcd.extraArgs vs {} etcd.local.extraArgs", c.file);
+        // What differs, and the extra args that make Talos run as kubeadm does.
+        let (mut differ, mut carry) = (Vec::new(), Vec::new());
+        for (name, talos_default) in ETCD_PARITY_FLAGS {
+            let kubeadm = c.value.etcd_extra_args.get(name);
+            let talos = spec.get(*name).map(String::as_str);
+            match (kubeadm, talos) {
+                (Some(k), Some(t)) if k == t => {}
+                (None, None) => {}
+                (Some(k), t) => {
+                    differ.push(format!(
+                        "`{name}`: kubeadm {k}, Talos {}",
+                        t.unwrap_or(talos_default)
+                    ));
+                    carry.push(format!("{name}: \"{k}\""));
+                }
+                (None, Some(t)) => {
+                    differ.push(format!("`{name}`: kubeadm runs etcd's default, Talos {t}"))
+                }
+            }
+        }
+        if differ.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                "the Talos etcd members will run with kubeadm's quota and timeouts".into(),
+            ));
+            return;
+        }
+        let quota_lower = c
+            .value
+            .etcd_extra_args
+            .get("quota-backend-bytes")
+            .and_then(|q| q.parse::<u64>().ok())
+            .is_some_and(|q| {
+                let talos = spec
+                    .get("quota-backend-bytes")
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .unwrap_or(ETCD_DEFAULT_QUOTA);
+                q > talos
+            });
+        out.push(
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "the etcd members would disagree: {}{}",
+                    differ.join("; "),
+                    if quota_lower {
+                        ". A Talos member with a smaller quota raises a NOSPACE alarm once the database \
+                         outgrows it, and an etcd alarm makes the whole API read-only"
+                    } else {
+                        ". Mismatched election timeouts and heartbeats destabilise a mixed etcd"
+                    }
+                ),
+            )
+            .error_if(quota_lower, errors::NOSPACE)
+            .fix(if carry.is_empty() {
+                "remove from spec.etcd.extraArgs what the kubeadm members do not run".to_string()
+            } else {
+                format!(
+                    "add to cluster.yaml `spec.etcd.extraArgs: {{{}}}` (rendered into Talos's \
+                     cluster.etcd.extraArgs)",
+                    carry.join(", ")
+                )
+            }),
+        );
+    }
+
+    /// M1: CAPV grows a clone's disk only for full clones; a linked clone keeps the
+    /// template's disk whatever `diskGiB` says.
+    pub(super) fn clone_disk(&self, out: &mut Vec<Finding>) {
+        let id = "clone-disk-size";
+        let s = &self.i.config.spec;
+        let Some(vs) = &s.vsphere else {
+            out.push(no_placement(
+                id,
+                "spec.vsphere.cloneMode",
+                "the clone mode and disk sizes were",
+            ));
+            return;
+        };
+        let sized: Vec<String> = s
+            .control_plane
+            .iter()
+            .filter(|c| c.machine.disk_gib.is_some())
+            .map(|_| "spec.controlPlane.machine.diskGiB".to_string())
+            .chain(
+                s.workers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.machine.disk_gib.is_some())
+                    .map(|(i, _)| format!("spec.workers[{i}].machine.diskGiB")),
+            )
+            .collect();
+        if vs.clone_mode != CloneMode::LinkedClone || sized.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                "spec.vsphere.cloneMode",
+                if vs.clone_mode == CloneMode::LinkedClone {
+                    "linked clones keep the template's disk; no diskGiB is set".into()
+                } else {
+                    "full clones are grown to diskGiB".into()
+                },
+            ));
+            return;
+        }
+        out.push(
+            Finding::new(
+                id,
+                Severity::Warning,
+                format!("spec.vsphere.cloneMode vs {}", sized.join(", ")),
+                "cloneMode `linkedClone` keeps the template's disk: CAPV grows the disk only for full \
+                 clones, so the machines run on the template's disk size whatever diskGiB says (EPHEMERAL, \
+                 images, etcd)"
+                    .into(),
+            )
+            .fix(
+                "set `spec.vsphere.cloneMode: fullClone` for the sizes to apply, or remove diskGiB and size \
+                 the template's disk",
+            ),
+        );
+    }
+}
+
+/// How Talos treats a kube-apiserver flag (Talos `control_plane_static_pod.go`
+/// `manageAPIServer`, v1.10.6:344-443, v1.13.2:344-443).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TalosFlag {
+    /// Compared by another finding (issuer, audiences, service CIDR, encryption,
+    /// anonymous auth, the admission configuration).
+    ComparedElsewhere,
+    /// A node-local file or address Talos sets itself (most are MergeDenied).
+    Managed,
+    /// Talos sets this value; an extra arg replaces it.
+    Fixed(&'static str),
+    /// Talos sets these comma-separated values; an extra arg is appended to them.
+    Additive(&'static str),
+    /// Talos does not set it: kube-apiserver's default unless an extra arg sets it.
+    Unset,
+}
+
+fn talos_flag(name: &str) -> TalosFlag {
+    use crate::inputs::model::{APISERVER_ARGS_DENIED, APISERVER_ARGS_FROM_FIELDS};
+    use TalosFlag::*;
+    if APISERVER_ARGS_FROM_FIELDS.iter().any(|(n, _)| *n == name)
+        || matches!(name, "encryption-provider-config" | "anonymous-auth")
+    {
+        return ComparedElsewhere;
+    }
+    if APISERVER_ARGS_DENIED.contains(&name) {
+        return Managed;
+    }
+    match name {
+        "advertise-address" | "bind-address" | "secure-port" => Managed,
+        "allow-privileged" => Fixed("true"),
+        "enable-bootstrap-token-auth" => Fixed("true"),
+        "requestheader-allowed-names" => Fixed("front-proxy-client"),
+        "requestheader-extra-headers-prefix" => Fixed("X-Remote-Extra-"),
+        "requestheader-group-headers" => Fixed("X-Remote-Group"),
+        "requestheader-username-headers" => Fixed("X-Remote-User"),
+        "kubelet-preferred-address-types" => Fixed("InternalIP,ExternalIP,Hostname"),
+        "tls-min-version" => Fixed("VersionTLS12"),
+        "profiling" => Fixed("false"),
+        "audit-policy-file" => Fixed("/system/config/kubernetes/kube-apiserver/auditpolicy.yaml"),
+        "audit-log-path" => Fixed("/var/log/audit/kube/kube-apiserver.log"),
+        "audit-log-maxage" => Fixed("30"),
+        "audit-log-maxbackup" => Fixed("10"),
+        "audit-log-maxsize" => Fixed("100"),
+        "enable-admission-plugins" => Additive("NodeRestriction"),
+        // Node and RBAC always: as `authorization-mode`, or as the authorization config
+        // Talos writes from Kubernetes 1.29 on.
+        "authorization-mode" => Additive("Node,RBAC"),
+        "feature-gates" => Additive(""),
+        // Talos restricts the suites; clients kubeadm served keep working with them.
+        "tls-cipher-suites" => Managed,
+        _ => Unset,
+    }
+}
+
+/// Flags whose difference changes what is logged, not what is served.
+fn observability_only(name: &str) -> bool {
+    name.starts_with("audit-") || name == "profiling" || name == "v" || name.starts_with("log")
+}
+
+fn items(list: &str) -> Vec<&str> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// One kube-apiserver flag on which the kubeadm and Talos apiservers differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagDifference {
+    /// The flag, without `--`.
+    pub name: String,
+    /// kubeadm's value.
+    pub kubeadm: String,
+    /// What Talos will run (`None`: not set, kube-apiserver's default).
+    pub talos: Option<String>,
+    /// The value that makes Talos run as kubeadm does, to put in
+    /// `spec.apiServer.extraArgs`; `None` when an extra arg cannot (a file on the
+    /// kubeadm node), or when the difference is Talos's own default.
+    pub carry: Option<String>,
+    /// Only logging differs (audit, profiling).
+    pub observability: bool,
+}
+
+/// Compare the kubeadm kube-apiserver's flags with what Talos will run given
+/// `extra_args` (`spec.apiServer.extraArgs`). Flags other findings compare are left to
+/// them.
+pub fn apiserver_flag_differences(
+    kubeadm: &crate::inputs::kubeadm::FlagMap,
+    extra_args: &std::collections::BTreeMap<String, String>,
+) -> Vec<FlagDifference> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in kubeadm.iter() {
+        if !seen.insert(name) {
+            continue;
+        }
+        let values = kubeadm.get_all(name);
+        let k = values.join(",");
+        let extra = extra_args.get(name).map(String::as_str);
+        let is_file = values.iter().any(|v| v.starts_with('/'));
+        let (talos, same, carry) = match talos_flag(name) {
+            TalosFlag::ComparedElsewhere | TalosFlag::Managed => continue,
+            TalosFlag::Additive(default) => {
+                let mut effective: Vec<&str> = items(default);
+                for v in extra.map(items).unwrap_or_default() {
+                    if !effective.contains(&v) {
+                        effective.push(v);
+                    }
+                }
+                let missing: Vec<&str> = items(&k)
+                    .into_iter()
+                    .filter(|v| !effective.contains(v))
+                    .collect();
+                let mut want: Vec<&str> = extra.map(items).unwrap_or_default();
+                want.extend(missing.iter().copied());
+                (
+                    Some(effective.join(",")),
+                    missing.is_empty(),
+                    Some(want.join(",")),
+                )
+            }
+            TalosFlag::Fixed(default) => {
+                let t = extra.unwrap_or(default);
+                (Some(t.to_string()), t == k, Some(k.clone()))
+            }
+            TalosFlag::Unset => (
+                extra.map(str::to_string),
+                extra == Some(k.as_str()),
+                Some(k.clone()),
+            ),
+        };
+        if same {
+            continue;
+        }
+        out.push(FlagDifference {
+            name: name.to_string(),
+            kubeadm: k,
+            talos,
+            // A file on the kubeadm node is not on the Talos nodes: an extra arg alone
+            // would point at nothing.
+            carry: carry.filter(|_| !is_file || extra.is_some()),
+            observability: observability_only(name),
+        });
+    }
+    out
+}
+
+/// kube-apiserver's `--anonymous-auth` as the kubeadm apiserver runs it (default true).
+fn kubeadm_anonymous(a: &crate::inputs::kubeadm::ApiServerFacts) -> bool {
+    a.args.get("anonymous-auth").is_none_or(|v| v != "false")
+}
+
+/// What `import kubeadm` records so Talos runs as kubeadm does: the extra args that carry
+/// a difference, anonymous auth as kubeadm has it, and the Pod Security level
+/// (`privileged` when kubeadm has no admission configuration; unknown otherwise).
+pub fn carried_apiserver_settings(
+    a: &crate::inputs::kubeadm::ApiServerFacts,
+) -> (
+    std::collections::BTreeMap<String, String>,
+    Option<crate::inputs::model::PodSecurityLevel>,
+) {
+    let mut extra = std::collections::BTreeMap::new();
+    for d in apiserver_flag_differences(&a.args, &Default::default()) {
+        if let Some(v) = d.carry {
+            extra.insert(d.name, v);
+        }
+    }
+    if kubeadm_anonymous(a) {
+        extra.insert("anonymous-auth".to_string(), "true".to_string());
+    }
+    let pod_security = a
+        .args
+        .get("admission-control-config-file")
+        .is_none()
+        .then_some(crate::inputs::model::PodSecurityLevel::Privileged);
+    (extra, pod_security)
+}
+
+impl Cx<'_> {
+    /// B6(c): every kube-apiserver flag kubeadm runs with, against what Talos will run.
+    pub(super) fn apiserver_flags(&self, out: &mut Vec<Finding>) {
+        let id = "apiserver-flags";
+        let Some(a) = &self.i.apiserver else {
+            out.push(not_compared(
+                id,
+                "spec.apiServer.extraArgs",
+                "the kubeadm apiserver's flags",
+                "--apiserver-manifest",
+            ));
+            return;
+        };
+        let extra = &self.i.config.spec.api_server.extra_args;
+        let field = format!("spec.apiServer.extraArgs vs {} command", a.file);
+        let diffs = apiserver_flag_differences(&a.value.args, extra);
+        if diffs.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!(
+                    "the Talos apiservers will run every one of the kubeadm apiserver's {} flags as it does",
+                    a.value.args.len()
+                ),
+            ));
+            return;
+        }
+        let describe = |d: &FlagDifference| {
+            format!(
+                "`--{}`: kubeadm `{}`, Talos {}",
+                d.name,
+                d.kubeadm,
+                d.talos
+                    .as_deref()
+                    .map_or("kube-apiserver's default".to_string(), |t| format!("`{t}`"))
+            )
+        };
+        let blocking: Vec<&FlagDifference> = diffs.iter().filter(|d| !d.observability).collect();
+        let carry: Vec<String> = diffs
+            .iter()
+            .filter_map(|d| d.carry.as_ref().map(|v| format!("{}: \"{v}\"", d.name)))
+            .collect();
+        let files: Vec<String> = diffs
+            .iter()
+            .filter(|d| d.carry.is_none())
+            .map(|d| format!("`--{}`", d.name))
+            .collect();
+        let mut fix = String::new();
+        if !carry.is_empty() {
+            fix.push_str(&format!(
+                "add to cluster.yaml `spec.apiServer.extraArgs: {{{}}}` (rendered into Talos's \
+                 cluster.apiServer.extraArgs)",
+                carry.join(", ")
+            ));
+        }
+        if !files.is_empty() {
+            if !fix.is_empty() {
+                fix.push_str("; ");
+            }
+            fix.push_str(&format!(
+                "{} name files on the kubeadm nodes, which the Talos nodes lack: put each file on the \
+                 Talos control-plane nodes (`machine.files` in a Talos patch overlay) and mount its \
+                 directory (`cluster.apiServer.extraVolumes`), then add the flag to \
+                 spec.apiServer.extraArgs; for an audit policy use Talos's `cluster.apiServer.auditPolicy`",
+                files.join(", ")
+            ));
+        }
+        let (severity, what) = if blocking.is_empty() {
+            (
+                Severity::Warning,
+                "the Talos apiservers would log differently",
+            )
+        } else {
+            (
+                Severity::Blocking,
+                "requests the kubeadm apiservers serve would be authenticated, authorised or admitted \
+                 differently whenever they reach a Talos apiserver",
+            )
+        };
+        out.push(
+            Finding::new(
+                id,
+                severity,
+                field,
+                format!(
+                    "{what}: {}",
+                    diffs.iter().map(describe).collect::<Vec<_>>().join("; ")
+                ),
+            )
+            .fix(fix),
+        );
+    }
+
+    /// B6(b): Talos runs `--anonymous-auth=false`; a load balancer's HTTP health check of
+    /// `/healthz` or `/readyz` then gets 401 and takes the Talos apiservers out.
+    pub(super) fn anonymous_auth(&self, out: &mut Vec<Finding>) {
+        let id = "anonymous-auth";
+        let extra = self
+            .i
+            .config
+            .spec
+            .api_server
+            .extra_args
+            .get("anonymous-auth");
+        let talos = extra.map_or("false", String::as_str);
+        let field = "spec.apiServer.extraArgs.anonymous-auth";
+        let Some(a) = &self.i.apiserver else {
+            if extra.is_some() {
+                out.push(Finding::new(
+                    id,
+                    Severity::Pass,
+                    field,
+                    format!("set explicitly: the Talos apiservers run `--anonymous-auth={talos}`"),
+                ));
+            } else {
+                out.push(
+                    Finding::new(
+                        id,
+                        Severity::Warning,
+                        field,
+                        "Talos runs `--anonymous-auth=false` and the kubeadm side was not read: a load \
+                         balancer health check of `/healthz` or `/readyz` gets 401 from Talos apiservers"
+                            .into(),
+                    )
+                    .fix(
+                        "pass --apiserver-manifest, or set spec.apiServer.extraArgs.anonymous-auth \
+                         (\"true\" as kube-apiserver's default, or \"false\" with TCP health checks)",
+                    ),
+                );
+            }
+            return;
+        };
+        let kubeadm = kubeadm_anonymous(&a.value);
+        let field = format!("{field} vs {} --anonymous-auth", a.file);
+        if kubeadm == (talos == "true") {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!("both sides run `--anonymous-auth={talos}`"),
+            ));
+            return;
+        }
+        out.push(
+            Finding::new(
+                id,
+                if kubeadm { Severity::Blocking } else { Severity::Warning },
+                field,
+                if kubeadm {
+                    "kubeadm's apiservers allow anonymous requests (kube-apiserver's default), Talos's \
+                     refuse them (`--anonymous-auth=false`): a load balancer's HTTP health check of \
+                     `/healthz` or `/readyz` gets 401 and marks every Talos apiserver down, and the API is \
+                     gone once the kubeadm backends are removed"
+                        .to_string()
+                } else {
+                    format!("kubeadm refuses anonymous requests, the Talos apiservers would run `--anonymous-auth={talos}`")
+                },
+            )
+            .fix(if kubeadm {
+                "set spec.apiServer.extraArgs.anonymous-auth: \"true\" (as kubeadm runs), or switch the \
+                 load balancer to TCP health checks and set it to \"false\" explicitly"
+            } else {
+                "set spec.apiServer.extraArgs.anonymous-auth: \"false\", or remove it"
+            }),
+        );
+    }
+
+    /// B6(a): Talos's generated config enforces Pod Security `baseline` on every namespace
+    /// but kube-system; kubeadm configures none, so everything is `privileged`.
+    pub(super) fn pod_security(&self, out: &mut Vec<Finding>) {
+        use crate::inputs::model::PodSecurityLevel;
+        let id = "pod-security";
+        let level = self.i.config.spec.api_server.pod_security;
+        let field = "spec.apiServer.podSecurity";
+        let kubeadm = self.i.apiserver.as_ref().map(|a| {
+            (
+                a.file.clone(),
+                a.value
+                    .args
+                    .get("admission-control-config-file")
+                    .map(str::to_string),
+            )
+        });
+        match (kubeadm, level) {
+            (Some((file, None)), Some(PodSecurityLevel::Privileged)) => out.push(Finding::new(
+                id,
+                Severity::Pass,
+                format!("{field} vs {file}"),
+                "kubeadm configures no Pod Security admission (privileged); Talos will enforce `privileged` too".into(),
+            )),
+            (Some((file, None)), l) => out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    format!("{field} vs {file}"),
+                    format!(
+                        "kubeadm configures no Pod Security admission, so every namespace is `privileged`; \
+                         Talos would enforce `{}` on every namespace but kube-system: pods needing hostPath, \
+                         hostNetwork, hostPID or privileged (node exporters, CSI node plugins, agents) are \
+                         rejected whenever their creation reaches a Talos apiserver",
+                        l.map_or("baseline", PodSecurityLevel::as_str)
+                    ),
+                )
+                .fix("set `spec.apiServer.podSecurity: privileged` (label namespaces to tighten them later)"),
+            ),
+            (Some((file, Some(config))), None) => out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    format!("{field} vs {file} --admission-control-config-file"),
+                    format!(
+                        "kubeadm reads its admission configuration from `{config}` on its nodes, which capstan \
+                         cannot see; Talos would enforce `baseline`"
+                    ),
+                )
+                .fix(format!(
+                    "read the PodSecurity `defaults.enforce` in `{config}` and set spec.apiServer.podSecurity \
+                     to it; carry other plugins' configuration with a Talos patch of \
+                     cluster.apiServer.admissionControl"
+                )),
+            ),
+            (Some((file, Some(config))), Some(l)) => out.push(Finding::new(
+                id,
+                Severity::Info,
+                format!("{field} vs {file} --admission-control-config-file"),
+                format!(
+                    "Talos will enforce `{}`; kubeadm's level is in `{config}` on its nodes: compare by hand",
+                    l.as_str()
+                ),
+            )),
+            (None, Some(l)) => out.push(Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!("set explicitly: Talos will enforce `{}`", l.as_str()),
+            )),
+            (None, None) => out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    "not set: Talos would enforce `baseline` on every namespace but kube-system, where kubeadm \
+                     enforces nothing unless configured"
+                        .into(),
+                )
+                .fix("pass --apiserver-manifest, or set spec.apiServer.podSecurity (kubeadm's default: `privileged`)"),
+            ),
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! `capstan plan`: the migration runbook for a cluster's current phase, as Markdown. A pure
+//! function of `cluster.yaml`: what the bundle does when synced, the commands to run around
+//! it, what to verify before moving to the next phase, how to roll back, and why.
+//!
+//! The phase model (from the Talos, CABPT, CACPPT and Cluster API source, cited where each
+//! rule is enforced):
+//! - every phase of an existing cluster: an admission policy refuses the cluster's machines
+//!   until `status.bootstrapped` is true on the TalosControlPlane, and the phase's Job sets
+//!   it once the imported Secrets exist; otherwise the provider sends the Talos Bootstrap
+//!   RPC to a machine that has not joined yet, which starts a second, empty etcd;
+//! - `prepare`: the objects and sealed secrets exist, every replica count is 0;
+//! - `control-plane`: the TalosControlPlane gets its replicas but is paused in git; a Job
+//!   unpauses it only while it has no machine, for seconds, until the provider has created
+//!   them all, and pauses it again. The provider's etcd audit force-removes every etcd
+//!   member that is not one of its machines on any unpaused reconcile once all its machines
+//!   have a node: so the control plane stays paused until the kubeadm members are removed
+//!   by hand, one at a time. etcd has 6 voters (quorum 4) meanwhile;
+//! - `workers`: no kubeadm etcd member is left; a Job lifts the pause (server-side apply
+//!   cannot: the scale Job's annotate owns it) and the worker pools scale;
+//! - `complete`: no kubeadm node is left; Cluster API manages the cluster, still guarded.
+//!
+//! Procedures (rollback, replacing a machine, removing a kubeadm node, ...) come from
+//! [`crate::procedure`], the one source `explain` and the README share.
+
+use crate::inputs::model::{ClusterConfig, Phase, SemVer};
+use crate::procedure::{
+    Names, ANTI_AFFINITY, REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE, ROLLBACK_CONTROL_PLANE,
+    UNPAUSE,
+};
+use std::fmt::Write as _;
+
+/// The runbook for the cluster's current phase.
+pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
+    let mut md = String::with_capacity(8192);
+    let s = &config.spec;
+    let name = &config.metadata.name;
+    let ns = &config.metadata.namespace;
+    let tcp = format!("{name}-cp");
+    let phase = s.migration.as_ref().map(|m| m.phase);
+    let cp_replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
+    let kubeadm = s
+        .migration
+        .as_ref()
+        .map(|m| m.kubeadm.clone())
+        .unwrap_or_default();
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+
+    let _ = writeln!(
+        md,
+        "# Runbook: `{name}`, phase `{}`\n",
+        phase.map_or("none (not migrating)", Phase::as_str)
+    );
+    let _ = writeln!(
+        md,
+        "Cluster `{name}` in namespace `{ns}` (flavour `{}`), Talos {}, Kubernetes {}, endpoint `{}`.",
+        s.flavour.as_str(),
+        s.versions.talos,
+        s.versions.kubernetes,
+        s.endpoint.url()
+    );
+    let _ = writeln!(
+        md,
+        "kubeadm still present: control-plane nodes {}; etcd members {}; workers {}.\n",
+        list(&kubeadm.control_plane_nodes),
+        list(&kubeadm.etcd_members),
+        list(&kubeadm.worker_nodes)
+    );
+    let _ = writeln!(
+        md,
+        "Phases: `prepare` → `control-plane` → `workers` → `complete`. Before every step: `capstan diff` of the change reviewed, and, until the Talos control plane has joined, a clean check with every input (a missing one blocks as `check-inputs`): `{}`.\n",
+        crate::migration::check::full_command(config, &format!("clusters/{name}"), |_| None, |_| false)
+    );
+
+    let etcd_old = s
+        .provenance
+        .as_ref()
+        .and_then(|p| p.etcd_version.as_deref())
+        .and_then(|v| SemVer::parse(&format!("v{}", v.split('-').next().unwrap_or(v))))
+        .is_some_and(|v| v.major == 3 && v.minor == 5 && v.patch < 20);
+    let talos_etcd36 =
+        SemVer::parse(&s.versions.talos).is_some_and(|t| t.major == 1 && t.minor >= 11);
+
+    let names = Names {
+        namespace: ns.clone(),
+        cluster: name.clone(),
+    };
+    let policy = format!("{name}.{ns}.bootstrapped.capstan.dev");
+    let guard = format!(
+        "Keeps the cluster guarded against a second etcd: the admission policy `{policy}` refuses every Machine and \
+         VSphereMachine of the cluster until `{tcp}` has `status.bootstrapped=true`, and the phase's Job (ServiceAccount \
+         `{name}-capstan-migration`: `{tcp}` and its status by name, listing Machines, reading Secrets by name) waits for \
+         `{name}-talos` and `{name}-ca`, then sets the status, refusing while Talos control-plane Nodes run without \
+         Machines (a lost management cluster: restore its Machines first)."
+    );
+    match phase {
+        Some(Phase::Prepare) => {
+            section(&mut md, "What the bundle does when synced", &[
+                &format!("Creates the Cluster API objects, the sealed Secrets `{name}-talos` (the imported Talos secrets bundle) and `{name}-ca` (the kubeadm Kubernetes CA), so the providers reuse the kubeadm PKI instead of generating one."),
+                &format!("Renders TalosControlPlane `{tcp}` and every MachineDeployment with **0 replicas**: no Talos machine is created in this phase."),
+                &guard,
+                &format!("Runs Job `{name}-capstan-migration-bootstrapped-…`: the guard alone."),
+            ]);
+            let mut before = vec![
+                format!("The management cluster runs Kubernetes 1.30 or later (the admission policy is `admissionregistration.k8s.io/v1`) and the provider releases declared in `spec.migration.providers`: `capstan check clusters/{name} --providers providers.yaml` with `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml > providers.yaml`."),
+                "Config matching on the kubeadm side (`capstan check`): the service-account issuer and audiences, the encryption provider order and key name (`key2` secretbox), CIDRs, DNS domain, endpoint.".to_string(),
+                "Create a non-expiring join token on the kubeadm cluster, or apply the sealed one: `capstan secrets decrypt clusters/NAME/secrets/workload/bootstrap-token-*.yaml | kubectl --kubeconfig kubeadm.conf apply -f -` (the token of the imported bundle, no expiry).".replace("NAME", name),
+                match crate::secrets::seal::identity_secret_name(config) {
+                    Some(secret) => format!("The vSphere credentials CAPV logs in with are sealed with the cluster as Secret `{secret}` (`capstan secrets vsphere-identity clusters/{name} --username <user>`, the password on stdin): CAPV takes ownership of it and deletes it with the Cluster, so a copy made by hand would not survive a rebuild."),
+                    None => "The vSphere credentials CAPV logs in with exist in the management cluster (its manager credentials, or the VSphereClusterIdentity `spec.vsphere.identityRef` names, with its Secret in CAPV's namespace).".to_string(),
+                },
+                format!("The vSphere cloud controller manager (kubernetes/cloud-provider-vsphere) runs in the cluster: Talos nodes run kubelet `--cloud-provider=external` and stay tainted `node.cloudprovider.kubernetes.io/uninitialized`, without the `vsphere://` providerID Cluster API matches Machines by, until it initialises them (`capstan check clusters/{name} --nodes nodes.yaml` with `kubectl get nodes -o yaml > nodes.yaml`)."),
+                "Fix the kube-proxy DaemonSet labels (`tier: node`, `k8s-app: kube-proxy`) if `capstan check` reports them.".to_string(),
+            ];
+            if talos_etcd36 {
+                before.push(format!(
+                    "Talos {} runs etcd 3.6: upgrade the kubeadm etcd to 3.5.26 (at least 3.5.20) first, or joining fails with `too many learner member in cluster`{}.",
+                    s.versions.talos,
+                    if etcd_old { " (the imported cluster runs an older 3.5)" } else { "" }
+                ));
+            }
+            section(
+                &mut md,
+                "Before syncing",
+                &before.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            section(&mut md, "Verify before the next phase", &[
+                &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.status.bootstrapped}}'` prints `true`."),
+                &format!("`kubectl -n {ns} get machines -l cluster.x-k8s.io/cluster-name={name}` lists nothing."),
+                &format!("`kubectl -n {ns} get secret {name}-talos {name}-ca {name}-kubeconfig` exist (the control-plane provider wrote the kubeconfig: the next phase's Job reads the workload cluster through it), and the Cluster's infrastructure is ready (`kubectl -n {ns} get vspherecluster {name}`)."),
+                "On a kubeadm control-plane node: `etcdctl member list` shows only the kubeadm members, all started.",
+            ]);
+            section(&mut md, "Next phase", &[&format!(
+                "In `clusters/{name}/cluster.yaml` set `spec.migration.phase: control-plane`, add `acknowledge: [etcd-audit, control-plane-anti-affinity]` after reading the next phase's runbook (`capstan plan` after the edit), keep `etcdMembers` listing every kubeadm etcd member. The TalosControlPlane will get {cp_replicas} replicas at once."
+            )]);
+            section(&mut md, "Roll back", &[&format!("Nothing runs on the workload cluster yet: remove the Application (or `kubectl delete -k` the bundle); the admission policy `{policy}` and its binding are kept by Argo CD (`Delete=false`, like the TalosControlPlane): delete them by hand with the TalosControlPlane. A `status.bootstrapped` already set does no harm while no Talos machine exists.")]);
+        }
+        Some(Phase::ControlPlane) => {
+            section(&mut md, "What the bundle does when synced", &[
+                &format!("Renders TalosControlPlane `{tcp}` with **{cp_replicas} replicas** and the annotation `cluster.x-k8s.io/paused: \"true\"`. Worker pools stay at 0."),
+                &guard,
+                &format!("Runs Job `{name}-capstan-migration-scale-control-plane-…`: after the guard it unpauses only if no control-plane Machine exists (two agreeing reads) and the workload cluster (through `{name}-kubeconfig`) has no Talos control-plane Node, which would mean this management cluster lost its Machines. The provider then creates all {cp_replicas} Machines in seconds (one per reconcile); the Job pauses again as soon as they exist, at the first nodeRef, or after 30 seconds, and on every exit path, retried until it holds. Any failed, timed-out or unparsable `kubectl` call fails the Job with the pause kept; a killed pod is replaced by one that re-asserts it. Once any Machine exists it never unpauses again."),
+                &format!("Adds the admission policy `{name}.{ns}.paused-node-refs.capstan.dev`: a control-plane Machine gets its nodeRef only while `{tcp}` is paused, so the etcd audit (which needs every nodeRef) cannot run inside the window, even if the Job's pod is lost in it."),
+                "The Talos machines boot, join the kubeadm etcd as learners one at a time (Talos finds the members through the `default/kubernetes` endpoints) and are promoted; their kubelets join with the imported bootstrap token.",
+            ]);
+            section(&mut md, "Why the control plane stays paused", &[
+                "The provider's etcd audit lists the etcd members and force-removes every member whose name is not one of its Machines, on every unpaused reconcile once all its Machines have a node. With kubeadm members present that removes them all at once and can lose quorum.",
+                "It runs before scaling in the same reconcile, so raising replicas on an unpaused control plane whose machines have joined triggers it too. That is why all Talos control-plane machines are created in one window, before any has a node, and why the control plane stays paused until `etcdMembers` is empty.",
+                "While paused the provider does not reconcile `status`, scale or remediate: that is expected during this phase.",
+            ]);
+            let kubeadm_n = kubeadm.etcd_members.len();
+            let voters = kubeadm_n + cp_replicas as usize;
+            section(&mut md, "Quorum during this phase", &[
+                &format!("etcd has {kubeadm_n} kubeadm and {cp_replicas} Talos members: {voters} voters, quorum {}, so it survives {} members down, and no more: the new Talos VMs may share an ESXi host, and every kubeadm node drained, rebooted or removed counts. Remove the kubeadm members promptly, one at a time.", voters / 2 + 1, voters - (voters / 2 + 1)),
+                "CAPV makes no vSphere cluster module (anti-affinity) for a TalosControlPlane: keep the Talos control-plane VMs on separate hosts (below).",
+                "If etcd loses quorum anyway (`etcdserver: no leader`, `request timed out`): `capstan explain 'etcdserver: no leader'` prints how to restore it from one kubeadm member.",
+            ]);
+            md.push_str(&ANTI_AFFINITY.markdown(&names, "##"));
+            md.push('\n');
+            section(&mut md, "Around the sync", &[
+                "Watch the join: `talosctl -n <talos-ip> service etcd` and `etcdctl member list` on a kubeadm node (learners appear, then turn into voters). The talosconfig is in the Secret `NAME-talosconfig` (key `talosconfig`).".replace("NAME", name).as_str(),
+                "Move the load balancer backends to the Talos control-plane nodes as they become Ready (`kubectl get nodes -l node-role.kubernetes.io/control-plane`).",
+                &format!(
+                    "Then remove the kubeadm control-plane nodes ({}) one at a time, as below.",
+                    list(&kubeadm.control_plane_nodes)
+                ),
+                "Never unpause the TalosControlPlane by hand in this phase.",
+            ]);
+            md.push_str(&REMOVE_KUBEADM_NODE.markdown(&names, "##"));
+            md.push('\n');
+            md.push_str(&REPLACE_TALOS_MACHINE.markdown(&names, "##"));
+            md.push('\n');
+            section(&mut md, "Verify before the next phase", &[
+                "Before the commit that removes the last kubeadm node (and sets phase `workers`): `etcdctl member list` shows the Talos members, all voters, and that one kubeadm member; after its `kubeadm reset`, only the Talos members.",
+                "With `etcdMembers` and `controlPlaneNodes` empty and phase `workers`, `capstan check` is clean.",
+                "The API through the load balancer answers with the Talos nodes only; service-account tokens of running workloads still authenticate (no `invalid bearer token` in the apiserver logs).",
+            ]);
+            section(&mut md, "Next phase", &[&format!("In the commit that removes the last kubeadm node, set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: its Job lifts the pause once the workload cluster shows no kubeadm etcd member, and the worker pools scale.")]);
+            md.push_str(&ROLLBACK_CONTROL_PLANE.markdown(&names, "##"));
+            md.push('\n');
+        }
+        Some(Phase::Workers) => {
+            section(&mut md, "What the bundle does when synced", &[
+                &format!("Renders TalosControlPlane `{tcp}` without the pause annotation, and runs Job `{name}-capstan-migration-unpause-control-plane-…` that removes it (see below): the provider reconciles again, and its etcd audit now finds only its own machines."),
+                &guard,
+                &format!("Scales the worker pools: {}.", pools(config, sizes)),
+            ]);
+            md.push_str(&UNPAUSE.markdown(&names, "##"));
+            md.push('\n');
+            section(&mut md, "Around the sync", &[&format!(
+                "As Talos workers become Ready, drain and remove the kubeadm workers ({}) one by one: `kubectl drain <node> --delete-emptydir-data --force --ignore-daemonsets --timeout=10m`, `kubectl delete node <node>`, then `kubeadm reset --force` on it and remove it from `workerNodes` in `cluster.yaml`.",
+                list(&kubeadm.worker_nodes)
+            )]);
+            section(&mut md, "Verify before the next phase", &[
+                &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.metadata.annotations}}'` shows no `cluster.x-k8s.io/paused`."),
+                "`kubectl get nodes -o wide` shows only Talos nodes; `workerNodes` is empty.",
+                &format!("`kubectl -n {ns} get taloscontrolplanes,machinedeployments` report their replicas ready."),
+            ]);
+            section(
+                &mut md,
+                "Next phase",
+                &["Set `spec.migration.phase: complete`. Keep `spec.migration` (with `jobImage`): the cluster stays guarded in every phase."],
+            );
+            section(&mut md, "Roll back", &["Scale a pool down in `cluster.yaml` (Cluster API removes Talos workers) and uncordon the kubeadm workers that are still there."]);
+        }
+        Some(Phase::Complete) | None => {
+            let job = format!("Runs Job `{name}-capstan-migration-unpause-control-plane-…`: the guard, and it lifts a pause left from phase control-plane once the workload cluster shows no kubeadm etcd member (`capstan explain 'reconciliation is paused for this object'`).");
+            let mut what = vec![
+                "Manages the cluster like any Cluster API cluster: every replica count as declared, no pause.",
+            ];
+            if phase.is_some() {
+                what.push(guard.as_str());
+                what.push(job.as_str());
+            } else {
+                what.push("Nothing guards against the Bootstrap RPC: this cluster was not imported and has no migration phase, so the control-plane provider bootstraps it as a new cluster.");
+            }
+            what.push("A change of a machine template's spec renames it (content hash) and rolls the machines; review it with `capstan diff`.");
+            section(&mut md, "What the bundle does when synced", &what);
+            section(&mut md, "Keep in mind", &[
+                "Keep `spec.migration.phase: complete`: a management cluster rebuilt from git then cannot bootstrap a second etcd (the policy refuses machines until the Job has set `status.bootstrapped`).",
+                "The sealed secrets are the cluster's PKI: never re-import; rotate recipients with `capstan secrets rekey`.",
+                "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses. A Talos upgrade is a VM template of the new release (named with it) with `spec.versions.talos` (and `spec.talos.installImage`) in the same commit: `check` blocks a template of another release (`talos-image`); every machine rolls.",
+                "Rolling machines never upgrades kube-proxy or CoreDNS: Talos applies its bootstrap manifests only when they are missing. After `spec.versions.kubernetes` moves, bump their images yourself (GitOps manifests, or `talosctl upgrade-k8s` for the manifests only; see README \"Upgrades\").",
+            ]);
+        }
+    }
+    md
+}
+
+/// A worker pool's MachineDeployment as rendered, overlays applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSize {
+    /// The MachineDeployment's name.
+    pub name: String,
+    /// `spec.replicas`, absent when an overlay took it out of git.
+    pub replicas: Option<u64>,
+    /// The Cluster Autoscaler's min and max size annotations, when both are set.
+    pub autoscaler: Option<(String, String)>,
+}
+
+fn pools(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
+    if config.spec.workers.is_empty() {
+        return "no pools declared".into();
+    }
+    config
+        .spec
+        .workers
+        .iter()
+        .map(|p| {
+            let name = format!("{}-{}", config.metadata.name, p.name);
+            match sizes.iter().find(|s| s.name == name) {
+                None => format!("`{name}` to {} replicas", p.replicas),
+                Some(PoolSize { replicas: Some(n), .. }) => format!("`{name}` to {n} replicas"),
+                Some(PoolSize { replicas: None, autoscaler: Some((lo, hi)), .. }) => format!(
+                    "`{name}` by the Cluster Autoscaler, between {lo} and {hi} machines (no replicas in git, \
+                     so `spec.workers[].replicas` ({}) is not applied: the webhook clamps the current count \
+                     into that range, so a pool at 0 gets {lo})",
+                    p.replicas
+                ),
+                Some(PoolSize { replicas: None, autoscaler: None, .. }) => format!(
+                    "`{name}` to 1 replica (no replicas in git: the webhook defaults them to 1)"
+                ),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn section(md: &mut String, title: &str, items: &[&str]) {
+    let _ = writeln!(md, "## {title}\n");
+    for (i, item) in items.iter().enumerate() {
+        let _ = writeln!(md, "{}. {item}", i + 1);
+    }
+    md.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::model::tests::MINIMAL;
+
+    fn runbook_of(c: &ClusterConfig) -> String {
+        runbook(c, &[])
+    }
+
+    #[test]
+    fn pools_say_how_they_are_sized() {
+        let c = cfg("  workers:\n  - name: general\n    replicas: 6\n    machine: {numCPUs: 2, memoryMiB: 4096, diskGiB: 40}\n  migration:\n    phase: workers\n");
+        let pool = &c.spec.workers[0];
+        let name = format!("{}-{}", c.metadata.name, pool.name);
+        let size = |replicas, autoscaler| PoolSize {
+            name: name.clone(),
+            replicas,
+            autoscaler,
+        };
+        assert_eq!(
+            pools(&c, &[]),
+            format!("`{name}` to {} replicas", pool.replicas)
+        );
+        assert_eq!(
+            pools(&c, &[size(Some(7), None)]),
+            format!("`{name}` to 7 replicas")
+        );
+        let auto = pools(&c, &[size(None, Some(("2".into(), "5".into())))]);
+        assert!(
+            auto.starts_with(&format!(
+                "`{name}` by the Cluster Autoscaler, between 2 and 5 machines"
+            )) && auto.contains(&format!(
+                "`spec.workers[].replicas` ({}) is not applied",
+                pool.replicas
+            )) && auto.ends_with("a pool at 0 gets 2)"),
+            "{auto}"
+        );
+        assert!(pools(&c, &[size(None, None)]).contains("to 1 replica (no replicas in git"));
+        assert!(runbook(&c, &[size(None, Some(("2".into(), "5".into())))])
+            .contains("Scales the worker pools: `"));
+    }
+
+    fn cfg(extra: &str) -> ClusterConfig {
+        ClusterConfig::from_value(
+            "c",
+            crate::yaml::parse_one(&(MINIMAL.to_string() + extra)).unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn each_phase_explains_itself() {
+        let prepare = runbook_of(&cfg("  migration:\n    phase: prepare\n    jobImage: i\n    kubeadm:\n      etcdMembers: [cp-1]\n"));
+        assert!(prepare.starts_with("# Runbook: `lab-f`, phase `prepare`"));
+        assert!(prepare.contains("status.bootstrapped=true") && prepare.contains("**0 replicas**"));
+        assert!(
+            !prepare.contains("too many learner member in cluster"),
+            "Talos 1.10 runs etcd 3.5"
+        );
+        let cp = runbook_of(&cfg("  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit]\n    kubeadm:\n      etcdMembers: [cp-1]\n      controlPlaneNodes: [cp-1]\n"));
+        assert!(
+            cp.contains("## Why the control plane stays paused")
+                && cp.contains("force-removes every member")
+        );
+        assert!(cp.contains("**3 replicas**") && cp.contains("`cp-1`"));
+        // The rollback removes the Talos members one at a time before deleting the Machines,
+        // and the 6-member window (here 1 kubeadm + 3 Talos) is stated.
+        let rollback = &cp[cp.find("## Roll back phase control-plane").unwrap()..];
+        assert!(
+            rollback.find("etcdctl member remove").unwrap()
+                < rollback.find("delete machines.cluster.x-k8s.io").unwrap()
+        );
+        assert!(cp.contains("etcd has 1 kubeadm and 3 Talos members: 4 voters, quorum 3"));
+        assert!(cp.contains("## Keep the Talos control-plane VMs on separate ESXi hosts"));
+        assert!(cp.contains(
+            "## Replace a failed Talos control-plane machine during phase control-plane"
+        ));
+        let w = runbook_of(&cfg("  migration:\n    phase: workers\n"));
+        assert!(
+            w.contains("## Lift the pause after phase control-plane")
+                && w.contains("unpause-control-plane")
+        );
+        let done = runbook_of(&cfg(""));
+        assert!(done.contains("phase `none (not migrating)`"));
+    }
+
+    #[test]
+    fn etcd_skew_is_called_out_for_talos_1_11_and_later() {
+        let c = cfg("  migration:\n    phase: prepare\n    jobImage: i\n  provenance:\n    etcdVersion: 3.5.15-0\n")
+            ;
+        let mut c = c;
+        c.spec.versions.talos = "v1.11.2".into();
+        let md = runbook(&c, &[]);
+        assert!(
+            md.contains("too many learner member in cluster") && md.contains("older 3.5"),
+            "{md}"
+        );
+    }
+}

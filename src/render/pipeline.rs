@@ -1,0 +1,159 @@
+//! The render pipeline as a library function, used by every command that renders (`render`,
+//! `argocd generate`, `diff`): each cluster directory → its inputs (read once, through
+//! `inputs`) → objects from the templates, its overlays and content-hash names (`render`)
+//! → the checked sealed Secrets (`seal`) → buildable, sorted objects. Writing is left to the
+//! caller (`bundle`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::inputs::{self, ClusterInput};
+use crate::render::{RenderError, Rendered, Renderer};
+
+/// Why a cluster could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// Reading an input.
+    #[error(transparent)]
+    Input(#[from] inputs::InputError),
+    /// Rendering or the migration interlocks.
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    /// The sealed Secrets.
+    #[error(transparent)]
+    Seal(#[from] crate::secrets::seal::SealError),
+    /// An object kustomize could not build.
+    #[error(transparent)]
+    Unbuildable(#[from] crate::resource::Unbuildable),
+    /// A worker thread panicked (a bug; the other clusters' results are discarded).
+    #[error("a render worker panicked")]
+    WorkerPanicked,
+}
+
+/// One cluster's outcome: its name and `cluster.yaml` (for the duplicate-name check) and
+/// what the caller kept.
+type Done<T, E> = Result<(String, String, T), E>;
+
+/// Load and render every cluster directory and map each result with `f`, on all cores.
+/// Each worker reads its cluster (overlays come from a cache shared by all), renders it and keeps only what `f` returns, so no
+/// cluster's inputs or objects outlive its turn. Results, the first error, and the
+/// duplicate-name check come back in input order: output never depends on scheduling.
+/// `wanted` says whether the inputs are hashed for a lock (only `-o` writes one).
+pub fn render_each<T: Send, E: From<PipelineError> + Send>(
+    dirs: &[PathBuf],
+    templates: Option<&PathBuf>,
+    wanted: inputs::Digests,
+    f: impl Fn(Rendered, Vec<inputs::Digest256>) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
+    let tdir_of = |d: &PathBuf| {
+        templates
+            .cloned()
+            .unwrap_or_else(|| inputs::repo_root(d).join("templates"))
+    };
+    let mut renderers: BTreeMap<PathBuf, (Renderer, Vec<inputs::Digest256>)> = BTreeMap::new();
+    for d in dirs {
+        let tdir = tdir_of(d);
+        if let std::collections::btree_map::Entry::Vacant(slot) = renderers.entry(tdir) {
+            let (overrides, digests) =
+                inputs::load_templates(slot.key(), &inputs::repo_root(d), templates.is_some())
+                    .map_err(PipelineError::from)?;
+            slot.insert((
+                Renderer::new(&overrides).map_err(PipelineError::from)?,
+                digests,
+            ));
+        }
+    }
+    let overlay_cache = inputs::OverlayCache::default();
+    let one = |d: &PathBuf| -> Done<T, E> {
+        let c = inputs::load_cluster_with(d, wanted).map_err(PipelineError::from)?;
+        let overlays = inputs::load_overlays(&c, &overlay_cache).map_err(PipelineError::from)?;
+        let (renderer, tdigests) = &renderers[&tdir_of(d)];
+        let rendered = build(&c, &overlays, renderer)?;
+        let mut digests = c.digests;
+        if wanted == inputs::Digests::Wanted {
+            digests.extend(overlays.digests);
+            digests.extend(tdigests.iter().cloned());
+        }
+        Ok((c.config.metadata.name, c.file, f(rendered, digests)?))
+    };
+    // One worker more than cores: a worker waiting for the disk (reading inputs that are
+    // not cached, creating files) then leaves its core to another instead of idling it.
+    // Measured on 2 cores, 1,000 clusters into a fresh tree: 3 workers beat 2 in each of
+    // 9 alternating pairs, by 2-10% (bench/README.md).
+    let workers =
+        (std::thread::available_parallelism().map_or(1, usize::from) + 1).min(dirs.len().max(1));
+    let results: Vec<Done<T, E>> = if workers <= 1 || dirs.len() < 8 {
+        dirs.iter().map(one).collect()
+    } else {
+        // Workers take the next cluster as they finish one, so no core idles while another
+        // still has a backlog; each result is put back at its cluster's index.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(d) = dirs.get(i) else {
+                    return done;
+                };
+                done.push((i, one(d)));
+            }
+        };
+        let mut slots: Vec<Option<Done<T, E>>> =
+            std::iter::repeat_with(|| None).take(dirs.len()).collect();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers).map(|_| s.spawn(work)).collect();
+            for h in handles {
+                match h.join() {
+                    Ok(done) => {
+                        for (i, r) in done {
+                            slots[i] = Some(r);
+                        }
+                    }
+                    Err(_) => slots.push(Some(Err(PipelineError::WorkerPanicked.into()))),
+                }
+            }
+        });
+        slots.into_iter().flatten().collect()
+    };
+    let mut seen: std::collections::HashMap<String, String> =
+        std::collections::HashMap::with_capacity(results.len());
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        let (name, file, value) = r?;
+        if let Some(first) = seen.get(&name) {
+            return Err(PipelineError::from(inputs::InputError::DuplicateName {
+                name,
+                first: first.clone(),
+                second: file,
+            })
+            .into());
+        }
+        seen.insert(name, file);
+        out.push(value);
+    }
+    Ok(out)
+}
+
+/// One cluster's objects: the checked sealed Secrets, then the rendered objects (overlays
+/// applied), in the fixed output order.
+pub fn build(
+    c: &ClusterInput,
+    overlays: &inputs::LoadedOverlays,
+    renderer: &Renderer,
+) -> Result<Rendered, PipelineError> {
+    let mut rendered = renderer.render(&c.file, &c.config, &overlays.overlays)?;
+    let mut resources = crate::secrets::seal::sealed_resources(
+        &c.config,
+        &c.file,
+        &c.dir.display().to_string(),
+        c.secrets_age_sha256.as_deref(),
+        &c.sealed,
+    )?;
+    resources.append(&mut rendered.resources);
+    for r in &resources {
+        crate::resource::check_buildable(r)?;
+    }
+    crate::resource::sort(&mut resources);
+    rendered.resources = resources;
+    Ok(rendered)
+}

@@ -1,0 +1,710 @@
+//! Renders a [`Diff`] for people and programs: terminal text (optionally coloured),
+//! Markdown for a pull-request comment (summary table first, details folded, kept under
+//! GitHub's comment limit with a note of what was cut), and JSON; and error messages for
+//! the terminal ([`error_message`]: bounded, control characters escaped).
+//!
+//! Pure: strings in, strings out. Nothing here sees a secret value: the model has none.
+
+use crate::review::diff::{
+    CertChange, CertInfo, ClusterDiff, ClusterStatus, Delta, Diff, ObjectDiff, ObjectStatus,
+    Severity,
+};
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// GitHub's limit for a pull-request comment, in characters.
+pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
+
+/// The most characters of one line of an error message.
+pub const ERROR_LINE_LIMIT: usize = 1_000;
+/// The most lines of an error message.
+pub const ERROR_LINES_LIMIT: usize = 100;
+
+/// An error message as it may reach a terminal, a CI log or Argo CD's UI: every control
+/// character but the line break (C0, DEL, C1: an ANSI escape, a carriage return that
+/// would overwrite the line) and every bidirectional override is escaped (`\u{1b}`), each
+/// line is cut at [`ERROR_LINE_LIMIT`] characters and the message at [`ERROR_LINES_LIMIT`]
+/// lines, each cut saying how much was left out. A message echoes input (a value, a
+/// path), and input is untrusted.
+pub fn error_message(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(ERROR_LINE_LIMIT * 4));
+    let lines: Vec<&str> = text.split('\n').collect();
+    for (i, line) in lines.iter().take(ERROR_LINES_LIMIT).enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let total = line.chars().count();
+        for (shown, c) in line.chars().enumerate() {
+            if shown == ERROR_LINE_LIMIT {
+                let _ = write!(out, "… ({} more characters)", total - shown);
+                break;
+            }
+            let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if (c.is_control() && c != '\t') || bidi {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            } else {
+                out.push(c);
+            }
+        }
+    }
+    if lines.len() > ERROR_LINES_LIMIT {
+        let _ = write!(out, "\n… ({} more lines)", lines.len() - ERROR_LINES_LIMIT);
+    }
+    out
+}
+
+/// The diff as JSON (pretty-printed, newline-terminated).
+pub fn json(diff: &Diff) -> String {
+    let mut s = serde_json::to_string_pretty(diff).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+#[derive(Clone, Copy)]
+struct Paint(bool);
+
+impl Paint {
+    fn wrap(self, code: &str, s: &str) -> String {
+        if self.0 {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn red(self, s: &str) -> String {
+        self.wrap("31", s)
+    }
+    fn green(self, s: &str) -> String {
+        self.wrap("32", s)
+    }
+    fn yellow(self, s: &str) -> String {
+        self.wrap("33", s)
+    }
+    fn cyan(self, s: &str) -> String {
+        self.wrap("36", s)
+    }
+    fn bold(self, s: &str) -> String {
+        self.wrap("1", s)
+    }
+    fn dim(self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+    fn severity(self, sev: Severity) -> String {
+        let label = format!("{:<6}", sev.as_str());
+        match sev {
+            Severity::High => self.wrap("1;31", &label),
+            Severity::Medium => self.yellow(&label),
+            Severity::Low => self.dim(&label),
+        }
+    }
+}
+
+fn sigil(status: ObjectStatus) -> &'static str {
+    match status {
+        ObjectStatus::Added => "+",
+        ObjectStatus::Removed => "-",
+        ObjectStatus::Changed => "~",
+        ObjectStatus::Replaced => "±",
+        ObjectStatus::Reencrypted => "=",
+    }
+}
+
+/// A value on one line: strings bare unless that would mislead, others as JSON.
+fn show(v: Option<&Value>) -> String {
+    match v {
+        None => "(absent)".into(),
+        Some(Value::String(s))
+            if !s.is_empty()
+                && s.trim() == s
+                && !s.contains('\n')
+                && !matches!(s.as_str(), "true" | "false" | "null")
+                && s.parse::<f64>().is_err() =>
+        {
+            s.clone()
+        }
+        Some(v) => v.to_string(),
+    }
+}
+
+fn cert_line(c: &CertInfo) -> String {
+    format!(
+        "subject {}, issuer {}, not after {}, {}{}",
+        if c.subject.is_empty() {
+            "(empty)"
+        } else {
+            &c.subject
+        },
+        if c.issuer.is_empty() {
+            "(empty)"
+        } else {
+            &c.issuer
+        },
+        c.not_after,
+        c.sha256,
+        if c.is_ca { " (CA)" } else { "" }
+    )
+}
+
+/// One line of an object's details, tagged for colouring.
+enum Line {
+    /// Plain text.
+    Plain(String),
+    /// A line of a unified diff (first character ` `, `-`, `+` or `@`).
+    Diff(String),
+}
+
+fn cert_lines(indent: &str, label: &str, certs: &[CertChange], out: &mut Vec<Line>) {
+    for c in certs {
+        let at = if c.path.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", c.path)
+        };
+        out.push(Line::Plain(format!("{indent}{label}{at} certificate:")));
+        out.push(Line::Plain(format!(
+            "{indent}  before: {}",
+            c.before.as_ref().map_or("(none)".into(), cert_line)
+        )));
+        out.push(Line::Plain(format!(
+            "{indent}  after:  {}",
+            c.after.as_ref().map_or("(none)".into(), cert_line)
+        )));
+    }
+}
+
+fn object_lines(o: &ObjectDiff) -> Vec<Line> {
+    let mut out = Vec::new();
+    for f in &o.fields {
+        match &f.delta {
+            Delta::Value { before, after } => {
+                if o.status == ObjectStatus::Added {
+                    out.push(Line::Plain(format!("{}: {}", f.path, show(after.as_ref()))));
+                } else {
+                    out.push(Line::Plain(format!(
+                        "{}: {} → {}",
+                        f.path,
+                        show(before.as_ref()),
+                        show(after.as_ref())
+                    )));
+                }
+            }
+            Delta::Text { diff } => {
+                out.push(Line::Plain(format!("{}:", f.path)));
+                for l in diff.lines() {
+                    out.push(Line::Diff(l.to_string()));
+                }
+            }
+            Delta::Certificate { certificates } => {
+                out.push(Line::Plain(format!("{}: certificate changed", f.path)));
+                cert_lines("  ", "", certificates, &mut out);
+            }
+            Delta::Masked => out.push(Line::Plain(format!(
+                "{}: changed (value looks secret: not shown)",
+                f.path
+            ))),
+        }
+    }
+    for k in &o.secret_keys {
+        out.push(Line::Plain(format!("{}: {}", k.key, k.status.describe())));
+        if !k.fields.is_empty() {
+            out.push(Line::Plain(format!(
+                "  changed inside: {}",
+                k.fields.join(", ")
+            )));
+        }
+        cert_lines("  ", "", &k.certificates, &mut out);
+    }
+    for r in &o.referenced_by {
+        out.push(Line::Plain(format!(
+            "reference moved: {} {}",
+            r.object, r.path
+        )));
+    }
+    for n in &o.notes {
+        out.push(Line::Plain(format!("note: {n}")));
+    }
+    out
+}
+
+fn object_title(o: &ObjectDiff) -> String {
+    let group = if o.id.group.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", o.id.group)
+    };
+    match (&o.status, &o.replaces) {
+        (ObjectStatus::Replaced, Some(old)) => {
+            format!("{} {}{group}: replaced (was {old})", sigil(o.status), o.id)
+        }
+        _ => format!("{} {}{group}: {}", sigil(o.status), o.id, o.status.as_str()),
+    }
+}
+
+struct Totals {
+    changed_clusters: usize,
+    objects: [usize; 5],
+    risks: [usize; 3],
+}
+
+const STATUSES: [ObjectStatus; 5] = [
+    ObjectStatus::Changed,
+    ObjectStatus::Replaced,
+    ObjectStatus::Added,
+    ObjectStatus::Removed,
+    ObjectStatus::Reencrypted,
+];
+const SEVERITIES: [Severity; 3] = [Severity::High, Severity::Medium, Severity::Low];
+
+fn totals(diff: &Diff) -> Totals {
+    let mut t = Totals {
+        changed_clusters: 0,
+        objects: [0; 5],
+        risks: [0; 3],
+    };
+    for c in &diff.clusters {
+        if c.status != ClusterStatus::Unchanged {
+            t.changed_clusters += 1;
+        }
+        for (i, s) in STATUSES.iter().enumerate() {
+            t.objects[i] += c.count(*s);
+        }
+        for (i, s) in SEVERITIES.iter().enumerate() {
+            t.risks[i] += c.risk_count(*s);
+        }
+    }
+    t
+}
+
+fn summary_line(diff: &Diff) -> String {
+    let t = totals(diff);
+    format!(
+        "{} of {} cluster(s) differ · objects: {} changed, {} replaced, {} added, {} removed, {} re-encrypted · risks: {} high, {} medium, {} low",
+        t.changed_clusters,
+        diff.clusters.len(),
+        t.objects[0],
+        t.objects[1],
+        t.objects[2],
+        t.objects[3],
+        t.objects[4],
+        t.risks[0],
+        t.risks[1],
+        t.risks[2]
+    )
+}
+
+/// Terminal text; ANSI colours only when `color`.
+pub fn text(diff: &Diff, color: bool) -> String {
+    let p = Paint(color);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}",
+        p.bold(&format!("capstan diff {} → {}", diff.a, diff.b))
+    );
+    let _ = writeln!(s, "{}", summary_line(diff));
+    if !diff.decrypted {
+        let _ = writeln!(
+            s,
+            "{}",
+            p.dim("secrets compared by ciphertext (no identity given); values are never shown")
+        );
+    }
+    let unchanged: Vec<&str> = diff
+        .clusters
+        .iter()
+        .filter(|c| c.status == ClusterStatus::Unchanged && c.objects.is_empty())
+        .map(|c| c.name.as_str())
+        .collect();
+    for c in diff
+        .clusters
+        .iter()
+        .filter(|c| !(c.status == ClusterStatus::Unchanged && c.objects.is_empty()))
+    {
+        s.push('\n');
+        let _ = writeln!(
+            s,
+            "{}",
+            p.bold(&format!("cluster {}: {}", c.name, c.status.as_str()))
+        );
+        if !c.risks.is_empty() {
+            let _ = writeln!(s, "  risks:");
+            for r in &c.risks {
+                let obj = if r.object.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", r.object)
+                };
+                let _ = writeln!(s, "    {} {obj}{}", p.severity(r.severity), r.message);
+            }
+        }
+        for o in &c.objects {
+            let title = object_title(o);
+            let title = match o.status {
+                ObjectStatus::Added => p.green(&title),
+                ObjectStatus::Removed => p.red(&title),
+                ObjectStatus::Changed => p.yellow(&title),
+                ObjectStatus::Replaced => p.cyan(&title),
+                ObjectStatus::Reencrypted => p.dim(&title),
+            };
+            let _ = writeln!(s, "  {title}");
+            for l in object_lines(o) {
+                match l {
+                    Line::Plain(t) => {
+                        let _ = writeln!(s, "      {t}");
+                    }
+                    Line::Diff(t) => {
+                        let t = match t.chars().next() {
+                            Some('+') => p.green(&t),
+                            Some('-') => p.red(&t),
+                            Some('@') => p.cyan(&t),
+                            _ => t,
+                        };
+                        let _ = writeln!(s, "        {t}");
+                    }
+                }
+            }
+        }
+    }
+    if !unchanged.is_empty() {
+        s.push('\n');
+        let _ = writeln!(
+            s,
+            "{}",
+            p.dim(&format!("unchanged: {}", unchanged.join(", ")))
+        );
+    }
+    s
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+}
+
+fn fence_for(body: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for ch in body.chars() {
+        if ch == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+fn md_risks(c: &ClusterDiff) -> Vec<String> {
+    c.risks
+        .iter()
+        .map(|r| {
+            let obj = if r.object.is_empty() {
+                String::new()
+            } else {
+                format!("`{}` ", r.object)
+            };
+            format!(
+                "- **{}** {obj}{}\n",
+                r.severity.as_str(),
+                md_escape(&r.message)
+            )
+        })
+        .collect()
+}
+
+fn md_object(o: &ObjectDiff) -> String {
+    let mut body = String::new();
+    for l in object_lines(o) {
+        match l {
+            Line::Plain(t) => {
+                body.push_str("  ");
+                body.push_str(&t);
+            }
+            Line::Diff(t) => body.push_str(&t),
+        }
+        body.push('\n');
+    }
+    let summary = md_escape(&object_title(o));
+    if body.is_empty() {
+        return format!("- <code>{summary}</code>\n");
+    }
+    let fence = fence_for(&body);
+    format!("<details><summary><code>{summary}</code></summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n")
+}
+
+fn risk_cell(c: &ClusterDiff) -> String {
+    let parts: Vec<String> = SEVERITIES
+        .iter()
+        .filter_map(|s| {
+            let n = c.risk_count(*s);
+            (n > 0).then(|| {
+                if *s == Severity::High {
+                    format!("**{n} high**")
+                } else {
+                    format!("{n} {}", s.as_str())
+                }
+            })
+        })
+        .collect();
+    if parts.is_empty() {
+        "–".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Markdown for a pull-request comment, at most `limit` bytes (so at most `limit`
+/// characters): the summary table first, then per cluster its risk notes and its objects
+/// in `<details>` blocks. What does not fit is left out, and a closing note says what.
+pub fn markdown(diff: &Diff, limit: usize) -> String {
+    const NOTE_RESERVE: usize = 600;
+    let budget = limit.saturating_sub(NOTE_RESERVE);
+    let mut head = String::new();
+    let _ = writeln!(head, "## capstan diff\n");
+    let _ = writeln!(
+        head,
+        "`{}` → `{}` · {}\n",
+        md_escape(&diff.a),
+        md_escape(&diff.b),
+        md_escape(&summary_line(diff))
+    );
+    if !diff.decrypted {
+        let _ = writeln!(
+            head,
+            "_Secrets compared by ciphertext (no identity given); secret values are never shown._\n"
+        );
+    }
+    let _ = writeln!(
+        head,
+        "| cluster | status | changed | replaced | added | removed | re-encrypted | risks |\n|---|---|--:|--:|--:|--:|--:|---|"
+    );
+    let mut used = head.len();
+    let mut table = String::new();
+    let mut rows_cut = 0usize;
+    // Clusters with differences first in the table, so a cut table still shows them.
+    let mut ordered: Vec<&ClusterDiff> = diff
+        .clusters
+        .iter()
+        .filter(|c| c.status != ClusterStatus::Unchanged)
+        .collect();
+    ordered.extend(
+        diff.clusters
+            .iter()
+            .filter(|c| c.status == ClusterStatus::Unchanged),
+    );
+    for c in &ordered {
+        let row = format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            md_escape(&c.name),
+            c.status.as_str(),
+            c.count(ObjectStatus::Changed),
+            c.count(ObjectStatus::Replaced),
+            c.count(ObjectStatus::Added),
+            c.count(ObjectStatus::Removed),
+            c.count(ObjectStatus::Reencrypted),
+            risk_cell(c)
+        );
+        if used + row.len() > budget / 2 {
+            rows_cut += 1;
+            continue;
+        }
+        used += row.len();
+        table.push_str(&row);
+    }
+    used += 1;
+
+    // Per cluster: heading and risk notes first (for every cluster), then details.
+    let shown: Vec<&ClusterDiff> = diff
+        .clusters
+        .iter()
+        .filter(|c| !c.objects.is_empty() || !c.risks.is_empty())
+        .collect();
+    let mut headings: Vec<Option<String>> = Vec::with_capacity(shown.len());
+    let mut risks: Vec<Vec<String>> = Vec::with_capacity(shown.len());
+    let mut risks_cut = 0usize;
+    let mut clusters_cut = 0usize;
+    for c in &shown {
+        let h = format!("\n### {} ({})\n\n", md_escape(&c.name), c.status.as_str());
+        if used + h.len() > budget {
+            headings.push(None);
+            risks.push(Vec::new());
+            clusters_cut += 1;
+            risks_cut += c.risks.len();
+            continue;
+        }
+        used += h.len();
+        headings.push(Some(h));
+        let mut kept = Vec::new();
+        for line in md_risks(c) {
+            if used + line.len() > budget {
+                risks_cut += 1;
+                continue;
+            }
+            used += line.len();
+            kept.push(line);
+        }
+        if !kept.is_empty() {
+            used += 1;
+        }
+        risks.push(kept);
+    }
+    let mut details: Vec<Vec<String>> = vec![Vec::new(); shown.len()];
+    let mut objects_cut = 0usize;
+    let mut objects_cut_clusters = 0usize;
+    for (i, c) in shown.iter().enumerate() {
+        let mut cut_here = false;
+        for o in &c.objects {
+            let block = md_object(o);
+            if headings[i].is_none() || used + block.len() > budget {
+                objects_cut += 1;
+                cut_here = true;
+                continue;
+            }
+            used += block.len();
+            details[i].push(block);
+        }
+        if cut_here {
+            objects_cut_clusters += 1;
+        }
+    }
+
+    let mut out = head;
+    out.push_str(&table);
+    if rows_cut > 0 {
+        let _ = writeln!(out, "| … {rows_cut} more cluster(s) | | | | | | | |");
+    }
+    for (i, h) in headings.iter().enumerate() {
+        let Some(h) = h else { continue };
+        out.push_str(h);
+        for r in &risks[i] {
+            out.push_str(r);
+        }
+        if !risks[i].is_empty() {
+            out.push('\n');
+        }
+        for d in &details[i] {
+            out.push_str(d);
+        }
+    }
+    if rows_cut + clusters_cut + risks_cut + objects_cut > 0 {
+        let mut what = Vec::new();
+        if rows_cut > 0 {
+            what.push(format!("{rows_cut} row(s) of the summary table"));
+        }
+        if clusters_cut > 0 {
+            what.push(format!("the sections of {clusters_cut} cluster(s)"));
+        }
+        if risks_cut > 0 {
+            what.push(format!("{risks_cut} risk note(s)"));
+        }
+        if objects_cut > 0 {
+            what.push(format!(
+                "the details of {objects_cut} object(s) in {objects_cut_clusters} cluster(s)"
+            ));
+        }
+        let _ = write!(
+            out,
+            "\n> **Cut to stay under GitHub's {GITHUB_COMMENT_LIMIT}-character comment limit:** left out {}. \
+             Run `capstan diff` (text or `--format json`) for the full report.\n",
+            what.join(", ")
+        );
+    }
+    // The reserve covers the note; this guard keeps the promise even for pathological input.
+    if out.len() > limit {
+        let mut end = limit.saturating_sub(80);
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+        out.push_str("\n\n> **Cut at GitHub's comment limit.**\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_messages_are_escaped_and_bounded() {
+        assert_eq!(error_message("plain\nsecond\tline"), "plain\nsecond\tline");
+        assert_eq!(
+            error_message("a\u{1b}[31mred\r\u{7f}\u{85}\u{202e}x"),
+            "a\\u{1b}[31mred\\u{d}\\u{7f}\\u{85}\\u{202e}x"
+        );
+        let long = "é".repeat(5000);
+        let e = error_message(&long);
+        assert_eq!(
+            e.chars().count(),
+            ERROR_LINE_LIMIT + "… (4000 more characters)".chars().count()
+        );
+        assert!(e.ends_with("… (4000 more characters)"));
+        let many = vec!["x"; 250].join("\n");
+        let e = error_message(&many);
+        assert_eq!(e.lines().count(), ERROR_LINES_LIMIT + 1);
+        assert!(e.ends_with("… (150 more lines)"));
+    }
+    use crate::review::diff::{ClusterDiff, FieldChange, ObjectId, Risk};
+    use serde_json::json;
+
+    fn sample(n: usize) -> Diff {
+        let clusters = (0..n)
+            .map(|i| ClusterDiff {
+                name: format!("c{i:03}"),
+                status: ClusterStatus::Changed,
+                objects: vec![ObjectDiff {
+                    id: ObjectId {
+                        group: "cluster.x-k8s.io".into(),
+                        kind: "MachineDeployment".into(),
+                        namespace: format!("c{i:03}"),
+                        name: "md".into(),
+                    },
+                    status: ObjectStatus::Changed,
+                    replaces: None,
+                    fields: vec![FieldChange {
+                        path: "spec.replicas".into(),
+                        delta: Delta::Value {
+                            before: Some(json!(1)),
+                            after: Some(json!(2)),
+                        },
+                    }],
+                    secret_keys: vec![],
+                    referenced_by: vec![],
+                    notes: vec!["x".repeat(400)],
+                    broken: None,
+                }],
+                risks: vec![Risk {
+                    severity: Severity::Low,
+                    object: "MachineDeployment c/md".into(),
+                    message: "worker replicas 1 → 2: creates 1 machine(s)".into(),
+                }],
+            })
+            .collect();
+        Diff {
+            a: "a".into(),
+            b: "b".into(),
+            decrypted: false,
+            clusters,
+        }
+    }
+
+    #[test]
+    fn markdown_fits_and_says_what_was_cut() {
+        let small = markdown(&sample(2), GITHUB_COMMENT_LIMIT);
+        assert!(!small.contains("Cut to stay"));
+        assert!(small.contains("spec.replicas: 1 → 2"));
+        let big = markdown(&sample(2000), GITHUB_COMMENT_LIMIT);
+        assert!(big.len() <= GITHUB_COMMENT_LIMIT, "{}", big.len());
+        assert!(big.contains("Cut to stay under GitHub's 65536-character comment limit"));
+    }
+
+    #[test]
+    fn text_without_colour_has_no_escapes() {
+        let t = text(&sample(1), false);
+        assert!(!t.contains('\x1b'));
+        assert!(text(&sample(1), true).contains('\x1b'));
+    }
+}
