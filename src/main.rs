@@ -1,7 +1,5 @@
 //! The `capstan` binary: parse arguments, run the command, map the result to an exit code.
 
-mod allocator;
-
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -25,6 +23,5 @@ fn main() -> ExitCode {
     }
 }
 
-/// mimalloc, through the allocator in `allocator.rs` (why: see there).
 #[global_allocator]
-static GLOBAL: allocator::Mimalloc = allocator::Mimalloc;
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

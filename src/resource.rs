@@ -270,6 +270,48 @@ impl Resource {
     }
 }
 
+/// The objects of `kubectl get … -o yaml` output or of a manifest file, each with its kind:
+/// every document, and every item of a `List` or `<Kind>List` in its place (an item without
+/// `kind` takes the typed list's, which the API server leaves out). An object without a kind
+/// has the kind `""`; a list without an `items` array is named in `malformed`.
+#[derive(Debug, Default)]
+pub struct Listed {
+    /// `(kind, object)` in file order.
+    pub objects: Vec<(String, Value)>,
+    /// The kinds of the lists that had no `items` array.
+    pub malformed: Vec<String>,
+}
+
+/// Flatten `docs` into [`Listed`].
+pub fn list_items(docs: Vec<Value>) -> Listed {
+    let mut out = Listed::default();
+    for mut doc in docs {
+        let kind = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let Some(item_kind) = kind.strip_suffix("List") else {
+            out.objects.push((kind, doc));
+            continue;
+        };
+        match doc.get_mut("items").map(Value::take) {
+            Some(Value::Array(items)) => {
+                for item in items {
+                    let k = item
+                        .get("kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or(item_kind)
+                        .to_string();
+                    out.objects.push((k, item));
+                }
+            }
+            _ => out.malformed.push(kind),
+        }
+    }
+    out
+}
+
 /// API groups served by Kubernetes itself (core, `apps`, `*.k8s.io` but not Cluster API's
 /// `*.x-k8s.io`): objects in them have no CRD.
 pub fn builtin_group(group: &str) -> bool {
@@ -345,6 +387,22 @@ pub fn sort(resources: &mut [Resource]) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn list_items_flattens_lists_in_place_and_gives_typed_items_their_kind() {
+        let docs = vec![
+            json!({"kind": "Node", "metadata": {"name": "a"}}),
+            json!({"kind": "List", "items": [{"kind": "DaemonSet"}, {"metadata": {}}]}),
+            json!({"kind": "NodeList", "items": [{"metadata": {"name": "b"}}]}),
+            json!({"kind": "DaemonSetList"}),
+            json!({"metadata": {}}),
+        ];
+        let l = list_items(docs);
+        let kinds: Vec<&str> = l.objects.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(kinds, ["Node", "DaemonSet", "", "Node", ""]);
+        assert_eq!(l.objects[3].1["metadata"]["name"], "b");
+        assert_eq!(l.malformed, ["DaemonSetList"]);
+    }
 
     #[test]
     fn at_follows_mapping_keys_literally() {

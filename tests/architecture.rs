@@ -75,7 +75,7 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
     let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in &files {
         let m = module_of(f);
-        if m == "main" || m == "lib" || m == "allocator" {
+        if m == "main" || m == "lib" {
             continue;
         }
         let code = code(&std::fs::read_to_string(f).unwrap());

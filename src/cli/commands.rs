@@ -798,12 +798,12 @@ fn check(args: CheckArgs) -> Result<Status> {
     }
     if let Some(p) = &args.providers {
         let (file, docs) = docs_of(p)?;
-        let value = crate::inputs::providers::Inventory::from_documents(&file, &docs)?;
+        let value = crate::inputs::providers::Inventory::from_documents(&file, docs)?;
         ci.providers = Some(Input { file, value });
     }
     if let Some(p) = &args.nodes {
         let (file, docs) = docs_of(p)?;
-        let value = check::find_nodes(&file, &docs)?;
+        let value = check::find_nodes(&file, docs)?;
         ci.nodes = Some(Input { file, value });
     }
     if let Some(p) = &args.cni_daemonset {

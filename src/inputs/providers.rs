@@ -231,32 +231,21 @@ impl Inventory {
     /// Read the documents of one file (a `List`, `ProviderList` or `DeploymentList`, or the
     /// objects themselves). Providers capstan does not use (other infrastructure providers,
     /// add-ons) are ignored; one provider at two releases is an error.
-    pub fn from_documents(file: &str, docs: &[Value]) -> Result<Inventory, InventoryError> {
+    pub fn from_documents(file: &str, docs: Vec<Value>) -> Result<Inventory, InventoryError> {
         let err = |message: String| InventoryError {
             file: file.to_string(),
             message,
         };
-        let mut objects: Vec<&Value> = Vec::new();
-        for d in docs {
-            if let Some(list) = d.as_array() {
-                objects.extend(list);
-                continue;
-            }
-            match d.get("items").and_then(Value::as_array) {
-                Some(items)
-                    if d.get("kind")
-                        .and_then(Value::as_str)
-                        .is_some_and(|k| k.ends_with("List")) =>
-                {
-                    objects.extend(items)
-                }
-                _ => objects.push(d),
-            }
-        }
+        // A bare sequence of objects (`jq .items`) reads like a list.
+        let docs = docs.into_iter().flat_map(|d| match d {
+            Value::Array(items) => items,
+            d => vec![d],
+        });
+        let objects = crate::resource::list_items(docs.collect()).objects;
         let mut inv = Inventory::default();
         let mut seen_kind = false;
-        for o in objects {
-            let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
+        for (kind, o) in &objects {
+            let kind = kind.as_str();
             let meta = |k: &str| {
                 o.pointer(&format!("/metadata/{k}"))
                     .and_then(Value::as_str)
@@ -430,7 +419,7 @@ mod tests {
              "metadata": {"name": "infrastructure-docker", "namespace": "capd-system"},
              "providerName": "docker", "type": "InfrastructureProvider", "version": "v1.10.10"}
         ]});
-        let inv = Inventory::from_documents("p.yaml", &[providers]).unwrap();
+        let inv = Inventory::from_documents("p.yaml", vec![providers]).unwrap();
         assert_eq!(
             inv.releases,
             map(&[
@@ -447,7 +436,7 @@ mod tests {
                 {"name": "manager", "image": "ghcr.io/siderolabs/cluster-api-talos-controller:v0.6.12@sha256:abc"},
                 {"name": "proxy", "image": "gcr.io/kubebuilder/kube-rbac-proxy:v0.8.0"}]}}}}
         ]});
-        let inv = Inventory::from_documents("d.yaml", &[deployments]).unwrap();
+        let inv = Inventory::from_documents("d.yaml", vec![deployments]).unwrap();
         assert_eq!(
             inv.releases,
             map(&[("bootstrap-talos", "v0.6.12"), ("cluster-api", "v1.10.10")])
@@ -458,15 +447,16 @@ mod tests {
             {"kind": "Provider", "metadata": {"name": "cluster-api"}, "version": "v1.10.9"}
         ]);
         let docs: Vec<Value> = two.as_array().unwrap().clone();
-        let e = Inventory::from_documents("t.yaml", &docs).unwrap_err();
+        let e = Inventory::from_documents("t.yaml", docs).unwrap_err();
         assert!(e.message.contains("two releases"), "{e}");
         let e = Inventory::from_documents(
             "b.yaml",
-            &[json!({"kind": "Provider", "metadata": {"name": "cluster-api"}, "version": "latest"})],
+            vec![json!({"kind": "Provider", "metadata": {"name": "cluster-api"}, "version": "latest"})],
         )
         .unwrap_err();
         assert!(e.message.contains("`latest` is not a release"), "{e}");
-        let e = Inventory::from_documents("x.yaml", &[json!({"kind": "ConfigMap"})]).unwrap_err();
+        let e =
+            Inventory::from_documents("x.yaml", vec![json!({"kind": "ConfigMap"})]).unwrap_err();
         assert!(e
             .to_string()
             .starts_with("x.yaml: expected the output of `kubectl get providers"));

@@ -344,32 +344,25 @@ pub fn ca_input(
 /// The kube-proxy DaemonSet among the documents of a file: a DaemonSet document, or a
 /// `List` item (preferring one named `kube-proxy`).
 pub fn find_kube_proxy(file: &str, docs: Vec<Value>) -> Result<Value, CheckError> {
+    let listed = crate::resource::list_items(docs);
     let mut candidates = Vec::new();
-    let mut kinds = Vec::new();
-    for doc in docs {
-        let kind = doc
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if kind == "List" || kind == "DaemonSetList" {
-            if let Some(Value::Array(items)) = doc.get("items") {
-                for item in items {
-                    if item.get("kind").and_then(Value::as_str) == Some("DaemonSet")
-                        || kind == "DaemonSetList"
-                    {
-                        candidates.push(item.clone());
-                    }
-                }
-            }
-        } else if kind == "DaemonSet" {
+    let mut kinds: Vec<String> = listed
+        .malformed
+        .iter()
+        .map(|k| format!("{k} without items"))
+        .collect();
+    for (kind, doc) in listed.objects {
+        if kind == "DaemonSet" {
             candidates.push(doc);
         } else {
-            kinds.push(if kind.is_empty() {
+            let k = if kind.is_empty() {
                 "(no kind)".to_string()
             } else {
                 kind
-            });
+            };
+            if !kinds.contains(&k) {
+                kinds.push(k);
+            }
         }
     }
     let named = candidates
@@ -1175,7 +1168,7 @@ mod tests {
         let mut i = inputs(MINIMAL);
         i.nodes = Some(Input {
             file: "nodes.yaml".into(),
-            value: find_nodes("nodes.yaml", &docs).unwrap(),
+            value: find_nodes("nodes.yaml", docs.clone()).unwrap(),
         });
         i
     }

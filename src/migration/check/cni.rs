@@ -230,29 +230,13 @@ const EXPECTED_INPUT: &str = "the CNI DaemonSet, alone, in a `List`, or with its
 /// `spec.template.spec.containers` list of named containers; a field of the wrong type
 /// deeper down is recorded in `CniDaemonSet::unreadable` and reported by the check.
 pub fn find_cni_daemonsets(file: &str, docs: Vec<Value>) -> Result<CniInput, CheckError> {
-    let mut objects = Vec::new();
-    let mut kinds: Vec<String> = Vec::new();
-    for doc in docs {
-        let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
-        if kind == "List" || kind.ends_with("List") {
-            let item_kind = kind.strip_suffix("List").unwrap_or("").to_string();
-            match doc.get("items") {
-                Some(Value::Array(items)) => {
-                    for item in items {
-                        let k = item
-                            .get("kind")
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                            .unwrap_or_else(|| item_kind.clone());
-                        objects.push((k, item.clone()));
-                    }
-                }
-                _ => kinds.push(format!("{kind} without an items list")),
-            }
-        } else {
-            objects.push((kind.to_string(), doc));
-        }
-    }
+    let listed = crate::resource::list_items(docs);
+    let mut kinds: Vec<String> = listed
+        .malformed
+        .iter()
+        .map(|k| format!("{k} without an items list"))
+        .collect();
+    let objects = listed.objects;
     let mut daemonsets = Vec::new();
     let mut config_maps = Vec::new();
     for (kind, obj) in objects {

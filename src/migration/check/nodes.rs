@@ -64,22 +64,18 @@ const MAX_NODES: usize = 10_000;
 /// Reads the Nodes (and a vSphere CPI workload, if present) from the documents of `file`:
 /// `Node` documents, or `List`/`NodeList` items. Anything else is skipped; no Node at all
 /// is an error naming what was found.
-pub fn find_nodes(file: &str, docs: &[Value]) -> Result<NodesInput, CheckError> {
+pub fn find_nodes(file: &str, docs: Vec<Value>) -> Result<NodesInput, CheckError> {
     let mut input = NodesInput::default();
     let mut kinds = Vec::new();
-    let mut items: Vec<&Value> = Vec::new();
-    for doc in docs {
-        match doc.get("kind").and_then(Value::as_str) {
-            Some("List" | "NodeList" | "DaemonSetList" | "DeploymentList") => {
-                if let Some(Value::Array(list)) = doc.get("items") {
-                    items.extend(list.iter());
-                }
-            }
-            _ => items.push(doc),
-        }
-    }
-    for (index, item) in items.into_iter().enumerate() {
-        let kind = item.get("kind").and_then(Value::as_str).unwrap_or("");
+    let listed = crate::resource::list_items(docs);
+    kinds.extend(
+        listed
+            .malformed
+            .iter()
+            .map(|k| format!("{k} without items")),
+    );
+    for (index, (kind, item)) in listed.objects.iter().enumerate() {
+        let kind = kind.as_str();
         match kind {
             "Node" => {
                 if input.nodes.len() >= MAX_NODES {
@@ -597,6 +593,17 @@ mod tests {
     }
 
     #[test]
+    fn reads_a_typed_node_list_whose_items_have_no_kind() {
+        // The API server's NodeList (`kubectl get --raw /api/v1/nodes`) leaves out the items' kind.
+        let mut n = node("w-9", None, &[]);
+        n.as_object_mut().unwrap().remove("kind");
+        let list = json!({"apiVersion": "v1", "kind": "NodeList", "items": [n]});
+        let got = find_nodes("nodes.yaml", vec![list]).unwrap();
+        assert_eq!(got.nodes.len(), 1);
+        assert_eq!(got.nodes[0].name, "w-9");
+    }
+
+    #[test]
     fn reads_nodes_from_lists_and_documents() {
         let list = json!({"apiVersion": "v1", "kind": "List", "items": [
             node("cp-1", Some("vsphere://4237-aa"), &[]),
@@ -605,7 +612,7 @@ mod tests {
         let cpi = json!({"kind": "DaemonSet", "metadata": {"name": "vsphere-cloud-controller-manager", "namespace": "kube-system"},
             "spec": {"template": {"spec": {"containers": [{"name": "cpi", "image": "registry.k8s.io/cloud-pv-vsphere/cloud-provider-vsphere:v1.30.1"}]}}},
             "status": {"numberReady": 3}});
-        let got = find_nodes("nodes.yaml", &[list, node("w-2", None, &[]), cpi]).unwrap();
+        let got = find_nodes("nodes.yaml", vec![list, node("w-2", None, &[]), cpi]).unwrap();
         assert_eq!(
             got.nodes
                 .iter()
@@ -653,17 +660,17 @@ mod tests {
 
     #[test]
     fn refuses_files_without_nodes_and_malformed_nodes() {
-        let e = find_nodes("x.yaml", &[json!({"kind": "ConfigMap"})]).unwrap_err();
+        let e = find_nodes("x.yaml", vec![json!({"kind": "ConfigMap"})]).unwrap_err();
         assert!(
             e.to_string()
                 .contains("x.yaml: no Node found (found ConfigMap)"),
             "{e}"
         );
-        let e = find_nodes("x.yaml", &[]).unwrap_err();
+        let e = find_nodes("x.yaml", vec![]).unwrap_err();
         assert!(e.to_string().contains("found nothing"), "{e}");
         let mut bad = node("a", None, &[]);
         bad["spec"]["providerID"] = json!(7);
-        let e = find_nodes("x.yaml", &[bad]).unwrap_err();
+        let e = find_nodes("x.yaml", vec![bad]).unwrap_err();
         assert!(
             e.to_string()
                 .contains("x.yaml: Node #1 spec.providerID: expected a string"),
@@ -671,8 +678,8 @@ mod tests {
         );
         let mut bad = node("a", None, &[]);
         bad["spec"]["taints"] = json!({"key": "k"});
-        assert!(find_nodes("x.yaml", &[bad]).is_err());
-        let e = find_nodes("x.yaml", &[json!({"kind": "Node", "metadata": {}})]).unwrap_err();
+        assert!(find_nodes("x.yaml", vec![bad]).is_err());
+        let e = find_nodes("x.yaml", vec![json!({"kind": "Node", "metadata": {}})]).unwrap_err();
         assert!(e.to_string().contains("metadata.name"), "{e}");
     }
 }
