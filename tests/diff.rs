@@ -168,7 +168,8 @@ fn diff_all(
 ) -> Outputs {
     let mut texts = Vec::new();
     for format in ["text", "markdown", "json"] {
-        let mut full = vec!["diff", "--format", format];
+        // Unchanged clusters named too (by default they are counted).
+        let mut full = vec!["diff", "--verbose", "--format", format];
         full.extend_from_slice(args);
         let o = run(&full, p.dir(), env);
         assert_eq!(
@@ -708,8 +709,20 @@ fn git_revisions() {
     assert_eq!(j["a"], "HEAD~1");
     let c = cluster(&j, "lab-g");
     assert!(has_risk(c, "low", "worker replicas 4 → 5"));
-    assert_eq!(cluster(&j, "lab-f")["status"], "unchanged");
-    // Every temporary worktree is gone.
+    assert_eq!(
+        c["inputs"],
+        serde_json::json!(["clusters/lab-g/cluster.yaml"])
+    );
+    // lab-f's inputs did not change: it is not rendered, only counted.
+    assert_eq!(
+        j["scope"],
+        serde_json::json!({"clusters": 2, "rendered": 1, "skipped": 1})
+    );
+    assert!(j["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["name"] != "lab-f"));
     assert_eq!(git(&["worktree", "list"], &repo).lines().count(), 1);
     // A sub-path, a one-sided range, a range against the working tree.
     let o = run(&["diff", "--git", "HEAD~1..", "clusters/lab-f"], &repo, &[]);
@@ -737,10 +750,12 @@ fn git_revisions() {
     git(&["commit", "-q", "-am", "third"], &repo);
     let status = git(&["status", "--porcelain"], &repo);
     let index = std::fs::read(repo.join(".git/index")).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
     for ms in [0u64, 5, 10, 20, 40, 80, 160] {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
             .args(["diff", "--git", "HEAD~2..HEAD"])
             .current_dir(&repo)
+            .env("TMPDIR", scratch.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -756,6 +771,12 @@ fn git_revisions() {
         assert!(!repo.join(".git/worktrees").exists(), "killed at {ms} ms");
         assert_eq!(git(&["status", "--porcelain"], &repo), status);
         assert_eq!(std::fs::read(repo.join(".git/index")).unwrap(), index);
+        // Nothing is checked out: no temporary tree either.
+        assert_eq!(
+            std::fs::read_dir(scratch.path()).unwrap().count(),
+            0,
+            "killed at {ms} ms"
+        );
     }
 }
 
@@ -929,4 +950,179 @@ fn a_corrupted_mac_is_never_unchanged() {
     let ca = object(c, "Secret", "lab-f-ca");
     assert!(ca.get("broken").is_none(), "{ca}");
     assert!(!has_risk(c, "high", ""), "{c}");
+}
+
+/// `diff --git HEAD~1..HEAD` in the three formats (unchanged clusters counted, not named),
+/// each with the exit code `code`.
+fn git_all(repo: &Path, code: i32) -> Outputs {
+    let mut texts = Vec::new();
+    for format in ["text", "markdown", "json"] {
+        let o = run(
+            &["diff", "--git", "HEAD~1..HEAD", "--format", format],
+            repo,
+            &[],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{format}: stdout:\n{}\nstderr:\n{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        texts.push(stdout(&o));
+    }
+    Outputs {
+        text: texts[0].clone(),
+        markdown: texts[1].clone(),
+        json: serde_json::from_str(&texts[2]).unwrap(),
+    }
+}
+
+fn commit(repo: &Path, message: &str) {
+    git(&["add", "-A"], repo);
+    git(&["commit", "-q", "-m", message], repo);
+}
+
+#[test]
+fn git_review_renders_only_the_clusters_whose_inputs_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    copy_tree(&example(), &repo);
+    git(&["init", "-q", "-b", "main"], &repo);
+    git(&["config", "user.name", "capstan tests"], &repo);
+    git(&["config", "user.email", "tests@capstan.invalid"], &repo);
+    git(&["config", "commit.gpgsign", "false"], &repo);
+    commit(&repo, "first");
+    let names = |j: &serde_json::Value| -> Vec<String> {
+        j["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // One cluster's input: only it renders; the other is counted as skipped.
+    edit(
+        &repo.join("clusters/lab-f/cluster.yaml"),
+        "numCPUs: 8",
+        "numCPUs: 12",
+    );
+    commit(&repo, "one cluster");
+    let o = git_all(&repo, 1);
+    assert_eq!(
+        o.json["scope"],
+        serde_json::json!({"clusters": 2, "rendered": 1, "skipped": 1})
+    );
+    assert_eq!(names(&o.json), ["lab-f"]);
+    assert!(o.text.contains("1 of 2 cluster(s) differ"), "{}", o.text);
+    assert!(
+        o.text
+            .contains("rendered 1 of 2 cluster(s); 1 skipped: none of their inputs changed"),
+        "{}",
+        o.text
+    );
+    assert!(o
+        .text
+        .contains("inputs changed: clusters/lab-f/cluster.yaml"));
+    assert!(o
+        .markdown
+        .contains("_rendered 1 of 2 cluster(s); 1 skipped"));
+    assert!(o
+        .markdown
+        .contains("_inputs changed: clusters/lab-f/cluster.yaml_"));
+
+    // A shared overlay: every cluster that uses it renders, with the overlay file named.
+    edit(
+        &repo.join("overlays/talos-vmware/overlay.yaml"),
+        "disk: /dev/sda\n  workers:",
+        "disk: /dev/sdb\n  workers:",
+    );
+    commit(&repo, "shared overlay");
+    let o = git_all(&repo, 1);
+    assert_eq!(o.json["scope"]["rendered"], 2, "{}", o.json);
+    assert_eq!(names(&o.json), ["lab-f", "lab-g"]);
+    for c in o.json["clusters"].as_array().unwrap() {
+        assert_eq!(
+            c["inputs"],
+            serde_json::json!(["overlays/talos-vmware/overlay.yaml"])
+        );
+        assert_eq!(c["status"], "changed");
+    }
+    assert!(o
+        .text
+        .contains("inputs changed: overlays/talos-vmware/overlay.yaml"));
+    assert!(o.markdown.contains("overlays/talos-vmware/overlay.yaml"));
+
+    // An overlay only lab-f uses: lab-g is skipped.
+    std::fs::write(
+        repo.join("overlays/vsphere-ipam/pool.yaml"),
+        std::fs::read_to_string(repo.join("overlays/vsphere-ipam/pool.yaml")).unwrap()
+            + "# reviewed\n",
+    )
+    .unwrap();
+    commit(&repo, "lab-f's overlay");
+    let o = git_all(&repo, 0);
+    assert_eq!(o.json["scope"]["rendered"], 1, "{}", o.json);
+
+    // An input change with no rendered change: said, with the input, and exit 0.
+    std::fs::write(
+        repo.join("clusters/lab-g/cluster.yaml"),
+        std::fs::read_to_string(repo.join("clusters/lab-g/cluster.yaml")).unwrap()
+            + "# a comment\n",
+    )
+    .unwrap();
+    commit(&repo, "comment");
+    let o = git_all(&repo, 0);
+    assert!(o.text.contains("0 of 2 cluster(s) differ"), "{}", o.text);
+    assert!(
+        o.text.contains(
+            "cluster lab-g: unchanged\n  inputs changed (clusters/lab-g/cluster.yaml), rendered objects unchanged"
+        ),
+        "{}",
+        o.text
+    );
+    assert!(o
+        .markdown
+        .contains("inputs changed (clusters/lab-g/cluster.yaml), rendered objects unchanged"));
+    assert_eq!(
+        o.json["clusters"][0]["inputs"],
+        serde_json::json!(["clusters/lab-g/cluster.yaml"])
+    );
+
+    // A change no cluster reads.
+    std::fs::write(repo.join("overlays/autoscaler/README.md"), "changed\n").unwrap();
+    commit(&repo, "docs");
+    let o = git_all(&repo, 0);
+    assert_eq!(
+        o.json["scope"],
+        serde_json::json!({"clusters": 2, "rendered": 0, "skipped": 2,
+            "unused": ["overlays/autoscaler/README.md"]})
+    );
+    assert!(o
+        .text
+        .contains("changed, read by no cluster: overlays/autoscaler/README.md"));
+    assert!(o.json["clusters"].as_array().unwrap().is_empty());
+
+    // A renamed cluster directory: both paths render, the cluster is the same.
+    git(&["mv", "clusters/lab-g", "clusters/lab-h"], &repo);
+    commit(&repo, "rename");
+    let o = git_all(&repo, 0);
+    assert_eq!(o.json["scope"]["rendered"], 2, "{}", o.json);
+    // Three cluster directories on either side, one cluster in two of them.
+    assert!(o.text.contains("0 of 3 cluster(s) differ"), "{}", o.text);
+    assert!(o.text.contains("clusters/lab-h/cluster.yaml"), "{}", o.text);
+
+    // A deleted cluster: removed, with its high risk; exit 1.
+    git(&["rm", "-r", "-q", "clusters/lab-h"], &repo);
+    commit(&repo, "delete");
+    let o = git_all(&repo, 1);
+    assert_eq!(cluster(&o.json, "lab-g")["status"], "removed");
+    assert!(has_risk(
+        cluster(&o.json, "lab-g"),
+        "high",
+        "no longer rendered"
+    ));
+    assert!(o.text.contains("cluster lab-g: removed"));
+    assert!(o.markdown.contains("| lab-g | removed |"));
 }

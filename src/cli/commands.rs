@@ -979,130 +979,12 @@ fn load_side(
     Ok(stream_set(docs))
 }
 
-/// Run git in `cwd`; its stdout, or an error with its stderr.
-fn git(args: &[&str], cwd: &std::path::Path) -> Result<String> {
-    git_using(args, cwd, None)
-}
-
-/// Run git in `cwd`, with `GIT_INDEX_FILE` set to `index` when given.
-fn git_using(
-    args: &[&str],
-    cwd: &std::path::Path,
-    index: Option<&std::path::Path>,
-) -> Result<String> {
-    let mut cmd = std::process::Command::new("git");
-    if let Some(index) = index {
-        cmd.env("GIT_INDEX_FILE", index);
-    }
-    let out = cmd
-        .args(args)
-        .current_dir(cwd)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| anyhow::anyhow!("cannot run git: {e}"))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "git {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// Render `rel` (relative to the repository root) as it is at `rev`. The revision's tree
-/// is checked out into a temporary directory through a temporary index (`read-tree`,
-/// `checkout-index`): nothing is registered in the repository (no worktree), so a killed
-/// run leaves nothing there; the directory is removed when the run ends.
-fn load_revision(
-    top: &std::path::Path,
-    rev: &str,
-    rel: &std::path::Path,
-    templates: Option<&PathBuf>,
-) -> Result<crate::review::diff::ResourceSet> {
-    let commit = git(
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{rev}^{{commit}}"),
-        ],
-        top,
-    )
-    .map_err(|_| anyhow::anyhow!("--git: `{rev}` is not a commit of {}", top.display()))?;
-    let tmp = tempfile::Builder::new().prefix("capstan-diff-").tempdir()?;
-    let path = tmp.path().join("tree");
-    let index = tmp.path().join("index");
-    let git_with_index = |args: &[&str]| git_using(args, top, Some(&index)).map(|_| ());
-    git_with_index(&["read-tree", &commit])?;
-    let prefix = format!("{}/", path.display());
-    git_with_index(&[
-        "checkout-index",
-        "--all",
-        "--force",
-        &format!("--prefix={prefix}"),
-    ])?;
-    std::fs::create_dir_all(&path)?;
-    let target = path.join(rel);
-    anyhow::ensure!(
-        target.exists(),
-        "--git: {} does not exist at {rev}",
-        if rel.as_os_str().is_empty() {
-            ".".to_string()
-        } else {
-            rel.display().to_string()
-        }
-    );
-    let set = load_side(&target, templates);
-    drop(tmp);
-    set
-}
-
-fn git_sides(
-    range: &str,
-    path: &std::path::Path,
-    templates: Option<&PathBuf>,
-) -> Result<(
-    crate::review::diff::ResourceSet,
-    crate::review::diff::ResourceSet,
-    String,
-    String,
-)> {
-    let (rev_a, rev_b) = match range.split_once("..") {
-        Some((a, b)) if !b.starts_with('.') => (a, Some(if b.is_empty() { "HEAD" } else { b })),
-        Some(_) => anyhow::bail!("--git: use `REV_A..REV_B` (two dots), not `{range}`"),
-        None => (range, None),
-    };
-    anyhow::ensure!(!rev_a.is_empty(), "--git: `{range}` names no old revision");
-    let dir = if path.is_dir() {
-        path.to_path_buf()
-    } else {
-        path.parent()
-            .map(std::path::Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."))
-    };
-    let top = PathBuf::from(git(&["rev-parse", "--show-toplevel"], &dir)?);
-    let canon = |p: &std::path::Path| {
-        std::fs::canonicalize(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
-    };
-    let rel = canon(path)?
-        .strip_prefix(canon(&top)?)
-        .map(std::path::Path::to_path_buf)
-        .map_err(|_| anyhow::anyhow!("{}: not inside {}", path.display(), top.display()))?;
-    let a = load_revision(&top, rev_a, &rel, templates)?;
-    let (b, label_b) = match rev_b {
-        Some(rev) => (load_revision(&top, rev, &rel, templates)?, rev.to_string()),
-        None => (
-            load_side(path, templates)?,
-            format!("{} (working tree)", path.display()),
-        ),
-    };
-    Ok((a, b, rev_a.to_string(), label_b))
-}
-
 fn diff(args: DiffArgs) -> Result<Status> {
     use std::io::IsTerminal;
     let ids = optional_identities(args.identity.as_deref())?;
     let templates = args.templates.as_ref();
+    let mut scope: Option<crate::review::diff::Scope> = None;
+    let mut inputs_of = std::collections::BTreeMap::new();
     let (mut a, mut b, label_a, label_b) = match &args.git {
         Some(range) => {
             anyhow::ensure!(
@@ -1110,7 +992,10 @@ fn diff(args: DiffArgs) -> Result<Status> {
                 "with --git, give at most one path: the repository path to render"
             );
             let path = args.a.clone().unwrap_or_else(|| PathBuf::from("."));
-            git_sides(range, &path, templates)?
+            let s = crate::review::revisions::sides(&path, range, templates)?;
+            scope = Some(s.scope);
+            inputs_of = s.inputs;
+            (s.a, s.b, s.label_a, s.label_b)
         }
         None => {
             let (Some(pa), Some(pb)) = (&args.a, &args.b) else {
@@ -1128,10 +1013,12 @@ fn diff(args: DiffArgs) -> Result<Status> {
             )
         }
     };
+    let scoped = scope.is_some();
     if !args.clusters.is_empty() {
         for name in &args.clusters {
+            // With --git, a cluster none of whose inputs changed is not rendered at all.
             anyhow::ensure!(
-                a.clusters.contains_key(name) || b.clusters.contains_key(name),
+                scoped || a.clusters.contains_key(name) || b.clusters.contains_key(name),
                 "--cluster {name}: no such cluster on either side (found: {})",
                 a.clusters
                     .keys()
@@ -1153,18 +1040,22 @@ fn diff(args: DiffArgs) -> Result<Status> {
             a: label_a,
             b: label_b,
             identities: ids.as_deref(),
+            scope,
+            inputs: inputs_of,
         },
     );
     let text = match args.format {
         DiffFormat::Text => {
             let color = std::io::stdout().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            crate::review::report::text(&d, color)
+            crate::review::report::text(&d, color, args.verbose)
         }
-        DiffFormat::Markdown => {
-            crate::review::report::markdown(&d, crate::review::report::GITHUB_COMMENT_LIMIT)
-        }
-        DiffFormat::Json => crate::review::report::json(&d),
+        DiffFormat::Markdown => crate::review::report::markdown(
+            &d,
+            crate::review::report::GITHUB_COMMENT_LIMIT,
+            args.verbose,
+        ),
+        DiffFormat::Json => crate::review::report::json(&d, args.verbose),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;

@@ -86,9 +86,10 @@ pub struct DiffArgs {
     /// The new side.
     #[arg(value_name = "B")]
     pub b: Option<PathBuf>,
-    /// Compare two git revisions of the repository holding PATH: `REV_A..REV_B` (each
-    /// rendered from a temporary worktree), `REV_A..` (against HEAD) or `REV_A` (against the
-    /// working tree).
+    /// Compare two git revisions of the repository holding PATH: `REV_A..REV_B`, `REV_A..`
+    /// (against HEAD) or `REV_A` (against the working tree). Revisions are read from git's
+    /// object store (nothing is checked out), and only the clusters whose inputs changed
+    /// (their directory, the overlays they use, the templates) are rendered.
     #[arg(long, value_name = "REV_A..REV_B")]
     pub git: Option<String>,
     /// Only this cluster; repeatable.
@@ -105,6 +106,9 @@ pub struct DiffArgs {
     /// repository root).
     #[arg(long, value_name = "DIR")]
     pub templates: Option<PathBuf>,
+    /// Name every unchanged cluster (by default they are counted).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 // The environment variables capstan reads are defined by the domains that read them; the

@@ -5,6 +5,7 @@
 //! of what it returns. Paths recorded for the lock file are relative to the repository
 //! root, so the lock does not depend on how the user spelled the path.
 
+pub mod git;
 pub mod kubeadm;
 pub mod model;
 pub mod overlay;
@@ -70,6 +71,12 @@ pub enum InputError {
     /// An overlay file or a path in it is not usable.
     #[error(transparent)]
     Overlay(#[from] OverlayError),
+    /// A git revision could not be read.
+    #[error("--git: {message}")]
+    Git {
+        /// What failed.
+        message: String,
+    },
     /// An input is not a regular file (a FIFO, a device, a directory, ...).
     #[error("{path}: {found}, not a regular file: capstan reads only regular files")]
     NotRegular {
@@ -494,7 +501,7 @@ fn read_sealed_in(
         for entry in listing {
             let entry = entry.map_err(io(&d))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if !(name.ends_with(".yaml") || name.ends_with(".yml")) || name.starts_with('.') {
+            if !is_sealed_name(&name) {
                 continue;
             }
             let p = entry.path();
@@ -518,6 +525,11 @@ fn read_sealed_in(
     }
     out.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(out)
+}
+
+/// Whether a file of a `secrets/` directory is a sealed file by its name.
+fn is_sealed_name(name: &str) -> bool {
+    (name.ends_with(".yaml") || name.ends_with(".yml")) && !name.starts_with('.')
 }
 
 /// Every cluster directory under the given directories (see [`discover`]), in order.
@@ -903,17 +915,14 @@ pub fn load_templates(
             confine(path, &fence)?;
         }
         let name = rel(dir, path);
-        let base = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if base.starts_with('.') || base.eq_ignore_ascii_case("README.md") {
-            continue;
-        }
-        if !name.ends_with(".yaml") || !name.contains('/') {
-            return Err(InputError::NotATemplate {
-                path: path.display().to_string(),
-            });
+        match template_file(&name) {
+            None => continue,
+            Some(false) => {
+                return Err(InputError::NotATemplate {
+                    path: path.display().to_string(),
+                })
+            }
+            Some(true) => {}
         }
         let source = read_repo_text(path, &fence, InputKind::Template)?;
         digests.push(Digest256 {
@@ -927,6 +936,17 @@ pub fn load_templates(
         });
     }
     Ok((overrides, digests))
+}
+
+/// What a file of a templates directory is, by its path `name` relative to the directory:
+/// skipped (`None`: a dotfile or a README), a template (`Some(true)`: `<dir>/<file>.yaml`),
+/// or something that may not be there (`Some(false)`).
+fn template_file(name: &str) -> Option<bool> {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    if base.starts_with('.') || base.eq_ignore_ascii_case("README.md") {
+        return None;
+    }
+    Some(name.ends_with(".yaml") && name.contains('/'))
 }
 
 /// Overlays already read, shared by the clusters of one run: each overlay directory is read
@@ -1082,7 +1102,33 @@ fn load_overlay(
     let file = path.display().to_string();
     let root_c = canonical_dir(root)?;
     let text = read_repo_text(&path, &root_c, InputKind::Overlay)?;
-    let value = parse_yaml_file(&file, &text)?;
+    overlay_from_text(root, rel, file, &text, |frel, p| {
+        let full = inside_root(root, frel, p).map_err(OverlayRead::Refused)?;
+        let text =
+            read_repo_text(&full, &root_c, InputKind::Overlay).map_err(OverlayRead::Input)?;
+        Ok((full.display().to_string(), text))
+    })
+}
+
+/// Why a file an overlay names could not be read.
+enum OverlayRead {
+    /// Refused by the loader's rules (said against the overlay's field).
+    Refused(String),
+    /// Not readable as an input.
+    Input(InputError),
+}
+
+/// An overlay from its `overlay.yaml` text (`file` names it; `rel` is its
+/// repository-relative directory), reading the files it names with `read_file(repository-relative path, the
+/// path as written)` → (label, text).
+fn overlay_from_text(
+    root: &Path,
+    rel: &str,
+    file: String,
+    text: &str,
+    mut read_file: impl FnMut(&str, &str) -> Result<(String, String), OverlayRead>,
+) -> Result<LoadedOverlay, InputError> {
+    let value = parse_yaml_file(&file, text)?;
     let spec = OverlayFile::from_value(&file, value)?;
     let mut digests = vec![Digest256 {
         path: rel_join(rel, OVERLAY_FILE),
@@ -1090,13 +1136,15 @@ fn load_overlay(
     }];
     let mut read = |field: &str, p: &str| -> Result<(String, String), InputError> {
         let frel = join_rel(root, rel, p).map_err(|m| overlay_error(&file, field, m))?;
-        let full = inside_root(root, &frel, p).map_err(|m| overlay_error(&file, field, m))?;
-        let text = read_repo_text(&full, &root_c, InputKind::Overlay)?;
+        let (label, text) = read_file(&frel, p).map_err(|e| match e {
+            OverlayRead::Refused(m) => overlay_error(&file, field, m),
+            OverlayRead::Input(e) => e,
+        })?;
         digests.push(Digest256 {
             path: frel,
             sha256: sha256_hex(text.as_bytes()),
         });
-        Ok((full.display().to_string(), text))
+        Ok((label, text))
     };
     let mut resources = Vec::new();
     for (j, r) in spec.resources.iter().enumerate() {
@@ -1147,9 +1195,19 @@ fn rel_join(dir: &str, name: &str) -> String {
 /// A cluster's overlays (`spec.overlays`, each after its bases, depth-first, each once),
 /// read through `cache`. Errors name the file and field that point at the bad overlay.
 pub fn load_overlays(c: &ClusterInput, cache: &OverlayCache) -> Result<LoadedOverlays, InputError> {
+    resolve_overlays(c, &|rel, from_file, field| {
+        cache.get(&c.root, rel, from_file, field)
+    })
+}
+
+/// One overlay directory (repository-relative), loaded for the file and field that name it.
+type OverlayGet<'a> = dyn Fn(&str, &str, &str) -> Result<Arc<LoadedOverlay>, InputError> + 'a;
+
+/// [`load_overlays`] with the overlays read by `get`.
+fn resolve_overlays(c: &ClusterInput, get: &OverlayGet) -> Result<LoadedOverlays, InputError> {
     let mut r = Resolver {
         root: &c.root,
-        cache,
+        get,
         out: LoadedOverlays::default(),
         done: Vec::new(),
         stack: Vec::new(),
@@ -1164,7 +1222,7 @@ pub fn load_overlays(c: &ClusterInput, cache: &OverlayCache) -> Result<LoadedOve
 
 struct Resolver<'a> {
     root: &'a Path,
-    cache: &'a OverlayCache,
+    get: &'a OverlayGet<'a>,
     out: LoadedOverlays,
     done: Vec<String>,
     stack: Vec<String>,
@@ -1194,7 +1252,7 @@ impl Resolver<'_> {
         if self.done.contains(&rel) {
             return Ok(());
         }
-        let lo = self.cache.get(self.root, &rel, from_file, field)?;
+        let lo = (self.get)(&rel, from_file, field)?;
         self.stack.push(rel.clone());
         for (j, b) in lo.bases.iter().enumerate() {
             let bfield = format!("bases[{j}]");

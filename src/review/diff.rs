@@ -341,6 +341,10 @@ pub struct ClusterDiff {
     pub objects: Vec<ObjectDiff>,
     /// Risk notes, high first.
     pub risks: Vec<Risk>,
+    /// The changed input paths that made `diff --git` render this cluster (empty when the
+    /// sides were given whole).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<String>,
 }
 
 impl ClusterDiff {
@@ -366,6 +370,26 @@ pub struct Diff {
     pub decrypted: bool,
     /// Every cluster on either side, by name.
     pub clusters: Vec<ClusterDiff>,
+    /// What `diff --git` rendered (`None` when the sides were given whole).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+}
+
+/// What `diff --git` rendered: only the clusters whose inputs differ between the revisions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Scope {
+    /// Cluster directories on either side.
+    pub clusters: usize,
+    /// Those rendered on both sides (their inputs changed).
+    pub rendered: usize,
+    /// Those not rendered: none of their inputs changed, so neither did their objects.
+    pub skipped: usize,
+    /// Why every cluster rendered, when a shared input (the templates) changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub everything: Option<String>,
+    /// Changed paths that no cluster reads.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unused: Vec<String>,
 }
 
 impl Diff {
@@ -386,6 +410,10 @@ pub struct Options<'a> {
     pub b: String,
     /// age identities to decrypt SOPS-encrypted Secrets with.
     pub identities: Option<&'a [age::x25519::Identity]>,
+    /// What was rendered, when only the clusters whose inputs changed were.
+    pub scope: Option<Scope>,
+    /// Cluster name → the changed input paths that made it render.
+    pub inputs: BTreeMap<String, Vec<String>>,
 }
 
 /// Compare two sides.
@@ -403,6 +431,7 @@ pub fn diff(a: &ResourceSet, b: &ResourceSet, opts: &Options<'_>) -> Diff {
                 cb.unwrap_or(&empty),
                 opts.identities,
             );
+            d.inputs = opts.inputs.get(name).cloned().unwrap_or_default();
             d.status = match (ca, cb) {
                 (None, Some(_)) => ClusterStatus::Added,
                 (Some(_), None) => ClusterStatus::Removed,
@@ -436,6 +465,7 @@ pub fn diff(a: &ResourceSet, b: &ResourceSet, opts: &Options<'_>) -> Diff {
         b: opts.b.clone(),
         decrypted: opts.identities.is_some(),
         clusters,
+        scope: opts.scope.clone(),
     }
 }
 
@@ -544,6 +574,7 @@ fn diff_cluster(
         status: ClusterStatus::Unchanged,
         objects: objects.into_iter().map(|(_, _, o)| o).collect(),
         risks,
+        inputs: Vec::new(),
     }
 }
 

@@ -53,11 +53,151 @@ pub fn error_message(text: &str) -> String {
     out
 }
 
-/// The diff as JSON (pretty-printed, newline-terminated).
-pub fn json(diff: &Diff) -> String {
-    let mut s = serde_json::to_string_pretty(diff).unwrap_or_else(|_| "{}".into());
+/// The diff as JSON (pretty-printed, newline-terminated): the clusters that differ or whose
+/// inputs changed, the unchanged ones as a count (and in `clusters` too with `verbose`),
+/// and the groups of clusters with the same change.
+pub fn json(diff: &Diff, verbose: bool) -> String {
+    #[derive(serde::Serialize)]
+    struct View<'a> {
+        a: &'a str,
+        b: &'a str,
+        decrypted: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        scope: Option<&'a crate::review::diff::Scope>,
+        unchanged: usize,
+        clusters: Vec<&'a ClusterDiff>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        groups: Vec<Vec<&'a str>>,
+    }
+    let view = View {
+        a: &diff.a,
+        b: &diff.b,
+        decrypted: diff.decrypted,
+        scope: diff.scope.as_ref(),
+        unchanged: diff.clusters.iter().filter(|c| quiet(c)).count(),
+        clusters: diff
+            .clusters
+            .iter()
+            .filter(|c| verbose || !quiet(c))
+            .collect(),
+        groups: groups(diff)
+            .into_iter()
+            .filter(|g| g.names.len() > 1)
+            .map(|g| g.names)
+            .collect(),
+    };
+    let mut s = serde_json::to_string_pretty(&view).unwrap_or_else(|_| "{}".into());
     s.push('\n');
     s
+}
+
+/// A cluster that is only counted: unchanged, nothing re-encrypted, no input changed.
+fn quiet(c: &ClusterDiff) -> bool {
+    c.status == ClusterStatus::Unchanged && c.objects.is_empty() && c.inputs.is_empty()
+}
+
+/// Clusters shown together: the same differences, risks and changed inputs once each
+/// cluster's own name is taken out ("the same change in 312 clusters").
+struct Group<'a> {
+    /// The first cluster, whose details are shown.
+    first: &'a ClusterDiff,
+    /// Every cluster of the group, the first first.
+    names: Vec<&'a str>,
+}
+
+/// The clusters that are not [`quiet`], grouped, in order of their first cluster.
+fn groups(diff: &Diff) -> Vec<Group<'_>> {
+    let mut out: Vec<Group<'_>> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for c in diff.clusters.iter().filter(|c| !quiet(c)) {
+        let mut key =
+            serde_json::to_string(&(c.status, &c.objects, &c.risks, &c.inputs)).unwrap_or_default();
+        // A name this short could stand for something else in another cluster's details.
+        if c.name.len() >= 3 {
+            key = key.replace(&c.name, "\u{1}");
+        } else {
+            key = format!("{}\u{1}{key}", c.name);
+        }
+        match index.get(&key) {
+            Some(&i) => out[i].names.push(&c.name),
+            None => {
+                index.insert(key, out.len());
+                out.push(Group {
+                    first: c,
+                    names: vec![&c.name],
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A group's names: all of them up to `shown`, then a count; and the group's size.
+fn group_names(g: &Group<'_>, shown: usize) -> String {
+    let n = g.names.len();
+    if n == 1 {
+        return g.names[0].to_string();
+    }
+    let mut s = g.names[..n.min(shown)].join(", ");
+    if n > shown {
+        let _ = write!(s, " (+{} more)", n - shown);
+    }
+    s
+}
+
+/// The scope of a `diff --git` run, one line each: what was rendered, why everything was,
+/// and what changed but is read by no cluster.
+fn scope_lines(diff: &Diff) -> Vec<String> {
+    let Some(s) = &diff.scope else {
+        return Vec::new();
+    };
+    let mut out = vec![format!(
+        "rendered {} of {} cluster(s); {} skipped: none of their inputs changed",
+        s.rendered, s.clusters, s.skipped
+    )];
+    if let Some(e) = &s.everything {
+        out.push(format!("every cluster rendered: {e}"));
+    }
+    if !s.unused.is_empty() {
+        let mut l = format!(
+            "changed, read by no cluster: {}",
+            s.unused
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if s.unused.len() > 10 {
+            let _ = write!(l, " (+{} more)", s.unused.len() - 10);
+        }
+        out.push(l);
+    }
+    out
+}
+
+/// The changed inputs of a group's first cluster, for its heading.
+fn inputs_line(c: &ClusterDiff) -> Option<String> {
+    if c.inputs.is_empty() {
+        return None;
+    }
+    let mut l = c
+        .inputs
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if c.inputs.len() > 10 {
+        let _ = write!(l, " (+{} more)", c.inputs.len() - 10);
+    }
+    Some(
+        if c.status == ClusterStatus::Unchanged && c.objects.is_empty() {
+            format!("inputs changed ({l}), rendered objects unchanged")
+        } else {
+            format!("inputs changed: {l}")
+        },
+    )
 }
 
 #[derive(Clone, Copy)]
@@ -280,7 +420,7 @@ fn summary_line(diff: &Diff) -> String {
     format!(
         "{} of {} cluster(s) differ · objects: {} changed, {} replaced, {} added, {} removed, {} re-encrypted · risks: {} high, {} medium, {} low",
         t.changed_clusters,
-        diff.clusters.len(),
+        diff.scope.as_ref().map_or(diff.clusters.len(), |s| s.clusters),
         t.objects[0],
         t.objects[1],
         t.objects[2],
@@ -292,8 +432,9 @@ fn summary_line(diff: &Diff) -> String {
     )
 }
 
-/// Terminal text; ANSI colours only when `color`.
-pub fn text(diff: &Diff, color: bool) -> String {
+/// Terminal text; ANSI colours only when `color`. Unchanged clusters are counted, and
+/// named only when `verbose`.
+pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
     let p = Paint(color);
     let mut s = String::new();
     let _ = writeln!(
@@ -302,6 +443,9 @@ pub fn text(diff: &Diff, color: bool) -> String {
         p.bold(&format!("capstan diff {} → {}", diff.a, diff.b))
     );
     let _ = writeln!(s, "{}", summary_line(diff));
+    for l in scope_lines(diff) {
+        let _ = writeln!(s, "{}", p.dim(&l));
+    }
     if !diff.decrypted {
         let _ = writeln!(
             s,
@@ -312,20 +456,27 @@ pub fn text(diff: &Diff, color: bool) -> String {
     let unchanged: Vec<&str> = diff
         .clusters
         .iter()
-        .filter(|c| c.status == ClusterStatus::Unchanged && c.objects.is_empty())
+        .filter(|c| quiet(c))
         .map(|c| c.name.as_str())
         .collect();
-    for c in diff
-        .clusters
-        .iter()
-        .filter(|c| !(c.status == ClusterStatus::Unchanged && c.objects.is_empty()))
-    {
+    for g in groups(diff) {
+        let c = g.first;
         s.push('\n');
-        let _ = writeln!(
-            s,
-            "{}",
-            p.bold(&format!("cluster {}: {}", c.name, c.status.as_str()))
-        );
+        let head = if g.names.len() > 1 {
+            format!(
+                "cluster {}: {} (the same change in {} clusters, shown for {})",
+                group_names(&g, 8),
+                c.status.as_str(),
+                g.names.len(),
+                c.name
+            )
+        } else {
+            format!("cluster {}: {}", c.name, c.status.as_str())
+        };
+        let _ = writeln!(s, "{}", p.bold(&head));
+        if let Some(l) = inputs_line(c) {
+            let _ = writeln!(s, "  {}", p.dim(&l));
+        }
         if !c.risks.is_empty() {
             let _ = writeln!(s, "  risks:");
             for r in &c.risks {
@@ -367,11 +518,15 @@ pub fn text(diff: &Diff, color: bool) -> String {
     }
     if !unchanged.is_empty() {
         s.push('\n');
-        let _ = writeln!(
-            s,
-            "{}",
-            p.dim(&format!("unchanged: {}", unchanged.join(", ")))
-        );
+        let line = if verbose {
+            format!("unchanged: {}", unchanged.join(", "))
+        } else {
+            format!(
+                "unchanged: {} cluster(s) (names with --verbose)",
+                unchanged.len()
+            )
+        };
+        let _ = writeln!(s, "{}", p.dim(&line));
     }
     s
 }
@@ -458,8 +613,10 @@ fn risk_cell(c: &ClusterDiff) -> String {
 
 /// Markdown for a pull-request comment, at most `limit` bytes (so at most `limit`
 /// characters): the summary table first, then per cluster its risk notes and its objects
-/// in `<details>` blocks. What does not fit is left out, and a closing note says what.
-pub fn markdown(diff: &Diff, limit: usize) -> String {
+/// in `<details>` blocks; clusters with the same change share a row and a section, and
+/// unchanged clusters are one row (one each with `verbose`). What does not fit is left
+/// out, and a closing note says what.
+pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     const NOTE_RESERVE: usize = 600;
     let budget = limit.saturating_sub(NOTE_RESERVE);
     let mut head = String::new();
@@ -471,6 +628,9 @@ pub fn markdown(diff: &Diff, limit: usize) -> String {
         md_escape(&diff.b),
         md_escape(&summary_line(diff))
     );
+    for l in scope_lines(diff) {
+        let _ = writeln!(head, "_{}_\n", md_escape(&l));
+    }
     if !diff.decrypted {
         let _ = writeln!(
             head,
@@ -484,21 +644,39 @@ pub fn markdown(diff: &Diff, limit: usize) -> String {
     let mut used = head.len();
     let mut table = String::new();
     let mut rows_cut = 0usize;
-    // Clusters with differences first in the table, so a cut table still shows them.
-    let mut ordered: Vec<&ClusterDiff> = diff
-        .clusters
+    // Clusters with differences first in the table, so a cut table still shows them; then
+    // those whose inputs changed alone; then the unchanged ones.
+    let groups = groups(diff);
+    let mut ordered: Vec<(String, &ClusterDiff)> = groups
         .iter()
-        .filter(|c| c.status != ClusterStatus::Unchanged)
+        .filter(|g| g.first.status != ClusterStatus::Unchanged)
+        .chain(
+            groups
+                .iter()
+                .filter(|g| g.first.status == ClusterStatus::Unchanged),
+        )
+        .map(|g| (group_names(g, 5), g.first))
         .collect();
-    ordered.extend(
-        diff.clusters
-            .iter()
-            .filter(|c| c.status == ClusterStatus::Unchanged),
-    );
-    for c in &ordered {
+    let quiet_ones: Vec<&ClusterDiff> = diff.clusters.iter().filter(|c| quiet(c)).collect();
+    let unchanged_row = ClusterDiff {
+        name: String::new(),
+        status: ClusterStatus::Unchanged,
+        objects: Vec::new(),
+        risks: Vec::new(),
+        inputs: Vec::new(),
+    };
+    if verbose {
+        ordered.extend(quiet_ones.iter().map(|c| (c.name.clone(), *c)));
+    } else if !quiet_ones.is_empty() {
+        ordered.push((
+            format!("{} unchanged cluster(s)", quiet_ones.len()),
+            &unchanged_row,
+        ));
+    }
+    for (label, c) in &ordered {
         let row = format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            md_escape(&c.name),
+            md_escape(label),
             c.status.as_str(),
             c.count(ObjectStatus::Changed),
             c.count(ObjectStatus::Replaced),
@@ -516,18 +694,33 @@ pub fn markdown(diff: &Diff, limit: usize) -> String {
     }
     used += 1;
 
-    // Per cluster: heading and risk notes first (for every cluster), then details.
-    let shown: Vec<&ClusterDiff> = diff
-        .clusters
+    // Per cluster (or group): heading and risk notes first (for every one), then details.
+    let shown: Vec<&Group<'_>> = groups
         .iter()
-        .filter(|c| !c.objects.is_empty() || !c.risks.is_empty())
+        .filter(|g| {
+            !g.first.objects.is_empty() || !g.first.risks.is_empty() || !g.first.inputs.is_empty()
+        })
         .collect();
     let mut headings: Vec<Option<String>> = Vec::with_capacity(shown.len());
     let mut risks: Vec<Vec<String>> = Vec::with_capacity(shown.len());
     let mut risks_cut = 0usize;
     let mut clusters_cut = 0usize;
-    for c in &shown {
-        let h = format!("\n### {} ({})\n\n", md_escape(&c.name), c.status.as_str());
+    for g in &shown {
+        let c = g.first;
+        let mut h = if g.names.len() > 1 {
+            format!(
+                "\n### {} ({}: the same change in {} clusters, shown for {})\n\n",
+                md_escape(&group_names(g, 5)),
+                c.status.as_str(),
+                g.names.len(),
+                md_escape(&c.name)
+            )
+        } else {
+            format!("\n### {} ({})\n\n", md_escape(&c.name), c.status.as_str())
+        };
+        if let Some(l) = inputs_line(c) {
+            let _ = write!(h, "_{}_\n\n", md_escape(&l));
+        }
         if used + h.len() > budget {
             headings.push(None);
             risks.push(Vec::new());
@@ -554,7 +747,8 @@ pub fn markdown(diff: &Diff, limit: usize) -> String {
     let mut details: Vec<Vec<String>> = vec![Vec::new(); shown.len()];
     let mut objects_cut = 0usize;
     let mut objects_cut_clusters = 0usize;
-    for (i, c) in shown.iter().enumerate() {
+    for (i, g) in shown.iter().enumerate() {
+        let c = g.first;
         let mut cut_here = false;
         for o in &c.objects {
             let block = md_object(o);
@@ -668,7 +862,8 @@ mod tests {
                         path: "spec.replicas".into(),
                         delta: Delta::Value {
                             before: Some(json!(1)),
-                            after: Some(json!(2)),
+                            // Each cluster its own change, so none are grouped.
+                            after: Some(json!(2 + i)),
                         },
                     }],
                     secret_keys: vec![],
@@ -681,6 +876,7 @@ mod tests {
                     object: "MachineDeployment c/md".into(),
                     message: "worker replicas 1 → 2: creates 1 machine(s)".into(),
                 }],
+                inputs: vec![],
             })
             .collect();
         Diff {
@@ -688,23 +884,78 @@ mod tests {
             b: "b".into(),
             decrypted: false,
             clusters,
+            scope: None,
         }
     }
 
     #[test]
     fn markdown_fits_and_says_what_was_cut() {
-        let small = markdown(&sample(2), GITHUB_COMMENT_LIMIT);
+        let small = markdown(&sample(2), GITHUB_COMMENT_LIMIT, false);
         assert!(!small.contains("Cut to stay"));
         assert!(small.contains("spec.replicas: 1 → 2"));
-        let big = markdown(&sample(2000), GITHUB_COMMENT_LIMIT);
+        let big = markdown(&sample(2000), GITHUB_COMMENT_LIMIT, false);
         assert!(big.len() <= GITHUB_COMMENT_LIMIT, "{}", big.len());
         assert!(big.contains("Cut to stay under GitHub's 65536-character comment limit"));
     }
 
     #[test]
     fn text_without_colour_has_no_escapes() {
-        let t = text(&sample(1), false);
+        let t = text(&sample(1), false, false);
         assert!(!t.contains('\x1b'));
-        assert!(text(&sample(1), true).contains('\x1b'));
+        assert!(text(&sample(1), true, false).contains('\x1b'));
+    }
+    #[test]
+    fn the_same_change_in_many_clusters_is_shown_once_and_unchanged_ones_are_counted() {
+        let mut d = sample(1);
+        let one = d.clusters[0].clone();
+        d.clusters.clear();
+        for name in ["lab-a", "lab-b", "lab-c"] {
+            let mut c = one.clone();
+            let old = c.name.clone();
+            c.name = name.into();
+            c.objects[0].id.namespace = c.objects[0].id.namespace.replace(&old, name);
+            d.clusters.push(c);
+        }
+        let mut quiet = one.clone();
+        quiet.name = "lab-q".into();
+        quiet.status = ClusterStatus::Unchanged;
+        quiet.objects.clear();
+        quiet.risks.clear();
+        d.clusters.push(quiet);
+        let t = text(&d, false, false);
+        assert!(
+            t.contains("cluster lab-a, lab-b, lab-c: changed (the same change in 3 clusters, shown for lab-a)"),
+            "{t}"
+        );
+        assert_eq!(t.matches("spec.replicas").count(), 1, "{t}");
+        assert!(
+            t.contains("unchanged: 1 cluster(s) (names with --verbose)"),
+            "{t}"
+        );
+        assert!(text(&d, false, true).contains("unchanged: lab-q"));
+        let m = markdown(&d, GITHUB_COMMENT_LIMIT, false);
+        assert!(m.contains("| lab-a, lab-b, lab-c | changed |"), "{m}");
+        assert!(m.contains("| 1 unchanged cluster(s) | unchanged |"), "{m}");
+        assert!(
+            m.contains("the same change in 3 clusters, shown for lab-a"),
+            "{m}"
+        );
+        let j: Value = serde_json::from_str(&json(&d, false)).unwrap();
+        assert_eq!(j["unchanged"], 1);
+        assert_eq!(j["clusters"].as_array().unwrap().len(), 3);
+        assert_eq!(j["groups"], json!([["lab-a", "lab-b", "lab-c"]]));
+        let j: Value = serde_json::from_str(&json(&d, true)).unwrap();
+        assert_eq!(j["clusters"].as_array().unwrap().len(), 4);
+        // A different value is a different change.
+        d.clusters[1].objects[0].fields[0].delta = Delta::Value {
+            before: Some(json!(1)),
+            after: Some(json!(9)),
+        };
+        let t = text(&d, false, false);
+        assert!(
+            t.contains("cluster lab-a, lab-c: changed (the same change in 2 clusters"),
+            "{t}"
+        );
+        assert!(t.contains("cluster lab-b: changed\n"), "{t}");
     }
 }

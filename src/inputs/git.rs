@@ -1,0 +1,676 @@
+//! A git revision's files, read from the repository's object store into memory: the tree
+//! listing from `git ls-tree`, the blobs that are needed, as they are needed, from one `git cat-file --batch`.
+//! Nothing is checked out and nothing is written, so a killed run leaves nothing behind (the
+//! `git cat-file` ends when its input closes).
+//!
+//! A revision is untrusted input like a working tree, with the same rules: paths stay inside
+//! the repository (a symbolic link is resolved inside the tree, lexically, and refused when
+//! it leaves it), only regular files are read (a submodule is not one), and every cost is
+//! bounded (entries listed, bytes fetched, each file's size by its kind's cap, known from the
+//! listing before anything is read).
+
+use super::{InputError, InputKind};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// At most this many entries in a revision's tree.
+pub const MAX_ENTRIES: usize = 500_000;
+/// At most this many bytes fetched from one revision (the files a review reads).
+pub const MAX_FETCH: u64 = 1 << 30;
+/// Links followed in a row before giving up (as the kernel's `ELOOP`).
+const MAX_LINKS: usize = 40;
+
+/// What a tree entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file (mode 100644 or 100755).
+    File,
+    /// A symbolic link (mode 120000); its blob is the target.
+    Link,
+    /// A submodule (mode 160000): a commit of another repository.
+    Submodule,
+}
+
+/// One file of a revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// What it is.
+    pub kind: EntryKind,
+    /// The object id.
+    pub oid: String,
+    /// Its size in bytes (0 for a submodule).
+    pub size: u64,
+}
+
+/// One revision's tree, and the blobs read from it so far.
+#[derive(Debug)]
+pub struct Revision {
+    /// The revision as the user named it (`main`, `HEAD~1`), for messages.
+    pub name: String,
+    /// The commit it resolves to.
+    pub commit: String,
+    entries: BTreeMap<String, Entry>,
+    blobs: Mutex<Blobs>,
+}
+
+/// The blobs read so far, and the `git cat-file --batch` that reads more (`None` for a
+/// revision built in memory).
+#[derive(Debug, Default)]
+struct Blobs {
+    read: HashMap<String, Arc<Vec<u8>>>,
+    total: u64,
+    cat: Option<CatFile>,
+    top: Option<std::path::PathBuf>,
+}
+
+/// A running `git cat-file --batch`: one object id in, its header and bytes out. It ends
+/// when its stdin closes (the revision dropped, or capstan killed).
+#[derive(Debug)]
+struct CatFile {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for CatFile {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl CatFile {
+    fn start(top: &Path) -> Result<CatFile, InputError> {
+        let mut child = std::process::Command::new("git")
+            .args(["cat-file", "--batch"])
+            .current_dir(top)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| git_error(format!("cannot run git: {e}")))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(git_error("git cat-file: no pipes".into()));
+        };
+        Ok(CatFile {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+        })
+    }
+
+    /// The bytes of blob `oid`, which the listing says has `size` bytes.
+    fn blob(&mut self, oid: &str, size: u64) -> Result<Vec<u8>, InputError> {
+        let fail = |m: String| git_error(format!("git cat-file: {m}"));
+        self.stdin
+            .write_all(format!("{oid}\n").as_bytes())
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| fail(e.to_string()))?;
+        let mut header = String::new();
+        (&mut self.stdout)
+            .take(256)
+            .read_line(&mut header)
+            .map_err(|e| fail(e.to_string()))?;
+        let mut f = header.split_ascii_whitespace();
+        let (got, got_size) = (f.next(), f.nth(1).and_then(|n| n.parse::<u64>().ok()));
+        if got != Some(oid) || got_size != Some(size) {
+            return Err(fail(format!(
+                "unexpected answer for {oid}: {}",
+                header.trim()
+            )));
+        }
+        let mut body = Vec::with_capacity(size as usize + 1);
+        (&mut self.stdout)
+            .take(size + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| fail(e.to_string()))?;
+        if body.pop() != Some(b'\n') || body.len() as u64 != size {
+            return Err(fail(format!("{oid} truncated")));
+        }
+        Ok(body)
+    }
+}
+
+fn git_error(message: String) -> InputError {
+    InputError::Git { message }
+}
+
+/// Run git in `top` with `args`; its stdout.
+fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, InputError> {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(top)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| git_error(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(git_error(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out.stdout)
+}
+
+/// The top directory of the git work tree holding `dir`.
+pub fn toplevel(dir: &Path) -> Result<std::path::PathBuf, InputError> {
+    let out = git(dir, &["rev-parse", "--show-toplevel"])?;
+    Ok(String::from_utf8_lossy(&out).trim().into())
+}
+
+/// Parse `git ls-tree -r -z -l` output.
+fn parse_listing(out: &[u8]) -> Result<BTreeMap<String, Entry>, InputError> {
+    let mut entries = BTreeMap::new();
+    for record in out.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+        if entries.len() >= MAX_ENTRIES {
+            return Err(git_error(format!(
+                "the tree has more than {MAX_ENTRIES} files"
+            )));
+        }
+        let bad = || git_error("unexpected `git ls-tree` output".into());
+        let tab = record.iter().position(|b| *b == b'\t').ok_or_else(bad)?;
+        let meta = std::str::from_utf8(&record[..tab]).map_err(|_| bad())?;
+        let path = String::from_utf8(record[tab + 1..].to_vec())
+            .map_err(|_| git_error("a path in the tree is not UTF-8".into()))?;
+        let mut f = meta.split_ascii_whitespace();
+        let (mode, _type, oid, size) = (f.next(), f.next(), f.next(), f.next());
+        let (Some(mode), Some(oid), Some(size)) = (mode, oid, size) else {
+            return Err(bad());
+        };
+        let kind = match mode {
+            "100644" | "100755" => EntryKind::File,
+            "120000" => EntryKind::Link,
+            "160000" => EntryKind::Submodule,
+            _ => continue,
+        };
+        let size = if size == "-" {
+            0
+        } else {
+            size.parse().map_err(|_| bad())?
+        };
+        entries.insert(
+            path,
+            Entry {
+                kind,
+                oid: oid.to_string(),
+                size,
+            },
+        );
+    }
+    Ok(entries)
+}
+
+impl Revision {
+    /// List the tree of `rev` in the repository at `top` (no blob is read yet).
+    pub fn list(top: &Path, rev: &str) -> Result<Revision, InputError> {
+        let commit = git(
+            top,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ],
+        )
+        .map_err(|_| git_error(format!("`{rev}` is not a commit of {}", top.display())))?;
+        let commit = String::from_utf8_lossy(&commit).trim().to_string();
+        let out = git(top, &["ls-tree", "-r", "-z", "-l", "--full-tree", &commit])?;
+        Ok(Revision {
+            name: rev.to_string(),
+            commit,
+            entries: parse_listing(&out)?,
+            blobs: Mutex::new(Blobs {
+                top: Some(top.to_path_buf()),
+                ..Blobs::default()
+            }),
+        })
+    }
+
+    /// A revision made of the given entries and blobs (for tests).
+    pub fn from_parts(
+        name: &str,
+        entries: BTreeMap<String, Entry>,
+        blobs: HashMap<String, Vec<u8>>,
+    ) -> Revision {
+        Revision {
+            name: name.to_string(),
+            commit: String::new(),
+            entries,
+            blobs: Mutex::new(Blobs {
+                read: blobs.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+                ..Blobs::default()
+            }),
+        }
+    }
+
+    /// Every file of the tree, by path.
+    pub fn entries(&self) -> &BTreeMap<String, Entry> {
+        &self.entries
+    }
+
+    /// How a path of this revision is shown in messages: `REV:path`.
+    pub fn label(&self, rel: &str) -> String {
+        format!("{}:{rel}", self.name)
+    }
+
+    /// The bytes of an entry's blob, read once (at most [`MAX_FETCH`] bytes in all).
+    fn blob(&self, e: &Entry) -> Result<Arc<Vec<u8>>, InputError> {
+        let mut b = self
+            .blobs
+            .lock()
+            .map_err(|_| git_error("a reader panicked".into()))?;
+        if let Some(hit) = b.read.get(&e.oid) {
+            return Ok(hit.clone());
+        }
+        b.total += e.size;
+        if b.total > MAX_FETCH {
+            return Err(git_error(format!(
+                "more than {MAX_FETCH} bytes of inputs to read from `{}`",
+                self.name
+            )));
+        }
+        if b.cat.is_none() {
+            let top = b
+                .top
+                .clone()
+                .ok_or_else(|| git_error(format!("`{}`: no repository to read", self.name)))?;
+            b.cat = Some(CatFile::start(&top)?);
+        }
+        let Some(cat) = b.cat.as_mut() else {
+            return Err(git_error("git cat-file: not running".into()));
+        };
+        let bytes = match cat.blob(&e.oid, e.size) {
+            Ok(bytes) => Arc::new(bytes),
+            Err(err) => {
+                b.cat = None;
+                return Err(err);
+            }
+        };
+        b.read.insert(e.oid.clone(), bytes.clone());
+        Ok(bytes)
+    }
+
+    /// Resolve `rel` through symbolic links inside the tree: the path of the entry it
+    /// names, or an error when a link leaves the tree or loops.
+    fn resolve(&self, rel: &str) -> Result<Option<String>, InputError> {
+        let mut path = rel.to_string();
+        for _ in 0..MAX_LINKS {
+            let Some(e) = self.entries.get(&path) else {
+                return Ok(None);
+            };
+            if e.kind != EntryKind::Link {
+                return Ok(Some(path));
+            }
+            if e.size > 4096 {
+                return Err(git_error(format!(
+                    "{}: a link target of {} bytes",
+                    self.label(&path),
+                    e.size
+                )));
+            }
+            let target = String::from_utf8_lossy(&self.blob(e)?).into_owned();
+            let outside = || InputError::Outside {
+                path: self.label(rel),
+                resolved: target.clone(),
+                root: format!("{}:", self.name),
+            };
+            if target.starts_with('/') {
+                return Err(outside());
+            }
+            let mut parts: Vec<&str> = path.split('/').collect();
+            parts.pop();
+            for seg in target.split('/') {
+                match seg {
+                    "" | "." => {}
+                    ".." => {
+                        if parts.pop().is_none() {
+                            return Err(outside());
+                        }
+                    }
+                    s => parts.push(s),
+                }
+            }
+            path = parts.join("/");
+        }
+        Err(git_error(format!(
+            "{}: too many levels of symbolic links",
+            self.label(rel)
+        )))
+    }
+
+    /// The bytes of the regular file `rel` (links followed inside the tree), at most
+    /// `kind.cap()`; `None` when the tree has no file there.
+    pub fn bytes(&self, rel: &str, kind: InputKind) -> Result<Option<Arc<Vec<u8>>>, InputError> {
+        let Some(path) = self.resolve(rel)? else {
+            return Ok(None);
+        };
+        let Some(e) = self.entries.get(&path) else {
+            return Ok(None);
+        };
+        if e.kind == EntryKind::Submodule {
+            return Err(InputError::NotRegular {
+                path: self.label(rel),
+                found: "a submodule",
+            });
+        }
+        if e.size > kind.cap() {
+            return Err(InputError::TooLarge {
+                path: self.label(rel),
+                cap: kind.cap(),
+                what: kind.what(),
+            });
+        }
+        self.blob(e).map(Some)
+    }
+
+    /// [`Revision::bytes`] as UTF-8 text.
+    pub fn text(&self, rel: &str, kind: InputKind) -> Result<Option<String>, InputError> {
+        match self.bytes(rel, kind)? {
+            None => Ok(None),
+            Some(b) => String::from_utf8(b.as_ref().clone())
+                .map(Some)
+                .map_err(|_| InputError::Yaml {
+                    file: self.label(rel),
+                    message: "not UTF-8 text".into(),
+                }),
+        }
+    }
+
+    /// Whether the tree holds a directory at `rel` (`""` is the root).
+    pub fn is_dir(&self, rel: &str) -> bool {
+        rel.is_empty() || self.under(rel).next().is_some()
+    }
+
+    /// The files under the directory `rel` (every depth), in path order.
+    pub fn under<'a>(&'a self, rel: &str) -> impl Iterator<Item = (&'a String, &'a Entry)> {
+        let prefix = if rel.is_empty() {
+            String::new()
+        } else {
+            format!("{rel}/")
+        };
+        self.entries
+            .range(prefix.clone()..)
+            .take_while(move |(p, _)| p.starts_with(&prefix))
+    }
+}
+
+/// The paths that differ between the working tree under `top` and `rev` (tracked files
+/// changed, staged or not, and files git does not track, ignored ones included: the loader
+/// reads them too), relative to `top`.
+pub fn worktree_changes(top: &Path, rev: &str) -> Result<Vec<String>, InputError> {
+    let mut out = Vec::new();
+    for args in [
+        &["diff", "--name-only", "-z", "--no-renames", rev][..],
+        &["ls-files", "-z", "--others"][..],
+    ] {
+        let listed = git(top, args)?;
+        for p in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+            if out.len() >= MAX_ENTRIES {
+                return Err(git_error(format!(
+                    "more than {MAX_ENTRIES} files differ from `{rev}`"
+                )));
+            }
+            out.push(String::from_utf8_lossy(p).into_owned());
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// A tree path from a directory and a name in it (`""` is the root).
+fn join(dir: &str, name: &str) -> String {
+    super::rel_join(dir, name)
+}
+
+fn not_found(path: String) -> InputError {
+    InputError::Io {
+        path,
+        error: std::io::Error::from(std::io::ErrorKind::NotFound),
+    }
+}
+
+/// The clusters of a revision under `dir` (tree path), by the rules of [`super::discover`]:
+/// `dir` itself when it holds `cluster.yaml`, else `dir/clusters/*/`, else `dir/*/`; sorted.
+pub fn discover(rev: &Revision, dir: &str) -> Result<Vec<String>, InputError> {
+    let has_cluster = |d: &str| rev.entries.contains_key(&join(d, super::CLUSTER_FILE));
+    if has_cluster(dir) {
+        return Ok(vec![dir.to_string()]);
+    }
+    if !rev.is_dir(dir) {
+        return Err(not_found(rev.label(dir)));
+    }
+    for base in [join(dir, "clusters"), dir.to_string()] {
+        let mut found: Vec<String> = Vec::new();
+        for (p, _) in rev.under(&base) {
+            let rest = if base.is_empty() {
+                p.as_str()
+            } else {
+                &p[base.len() + 1..]
+            };
+            if let Some((child, tail)) = rest.split_once('/') {
+                if tail == super::CLUSTER_FILE {
+                    found.push(join(&base, child));
+                }
+            }
+        }
+        if !found.is_empty() {
+            found.sort();
+            found.dedup();
+            return Ok(found);
+        }
+    }
+    Err(InputError::NoClusters {
+        dir: rev.label(dir),
+    })
+}
+
+/// The repository root of a cluster directory (tree paths): the parent of its `clusters/`.
+pub fn repo_root(dir: &str) -> String {
+    match dir.rsplit_once('/') {
+        Some(("clusters", _)) => String::new(),
+        Some((parent, _)) => parent
+            .strip_suffix("/clusters")
+            .map_or_else(|| dir.to_string(), str::to_string),
+        None => dir.to_string(),
+    }
+}
+
+/// Read one cluster directory of a revision (tree path), as [`super::load_cluster_with`]
+/// does from disk without digests: `cluster.yaml`, the digest of `secrets.age`, and the
+/// sealed files of `secrets/`.
+pub fn load_cluster(rev: &Revision, dir: &str) -> Result<super::ClusterInput, InputError> {
+    let path = join(dir, super::CLUSTER_FILE);
+    let file = rev.label(&path);
+    let text = rev
+        .text(&path, InputKind::ClusterFile)?
+        .ok_or_else(|| not_found(file.clone()))?;
+    let value = super::parse_yaml_file(&file, &text)?;
+    let config = super::ClusterConfig::from_value(&file, value)?;
+    let secrets_age_sha256 = rev
+        .bytes(&join(dir, super::SECRETS_FILE), InputKind::SecretsAge)?
+        .map(|b| crate::digest::sha256_hex(&b));
+    let sealed_dir = join(dir, super::SEALED_DIR);
+    let mut sealed = Vec::new();
+    for (p, _) in rev.under(&sealed_dir) {
+        let name = &p[sealed_dir.len() + 1..];
+        if name.contains('/') || !super::is_sealed_name(name) {
+            continue;
+        }
+        let text = rev
+            .text(p, InputKind::Sealed)?
+            .ok_or_else(|| not_found(rev.label(p)))?;
+        sealed.push(super::SealedFile {
+            rel: format!("{}/{name}", super::SEALED_DIR),
+            path: rev.label(p),
+            text,
+            sha256: None,
+        });
+    }
+    Ok(super::ClusterInput {
+        dir: dir.into(),
+        file,
+        config,
+        text,
+        root: repo_root(dir).into(),
+        digests: Vec::new(),
+        secrets_age_sha256,
+        sealed,
+    })
+}
+
+/// The template overrides of a revision's repository at `root` (tree path): its
+/// `templates/`, by the rules of [`super::load_templates`].
+pub fn load_templates(
+    rev: &Revision,
+    root: &str,
+) -> Result<Vec<super::TemplateOverride>, InputError> {
+    let dir = join(root, "templates");
+    let mut out = Vec::new();
+    for (p, _) in rev.under(&dir) {
+        let name = &p[dir.len() + 1..];
+        match super::template_file(name) {
+            None => continue,
+            Some(false) => return Err(InputError::NotATemplate { path: rev.label(p) }),
+            Some(true) => {}
+        }
+        let source = rev
+            .text(p, InputKind::Template)?
+            .ok_or_else(|| not_found(rev.label(p)))?;
+        out.push(super::TemplateOverride {
+            name: name.to_string(),
+            origin: rev.label(p),
+            source,
+        });
+    }
+    Ok(out)
+}
+
+/// A cluster's overlays from a revision, by the rules of [`super::load_overlays`], read
+/// through `cache` (one per revision).
+pub fn load_overlays(
+    rev: &Revision,
+    c: &super::ClusterInput,
+    cache: &super::OverlayCache,
+) -> Result<super::LoadedOverlays, InputError> {
+    let root = c.root.to_string_lossy().into_owned();
+    super::resolve_overlays(c, &|rel, from_file, field| {
+        let key = std::path::PathBuf::from(join(&root, rel));
+        if let Some(hit) = cache.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let dir = join(&root, rel);
+        let path = join(&dir, super::OVERLAY_FILE);
+        let text = rev.text(&path, InputKind::Overlay)?.ok_or_else(|| {
+            super::overlay_error(
+                from_file,
+                field,
+                format!(
+                    "`{}` is not an overlay: expected the file {}",
+                    rev.label(&dir),
+                    rev.label(&path)
+                ),
+            )
+        })?;
+        let loaded = Arc::new(super::overlay_from_text(
+            &c.root,
+            rel,
+            rev.label(&path),
+            &text,
+            |frel, _| {
+                let p = join(&root, frel);
+                match rev.text(&p, InputKind::Overlay) {
+                    Ok(Some(text)) => Ok((rev.label(&p), text)),
+                    Ok(None) => Err(super::OverlayRead::Refused(format!(
+                        "{}: no such file",
+                        rev.label(&p)
+                    ))),
+                    Err(e) => Err(super::OverlayRead::Input(e)),
+                }
+            },
+        )?);
+        if let Ok(mut m) = cache.loaded.lock() {
+            m.insert(key, loaded.clone());
+        }
+        Ok(loaded)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(kind: EntryKind, oid: &str, size: u64) -> Entry {
+        Entry {
+            kind,
+            oid: oid.into(),
+            size,
+        }
+    }
+
+    fn rev() -> Revision {
+        let mut e = BTreeMap::new();
+        e.insert("a/f.yaml".into(), entry(EntryKind::File, "1", 3));
+        e.insert("a/link.yaml".into(), entry(EntryKind::Link, "2", 6));
+        e.insert("a/out.yaml".into(), entry(EntryKind::Link, "3", 12));
+        e.insert("a/loop".into(), entry(EntryKind::Link, "4", 4));
+        e.insert("sub".into(), entry(EntryKind::Submodule, "5", 0));
+        e.insert("big".into(), entry(EntryKind::File, "6", 2 << 20));
+        let mut b = HashMap::new();
+        b.insert("1".into(), b"x: 1".to_vec());
+        b.insert("2".into(), b"f.yaml".to_vec());
+        b.insert("3".into(), b"../../etc/pw".to_vec());
+        b.insert("4".into(), b"loop".to_vec());
+        Revision::from_parts("main", e, b)
+    }
+
+    #[test]
+    fn reads_files_and_links_inside_the_tree_and_refuses_the_rest() {
+        let r = rev();
+        assert_eq!(
+            r.text("a/f.yaml", InputKind::Overlay).unwrap().as_deref(),
+            Some("x: 1")
+        );
+        assert_eq!(
+            r.text("a/link.yaml", InputKind::Overlay)
+                .unwrap()
+                .as_deref(),
+            Some("x: 1")
+        );
+        assert!(r.text("a/none.yaml", InputKind::Overlay).unwrap().is_none());
+        let e = r.text("a/out.yaml", InputKind::Overlay).unwrap_err();
+        assert!(matches!(e, InputError::Outside { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("main:a/out.yaml: resolves to ../../etc/pw"),
+            "{e}"
+        );
+        let e = r.text("a/loop", InputKind::Overlay).unwrap_err();
+        assert!(e.to_string().contains("too many levels"), "{e}");
+        let e = r.text("sub", InputKind::Overlay).unwrap_err();
+        assert!(matches!(e, InputError::NotRegular { .. }), "{e}");
+        let e = r.text("big", InputKind::ClusterFile).unwrap_err();
+        assert!(matches!(e, InputError::TooLarge { .. }), "{e}");
+        assert!(r.is_dir("a") && r.is_dir("") && !r.is_dir("a/f.yaml") && !r.is_dir("b"));
+        assert_eq!(r.under("a").count(), 4);
+    }
+
+    #[test]
+    fn parses_ls_tree_output() {
+        let out = b"100644 blob aaa      12\tclusters/x/cluster.yaml\x00120000 blob bbb       5\tl\x00160000 commit ccc       -\tsub\x00040000 tree ddd       -\tskipped\x00";
+        let e = parse_listing(out).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(
+            e["clusters/x/cluster.yaml"],
+            entry(EntryKind::File, "aaa", 12)
+        );
+        assert_eq!(e["l"].kind, EntryKind::Link);
+        assert_eq!(e["sub"], entry(EntryKind::Submodule, "ccc", 0));
+        assert!(parse_listing(b"garbage\0").is_err());
+    }
+}
