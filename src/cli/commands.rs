@@ -983,19 +983,23 @@ fn diff(args: DiffArgs) -> Result<Status> {
     use std::io::IsTerminal;
     let ids = optional_identities(args.identity.as_deref())?;
     let templates = args.templates.as_ref();
-    let mut scope: Option<crate::review::diff::Scope> = None;
-    let mut inputs_of = std::collections::BTreeMap::new();
-    let (mut a, mut b, label_a, label_b) = match &args.git {
+    let d = match &args.git {
         Some(range) => {
             anyhow::ensure!(
                 args.b.is_none(),
                 "with --git, give at most one path: the repository path to render"
             );
             let path = args.a.clone().unwrap_or_else(|| PathBuf::from("."));
-            let s = crate::review::revisions::sides(&path, range, templates)?;
-            scope = Some(s.scope);
-            inputs_of = s.inputs;
-            (s.a, s.b, s.label_a, s.label_b)
+            // A named cluster none of whose inputs changed is not rendered: no error.
+            crate::review::revisions::review(
+                &path,
+                range,
+                templates,
+                &crate::review::revisions::ReviewOptions {
+                    identities: ids.as_deref(),
+                    clusters: args.clusters.clone(),
+                },
+            )?
         }
         None => {
             let (Some(pa), Some(pb)) = (&args.a, &args.b) else {
@@ -1005,45 +1009,42 @@ fn diff(args: DiffArgs) -> Result<Status> {
                 !(pa.as_os_str() == "-" && pb.as_os_str() == "-"),
                 "only one side can be `-` (stdin)"
             );
-            (
-                load_side(pa, templates)?,
-                load_side(pb, templates)?,
-                pa.display().to_string(),
-                pb.display().to_string(),
-            )
+            let mut a = load_side(pa, templates)?;
+            let mut b = load_side(pb, templates)?;
+            for name in &args.clusters {
+                anyhow::ensure!(
+                    a.clusters.contains_key(name) || b.clusters.contains_key(name),
+                    "--cluster {name}: no such cluster on either side (found: {})",
+                    a.clusters
+                        .keys()
+                        .chain(b.clusters.keys())
+                        .cloned()
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .into_iter()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            if !args.clusters.is_empty() {
+                a.clusters.retain(|k, _| args.clusters.contains(k));
+                b.clusters.retain(|k, _| args.clusters.contains(k));
+            }
+            let d = crate::review::diff::diff(
+                &a,
+                &b,
+                &crate::review::diff::Options {
+                    a: pa.display().to_string(),
+                    b: pb.display().to_string(),
+                    identities: ids.as_deref(),
+                    ..Default::default()
+                },
+            );
+            // The process ends soon: freeing two whole renders object by object buys
+            // nothing. They hold no plaintext (the diff scrubs what it decrypts).
+            std::mem::forget((a, b));
+            d
         }
     };
-    let scoped = scope.is_some();
-    if !args.clusters.is_empty() {
-        for name in &args.clusters {
-            // With --git, a cluster none of whose inputs changed is not rendered at all.
-            anyhow::ensure!(
-                scoped || a.clusters.contains_key(name) || b.clusters.contains_key(name),
-                "--cluster {name}: no such cluster on either side (found: {})",
-                a.clusters
-                    .keys()
-                    .chain(b.clusters.keys())
-                    .cloned()
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        a.clusters.retain(|k, _| args.clusters.contains(k));
-        b.clusters.retain(|k, _| args.clusters.contains(k));
-    }
-    let d = crate::review::diff::diff(
-        &a,
-        &b,
-        &crate::review::diff::Options {
-            a: label_a,
-            b: label_b,
-            identities: ids.as_deref(),
-            scope,
-            inputs: inputs_of,
-        },
-    );
     let text = match args.format {
         DiffFormat::Text => {
             let color = std::io::stdout().is_terminal()
@@ -1060,7 +1061,20 @@ fn diff(args: DiffArgs) -> Result<Status> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()?;
-    Ok(if d.has_differences() {
+    use crate::cli::FailOn;
+    use crate::review::diff::Severity;
+    let worst = |s: Severity| {
+        d.clusters
+            .iter()
+            .any(|c| c.risks.iter().any(|r| r.severity <= s))
+    };
+    let fail = match args.fail_on {
+        FailOn::Differences => d.has_differences(),
+        FailOn::High => worst(Severity::High),
+        FailOn::Medium => worst(Severity::Medium),
+        FailOn::Low => worst(Severity::Low),
+    };
+    Ok(if fail {
         Status::Findings
     } else {
         Status::Success

@@ -72,6 +72,19 @@ pub enum DiffFormat {
     Json,
 }
 
+/// When `capstan diff` exits 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// On any difference.
+    Differences,
+    /// On a high risk note.
+    High,
+    /// On a medium or high risk note.
+    Medium,
+    /// On any risk note.
+    Low,
+}
+
 /// Arguments of `capstan diff`.
 #[derive(Debug, clap::Args)]
 #[command(
@@ -109,6 +122,10 @@ pub struct DiffArgs {
     /// Name every unchanged cluster (by default they are counted).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Exit 1 on any difference (default), or only on a risk note of this severity or
+    /// higher (for a CI check that fails on high risks).
+    #[arg(long, value_enum, default_value_t = FailOn::Differences, value_name = "WHEN")]
+    pub fail_on: FailOn,
 }
 
 // The environment variables capstan reads are defined by the domains that read them; the

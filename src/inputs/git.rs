@@ -105,13 +105,22 @@ impl CatFile {
 
     /// The bytes of blob `oid`, which the listing says has `size` bytes.
     fn blob(&mut self, oid: &str, size: u64) -> Result<Vec<u8>, InputError> {
-        let fail = |m: String| git_error(format!("git cat-file: {m}"));
         self.stdin
             .write_all(format!("{oid}\n").as_bytes())
             .and_then(|()| self.stdin.flush())
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| git_error(format!("git cat-file: {e}")))?;
+        CatFile::answer(&mut self.stdout, oid, size)
+    }
+
+    /// Read the answer for blob `oid` of `size` bytes.
+    fn answer(
+        stdout: &mut BufReader<std::process::ChildStdout>,
+        oid: &str,
+        size: u64,
+    ) -> Result<Vec<u8>, InputError> {
+        let fail = |m: String| git_error(format!("git cat-file: {m}"));
         let mut header = String::new();
-        (&mut self.stdout)
+        (&mut *stdout)
             .take(256)
             .read_line(&mut header)
             .map_err(|e| fail(e.to_string()))?;
@@ -124,7 +133,7 @@ impl CatFile {
             )));
         }
         let mut body = Vec::with_capacity(size as usize + 1);
-        (&mut self.stdout)
+        (&mut *stdout)
             .take(size + 1)
             .read_to_end(&mut body)
             .map_err(|e| fail(e.to_string()))?;
@@ -256,6 +265,83 @@ impl Revision {
     /// How a path of this revision is shown in messages: `REV:path`.
     pub fn label(&self, rel: &str) -> String {
         format!("{}:{rel}", self.name)
+    }
+
+    /// Read the blobs of `paths` (files and links, each at most the largest cap of a
+    /// repository file; others are refused when read, by their listed size) in one
+    /// exchange with `git cat-file`, instead of one request at a time.
+    pub fn prefetch<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> Result<(), InputError> {
+        let mut b = self
+            .blobs
+            .lock()
+            .map_err(|_| git_error("a reader panicked".into()))?;
+        let mut want: Vec<&Entry> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for p in paths {
+            let Some(e) = self.entries.get(p) else {
+                continue;
+            };
+            if e.kind == EntryKind::Submodule
+                || e.size > InputKind::Overlay.cap()
+                || b.read.contains_key(&e.oid)
+                || !seen.insert(e.oid.as_str())
+            {
+                continue;
+            }
+            b.total += e.size;
+            if b.total > MAX_FETCH {
+                return Err(git_error(format!(
+                    "more than {MAX_FETCH} bytes of inputs to read from `{}`",
+                    self.name
+                )));
+            }
+            want.push(e);
+        }
+        if want.is_empty() {
+            return Ok(());
+        }
+        if b.cat.is_none() {
+            let top = b
+                .top
+                .clone()
+                .ok_or_else(|| git_error(format!("`{}`: no repository to read", self.name)))?;
+            b.cat = Some(CatFile::start(&top)?);
+        }
+        let Some(cat) = b.cat.as_mut() else {
+            return Err(git_error("git cat-file: not running".into()));
+        };
+        let request: String = want.iter().map(|e| format!("{}\n", e.oid)).collect();
+        let (stdin, stdout) = (&mut cat.stdin, &mut cat.stdout);
+        // git answers while it reads: write from another thread, or both pipes fill up.
+        let answers = std::thread::scope(|s| {
+            let writer = s.spawn(move || {
+                stdin
+                    .write_all(request.as_bytes())
+                    .and_then(|()| stdin.flush())
+            });
+            let answers: Result<Vec<Vec<u8>>, InputError> = want
+                .iter()
+                .map(|e| CatFile::answer(stdout, &e.oid, e.size))
+                .collect();
+            let written = writer.join();
+            match (answers, written) {
+                (Ok(a), Ok(Ok(()))) => Ok(a),
+                (Err(e), _) => Err(e),
+                (_, _) => Err(git_error("git cat-file: could not write".into())),
+            }
+        });
+        match answers {
+            Ok(answers) => {
+                for (e, bytes) in want.iter().zip(answers) {
+                    b.read.insert(e.oid.clone(), Arc::new(bytes));
+                }
+                Ok(())
+            }
+            Err(err) => {
+                b.cat = None;
+                Err(err)
+            }
+        }
     }
 
     /// The bytes of an entry's blob, read once (at most [`MAX_FETCH`] bytes in all).
@@ -485,6 +571,16 @@ pub fn repo_root(dir: &str) -> String {
 /// does from disk without digests: `cluster.yaml`, the digest of `secrets.age`, and the
 /// sealed files of `secrets/`.
 pub fn load_cluster(rev: &Revision, dir: &str) -> Result<super::ClusterInput, InputError> {
+    load(rev, dir, true)
+}
+
+/// [`load_cluster`] without `secrets.age` and the sealed files: what is needed to resolve
+/// the cluster's overlays.
+pub fn load_config(rev: &Revision, dir: &str) -> Result<super::ClusterInput, InputError> {
+    load(rev, dir, false)
+}
+
+fn load(rev: &Revision, dir: &str, secrets: bool) -> Result<super::ClusterInput, InputError> {
     let path = join(dir, super::CLUSTER_FILE);
     let file = rev.label(&path);
     let text = rev
@@ -492,6 +588,18 @@ pub fn load_cluster(rev: &Revision, dir: &str) -> Result<super::ClusterInput, In
         .ok_or_else(|| not_found(file.clone()))?;
     let value = super::parse_yaml_file(&file, &text)?;
     let config = super::ClusterConfig::from_value(&file, value)?;
+    if !secrets {
+        return Ok(super::ClusterInput {
+            dir: dir.into(),
+            file,
+            config,
+            text,
+            root: repo_root(dir).into(),
+            digests: Vec::new(),
+            secrets_age_sha256: None,
+            sealed: Vec::new(),
+        });
+    }
     let secrets_age_sha256 = rev
         .bytes(&join(dir, super::SECRETS_FILE), InputKind::SecretsAge)?
         .map(|b| crate::digest::sha256_hex(&b));

@@ -45,12 +45,32 @@ pub fn render_each<T: Send, E: From<PipelineError> + Send>(
     wanted: inputs::Digests,
     f: impl Fn(Rendered, Vec<inputs::Digest256>) -> Result<T, E> + Sync,
 ) -> Result<Vec<T>, E> {
+    render_each_in(&mut Session::default(), dirs, templates, wanted, f)
+}
+
+/// What several calls of one run share: the compiled templates and the overlays read,
+/// for a run that renders its clusters in batches (`diff --git`).
+#[derive(Default)]
+pub struct Session {
+    disk: BTreeMap<PathBuf, (Renderer, Vec<inputs::Digest256>)>,
+    tree: BTreeMap<String, Renderer>,
+    overlays: inputs::OverlayCache,
+}
+
+/// [`render_each`] within a [`Session`].
+pub fn render_each_in<T: Send, E: From<PipelineError> + Send>(
+    session: &mut Session,
+    dirs: &[PathBuf],
+    templates: Option<&PathBuf>,
+    wanted: inputs::Digests,
+    f: impl Fn(Rendered, Vec<inputs::Digest256>) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
     let tdir_of = |d: &PathBuf| {
         templates
             .cloned()
             .unwrap_or_else(|| inputs::repo_root(d).join("templates"))
     };
-    let mut renderers: BTreeMap<PathBuf, (Renderer, Vec<inputs::Digest256>)> = BTreeMap::new();
+    let renderers = &mut session.disk;
     for d in dirs {
         let tdir = tdir_of(d);
         if let std::collections::btree_map::Entry::Vacant(slot) = renderers.entry(tdir) {
@@ -63,10 +83,10 @@ pub fn render_each<T: Send, E: From<PipelineError> + Send>(
             ));
         }
     }
-    let overlay_cache = inputs::OverlayCache::default();
+    let (renderers, overlay_cache) = (&session.disk, &session.overlays);
     let one = |d: &PathBuf| -> Done<T, E> {
         let c = inputs::load_cluster_with(d, wanted).map_err(PipelineError::from)?;
-        let overlays = inputs::load_overlays(&c, &overlay_cache).map_err(PipelineError::from)?;
+        let overlays = inputs::load_overlays(&c, overlay_cache).map_err(PipelineError::from)?;
         let (renderer, tdigests) = &renderers[&tdir_of(d)];
         let rendered = build(&c, &overlays, renderer)?;
         let mut digests = c.digests;
@@ -82,13 +102,15 @@ pub fn render_each<T: Send, E: From<PipelineError> + Send>(
 /// [`render_each`] for clusters of a git revision (tree paths from
 /// [`inputs::git::discover`]): every input read from the revision's tree, template
 /// overrides from its `templates/` (or from `templates`, a directory on disk, when given).
+/// The session is the revision's own: its overlays are read from the revision.
 pub fn render_revision<T: Send, E: From<PipelineError> + Send>(
+    session: &mut Session,
     rev: &inputs::git::Revision,
     dirs: &[String],
     templates: Option<&PathBuf>,
     f: impl Fn(&str, Rendered) -> Result<T, E> + Sync,
 ) -> Result<Vec<T>, E> {
-    let mut renderers: BTreeMap<String, Renderer> = BTreeMap::new();
+    let renderers = &mut session.tree;
     for d in dirs {
         let root = inputs::git::repo_root(d);
         if let std::collections::btree_map::Entry::Vacant(slot) = renderers.entry(root) {
@@ -100,11 +122,11 @@ pub fn render_revision<T: Send, E: From<PipelineError> + Send>(
             slot.insert(Renderer::new(&overrides).map_err(PipelineError::from)?);
         }
     }
-    let overlay_cache = inputs::OverlayCache::default();
+    let (renderers, overlay_cache) = (&session.tree, &session.overlays);
     let one = |d: &String| -> Done<T, E> {
         let c = inputs::git::load_cluster(rev, d).map_err(PipelineError::from)?;
         let overlays =
-            inputs::git::load_overlays(rev, &c, &overlay_cache).map_err(PipelineError::from)?;
+            inputs::git::load_overlays(rev, &c, overlay_cache).map_err(PipelineError::from)?;
         let rendered = build(&c, &overlays, &renderers[&inputs::git::repo_root(d)])?;
         Ok((c.config.metadata.name, c.file, f(d, rendered)?))
     };

@@ -7,7 +7,7 @@
 use crate::inputs::git::{self, Revision};
 use crate::inputs::{self, InputError};
 use crate::render::pipeline::{self, PipelineError};
-use crate::review::diff::{ClusterSet, ResourceSet, Scope};
+use crate::review::diff::{self, ClusterSet, Diff, ResourceSet, Scope};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -25,21 +25,16 @@ pub enum RevisionsError {
     Usage(String),
 }
 
-/// The two rendered sides, their labels, and what was rendered and why.
-#[derive(Debug)]
-pub struct Sides {
-    /// Side A (the older revision).
-    pub a: ResourceSet,
-    /// Side B (the newer revision, or the working tree).
-    pub b: ResourceSet,
-    /// Side A's label.
-    pub label_a: String,
-    /// Side B's label.
-    pub label_b: String,
-    /// What was rendered.
-    pub scope: Scope,
-    /// Cluster name → the changed input paths that made it render.
-    pub inputs: BTreeMap<String, Vec<String>>,
+/// Clusters compared in one batch (both sides' objects are held for one batch at a time).
+const BATCH: usize = 64;
+
+/// What [`review`] compares with, and what it keeps.
+#[derive(Default)]
+pub struct ReviewOptions<'a> {
+    /// age identities to compare secret plaintexts with.
+    pub identities: Option<&'a [age::x25519::Identity]>,
+    /// Only these clusters (all when empty).
+    pub clusters: Vec<String>,
 }
 
 /// Side B: a revision, or the working tree.
@@ -118,7 +113,7 @@ fn affected(
     dirs: &BTreeSet<String>,
     changed: &[String],
     templates_fixed: bool,
-    mut closure: impl FnMut(&str) -> Option<BTreeSet<String>>,
+    closure: impl Fn(&str) -> Option<BTreeSet<String>> + Sync,
 ) -> (BTreeMap<String, Vec<String>>, Vec<String>, Option<String>) {
     let mut hit: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut others = Vec::new();
@@ -153,8 +148,28 @@ fn affected(
     }
     let mut used: BTreeSet<String> = BTreeSet::new();
     if !others.is_empty() {
-        for d in dirs {
-            match closure(d) {
+        // Every cluster's overlays are resolved (on every core) to see who reads what.
+        let dirs: Vec<&String> = dirs.iter().collect();
+        let workers = std::thread::available_parallelism().map_or(1, usize::from);
+        let chunk = dirs.len().div_ceil(workers).max(1);
+        let closures: Vec<Option<BTreeSet<String>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = dirs
+                .chunks(chunk)
+                .map(|part| {
+                    let closure = &closure;
+                    s.spawn(move || part.iter().map(|d| closure(d)).collect::<Vec<_>>())
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| match h.join() {
+                    Ok(v) => v,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
+        for (d, files) in dirs.into_iter().zip(closures) {
+            match files {
                 Some(files) => {
                     let mine: Vec<String> = others
                         .iter()
@@ -213,12 +228,14 @@ fn cluster_set(r: crate::render::Rendered) -> (String, ClusterSet) {
     )
 }
 
-/// Read, scope and render both sides of `--git range` for the repository path `path`.
-pub fn sides(
+/// `capstan diff --git range` for the repository path `path`: read both revisions, find
+/// the clusters whose inputs changed, render those on both sides and compare them.
+pub fn review(
     path: &Path,
     range: &str,
     templates: Option<&PathBuf>,
-) -> Result<Sides, RevisionsError> {
+    opts: &ReviewOptions<'_>,
+) -> Result<Diff, RevisionsError> {
     let (rev_a, rev_b) = split_range(range)?;
     let dir = if path.is_dir() {
         path.to_path_buf()
@@ -272,11 +289,32 @@ pub fn sides(
     let all: BTreeSet<String> = dirs_a.iter().chain(dirs_b.iter()).cloned().collect();
     let cache_a = inputs::OverlayCache::default();
     let cache_b = inputs::OverlayCache::default();
+    let configs = |dirs: &[String]| -> Vec<String> {
+        dirs.iter()
+            .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
+            .collect()
+    };
+    let prefetched = std::sync::Once::new();
+    // Cluster names met while resolving overlays (side, directory → name), for the batches.
+    let names: std::sync::Mutex<BTreeMap<(usize, String), String>> = Default::default();
+    let remember = |side: usize, d: &str, c: &inputs::ClusterInput| {
+        if let Ok(mut m) = names.lock() {
+            m.insert((side, d.to_string()), c.config.metadata.name.clone());
+        }
+    };
     let (hit, unused, reason) = affected(&all, &changed, templates.is_some(), |d| {
+        prefetched.call_once(|| {
+            // Every cluster's `cluster.yaml` is about to be read: in one exchange each.
+            let _ = a.prefetch(configs(&dirs_a).iter().map(String::as_str));
+            if let Newer::Revision(b) = &newer {
+                let _ = b.prefetch(configs(&dirs_b).iter().map(String::as_str));
+            }
+        });
         let root = git::repo_root(d);
         let mut files = BTreeSet::new();
         if dirs_a.contains(&d.to_string()) {
-            let c = git::load_cluster(&a, d).ok()?;
+            let c = git::load_config(&a, d).ok()?;
+            remember(0, d, &c);
             files.extend(overlay_files(
                 &root,
                 &git::load_overlays(&a, &c, &cache_a).ok()?,
@@ -285,12 +323,14 @@ pub fn sides(
         if dirs_b.contains(&d.to_string()) {
             let overlays = match &newer {
                 Newer::Revision(b) => {
-                    let c = git::load_cluster(b, d).ok()?;
+                    let c = git::load_config(b, d).ok()?;
+                    remember(1, d, &c);
                     git::load_overlays(b, &c, &cache_b).ok()?
                 }
                 Newer::Worktree => {
                     let c = inputs::load_cluster_with(disk_of.get(d)?, inputs::Digests::NotWanted)
                         .ok()?;
+                    remember(1, d, &c);
                     inputs::load_overlays(&c, &cache_b).ok()?
                 }
             };
@@ -308,64 +348,156 @@ pub fn sides(
         .filter(|d| hit.contains_key(*d))
         .cloned()
         .collect();
+    // Clusters are rendered and compared a few dozen at a time, so memory holds one batch
+    // of objects, not two whole fleets. A batch is made of whole names: a cluster whose
+    // directory moved is compared with itself.
+    let names = names.into_inner().unwrap_or_default();
+    let name_of = |side: usize, rev: Option<&Revision>, d: &str| -> Option<String> {
+        if let Some(n) = names.get(&(side, d.to_string())) {
+            return Some(n.clone());
+        }
+        let c = match rev {
+            Some(rev) => git::load_config(rev, d).ok()?,
+            None => inputs::load_cluster_with(disk_of.get(d)?, inputs::Digests::NotWanted).ok()?,
+        };
+        Some(c.config.metadata.name)
+    };
+    let rev_b = match &newer {
+        Newer::Revision(b) => Some(b.as_ref()),
+        Newer::Worktree => None,
+    };
+    let _ = a.prefetch(configs(&render_a).iter().map(String::as_str));
+    if let Some(b) = rev_b {
+        let _ = b.prefetch(configs(&render_b).iter().map(String::as_str));
+    }
+    let mut by_name: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    // Clusters whose `cluster.yaml` does not load go last: rendering them says why.
+    let mut unreadable: (Vec<String>, Vec<String>) = Default::default();
+    for d in &render_a {
+        match name_of(0, Some(&a), d) {
+            Some(n) => by_name.entry(n).or_default().0.push(d.clone()),
+            None => unreadable.0.push(d.clone()),
+        }
+    }
+    for d in &render_b {
+        match name_of(1, rev_b, d) {
+            Some(n) => by_name.entry(n).or_default().1.push(d.clone()),
+            None => unreadable.1.push(d.clone()),
+        }
+    }
+    let mut batches: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+    for (da, db) in by_name.into_values() {
+        match batches.last_mut() {
+            Some(last) if last.0.len().max(last.1.len()) < BATCH => {
+                last.0.extend(da);
+                last.1.extend(db);
+            }
+            _ => batches.push((da, db)),
+        }
+    }
+    if !unreadable.0.is_empty() || !unreadable.1.is_empty() {
+        batches.push(unreadable);
+    }
+    let label_b = match rev_b {
+        Some(b) => b.name.clone(),
+        None => format!("{} (working tree)", path.display()),
+    };
     let keep = |d: &str, r: crate::render::Rendered| -> Result<Rendered, PipelineError> {
         let (name, set) = cluster_set(r);
         Ok((d.to_string(), name, set))
     };
-    let side_a: Vec<Rendered> = pipeline::render_revision(&a, &render_a, templates, keep)?;
-    let side_b: Vec<Rendered> = match &newer {
-        Newer::Revision(b) => pipeline::render_revision(b, &render_b, templates, keep)?,
-        Newer::Worktree => {
-            let disk: Vec<PathBuf> = render_b
-                .iter()
-                .filter_map(|d| disk_of.get(d).cloned())
-                .collect();
-            let back: BTreeMap<PathBuf, String> = disk_of
-                .iter()
-                .map(|(t, p)| (p.clone(), t.clone()))
-                .collect();
-            let rendered = pipeline::render_each::<_, PipelineError>(
-                &disk,
-                templates,
-                inputs::Digests::NotWanted,
-                |r, _| Ok(cluster_set(r)),
-            )?;
-            // `render_each` keeps input order: zip the directories back on.
-            disk.iter()
-                .zip(rendered)
-                .map(|(p, (name, set))| (back.get(p).cloned().unwrap_or_default(), name, set))
+    let mut clusters = Vec::new();
+    let mut seen: [BTreeMap<String, String>; 2] = Default::default();
+    let (mut session_a, mut session_b) =
+        (pipeline::Session::default(), pipeline::Session::default());
+    for (da, db) in batches {
+        // Each batch's files from each revision in one exchange with git.
+        let files_of = |rev: &Revision, dirs: &[String]| -> Vec<String> {
+            dirs.iter()
+                .flat_map(|d| rev.under(d).map(|(p, _)| p.clone()).collect::<Vec<_>>())
                 .collect()
+        };
+        a.prefetch(files_of(&a, &da).iter().map(String::as_str))?;
+        let side_a: Vec<Rendered> =
+            pipeline::render_revision(&mut session_a, &a, &da, templates, keep)?;
+        let side_b: Vec<Rendered> = match rev_b {
+            Some(b) => {
+                b.prefetch(files_of(b, &db).iter().map(String::as_str))?;
+                pipeline::render_revision(&mut session_b, b, &db, templates, keep)?
+            }
+            None => {
+                let disk: Vec<PathBuf> =
+                    db.iter().filter_map(|d| disk_of.get(d).cloned()).collect();
+                let rendered = pipeline::render_each_in::<_, PipelineError>(
+                    &mut session_b,
+                    &disk,
+                    templates,
+                    inputs::Digests::NotWanted,
+                    |r, _| Ok(cluster_set(r)),
+                )?;
+                // `render_each` keeps input order: the directories zip back on.
+                db.iter()
+                    .zip(rendered)
+                    .map(|(d, (name, set))| (d.clone(), name, set))
+                    .collect()
+            }
+        };
+        let mut inputs_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut sets: [ResourceSet; 2] = Default::default();
+        for (i, side) in [side_a, side_b].into_iter().enumerate() {
+            for (dir, name, cluster) in side {
+                if let Some(first) = seen[i].insert(name.clone(), dir.clone()) {
+                    return Err(PipelineError::from(InputError::DuplicateName {
+                        name,
+                        first: format!("{first}/{}", inputs::CLUSTER_FILE),
+                        second: format!("{dir}/{}", inputs::CLUSTER_FILE),
+                    })
+                    .into());
+                }
+                let paths = inputs_of.entry(name.clone()).or_default();
+                paths.extend(hit.get(&dir).into_iter().flatten().cloned());
+                paths.sort();
+                paths.dedup();
+                sets[i].clusters.insert(name, cluster);
+            }
         }
-    };
-    let mut inputs_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut set_a = ResourceSet::default();
-    let mut set_b = ResourceSet::default();
-    for (set, side) in [(&mut set_a, side_a), (&mut set_b, side_b)] {
-        for (dir, name, cluster) in side {
-            let paths = inputs_of.entry(name.clone()).or_default();
-            paths.extend(hit.get(&dir).into_iter().flatten().cloned());
-            paths.sort();
-            paths.dedup();
-            set.clusters.insert(name, cluster);
+        if !opts.clusters.is_empty() {
+            for set in &mut sets {
+                set.clusters.retain(|k, _| opts.clusters.contains(k));
+            }
         }
+        let d = diff::diff(
+            &sets[0],
+            &sets[1],
+            &diff::Options {
+                a: rev_a.to_string(),
+                b: label_b.clone(),
+                identities: opts.identities,
+                scope: None,
+                inputs: inputs_of,
+            },
+        );
+        clusters.extend(d.clusters);
+        // Two renders of a batch are many small allocations: freed on two cores.
+        std::thread::scope(|s| {
+            for set in sets {
+                s.spawn(move || drop(set));
+            }
+        });
     }
-    let scope = Scope {
-        clusters: all.len(),
-        rendered: hit.len(),
-        skipped: all.len().saturating_sub(hit.len()),
-        everything: reason,
-        unused,
-    };
-    Ok(Sides {
-        a: set_a,
-        b: set_b,
-        label_a: rev_a.to_string(),
-        label_b: match rev_b {
-            Some(r) => r.to_string(),
-            None => format!("{} (working tree)", path.display()),
-        },
-        scope,
-        inputs: inputs_of,
+    clusters.sort_by(|x, y| x.name.cmp(&y.name));
+    Ok(Diff {
+        a: rev_a.to_string(),
+        b: label_b,
+        decrypted: opts.identities.is_some(),
+        clusters,
+        scope: Some(Scope {
+            clusters: all.len(),
+            rendered: hit.len(),
+            skipped: all.len().saturating_sub(hit.len()),
+            everything: reason,
+            unused,
+        }),
     })
 }
 
