@@ -358,6 +358,42 @@ H=$MED
 popd >/dev/null
 row "h" "argocd generate, 1 cluster, decrypt" "$(ms "$H")" "<= 20 ms" "$METHOD (via env -i)"
 
+# ---------------------------------------------------------------- (j) pull-request review at fleet scale
+# The fleet as a git repository (packed, as a clone is), one commit changing one cluster and
+# one changing an overlay every cluster uses; `diff --git` as the CI templates run it.
+log "j: diff --git over the $N-cluster repository as git history"
+GR="$W/gitrepo"
+cp -r "$W/repo" "$GR"
+gj() { git -C "$GR" -c user.name=bench -c user.email=bench@capstan.invalid -c commit.gpgsign=false "$@"; }
+gj init -q -b main && gj add -A && gj commit -qm fleet || die "git init of the fleet failed"
+sed -i 's/diskGiB: 40/diskGiB: 50/' "$GR/clusters/$ONE/cluster.yaml"
+gj commit -qam "one cluster" || die "git commit failed"
+python3 - "$GR/overlays/talos-vmware/overlay.yaml" <<'PY'
+import sys
+p = sys.argv[1]; s = open(p).read()
+assert "disk: /dev/sda" in s
+open(p, "w").write(s.replace("disk: /dev/sda", "disk: /dev/sdb", 1))
+PY
+gj commit -qam "shared overlay" || die "git commit failed"
+gj repack -adq
+"$BIN" diff --git HEAD~2..HEAD~1 "$GR" --format json >"$W/j1.json" || true
+python3 - "$W/j1.json" "$N" <<'PY' || die "diff --git (one cluster): unexpected scope"
+import json, sys
+s = json.load(open(sys.argv[1]))["scope"]
+assert s["rendered"] == 1 and s["skipped"] == int(sys.argv[2]) - 1, s
+PY
+measure "$RUNS_BULK" 1 "" "$BIN" diff --git HEAD~2..HEAD~1 "$GR" --fail-on high
+J1=$MED
+row "j" "PR review, 1 of $N clusters changed" "$(sec "$J1")" "<= 2x c" "$METHOD"
+peak_rss "$BIN" diff --git HEAD~2..HEAD~1 "$GR" --fail-on high
+row "j" "  max RSS" "$RSS" "< 100 MiB" "$RSS_METHOD"
+measure "$RUNS_BULK" 1 "" "$BIN" diff --git HEAD~1..HEAD "$GR" --fail-on high
+J2=$MED
+row "j" "PR review, shared overlay ($N render)" "$(sec "$J2")" "<= 3x c" "$METHOD"
+peak_rss "$BIN" diff --git HEAD~1..HEAD "$GR" --fail-on high
+row "j" "  max RSS" "$RSS" "-" "$RSS_METHOD"
+row "j" "  ratios to one full render (c)" "$(awk -v a="$J1" -v b="$J2" -v c="$C" 'BEGIN {printf "%.2fx / %.2fx", a/c, b/c}')" "<= 2x / <= 3x" "j / c, same run"
+
 # ---------------------------------------------------------------- report
 echo
 echo "capstan render benchmark -- $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -sr)"

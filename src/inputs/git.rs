@@ -781,4 +781,36 @@ mod tests {
         assert_eq!(e["sub"], entry(EntryKind::Submodule, "ccc", 0));
         assert!(parse_listing(b"garbage\0").is_err());
     }
+    #[test]
+    fn discovers_clusters_by_the_loaders_rules() {
+        let mut e = BTreeMap::new();
+        for p in [
+            "repo/clusters/a/cluster.yaml",
+            "repo/clusters/b/cluster.yaml",
+            "repo/clusters/b/secrets/x.yaml",
+            "repo/overlays/o/overlay.yaml",
+            "flat/c/cluster.yaml",
+        ] {
+            e.insert(p.to_string(), entry(EntryKind::File, "1", 1));
+        }
+        let r = Revision::from_parts("main", e, HashMap::new());
+        assert_eq!(
+            discover(&r, "repo").unwrap(),
+            ["repo/clusters/a", "repo/clusters/b"]
+        );
+        assert_eq!(
+            discover(&r, "repo/clusters/b").unwrap(),
+            ["repo/clusters/b"]
+        );
+        assert_eq!(discover(&r, "flat").unwrap(), ["flat/c"]);
+        assert!(matches!(
+            discover(&r, "repo/overlays"),
+            Err(InputError::NoClusters { .. })
+        ));
+        assert!(discover(&r, "nowhere").is_err());
+        assert_eq!(repo_root("clusters/a"), "");
+        assert_eq!(repo_root("repo/clusters/a"), "repo");
+        assert_eq!(repo_root("flat/c"), "flat/c");
+        assert_eq!(repo_root("c"), "c");
+    }
 }

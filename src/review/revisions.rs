@@ -408,6 +408,7 @@ pub fn review(
     };
     let mut clusters = Vec::new();
     let mut seen: [BTreeMap<String, String>; 2] = Default::default();
+    let mut pending: Vec<std::thread::JoinHandle<()>> = Vec::new();
     let (mut session_a, mut session_b) =
         (pipeline::Session::default(), pipeline::Session::default());
     for (da, db) in batches {
@@ -478,12 +479,17 @@ pub fn review(
             },
         );
         clusters.extend(d.clusters);
-        // Two renders of a batch are many small allocations: freed on two cores.
-        std::thread::scope(|s| {
-            for set in sets {
-                s.spawn(move || drop(set));
-            }
-        });
+        // Two renders of a batch are many small allocations: freed on other threads while
+        // the next batch renders (one batch's at most pending).
+        for h in pending.drain(..) {
+            let _ = h.join();
+        }
+        for set in sets {
+            pending.push(std::thread::spawn(move || drop(set)));
+        }
+    }
+    for h in pending {
+        let _ = h.join();
     }
     clusters.sort_by(|x, y| x.name.cmp(&y.name));
     Ok(Diff {
