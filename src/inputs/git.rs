@@ -74,6 +74,22 @@ struct CatFile {
     stdout: BufReader<std::process::ChildStdout>,
 }
 
+impl Blobs {
+    /// The running `git cat-file`, started on first use.
+    fn cat(&mut self, revision: &str) -> Result<&mut CatFile, InputError> {
+        if self.cat.is_none() {
+            let top = self
+                .top
+                .clone()
+                .ok_or_else(|| git_error(format!("`{revision}`: no repository to read")))?;
+            self.cat = Some(CatFile::start(&top)?);
+        }
+        self.cat
+            .as_mut()
+            .ok_or_else(|| git_error("git cat-file: not running".into()))
+    }
+}
+
 impl Drop for CatFile {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -300,16 +316,7 @@ impl Revision {
         if want.is_empty() {
             return Ok(());
         }
-        if b.cat.is_none() {
-            let top = b
-                .top
-                .clone()
-                .ok_or_else(|| git_error(format!("`{}`: no repository to read", self.name)))?;
-            b.cat = Some(CatFile::start(&top)?);
-        }
-        let Some(cat) = b.cat.as_mut() else {
-            return Err(git_error("git cat-file: not running".into()));
-        };
+        let cat = b.cat(&self.name)?;
         let request: String = want.iter().map(|e| format!("{}\n", e.oid)).collect();
         let (stdin, stdout) = (&mut cat.stdin, &mut cat.stdout);
         // git answers while it reads: write from another thread, or both pipes fill up.
@@ -360,16 +367,7 @@ impl Revision {
                 self.name
             )));
         }
-        if b.cat.is_none() {
-            let top = b
-                .top
-                .clone()
-                .ok_or_else(|| git_error(format!("`{}`: no repository to read", self.name)))?;
-            b.cat = Some(CatFile::start(&top)?);
-        }
-        let Some(cat) = b.cat.as_mut() else {
-            return Err(git_error("git cat-file: not running".into()));
-        };
+        let cat = b.cat(&self.name)?;
         let bytes = match cat.blob(&e.oid, e.size) {
             Ok(bytes) => Arc::new(bytes),
             Err(err) => {

@@ -468,20 +468,7 @@ pub fn diff(a: &ResourceSet, b: &ResourceSet, opts: &Options<'_>) -> Diff {
     let clusters: Vec<ClusterDiff> = if workers <= 1 || names.len() < 16 {
         names.iter().map(|n| one(n)).collect()
     } else {
-        let chunk = names.len().div_ceil(workers);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = names
-                .chunks(chunk)
-                .map(|part| s.spawn(|| part.iter().map(|n| one(n)).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| match h.join() {
-                    Ok(v) => v,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect()
-        })
+        map_on_every_core(&names, |n| one(n))
     };
     Diff {
         a: opts.a.clone(),
@@ -490,6 +477,29 @@ pub fn diff(a: &ResourceSet, b: &ResourceSet, opts: &Options<'_>) -> Diff {
         clusters,
         scope: opts.scope.clone(),
     }
+}
+
+/// `f` of every item, in the items' order, computed in one chunk per core (a panic in `f`
+/// is passed on).
+pub fn map_on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    let chunk = items.len().div_ceil(workers).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| {
+                let f = &f;
+                s.spawn(move || part.iter().map(f).collect::<Vec<_>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| match h.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
 }
 
 // ---------------------------------------------------------------------------------------

@@ -150,24 +150,7 @@ fn affected(
     if !others.is_empty() {
         // Every cluster's overlays are resolved (on every core) to see who reads what.
         let dirs: Vec<&String> = dirs.iter().collect();
-        let workers = std::thread::available_parallelism().map_or(1, usize::from);
-        let chunk = dirs.len().div_ceil(workers).max(1);
-        let closures: Vec<Option<BTreeSet<String>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = dirs
-                .chunks(chunk)
-                .map(|part| {
-                    let closure = &closure;
-                    s.spawn(move || part.iter().map(|d| closure(d)).collect::<Vec<_>>())
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| match h.join() {
-                    Ok(v) => v,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect()
-        });
+        let closures = diff::map_on_every_core(&dirs, |d| closure(d));
         for (d, files) in dirs.into_iter().zip(closures) {
             match files {
                 Some(files) => {
