@@ -14,11 +14,13 @@
 //! - [`render`]: the pipeline of a repository ([`render::pipeline`]): templates, overlays,
 //!   content-hash names, sealed Secrets, and the one writer ([`render::bundle`]);
 //! - [`review`]: the secret-safe diff of two renders and its reports;
+//! - [`backup`]: encrypted backups of the management cluster's state that git does not hold;
 //! - [`cli`]: argument types and the commands (the edge; `main.rs` only calls it).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod argocd;
+pub mod backup;
 pub mod cli;
 pub mod digest;
 pub mod inputs;

@@ -42,6 +42,7 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Secrets(SecretsCommand::Seal(args)) => seal(args),
         Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
         Command::Explain(args) => explain(args),
+        Command::Backup(cmd) => crate::cli::backup::run(cmd),
         Command::Diff(args) => diff(args),
         Command::Secrets(SecretsCommand::SealOperator(args)) => {
             crate::cli::argocd::seal_operator(args)

@@ -1,6 +1,7 @@
 //! The command-line interface: clap derive types only. Doc comments are the help text.
 
 pub mod argocd;
+pub mod backup;
 pub mod commands;
 pub mod scaffold;
 pub mod terminal;
@@ -41,6 +42,10 @@ pub enum Command {
     /// Work with encrypted secrets.
     #[command(subcommand)]
     Secrets(SecretsCommand),
+    /// Encrypted backups of the management cluster's state that git does not hold (what
+    /// `clusterctl move --to-directory` writes), on S3 or in a directory.
+    #[command(subcommand)]
+    Backup(BackupCommand),
     /// Explain an error message seen during a migration: its cause, the `capstan check`
     /// finding that catches it beforehand, and the fix. Paste a log line as it is (prefixes,
     /// timestamps and escaped quotes are fine) or pipe a whole log with `-`.
@@ -223,6 +228,60 @@ pub struct ImportKubeadmArgs {
     /// and spec.provenance in `cluster.yaml`, keeping every other line.
     #[arg(long)]
     pub update: bool,
+}
+
+/// `capstan backup` commands.
+#[derive(Debug, Subcommand)]
+pub enum BackupCommand {
+    /// Upload one backup of DIR (`clusterctl move --to-directory DIR`): one age-encrypted
+    /// object with a manifest of every file's sha256, then its public index; an upload that
+    /// stops on the way is never listed. URL is `s3://BUCKET/PREFIX` (endpoint, region and
+    /// credentials from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...) or
+    /// `file:///PATH`.
+    Push(BackupPushArgs),
+    /// List the backups under URL, newest first: time, size, objects per kind, clusters.
+    List(BackupListArgs),
+    /// Download, verify and decrypt a backup (the newest, or URL/ID) into OUT, exactly as
+    /// `clusterctl` wrote it (files mode 0600). OUT must be empty or absent; a backup that
+    /// does not verify is refused and nothing is written.
+    Pull(BackupPullArgs),
+}
+
+/// Arguments of `capstan backup push`.
+#[derive(Debug, clap::Args)]
+pub struct BackupPushArgs {
+    /// The directory `clusterctl move --to-directory` wrote.
+    pub dir: PathBuf,
+    /// Where backups live: `s3://BUCKET/PREFIX` or `file:///PATH`.
+    pub url: String,
+    /// An age recipient (`age1…`) to encrypt to (operators and the DR identity); repeatable.
+    #[arg(long = "recipient", short = 'r', value_name = "RECIPIENT")]
+    pub recipients: Vec<String>,
+    /// A file of age recipients, one per line.
+    #[arg(long, short = 'R', value_name = "FILE")]
+    pub recipients_file: Vec<PathBuf>,
+}
+
+/// Arguments of `capstan backup list`.
+#[derive(Debug, clap::Args)]
+pub struct BackupListArgs {
+    /// Where backups live: `s3://BUCKET/PREFIX` or `file:///PATH`.
+    pub url: String,
+    /// As JSON (the indexes).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `capstan backup pull`.
+#[derive(Debug, clap::Args)]
+pub struct BackupPullArgs {
+    /// Where backups live, optionally with a backup id at the end (`…/20261205T083000Z-1a2b3c4d`).
+    pub url: String,
+    /// The directory to write (empty or absent).
+    pub out: PathBuf,
+    /// age identity file (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
 }
 
 /// `capstan secrets` commands.

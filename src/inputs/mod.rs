@@ -230,6 +230,10 @@ pub enum InputKind {
     Kubeadm,
     /// YAML for `validate`, CRD files, rendered output, lock files.
     Yaml,
+    /// One object of a `clusterctl move --to-directory` directory.
+    Moved,
+    /// A backup (all of a `clusterctl move` directory, encrypted).
+    Backup,
 }
 
 impl InputKind {
@@ -240,6 +244,8 @@ impl InputKind {
             InputKind::Template | InputKind::Identity | InputKind::Kubeadm => 1 << 20,
             InputKind::Overlay => 4 << 20,
             InputKind::Yaml => 64 << 20,
+            InputKind::Moved => MAX_MOVED_FILE,
+            InputKind::Backup => 1 << 30,
         }
     }
 
@@ -254,6 +260,8 @@ impl InputKind {
             InputKind::Identity => "an age identity or recipients file",
             InputKind::Kubeadm => "a kubeadm file",
             InputKind::Yaml => "a YAML input",
+            InputKind::Moved => "an object of a `clusterctl move` directory",
+            InputKind::Backup => "a backup",
         }
     }
 }
@@ -1278,6 +1286,76 @@ impl Resolver<'_> {
         self.out.digests.extend(lo.digests.iter().cloned());
         Ok(())
     }
+}
+
+/// At most this many files in a `clusterctl move` directory.
+pub const MAX_MOVED_FILES: usize = 100_000;
+/// At most this many bytes in one file of a `clusterctl move` directory.
+pub const MAX_MOVED_FILE: u64 = 16 << 20;
+
+/// One file of a `clusterctl move --to-directory` directory: its name and bytes (secret:
+/// the objects include kubeconfigs and CA keys; zeroized on drop).
+pub struct MovedFile {
+    /// The file name (`Cluster_lab-f_lab-f.yaml`).
+    pub name: String,
+    /// Its bytes.
+    pub bytes: zeroize::Zeroizing<Vec<u8>>,
+}
+
+impl std::fmt::Debug for MovedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MovedFile({}, {} bytes)", self.name, self.bytes.len())
+    }
+}
+
+/// Read what `clusterctl move --to-directory DIR` wrote: every regular file directly in
+/// `dir` (no links, no sub-directories), sorted by name, each at most [`MAX_MOVED_FILE`]
+/// bytes, at most [`MAX_MOVED_FILES`] of them and [`InputKind::Backup`]'s cap in all.
+pub fn read_moved_directory(dir: &Path) -> Result<Vec<MovedFile>, InputError> {
+    let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
+    if !meta.is_dir() {
+        return Err(InputError::NotADirectory {
+            path: dir.display().to_string(),
+            what: "a `clusterctl move --to-directory` directory",
+        });
+    }
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let entry = entry.map_err(io(dir))?;
+        if names.len() >= MAX_MOVED_FILES {
+            return Err(InputError::TooLarge {
+                path: dir.display().to_string(),
+                cap: MAX_MOVED_FILES as u64,
+                what: "a `clusterctl move` directory (files)",
+            });
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let t = entry.file_type().map_err(io(&entry.path()))?;
+        if !t.is_file() {
+            return Err(InputError::NotRegular {
+                path: entry.path().display().to_string(),
+                found: file_type_name(t),
+            });
+        }
+        names.push(name);
+    }
+    names.sort();
+    let mut total = 0u64;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let path = dir.join(&name);
+        let bytes = zeroize::Zeroizing::new(read_input_bytes(&path, None, InputKind::Moved)?);
+        total += bytes.len() as u64;
+        if total > InputKind::Backup.cap() {
+            return Err(InputError::TooLarge {
+                path: dir.display().to_string(),
+                cap: InputKind::Backup.cap(),
+                what: "a `clusterctl move` directory",
+            });
+        }
+        out.push(MovedFile { name, bytes });
+    }
+    Ok(out)
 }
 
 // The file names of a cluster directory, which the loader reads and the writer writes.

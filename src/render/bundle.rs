@@ -285,6 +285,74 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
     result
 }
 
+/// Write `files` (plain names) as a new directory `out` that holds nothing else, readable
+/// by the owner only (directory 0700, files 0600): `out` must be absent or an empty
+/// directory. The files are written into a hidden directory beside `out`, which then takes
+/// its place: a failure leaves `out` as it was (a killed run can leave the hidden
+/// `.<out>.capstan-new-*` directory behind).
+pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    match std::fs::symlink_metadata(out) {
+        Ok(m) if m.is_dir() => {
+            if std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
+                return Err(BundleError::Exists {
+                    path: format!("{} (not empty)", out.display()),
+                });
+            }
+        }
+        Ok(_) => {
+            return Err(BundleError::NotADirectory {
+                path: out.display().to_string(),
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(out)(e)),
+    }
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let staging = parent.join(format!(".{base}.capstan-new-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&staging)
+        .map_err(io(&staging))?;
+    let result = (|| {
+        for (name, bytes) in files {
+            let p = staging.join(name);
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&p)
+                .map_err(io(&p))?;
+            std::io::Write::write_all(&mut f, bytes).map_err(io(&p))?;
+            f.sync_all().map_err(io(&p))?;
+        }
+        // An empty `out` gives way (`remove_dir` refuses one that filled up meanwhile).
+        if out.exists() {
+            std::fs::remove_dir(out).map_err(io(out))?;
+        }
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &staging,
+            rustix::fs::CWD,
+            out,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+        .map_err(|e| io(out)(e.into()))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    result
+}
+
 /// Create those of `files` (relative paths) that do not exist under `dir` yet, through
 /// [`create_files`]; existing files, whatever their content, are kept untouched.
 /// Returns (created, kept) relative paths, in the order given.

@@ -126,6 +126,23 @@ pub fn encrypt_armored(
     plaintext: &[u8],
     recipients: &[x25519::Recipient],
 ) -> Result<String, SecretsError> {
+    let out = encrypt_as(plaintext, recipients, age::armor::Format::AsciiArmor)?;
+    String::from_utf8(out).map_err(|e| SecretsError::Encrypt(e.to_string()))
+}
+
+/// Encrypt to every recipient, in age's binary format (for large payloads: backups).
+pub fn encrypt(
+    plaintext: &[u8],
+    recipients: &[x25519::Recipient],
+) -> Result<Vec<u8>, SecretsError> {
+    encrypt_as(plaintext, recipients, age::armor::Format::Binary)
+}
+
+fn encrypt_as(
+    plaintext: &[u8],
+    recipients: &[x25519::Recipient],
+    format: age::armor::Format,
+) -> Result<Vec<u8>, SecretsError> {
     if recipients.is_empty() {
         return Err(SecretsError::NoRecipients {
             label: "encryption".into(),
@@ -134,7 +151,7 @@ pub fn encrypt_armored(
     let enc = age::Encryptor::with_recipients(recipients.iter().map(|r| r as &dyn age::Recipient))
         .map_err(|e| SecretsError::Encrypt(e.to_string()))?;
     let mut out = Vec::with_capacity(plaintext.len() * 2 + 512);
-    let armor = age::armor::ArmoredWriter::wrap_output(&mut out, age::armor::Format::AsciiArmor)
+    let armor = age::armor::ArmoredWriter::wrap_output(&mut out, format)
         .map_err(|e| SecretsError::Encrypt(e.to_string()))?;
     let mut w = enc
         .wrap_output(armor)
@@ -147,7 +164,7 @@ pub fn encrypt_armored(
     armor
         .finish()
         .map_err(|e| SecretsError::Encrypt(e.to_string()))?;
-    String::from_utf8(out).map_err(|e| SecretsError::Encrypt(e.to_string()))
+    Ok(out)
 }
 
 /// Decrypt an age file (armored or binary) with any of the identities.

@@ -1,0 +1,163 @@
+//! CLI glue of `capstan backup push|list|pull`: arguments to library calls, results to
+//! stdout and stderr.
+
+use crate::backup::{self, store::Store};
+use crate::cli::terminal::{identities, Status};
+use crate::cli::{BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs};
+use crate::inputs;
+use anyhow::Result;
+use std::io::Write as _;
+
+/// Run one `capstan backup` command.
+pub fn run(cmd: BackupCommand) -> Result<Status> {
+    match cmd {
+        BackupCommand::Push(args) => push(args),
+        BackupCommand::List(args) => list(args),
+        BackupCommand::Pull(args) => pull(args),
+    }
+}
+
+fn push(args: BackupPushArgs) -> Result<Status> {
+    let mut recipients = Vec::new();
+    for r in &args.recipients {
+        recipients.push(crate::secrets::parse_recipient("--recipient", r)?);
+    }
+    for f in &args.recipients_file {
+        let label = f.display().to_string();
+        let text = inputs::read_input_text(f, inputs::InputKind::Identity)?;
+        for r in crate::secrets::parse_recipients_file(&label, &text)? {
+            recipients.push(crate::secrets::parse_recipient(&label, &r)?);
+        }
+    }
+    anyhow::ensure!(
+        !recipients.is_empty(),
+        "name the recipients with --recipient or --recipients-file: operators and the DR identity"
+    );
+    let files = inputs::read_moved_directory(&args.dir)?;
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (index, ciphertext) =
+        backup::seal(&args.dir.display().to_string(), &files, unix, &recipients)?;
+    drop(files);
+    let store = Store::open(&args.url, true)?;
+    store.push(&index, ciphertext)?;
+    eprintln!(
+        "backup {} pushed to {}: {} objects, {} bytes encrypted to {} recipient(s)",
+        index.id,
+        store.url(),
+        index.files,
+        index.size,
+        index.recipients.len()
+    );
+    println!("{}", index.id);
+    Ok(Status::Success)
+}
+
+fn list(args: BackupListArgs) -> Result<Status> {
+    let store = Store::open(&args.url, false)?;
+    let (found, skipped) = store.list()?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&found)?)?;
+    } else if found.is_empty() {
+        writeln!(out, "no backups under {}", store.url())?;
+    } else {
+        for i in &found {
+            let kinds: Vec<String> = i.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            writeln!(
+                out,
+                "{}  {}  {} bytes  {} objects ({})  clusters: {}",
+                i.id,
+                i.created,
+                i.size,
+                i.files,
+                kinds.join(", "),
+                if i.clusters.is_empty() {
+                    "none".to_string()
+                } else {
+                    i.clusters.join(", ")
+                }
+            )?;
+        }
+    }
+    for s in &skipped {
+        eprintln!("skipped: {s}");
+    }
+    Ok(Status::Success)
+}
+
+/// Whether the last segment of a URL is a backup id (`20261205T083000Z-1a2b3c4d`).
+fn split_id(url: &str) -> (&str, Option<&str>) {
+    let Some((base, last)) = url.trim_end_matches('/').rsplit_once('/') else {
+        return (url, None);
+    };
+    let is_id = last.len() == 25
+        && last.as_bytes()[8] == b'T'
+        && last.as_bytes()[15] == b'Z'
+        && last.as_bytes()[16] == b'-'
+        && last[..8].bytes().all(|b| b.is_ascii_digit())
+        && last[9..15].bytes().all(|b| b.is_ascii_digit())
+        && last[17..].bytes().all(|b| b.is_ascii_hexdigit());
+    if is_id {
+        (base, Some(last))
+    } else {
+        (url, None)
+    }
+}
+
+fn pull(args: BackupPullArgs) -> Result<Status> {
+    let ids = identities(args.identity.as_deref())?;
+    let (url, id) = split_id(&args.url);
+    let store = Store::open(url, false)?;
+    let (found, _) = store.list()?;
+    let index =
+        match id {
+            Some(id) => found.into_iter().find(|i| i.id == id).ok_or_else(|| {
+                backup::BackupError::NotFound {
+                    url: url.to_string(),
+                    message: format!("no backup `{id}`"),
+                }
+            })?,
+            None => found
+                .into_iter()
+                .next()
+                .ok_or_else(|| backup::BackupError::NotFound {
+                    url: url.to_string(),
+                    message: "no backup".into(),
+                })?,
+        };
+    let ciphertext = store.get(&index.object(), index.size)?;
+    let files = backup::open(&index, &ciphertext, &ids)?;
+    let named: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|f| (f.name.as_str(), &f.bytes[..]))
+        .collect();
+    crate::render::bundle::create_private_dir(&args.out, &named)?;
+    eprintln!(
+        "backup {} ({}) written to {}: {} objects, files mode 0600",
+        index.id,
+        index.created,
+        args.out.display(),
+        files.len()
+    );
+    Ok(Status::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backup_id_at_the_end_of_a_url() {
+        assert_eq!(
+            split_id("s3://b/p/20261205T083000Z-1a2b3c4d"),
+            ("s3://b/p", Some("20261205T083000Z-1a2b3c4d"))
+        );
+        assert_eq!(split_id("s3://b/p"), ("s3://b/p", None));
+        assert_eq!(
+            split_id("file:///x/20261205T0830Z"),
+            ("file:///x/20261205T0830Z", None)
+        );
+    }
+}
