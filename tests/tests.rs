@@ -34,3 +34,5 @@ mod overlays;
 mod untrusted;
 // The hostile corpus: over 100 inputs a pull request could carry, each refused cleanly.
 mod hostile;
+// `capstan backup`: the encrypted round trip on a local store and every refusal.
+mod backup;

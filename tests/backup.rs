@@ -1,0 +1,194 @@
+//! `capstan backup push|list|pull` on a local store (`file://`): the round trip byte for
+//! byte, no plaintext in the store, an upload that stopped never listed, and every refusal
+//! (tampered, truncated, wrong identity, a non-empty OUT) writing nothing. `.ci/run` runs
+//! the same against a real S3-compatible server.
+
+use crate::util::*;
+use std::path::Path;
+
+const IDENTITY: &str = "examples/gitops/testdata/age-identity.txt";
+const SECRET: &str = "c3VwZXItc2VjcmV0LWNhLWtleQ==";
+
+fn recipient() -> String {
+    let text = std::fs::read_to_string(root().join(IDENTITY)).unwrap();
+    text.lines()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("age1")))
+        .unwrap()
+        .to_string()
+}
+
+/// A directory as `clusterctl move --to-directory` writes it.
+fn moved(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, body) in [
+        (
+            "Cluster_lab-f_lab-f.yaml",
+            "{\"kind\":\"Cluster\",\"metadata\":{\"name\":\"lab-f\"}}".to_string(),
+        ),
+        (
+            "Machine_lab-f_lab-f-cp-x7k2p.yaml",
+            "{\"kind\":\"Machine\"}".to_string(),
+        ),
+        (
+            "VSphereMachine_lab-f_lab-f-cp-x7k2p.yaml",
+            "{\"kind\":\"VSphereMachine\"}".to_string(),
+        ),
+        (
+            "Secret_lab-f_lab-f-ca.yaml",
+            format!("{{\"kind\":\"Secret\",\"data\":{{\"tls.key\":\"{SECRET}\"}}}}"),
+        ),
+    ] {
+        std::fs::write(dir.join(name), body).unwrap();
+    }
+}
+
+fn run(args: &[&str], cwd: &Path) -> std::process::Output {
+    capstan(args, cwd)
+}
+
+fn identity() -> String {
+    root().join(IDENTITY).display().to_string()
+}
+
+#[test]
+fn push_list_pull_round_trip_and_refusals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    moved(&t.join("move"));
+    let url = format!("file://{}/store", t.display());
+    let o = run(&["backup", "push", "move", &url, "-r", &recipient()], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    assert_eq!(id.len(), 25, "{id}");
+
+    // No plaintext byte of any file is in the store.
+    for entry in std::fs::read_dir(t.join("store")).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        for needle in [SECRET, "tls.key", "\"kind\""] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+                "{needle} stored in plaintext"
+            );
+        }
+    }
+
+    let o = run(&["backup", "list", &url], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let l = stdout(&o);
+    assert!(l.starts_with(&id), "{l}");
+    assert!(
+        l.contains("4 objects (Cluster 1, Machine 1, Secret 1, VSphereMachine 1)"),
+        "{l}"
+    );
+    assert!(l.contains("clusters: lab-f/lab-f"), "{l}");
+
+    // Pulled byte for byte, files 0600.
+    let o = run(&["backup", "pull", &url, "out", "-i", &identity()], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for entry in std::fs::read_dir(t.join("move")).unwrap() {
+        let p = entry.unwrap().path();
+        let back = t.join("out").join(p.file_name().unwrap());
+        assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(&back).unwrap());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&back).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    // By id too; OUT must be empty or absent.
+    let o = run(
+        &[
+            "backup",
+            "pull",
+            &format!("{url}/{id}"),
+            "out2",
+            "-i",
+            &identity(),
+        ],
+        t,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["backup", "pull", &url, "out", "-i", &identity()], t);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not empty"), "{}", stderr(&o));
+
+    // A wrong identity, then a tampered and a truncated object: exit 2, nothing written.
+    let other = t.join("other.txt");
+    std::fs::write(
+        &other,
+        "AGE-SECRET-KEY-1GQ9778VQXMMJVE8SK7J6VT8UJ4HDQAJUVSFCWCM02D8GEWQ72PVQ2Y5J33\n",
+    )
+    .unwrap();
+    let o = run(
+        &[
+            "backup",
+            "pull",
+            &url,
+            "w",
+            "-i",
+            &other.display().to_string(),
+        ],
+        t,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no identity matches"), "{}", stderr(&o));
+    assert!(!t.join("w").exists());
+    let object = t.join("store").join(format!("{id}.age"));
+    let good = std::fs::read(&object).unwrap();
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x01;
+    std::fs::write(&object, &bad).unwrap();
+    let o = run(&["backup", "pull", &url, "w", "-i", &identity()], t);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("tampered"), "{}", stderr(&o));
+    assert!(!t.join("w").exists());
+    std::fs::write(&object, &good[..good.len() - 10]).unwrap();
+    let o = run(&["backup", "list", &url], t);
+    assert!(stderr(&o).contains("its index says"), "{}", stderr(&o));
+    let o = run(
+        &[
+            "backup",
+            "pull",
+            &format!("{url}/{id}"),
+            "w",
+            "-i",
+            &identity(),
+        ],
+        t,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!t.join("w").exists());
+    std::fs::write(&object, &good).unwrap();
+
+    // An upload that stopped after the object and before its index is never a backup.
+    std::fs::write(t.join("store/20991231T235959Z-00000000.age"), b"partial").unwrap();
+    let o = run(&["backup", "list", &url], t);
+    assert!(stdout(&o).starts_with(&id), "{}", stdout(&o));
+    assert!(
+        stderr(&o)
+            .contains("20991231T235959Z-00000000.age: no index (an upload that did not finish)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["backup", "pull", &url, "w2", "-i", &identity()], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // Errors: no recipients, not a move directory, an unknown scheme.
+    let o = run(&["backup", "push", "move", &url], t);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--recipient"), "{}", stderr(&o));
+    std::fs::create_dir_all(t.join("empty")).unwrap();
+    let o = run(&["backup", "push", "empty", &url, "-r", &recipient()], t);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no `clusterctl move` objects"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["backup", "list", "ftp://x"], t);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("expected `s3://BUCKET/PREFIX`"),
+        "{}",
+        stderr(&o)
+    );
+}
