@@ -192,3 +192,112 @@ fn push_list_pull_round_trip_and_refusals() {
         stderr(&o)
     );
 }
+
+/// A `clusterctl move` directory that holds what the example repository needs: lab-f
+/// (phase prepare: no Talos machine yet) and lab-g (3 control-plane machines and one
+/// worker, the autoscaler's minimum), each Machine with its VSphereMachine.
+fn moved_example(dir: &Path, machines_of_lab_g: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let put =
+        |name: String, v: serde_json::Value| std::fs::write(dir.join(name), v.to_string()).unwrap();
+    for c in ["lab-f", "lab-g"] {
+        put(
+            format!("Cluster_{c}_{c}.yaml"),
+            serde_json::json!({"kind": "Cluster", "metadata": {"namespace": c, "name": c}}),
+        );
+        put(
+            format!("TalosControlPlane_{c}_{c}-cp.yaml"),
+            serde_json::json!({"kind": "TalosControlPlane", "metadata": {"namespace": c, "name": format!("{c}-cp")}}),
+        );
+    }
+    for i in 0..machines_of_lab_g {
+        put(
+            format!("Machine_lab-g_m{i}.yaml"),
+            serde_json::json!({"kind": "Machine", "metadata": {"namespace": "lab-g", "name": format!("m{i}"),
+                "labels": {"cluster.x-k8s.io/cluster-name": "lab-g"}},
+                "spec": {"infrastructureRef": {"kind": "VSphereMachine", "name": format!("v{i}")}}}),
+        );
+        put(
+            format!("VSphereMachine_lab-g_v{i}.yaml"),
+            serde_json::json!({"kind": "VSphereMachine", "metadata": {"namespace": "lab-g", "name": format!("v{i}")}}),
+        );
+    }
+}
+
+#[test]
+fn check_ties_the_newest_backup_to_the_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let url = format!("file://{}/store", t.display());
+    let example = example().display().to_string();
+    moved_example(&t.join("short"), 3);
+    let o = run(&["backup", "push", "short", &url, "-r", &recipient()], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["backup", "check", &example, &url, "-i", &identity()], t);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("ok       lab-f"), "{out}");
+    assert!(
+        out.contains("missing  lab-g: Machines: 3 in the backup, the rendered replicas ask for 4"),
+        "{out}"
+    );
+    // A newer, complete backup: exit 0; then too old for --max-age.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    moved_example(&t.join("full"), 4);
+    let o = run(&["backup", "push", "full", &url, "-r", &recipient()], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(
+        &[
+            "backup",
+            "check",
+            &example,
+            &url,
+            "-i",
+            &identity(),
+            "--json",
+        ],
+        t,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(j["stale"], false);
+    assert!(j["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["missing"].as_array().unwrap().is_empty()));
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let o = run(
+        &[
+            "backup",
+            "check",
+            &example,
+            &url,
+            "-i",
+            &identity(),
+            "--max-age",
+            "1s",
+        ],
+        t,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("older than --max-age 1s"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(
+        &[
+            "backup",
+            "check",
+            &example,
+            &url,
+            "-i",
+            &identity(),
+            "--max-age",
+            "soon",
+        ],
+        t,
+    );
+    assert_eq!(o.status.code(), Some(2));
+}

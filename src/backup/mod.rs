@@ -10,6 +10,7 @@
 //! killed or failed never appears as a backup. Nothing of a file's content is in the
 //! index, and plaintext never leaves memory on the way to the store.
 
+pub mod check;
 pub mod store;
 
 use crate::inputs::MovedFile;

@@ -3,7 +3,7 @@
 
 use crate::backup::{self, store::Store};
 use crate::cli::terminal::{identities, Status};
-use crate::cli::{BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs};
+use crate::cli::{BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs};
 use crate::inputs;
 use anyhow::Result;
 use std::io::Write as _;
@@ -14,7 +14,90 @@ pub fn run(cmd: BackupCommand) -> Result<Status> {
         BackupCommand::Push(args) => push(args),
         BackupCommand::List(args) => list(args),
         BackupCommand::Pull(args) => pull(args),
+        BackupCommand::Check(args) => check(args),
     }
+}
+
+/// The newest backup under `url` (or the one its last segment names), verified and
+/// decrypted.
+fn fetch(
+    url: &str,
+    ids: &[age::x25519::Identity],
+) -> Result<(backup::Index, Vec<inputs::MovedFile>)> {
+    let (url, id) = split_id(url);
+    let store = Store::open(url, false)?;
+    let (found, _) = store.list()?;
+    let index =
+        match id {
+            Some(id) => found.into_iter().find(|i| i.id == id).ok_or_else(|| {
+                backup::BackupError::NotFound {
+                    url: url.to_string(),
+                    message: format!("no backup `{id}`"),
+                }
+            })?,
+            None => found
+                .into_iter()
+                .next()
+                .ok_or_else(|| backup::BackupError::NotFound {
+                    url: url.to_string(),
+                    message: "no backup".into(),
+                })?,
+        };
+    let ciphertext = store.get(&index.object(), index.size)?;
+    let files = backup::open(&index, &ciphertext, ids)?;
+    Ok((index, files))
+}
+
+fn check(args: BackupCheckArgs) -> Result<Status> {
+    let max_age = backup::check::parse_duration(&args.max_age).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--max-age {}: expected a duration such as 90m, 24h or 7d",
+            args.max_age
+        )
+    })?;
+    let ids = identities(args.identity.as_deref())?;
+    let dirs = inputs::discover(&args.repo)?;
+    let expected = crate::render::pipeline::render_each::<_, anyhow::Error>(
+        &dirs,
+        args.templates.as_ref(),
+        inputs::Digests::NotWanted,
+        |r, _| Ok(backup::check::expected(&r.name, &r.namespace, &r.resources)),
+    )?;
+    let (index, files) = fetch(&args.url, &ids)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let report = backup::check::check(&index, &files, &expected, now, max_age);
+    drop(files);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+    } else {
+        writeln!(
+            out,
+            "backup {} ({}, {} h old{})",
+            report.backup,
+            report.created,
+            report.age_seconds / 3600,
+            if report.stale {
+                format!(": older than --max-age {}", args.max_age)
+            } else {
+                String::new()
+            }
+        )?;
+        for c in &report.clusters {
+            if c.missing.is_empty() {
+                writeln!(out, "ok       {}", c.name)?;
+            } else {
+                writeln!(out, "missing  {}: {}", c.name, c.missing.join("; "))?;
+            }
+        }
+    }
+    Ok(if report.failed() {
+        Status::Findings
+    } else {
+        Status::Success
+    })
 }
 
 fn push(args: BackupPushArgs) -> Result<Status> {
@@ -108,27 +191,7 @@ fn split_id(url: &str) -> (&str, Option<&str>) {
 
 fn pull(args: BackupPullArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
-    let (url, id) = split_id(&args.url);
-    let store = Store::open(url, false)?;
-    let (found, _) = store.list()?;
-    let index =
-        match id {
-            Some(id) => found.into_iter().find(|i| i.id == id).ok_or_else(|| {
-                backup::BackupError::NotFound {
-                    url: url.to_string(),
-                    message: format!("no backup `{id}`"),
-                }
-            })?,
-            None => found
-                .into_iter()
-                .next()
-                .ok_or_else(|| backup::BackupError::NotFound {
-                    url: url.to_string(),
-                    message: "no backup".into(),
-                })?,
-        };
-    let ciphertext = store.get(&index.object(), index.size)?;
-    let files = backup::open(&index, &ciphertext, &ids)?;
+    let (index, files) = fetch(&args.url, &ids)?;
     let named: Vec<(&str, &[u8])> = files
         .iter()
         .map(|f| (f.name.as_str(), &f.bytes[..]))

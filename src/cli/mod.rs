@@ -245,6 +245,32 @@ pub enum BackupCommand {
     /// `clusterctl` wrote it (files mode 0600). OUT must be empty or absent; a backup that
     /// does not verify is refused and nothing is written.
     Pull(BackupPullArgs),
+    /// Check the newest backup against the repository: every cluster in git has its
+    /// Cluster, TalosControlPlane, Machines (as many as the rendered replicas), their
+    /// infrastructure and IP allocations in it. Exit 1 when anything is missing or the
+    /// backup is older than --max-age. For a scheduled CI job.
+    Check(BackupCheckArgs),
+}
+
+/// Arguments of `capstan backup check`.
+#[derive(Debug, clap::Args)]
+pub struct BackupCheckArgs {
+    /// The repository (or cluster directory) to check against.
+    pub repo: PathBuf,
+    /// Where backups live: `s3://BUCKET/PREFIX` or `file:///PATH`.
+    pub url: String,
+    /// age identity file (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// The oldest a backup may be: `90m`, `24h`, `7d`.
+    #[arg(long, default_value = "24h", value_name = "DURATION")]
+    pub max_age: String,
+    /// The report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Template overrides directory (default: `templates/` at the repository root).
+    #[arg(long, value_name = "DIR")]
+    pub templates: Option<PathBuf>,
 }
 
 /// Arguments of `capstan backup push`.

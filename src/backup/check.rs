@@ -1,0 +1,392 @@
+//! `capstan backup check`: does the newest backup hold what a restore needs for every
+//! cluster in git? Per cluster: its Cluster, its TalosControlPlane, as many Machines as the
+//! rendered replicas ask for (control plane and every pool; an autoscaled pool its minimum),
+//! every Machine's infrastructure object, and, when its machine templates take addresses
+//! from an IPAM pool, an IPAddressClaim and an IPAddress per Machine. A backup older than
+//! the allowed age is stale. Pure: rendered objects and backup files in, a report out.
+
+use crate::inputs::MovedFile;
+use crate::resource::Resource;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What git says one cluster must have in a backup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Expected {
+    /// The cluster's name.
+    pub name: String,
+    /// Its namespace on the management cluster.
+    pub namespace: String,
+    /// The TalosControlPlane's name.
+    pub control_plane: Option<String>,
+    /// Machines the rendered replicas ask for.
+    pub machines: u64,
+    /// Whether its machines take addresses from an IPAM pool.
+    pub ipam: bool,
+}
+
+/// The expectation of one rendered cluster.
+pub fn expected(name: &str, namespace: &str, resources: &[Resource]) -> Expected {
+    let mut e = Expected {
+        name: name.to_string(),
+        namespace: namespace.to_string(),
+        control_plane: None,
+        machines: 0,
+        ipam: false,
+    };
+    for r in resources {
+        let kind = r.value.get("kind").and_then(Value::as_str).unwrap_or("");
+        let replicas = r.value.pointer("/spec/replicas").and_then(Value::as_u64);
+        match kind {
+            "TalosControlPlane" => {
+                e.control_plane = r
+                    .value
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                e.machines += replicas.unwrap_or(0);
+            }
+            "MachineDeployment" => {
+                let min = crate::resource::autoscaler_sizes(&r.value)
+                    .and_then(|(min, _)| min.parse::<u64>().ok());
+                e.machines += replicas.or(min).unwrap_or(0);
+            }
+            "VSphereMachineTemplate" => {
+                let devices = r
+                    .value
+                    .pointer("/spec/template/spec/network/devices")
+                    .and_then(Value::as_array);
+                if devices.into_iter().flatten().any(|d| {
+                    d.get("addressesFromPools")
+                        .and_then(Value::as_array)
+                        .is_some_and(|p| !p.is_empty())
+                }) {
+                    e.ipam = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    e
+}
+
+/// One cluster's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterCheck {
+    /// The cluster.
+    pub name: String,
+    /// What the backup lacks for it (empty: complete).
+    pub missing: Vec<String>,
+}
+
+/// The whole check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The backup checked.
+    pub backup: String,
+    /// Its time.
+    pub created: String,
+    /// Its age in seconds at the check.
+    pub age_seconds: i64,
+    /// Whether it is older than allowed.
+    pub stale: bool,
+    /// Every cluster in git.
+    pub clusters: Vec<ClusterCheck>,
+}
+
+impl Report {
+    /// Whether anything is missing or the backup is stale.
+    pub fn failed(&self) -> bool {
+        self.stale || self.clusters.iter().any(|c| !c.missing.is_empty())
+    }
+}
+
+/// A parsed backup object.
+struct Obj {
+    kind: String,
+    namespace: String,
+    name: String,
+    value: Value,
+}
+
+fn objects(files: &[MovedFile]) -> Vec<Obj> {
+    files
+        .iter()
+        .filter_map(|f| {
+            let text = std::str::from_utf8(&f.bytes).ok()?;
+            let value = crate::yaml::parse_one(text).ok()?;
+            let s = |p: &str| {
+                value
+                    .pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            // The file name says it too (`<Kind>_<namespace>_<name>.yaml`).
+            let named = super::object_of(&f.name);
+            let or = |v: String, i: usize| match (v.is_empty(), named) {
+                (true, Some(n)) => [n.0, n.1, n.2][i].to_string(),
+                _ => v,
+            };
+            Some(Obj {
+                kind: or(s("/kind"), 0),
+                namespace: or(s("/metadata/namespace"), 1),
+                name: or(s("/metadata/name"), 2),
+                value: value.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn unix_of(rfc3339: &str) -> Option<i64> {
+    let b = rfc3339.as_bytes();
+    if b.len() != 20 || b[4] != b'-' || b[10] != b'T' || b[19] != b'Z' {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| rfc3339.get(r)?.parse::<u32>().ok();
+    let month = time::Month::try_from(u8::try_from(n(5..7)?).ok()?).ok()?;
+    let date = time::Date::from_calendar_date(
+        i32::try_from(n(0..4)?).ok()?,
+        month,
+        u8::try_from(n(8..10)?).ok()?,
+    )
+    .ok()?;
+    let t = time::Time::from_hms(
+        u8::try_from(n(11..13)?).ok()?,
+        u8::try_from(n(14..16)?).ok()?,
+        u8::try_from(n(17..19)?).ok()?,
+    )
+    .ok()?;
+    Some(date.with_time(t).assume_utc().unix_timestamp())
+}
+
+/// A duration `90s`, `30m`, `24h` or `7d`, in seconds.
+pub fn parse_duration(s: &str) -> Option<i64> {
+    let (num, unit) = s.split_at(s.len().checked_sub(1)?);
+    let n: i64 = num.parse().ok()?;
+    let mul = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(mul).filter(|v| *v > 0)
+}
+
+/// Check a backup's files against what git expects.
+pub fn check(
+    backup: &super::Index,
+    files: &[MovedFile],
+    expected: &[Expected],
+    now_unix: i64,
+    max_age_seconds: i64,
+) -> Report {
+    let objs = objects(files);
+    let have: BTreeSet<(&str, &str, &str)> = objs
+        .iter()
+        .map(|o| (o.kind.as_str(), o.namespace.as_str(), o.name.as_str()))
+        .collect();
+    let age = unix_of(&backup.created).map_or(i64::MAX, |t| now_unix - t);
+    let mut clusters = Vec::new();
+    for e in expected {
+        let mut missing = Vec::new();
+        let ns = e.namespace.as_str();
+        if !have.contains(&("Cluster", ns, e.name.as_str())) {
+            missing.push(format!("Cluster {ns}/{}", e.name));
+        }
+        if let Some(cp) = &e.control_plane {
+            if !have.contains(&("TalosControlPlane", ns, cp.as_str())) {
+                missing.push(format!("TalosControlPlane {ns}/{cp}"));
+            }
+        }
+        let of_cluster = |o: &&Obj| {
+            o.namespace == e.namespace
+                && o.value
+                    .pointer("/metadata/labels/cluster.x-k8s.io~1cluster-name")
+                    .and_then(Value::as_str)
+                    == Some(e.name.as_str())
+        };
+        let machines: Vec<&Obj> = objs
+            .iter()
+            .filter(|o| o.kind == "Machine")
+            .filter(of_cluster)
+            .collect();
+        if (machines.len() as u64) < e.machines {
+            missing.push(format!(
+                "Machines: {} in the backup, the rendered replicas ask for {}",
+                machines.len(),
+                e.machines
+            ));
+        }
+        let mut infra_missing = BTreeMap::new();
+        for m in &machines {
+            let kind = m
+                .value
+                .pointer("/spec/infrastructureRef/kind")
+                .and_then(Value::as_str);
+            let name = m
+                .value
+                .pointer("/spec/infrastructureRef/name")
+                .and_then(Value::as_str);
+            match (kind, name) {
+                (Some(k), Some(n)) if have.contains(&(k, ns, n)) => {}
+                (Some(k), Some(n)) => {
+                    infra_missing.insert(m.name.clone(), format!("{k} {ns}/{n}"));
+                }
+                _ => {
+                    infra_missing.insert(m.name.clone(), "no infrastructureRef".into());
+                }
+            }
+        }
+        for (machine, what) in infra_missing {
+            missing.push(format!("Machine {ns}/{machine}'s infrastructure: {what}"));
+        }
+        if e.ipam {
+            let count = |kind: &str| {
+                objs.iter()
+                    .filter(|o| o.kind == kind && o.namespace == e.namespace)
+                    .count()
+            };
+            let (claims, addresses) = (count("IPAddressClaim"), count("IPAddress"));
+            if claims < machines.len() || addresses < claims {
+                missing.push(format!(
+                    "IP allocations: {claims} IPAddressClaim(s) and {addresses} IPAddress(es) for {} Machine(s); a \
+                     restore without them hands running nodes' addresses out again",
+                    machines.len()
+                ));
+            }
+        }
+        clusters.push(ClusterCheck {
+            name: e.name.clone(),
+            missing,
+        });
+    }
+    Report {
+        backup: backup.id.clone(),
+        created: backup.created.clone(),
+        age_seconds: age,
+        stale: age > max_age_seconds,
+        clusters,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(name: &str, v: Value) -> MovedFile {
+        MovedFile {
+            name: name.into(),
+            bytes: zeroize::Zeroizing::new(v.to_string().into_bytes()),
+        }
+    }
+
+    fn index(created: &str) -> super::super::Index {
+        super::super::Index {
+            format: super::super::INDEX_FORMAT.into(),
+            id: "x".into(),
+            created: created.into(),
+            size: 0,
+            sha256: String::new(),
+            files: 0,
+            kinds: BTreeMap::new(),
+            clusters: Vec::new(),
+            recipients: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_backup_must_hold_what_the_rendered_replicas_ask_for() {
+        let e = Expected {
+            name: "lab-f".into(),
+            namespace: "lab-f".into(),
+            control_plane: Some("lab-f-cp".into()),
+            machines: 2,
+            ipam: true,
+        };
+        let label = json!({"cluster.x-k8s.io/cluster-name": "lab-f"});
+        let mut files = vec![
+            file(
+                "Cluster_lab-f_lab-f.yaml",
+                json!({"kind": "Cluster", "metadata": {"namespace": "lab-f", "name": "lab-f"}}),
+            ),
+            file(
+                "TalosControlPlane_lab-f_lab-f-cp.yaml",
+                json!({"kind": "TalosControlPlane", "metadata": {"namespace": "lab-f", "name": "lab-f-cp"}}),
+            ),
+            file(
+                "Machine_lab-f_m1.yaml",
+                json!({"kind": "Machine", "metadata": {"namespace": "lab-f", "name": "m1", "labels": label},
+                "spec": {"infrastructureRef": {"kind": "VSphereMachine", "name": "v1"}}}),
+            ),
+        ];
+        let t0 = unix_of("2026-12-05T08:00:00Z").unwrap();
+        let r = check(
+            &index("2026-12-05T08:00:00Z"),
+            &files,
+            std::slice::from_ref(&e),
+            t0 + 60,
+            86_400,
+        );
+        assert!(!r.stale && r.failed());
+        let m = &r.clusters[0].missing;
+        assert!(
+            m.iter()
+                .any(|s| s.contains("Machines: 1 in the backup, the rendered replicas ask for 2")),
+            "{m:?}"
+        );
+        assert!(
+            m.iter()
+                .any(|s| s.contains("m1's infrastructure: VSphereMachine lab-f/v1")),
+            "{m:?}"
+        );
+        assert!(
+            m.iter()
+                .any(|s| s.starts_with("IP allocations: 0 IPAddressClaim(s)")),
+            "{m:?}"
+        );
+        files.push(file(
+            "VSphereMachine_lab-f_v1.yaml",
+            json!({"kind": "VSphereMachine", "metadata": {"namespace": "lab-f", "name": "v1"}}),
+        ));
+        files.push(file("Machine_lab-f_m2.yaml", json!({"kind": "Machine", "metadata": {"namespace": "lab-f", "name": "m2", "labels": label},
+            "spec": {"infrastructureRef": {"kind": "VSphereMachine", "name": "v1"}}})));
+        for i in 0..2 {
+            files.push(file(&format!("IPAddressClaim_lab-f_c{i}.yaml"), json!({"kind": "IPAddressClaim", "metadata": {"namespace": "lab-f", "name": format!("c{i}")}})));
+            files.push(file(&format!("IPAddress_lab-f_a{i}.yaml"), json!({"kind": "IPAddress", "metadata": {"namespace": "lab-f", "name": format!("a{i}")}})));
+        }
+        let r = check(
+            &index("2026-12-05T08:00:00Z"),
+            &files,
+            std::slice::from_ref(&e),
+            t0 + 60,
+            86_400,
+        );
+        assert!(!r.failed(), "{r:?}");
+        // Too old.
+        let r = check(
+            &index("2026-12-05T08:00:00Z"),
+            &files,
+            &[e],
+            t0 + 90_000,
+            86_400,
+        );
+        assert!(r.stale && r.failed());
+    }
+
+    #[test]
+    fn durations_and_times() {
+        assert_eq!(parse_duration("24h"), Some(86_400));
+        assert_eq!(parse_duration("7d"), Some(604_800));
+        assert_eq!(parse_duration("90s"), Some(90));
+        assert_eq!(parse_duration("0h"), None);
+        assert_eq!(parse_duration("h"), None);
+        assert_eq!(parse_duration("5w"), None);
+        assert_eq!(unix_of("1970-01-01T00:01:00Z"), Some(60));
+        assert_eq!(unix_of("2026-13-01T00:00:00Z"), None);
+    }
+}
