@@ -301,3 +301,32 @@ fn check_ties_the_newest_backup_to_the_repository() {
     );
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn restore_plan_names_the_newest_backup_or_the_path_without_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let url = format!("file://{}/store", t.display());
+    let example = example().display().to_string();
+    std::fs::create_dir_all(t.join("store")).unwrap();
+    let o = run(&["restore", "plan", &example, "--backup", &url], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("## No backup under"), "{}", stdout(&o));
+    moved_example(&t.join("m"), 4);
+    let o = run(&["backup", "push", "m", &url, "-r", &recipient()], t);
+    let id = stdout(&o).trim().to_string();
+    let o = run(&["restore", "plan", &example, "--backup", &url], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let md = stdout(&o);
+    assert!(md.contains(&format!("From backup `{id}`")), "{md}");
+    // lab-f takes node addresses from an IPAM pool: the provider is installed too.
+    assert!(md.contains("--ipam in-cluster:v1.0.3"), "{md}");
+    for c in ["lab-f", "lab-g"] {
+        assert!(
+            md.contains(&format!("kubectl -n {c} patch taloscontrolplanes")),
+            "{md}"
+        );
+    }
+    let o = run(&["restore", "plan", &example, "--backup", "s3:///x"], t);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -11,6 +11,7 @@
 //! index, and plaintext never leaves memory on the way to the store.
 
 pub mod check;
+pub mod restore;
 pub mod store;
 
 use crate::inputs::MovedFile;

@@ -3,7 +3,9 @@
 
 use crate::backup::{self, store::Store};
 use crate::cli::terminal::{identities, Status};
-use crate::cli::{BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs};
+use crate::cli::{
+    BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs, RestorePlanArgs,
+};
 use crate::inputs;
 use anyhow::Result;
 use std::io::Write as _;
@@ -204,6 +206,32 @@ fn pull(args: BackupPullArgs) -> Result<Status> {
         args.out.display(),
         files.len()
     );
+    Ok(Status::Success)
+}
+
+/// `capstan restore plan`: the runbook for the repository's clusters and the newest backup.
+pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
+    let dirs = inputs::discover(&args.repo)?;
+    let configs = inputs::load_clusters(&dirs)?;
+    // Whether any cluster's machines take addresses from an IPAM pool (its rendered templates).
+    let ipam = crate::render::pipeline::render_each::<_, anyhow::Error>(
+        &dirs,
+        None,
+        inputs::Digests::NotWanted,
+        |r, _| Ok(backup::check::expected(&r.name, &r.namespace, &r.resources).ipam),
+    )?
+    .into_iter()
+    .any(|x| x);
+    let store = Store::open(&args.backup, false)?;
+    let (found, _) = store.list()?;
+    let newest = found.first();
+    let md = backup::restore::runbook(
+        &configs.iter().map(|c| c.config.clone()).collect::<Vec<_>>(),
+        ipam,
+        store.url(),
+        newest.map(|i| (i.id.as_str(), i.created.as_str())),
+    );
+    std::io::stdout().lock().write_all(md.as_bytes())?;
     Ok(Status::Success)
 }
 

@@ -43,6 +43,9 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
         Command::Explain(args) => explain(args),
         Command::Backup(cmd) => crate::cli::backup::run(cmd),
+        Command::Restore(crate::cli::RestoreCommand::Plan(args)) => {
+            crate::cli::backup::restore_plan(args)
+        }
         Command::Diff(args) => diff(args),
         Command::Secrets(SecretsCommand::SealOperator(args)) => {
             crate::cli::argocd::seal_operator(args)

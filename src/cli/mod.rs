@@ -46,6 +46,9 @@ pub enum Command {
     /// `clusterctl move --to-directory` writes), on S3 or in a directory.
     #[command(subcommand)]
     Backup(BackupCommand),
+    /// Rebuild a lost management cluster from a backup.
+    #[command(subcommand)]
+    Restore(RestoreCommand),
     /// Explain an error message seen during a migration: its cause, the `capstan check`
     /// finding that catches it beforehand, and the fix. Paste a log line as it is (prefixes,
     /// timestamps and escaped quotes are fine) or pipe a whole log with `-`.
@@ -250,6 +253,28 @@ pub enum BackupCommand {
     /// infrastructure and IP allocations in it. Exit 1 when anything is missing or the
     /// backup is older than --max-age. For a scheduled CI job.
     Check(BackupCheckArgs),
+}
+
+/// `capstan restore` commands.
+#[derive(Debug, Subcommand)]
+pub enum RestoreCommand {
+    /// The restore runbook as Markdown: a temporary kind cluster, `clusterctl init` with the
+    /// pinned provider releases, the newest backup pulled and restored with the Talos
+    /// control-plane provider stopped until every `status.bootstrapped` is back, the check
+    /// that every Machine has its node, the move to the permanent cluster and back to Argo
+    /// CD; or, with no backup, what can be done instead.
+    Plan(RestorePlanArgs),
+}
+
+/// Arguments of `capstan restore plan`.
+#[derive(Debug, clap::Args)]
+pub struct RestorePlanArgs {
+    /// The repository (or cluster directory) whose clusters to restore.
+    pub repo: PathBuf,
+    /// Where backups live: `s3://BUCKET/PREFIX` or `file:///PATH` (only the indexes are
+    /// read: no identity needed).
+    #[arg(long, value_name = "URL")]
+    pub backup: String,
 }
 
 /// Arguments of `capstan backup check`.
