@@ -1126,3 +1126,72 @@ fn git_review_renders_only_the_clusters_whose_inputs_changed() {
     assert!(o.text.contains("cluster lab-g: removed"));
     assert!(o.markdown.contains("| lab-g | removed |"));
 }
+
+#[test]
+fn git_review_follows_links_and_paths_on_one_side_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    copy_tree(&example(), &repo);
+    without_autoscaler(&repo);
+    // lab-g's cluster.yaml is a link to a file outside its directory.
+    std::fs::create_dir_all(repo.join("shared")).unwrap();
+    std::fs::rename(
+        repo.join("clusters/lab-g/cluster.yaml"),
+        repo.join("shared/lab-g.yaml"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        "../../shared/lab-g.yaml",
+        repo.join("clusters/lab-g/cluster.yaml"),
+    )
+    .unwrap();
+    git(&["init", "-q", "-b", "main"], &repo);
+    git(&["config", "user.name", "capstan tests"], &repo);
+    git(&["config", "user.email", "tests@capstan.invalid"], &repo);
+    git(&["config", "commit.gpgsign", "false"], &repo);
+    commit(&repo, "first");
+    // Only the link's target changes.
+    edit(
+        &repo.join("shared/lab-g.yaml"),
+        "replicas: 4",
+        "replicas: 5",
+    );
+    commit(&repo, "target");
+    let o = git_all(&repo, 1);
+    assert_eq!(o.json["scope"]["rendered"], 1, "{}", o.json);
+    let c = cluster(&o.json, "lab-g");
+    assert_eq!(
+        c["inputs"],
+        serde_json::json!(["clusters/lab-g/cluster.yaml", "shared/lab-g.yaml"])
+    );
+    assert!(has_risk(c, "low", "worker replicas 4 → 5"));
+    // A repository path that exists on one side only: its clusters are added or removed.
+    let o = run(
+        &[
+            "diff",
+            "--git",
+            "HEAD~1..HEAD",
+            "--format",
+            "json",
+            "clusters/lab-g",
+        ],
+        &repo,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    std::fs::create_dir_all(repo.join("more/clusters")).unwrap();
+    copy_tree(
+        &repo.join("clusters/lab-f"),
+        &repo.join("more/clusters/lab-f"),
+    );
+    copy_tree(&repo.join("overlays"), &repo.join("more/overlays"));
+    commit(&repo, "a new repository path");
+    let o = run(
+        &["diff", "--git", "HEAD~1..HEAD", "--format", "json", "more"],
+        &repo,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(cluster(&j, "lab-f")["status"], "added", "{j}");
+}

@@ -113,6 +113,8 @@ struct Obj {
 fn objects(files: &[MovedFile]) -> Vec<Obj> {
     files
         .iter()
+        // Secrets are not needed for the check: their plaintext is never parsed here.
+        .filter(|f| super::object_of(&f.name).is_none_or(|(kind, _, _)| kind != "Secret"))
         .filter_map(|f| {
             let text = std::str::from_utf8(&f.bytes).ok()?;
             let value = crate::yaml::parse_one(text).ok()?;
@@ -129,11 +131,16 @@ fn objects(files: &[MovedFile]) -> Vec<Obj> {
                 (true, Some(n)) => [n.0, n.1, n.2][i].to_string(),
                 _ => v,
             };
+            let (kind, namespace, name) = (
+                or(s("/kind"), 0),
+                or(s("/metadata/namespace"), 1),
+                or(s("/metadata/name"), 2),
+            );
             Some(Obj {
-                kind: or(s("/kind"), 0),
-                namespace: or(s("/metadata/namespace"), 1),
-                name: or(s("/metadata/name"), 2),
-                value: value.clone(),
+                kind,
+                namespace,
+                name,
+                value,
             })
         })
         .collect()
@@ -164,15 +171,15 @@ pub fn unix_of(rfc3339: &str) -> Option<i64> {
 
 /// A duration `90s`, `30m`, `24h` or `7d`, in seconds.
 pub fn parse_duration(s: &str) -> Option<i64> {
-    let (num, unit) = s.split_at(s.len().checked_sub(1)?);
-    let n: i64 = num.parse().ok()?;
+    let unit = s.chars().last()?;
     let mul = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
         _ => return None,
     };
+    let n: i64 = s[..s.len() - 1].parse().ok()?;
     n.checked_mul(mul).filter(|v| *v > 0)
 }
 
@@ -245,17 +252,19 @@ pub fn check(
             missing.push(format!("Machine {ns}/{machine}'s infrastructure: {what}"));
         }
         if e.ipam {
+            // Claims are counted per namespace, against every Machine in it (clusters may
+            // share a namespace).
             let count = |kind: &str| {
                 objs.iter()
                     .filter(|o| o.kind == kind && o.namespace == e.namespace)
                     .count()
             };
             let (claims, addresses) = (count("IPAddressClaim"), count("IPAddress"));
-            if claims < machines.len() || addresses < claims {
+            let in_namespace = count("Machine");
+            if claims < in_namespace || addresses < claims {
                 missing.push(format!(
-                    "IP allocations: {claims} IPAddressClaim(s) and {addresses} IPAddress(es) for {} Machine(s); a \
-                     restore without them hands running nodes' addresses out again",
-                    machines.len()
+                    "IP allocations: {claims} IPAddressClaim(s) and {addresses} IPAddress(es) for {in_namespace} \
+                     Machine(s) in namespace {ns}; a restore without them hands running nodes' addresses out again"
                 ));
             }
         }
@@ -268,7 +277,8 @@ pub fn check(
         backup: backup.id.clone(),
         created: backup.created.clone(),
         age_seconds: age,
-        stale: age > max_age_seconds,
+        // A time more than five minutes ahead is not believed either.
+        stale: age > max_age_seconds || age < -300,
         clusters,
     }
 }
@@ -371,11 +381,20 @@ mod tests {
         let r = check(
             &index("2026-12-05T08:00:00Z"),
             &files,
-            &[e],
+            std::slice::from_ref(&e),
             t0 + 90_000,
             86_400,
         );
         assert!(r.stale && r.failed());
+        // A time in the future is not believed.
+        let r = check(
+            &index("2026-12-05T08:00:00Z"),
+            &files,
+            &[e],
+            t0 - 600,
+            86_400,
+        );
+        assert!(r.stale);
     }
 
     #[test]
@@ -386,6 +405,8 @@ mod tests {
         assert_eq!(parse_duration("0h"), None);
         assert_eq!(parse_duration("h"), None);
         assert_eq!(parse_duration("5w"), None);
+        assert_eq!(parse_duration("5µ"), None);
+        assert_eq!(parse_duration("µ"), None);
         assert_eq!(unix_of("1970-01-01T00:01:00Z"), Some(60));
         assert_eq!(unix_of("2026-13-01T00:00:00Z"), None);
     }

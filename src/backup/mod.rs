@@ -19,6 +19,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use zeroize::Zeroizing;
 
+/// The largest encrypted object read: the largest `clusterctl move` directory read, and
+/// age's overhead (a 16-byte tag per 64 KiB chunk, the header).
+pub const MAX_OBJECT: u64 = (1 << 30) + (1 << 20);
+
 /// The format of the encrypted payload's manifest.
 pub const FORMAT: &str = "capstan.dev/backup/v1";
 /// The format of a backup's public index.
@@ -122,6 +126,20 @@ pub fn object_of(file: &str) -> Option<(&str, &str, &str)> {
         return None;
     }
     Some((kind, ns, name))
+}
+
+/// Whether `s` is a backup id: `YYYYMMDDTHHMMSSZ-` and 8 lowercase hex digits.
+pub fn is_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 25
+        && b[8] == b'T'
+        && b[15] == b'Z'
+        && b[16] == b'-'
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[17..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
 /// Whether a file name may be written into a directory: no path, no dotfile.
@@ -245,16 +263,34 @@ pub fn open(
             manifest.format
         )));
     }
-    if !index.id.starts_with(&manifest.id) {
+    // The public index may have been edited: its id and time must be the payload's own.
+    if index.id
+        != format!(
+            "{}-{}",
+            manifest.id,
+            &index.sha256[..8.min(index.sha256.len())]
+        )
+        || index.created != manifest.created
+    {
         return Err(corrupt(format!(
-            "the payload is backup {}, not {}",
-            manifest.id, index.id
+            "the index says {} made {}, the encrypted payload {} made {}",
+            index.id, index.created, manifest.id, manifest.created
         )));
     }
+    if manifest.files.len() > crate::inputs::MAX_MOVED_FILES {
+        return Err(corrupt(format!(
+            "{} files in the manifest",
+            manifest.files.len()
+        )));
+    }
+    let mut names = std::collections::HashSet::with_capacity(manifest.files.len());
     let mut rest = &payload[nl + 1..];
     let mut out = Vec::with_capacity(manifest.files.len());
     for f in &manifest.files {
-        if !safe_name(&f.name) || out.iter().any(|o: &MovedFile| o.name == f.name) {
+        if !safe_name(&f.name)
+            || !names.insert(f.name.as_str())
+            || f.size > crate::inputs::MAX_MOVED_FILE
+        {
             return Err(corrupt(format!(
                 "unusable file name `{}`",
                 f.name.escape_debug()
@@ -346,6 +382,11 @@ mod tests {
             open(&forged, &bad, std::slice::from_ref(&id)),
             Err(BackupError::Secrets(_))
         ));
+        // An index edited to look newer (its own sha256 kept) no longer matches the payload.
+        let mut newer = index.clone();
+        newer.created = "2027-01-01T00:00:00Z".into();
+        let e = open(&newer, &ct, std::slice::from_ref(&id)).unwrap_err();
+        assert!(e.to_string().contains("the encrypted payload"), "{e}");
         let other = age::x25519::Identity::generate();
         let e = open(&index, &ct, &[other]).unwrap_err();
         assert!(e.to_string().contains("no identity matches"), "{e}");

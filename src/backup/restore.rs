@@ -150,8 +150,8 @@ pub fn runbook(
              `status.bootstrapped` is back."
         ),
         format!(
-            "Fetch the backup: `capstan backup pull {url}/{id} restore -i dr-identity.txt` (verified; refused if \
-             tampered or truncated; files mode 0600)."
+            "Fetch the backup: `capstan backup pull {url}/{id} restore -i dr-identity.txt` (checked against its \
+             index and manifest: a corrupt or truncated backup is refused; files mode 0600)."
         ),
         "Restore the objects: `clusterctl move --from-directory restore`, then remove the plaintext: `rm -rf restore`."
             .into(),

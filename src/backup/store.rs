@@ -1,8 +1,9 @@
 //! Where backups live: `s3://BUCKET/PREFIX` on any S3-compatible store (endpoint, region
 //! and credentials from the standard `AWS_*` variables, `AWS_ENDPOINT_URL` included) or
 //! `file:///path`, through the `object_store` crate (no hand-written client). Its async API
-//! runs on a current-thread runtime owned by the [`Store`]. Requests time out and are
-//! retried a few times only, so an unreachable endpoint fails in seconds, not minutes.
+//! runs on a current-thread runtime owned by the [`Store`]. Connecting times out after 5 s
+//! and a request is retried twice only, so an unreachable endpoint fails in seconds; a
+//! transfer itself is not timed (a large backup on a slow link must finish).
 
 use super::{BackupError, Index, INDEX_FORMAT};
 use futures::StreamExt;
@@ -56,7 +57,9 @@ impl Store {
                     .with_client_options(
                         object_store::ClientOptions::new()
                             .with_connect_timeout(Duration::from_secs(5))
-                            .with_timeout(Duration::from_secs(120)),
+                            // The request timeout covers the body: a 1 GiB backup on a slow
+                            // link must not be cut, so only connecting is timed.
+                            .with_timeout_disabled(),
                     );
                 // An endpoint the operator spelled `http://` (a store on the same host or
                 // network) is used as spelled: the objects are encrypted either way.
@@ -162,7 +165,18 @@ impl Store {
             let index = match self.get(name, MAX_INDEX).and_then(|b| {
                 serde_json::from_slice::<Index>(&b).map_err(|e| self.fail(format!("{name}: {e}")))
             }) {
-                Ok(i) if i.format == INDEX_FORMAT && i.id == id => i,
+                // Its fields reach terminals and runbooks: only well-formed ones.
+                Ok(i)
+                    if i.format == INDEX_FORMAT
+                        && i.id == id
+                        && super::is_id(id)
+                        && super::check::unix_of(&i.created).is_some()
+                        && i.size <= super::MAX_OBJECT
+                        && i.sha256.len() == 64
+                        && i.sha256.bytes().all(|c| c.is_ascii_hexdigit()) =>
+                {
+                    i
+                }
                 Ok(_) => {
                     skipped.push(format!("{name}: not a capstan backup index"));
                     continue;
@@ -197,7 +211,7 @@ impl Store {
             if r.meta.size > cap {
                 return Err(self.fail(format!("{name}: {} bytes, more than {cap}", r.meta.size)));
             }
-            let mut out = Vec::with_capacity(r.meta.size as usize);
+            let mut out = Vec::with_capacity(r.meta.size.min(cap) as usize);
             let mut stream = r.into_stream();
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| self.fail(e))?;

@@ -45,7 +45,7 @@ fn fetch(
                     message: "no backup".into(),
                 })?,
         };
-    let ciphertext = store.get(&index.object(), index.size)?;
+    let ciphertext = store.get(&index.object(), index.size.min(backup::MAX_OBJECT))?;
     let files = backup::open(&index, &ciphertext, ids)?;
     Ok((index, files))
 }
@@ -174,20 +174,9 @@ fn list(args: BackupListArgs) -> Result<Status> {
 
 /// Whether the last segment of a URL is a backup id (`20261205T083000Z-1a2b3c4d`).
 fn split_id(url: &str) -> (&str, Option<&str>) {
-    let Some((base, last)) = url.trim_end_matches('/').rsplit_once('/') else {
-        return (url, None);
-    };
-    let is_id = last.len() == 25
-        && last.as_bytes()[8] == b'T'
-        && last.as_bytes()[15] == b'Z'
-        && last.as_bytes()[16] == b'-'
-        && last[..8].bytes().all(|b| b.is_ascii_digit())
-        && last[9..15].bytes().all(|b| b.is_ascii_digit())
-        && last[17..].bytes().all(|b| b.is_ascii_hexdigit());
-    if is_id {
-        (base, Some(last))
-    } else {
-        (url, None)
+    match url.trim_end_matches('/').rsplit_once('/') {
+        Some((base, last)) if backup::is_id(last) => (base, Some(last)),
+        _ => (url, None),
     }
 }
 

@@ -182,6 +182,26 @@ fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, InputError> {
     Ok(out.stdout)
 }
 
+/// The tree path a link at `link` with target `target` names (lexically), or `None` when it
+/// is absolute or climbs out of the tree.
+fn lexical_join(link: &str, target: &str) -> Option<String> {
+    if target.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = link.split('/').collect();
+    parts.pop();
+    for seg in target.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
 /// The top directory of the git work tree holding `dir`.
 pub fn toplevel(dir: &Path) -> Result<std::path::PathBuf, InputError> {
     let out = git(dir, &["rev-parse", "--show-toplevel"])?;
@@ -200,8 +220,11 @@ fn parse_listing(out: &[u8]) -> Result<BTreeMap<String, Entry>, InputError> {
         let bad = || git_error("unexpected `git ls-tree` output".into());
         let tab = record.iter().position(|b| *b == b'\t').ok_or_else(bad)?;
         let meta = std::str::from_utf8(&record[..tab]).map_err(|_| bad())?;
-        let path = String::from_utf8(record[tab + 1..].to_vec())
-            .map_err(|_| git_error("a path in the tree is not UTF-8".into()))?;
+        // A path that is not UTF-8 is none capstan reads (its inputs are named in UTF-8
+        // YAML): left out of the listing, instead of failing every review.
+        let Ok(path) = String::from_utf8(record[tab + 1..].to_vec()) else {
+            continue;
+        };
         let mut f = meta.split_ascii_whitespace();
         let (mode, _type, oid, size) = (f.next(), f.next(), f.next(), f.next());
         let (Some(mode), Some(oid), Some(size)) = (mode, oid, size) else {
@@ -318,7 +341,11 @@ impl Revision {
         }
         let cat = b.cat(&self.name)?;
         let request: String = want.iter().map(|e| format!("{}\n", e.oid)).collect();
-        let (stdin, stdout) = (&mut cat.stdin, &mut cat.stdout);
+        let CatFile {
+            child,
+            stdin,
+            stdout,
+        } = cat;
         // git answers while it reads: write from another thread, or both pipes fill up.
         let answers = std::thread::scope(|s| {
             let writer = s.spawn(move || {
@@ -330,6 +357,11 @@ impl Revision {
                 .iter()
                 .map(|e| CatFile::answer(stdout, &e.oid, e.size))
                 .collect();
+            if answers.is_err() {
+                // Nobody reads git's answers any more: stop it, so the writer's blocked
+                // write fails instead of waiting forever.
+                let _ = child.kill();
+            }
             let written = writer.join();
             match (answers, written) {
                 (Ok(a), Ok(Ok(()))) => Ok(a),
@@ -379,6 +411,44 @@ impl Revision {
         Ok(bytes)
     }
 
+    /// Every symbolic link of the tree that resolves inside it: `(link, target)`, the
+    /// target as a tree path (links to directories included). Links that leave the tree or
+    /// loop are left out: reading through them is refused anyway.
+    pub fn links(&self) -> Vec<(String, String)> {
+        let links: Vec<&String> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.kind == EntryKind::Link)
+            .map(|(p, _)| p)
+            .collect();
+        let _ = self.prefetch(links.iter().map(|p| p.as_str()));
+        links
+            .into_iter()
+            .filter_map(|p| {
+                let e = self.entries.get(p)?;
+                if e.size > 4096 {
+                    return None;
+                }
+                let target = String::from_utf8(self.blob(e).ok()?.as_ref().clone()).ok()?;
+                let joined = lexical_join(p, &target)?;
+                Some((p.clone(), joined))
+            })
+            .collect()
+    }
+
+    /// Forget the blobs of the files under `dirs` (a batch that is done), so memory holds
+    /// what later batches read, not every file read so far. (They still count towards
+    /// [`MAX_FETCH`], which bounds what one revision reads in all.)
+    pub fn forget_under(&self, dirs: &[String]) {
+        if let Ok(mut b) = self.blobs.lock() {
+            for d in dirs {
+                for (_, e) in self.under(d) {
+                    b.read.remove(&e.oid);
+                }
+            }
+        }
+    }
+
     /// Resolve `rel` through symbolic links inside the tree: the path of the entry it
     /// names, or an error when a link leaves the tree or loops.
     fn resolve(&self, rel: &str) -> Result<Option<String>, InputError> {
@@ -403,23 +473,7 @@ impl Revision {
                 resolved: target.clone(),
                 root: format!("{}:", self.name),
             };
-            if target.starts_with('/') {
-                return Err(outside());
-            }
-            let mut parts: Vec<&str> = path.split('/').collect();
-            parts.pop();
-            for seg in target.split('/') {
-                match seg {
-                    "" | "." => {}
-                    ".." => {
-                        if parts.pop().is_none() {
-                            return Err(outside());
-                        }
-                    }
-                    s => parts.push(s),
-                }
-            }
-            path = parts.join("/");
+            path = lexical_join(&path, &target).ok_or_else(outside)?;
         }
         Err(git_error(format!(
             "{}: too many levels of symbolic links",

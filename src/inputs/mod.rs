@@ -326,9 +326,8 @@ fn open_nofollow(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
 /// An input file's bytes: a regular file (no FIFO, device or directory, so nothing blocks
 /// or never ends), at most `kind.cap()` bytes, and, when `root` (canonical) is given, inside
 /// it: a symbolic link is resolved and must stay in `root`. The directory holding `path`
-/// is the caller's to confine ([`confine`]). No system call asks for the size first (a
-/// 16 KiB buffer usually takes an input in one read): system calls are a large part of
-/// loading a cluster.
+/// is the caller's to confine ([`confine`]). The buffer is sized from the open
+/// descriptor's metadata (one call, which the type check needs anyway).
 fn read_input_bytes(
     path: &Path,
     root: Option<&Path>,
@@ -346,7 +345,8 @@ fn read_input_bytes(
         }
         Err(e) => return Err(io(path)(e)),
     };
-    let t = file.metadata().map_err(io(path))?.file_type();
+    let meta = file.metadata().map_err(io(path))?;
+    let t = meta.file_type();
     if !t.is_file() {
         return Err(InputError::NotRegular {
             path: path.display().to_string(),
@@ -354,7 +354,10 @@ fn read_input_bytes(
         });
     }
     let cap = kind.cap();
-    let mut bytes = Vec::with_capacity(16 << 10);
+    // The size is known from the descriptor already; a buffer of it is not reallocated,
+    // so no partial copy of a secret input is freed unzeroed while reading.
+    let len = meta.len().min(cap + 1) as usize;
+    let mut bytes = Vec::with_capacity(len.max(16 << 10) + 1);
     file.take(cap + 1)
         .read_to_end(&mut bytes)
         .map_err(io(path))?;
@@ -1319,6 +1322,7 @@ pub fn read_moved_directory(dir: &Path) -> Result<Vec<MovedFile>, InputError> {
             what: "a `clusterctl move --to-directory` directory",
         });
     }
+    let dir_c = canonical_dir(dir)?;
     let mut names = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io(dir))? {
         let entry = entry.map_err(io(dir))?;
@@ -1344,7 +1348,9 @@ pub fn read_moved_directory(dir: &Path) -> Result<Vec<MovedFile>, InputError> {
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let path = dir.join(&name);
-        let bytes = zeroize::Zeroizing::new(read_input_bytes(&path, None, InputKind::Moved)?);
+        // A link swapped in after the listing must still stay inside the directory.
+        let bytes =
+            zeroize::Zeroizing::new(read_input_bytes(&path, Some(&dir_c), InputKind::Moved)?);
         total += bytes.len() as u64;
         if total > InputKind::Backup.cap() {
             return Err(InputError::TooLarge {

@@ -289,7 +289,8 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
 /// by the owner only (directory 0700, files 0600): `out` must be absent or an empty
 /// directory. The files are written into a hidden directory beside `out`, which then takes
 /// its place: a failure leaves `out` as it was (a killed run can leave the hidden
-/// `.<out>.capstan-new-*` directory behind).
+/// `.<out>.capstan-new-<pid>` directory behind; the next call beside it removes those of
+/// processes that no longer run).
 pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     match std::fs::symlink_metadata(out) {
@@ -316,8 +317,24 @@ pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), Bun
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".into());
-    let staging = parent.join(format!(".{base}.capstan-new-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
+    // Staging directories of runs that were killed hold plaintext: removed, unless their
+    // process still runs.
+    let prefix = format!(".{base}.capstan-new-");
+    if let Ok(entries) = std::fs::read_dir(&parent) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let dead = name
+                .strip_prefix(&prefix)
+                .and_then(|pid| pid.parse::<u32>().ok())
+                .is_some_and(|pid| {
+                    pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists()
+                });
+            if dead {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let staging = parent.join(format!("{prefix}{}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&staging)
@@ -334,8 +351,10 @@ pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), Bun
             std::io::Write::write_all(&mut f, bytes).map_err(io(&p))?;
             f.sync_all().map_err(io(&p))?;
         }
-        // An empty `out` gives way (`remove_dir` refuses one that filled up meanwhile).
-        if out.exists() {
+        // An empty `out` gives way (`remove_dir` refuses one that filled up meanwhile),
+        // and is made again if the rename fails.
+        let existed = out.exists();
+        if existed {
             std::fs::remove_dir(out).map_err(io(out))?;
         }
         rustix::fs::renameat_with(
@@ -345,7 +364,12 @@ pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), Bun
             out,
             rustix::fs::RenameFlags::NOREPLACE,
         )
-        .map_err(|e| io(out)(e.into()))
+        .map_err(|e| {
+            if existed {
+                let _ = std::fs::create_dir(out);
+            }
+            io(out)(e.into())
+        })
     })();
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&staging);

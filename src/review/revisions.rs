@@ -99,6 +99,34 @@ fn changed_between(a: &Revision, b: &Revision) -> Vec<String> {
     out
 }
 
+/// How side B is named in messages.
+fn label_of(newer: &Newer, path: &Path) -> String {
+    match newer {
+        Newer::Revision(b) => b.name.clone(),
+        Newer::Worktree => format!("{} (working tree)", path.display()),
+    }
+}
+
+/// Add to `changed` every link (`(link, resolved target)`) whose target changed, and the
+/// links to those, until nothing is added (a chain is at most as long as the links).
+fn through_links(changed: &mut Vec<String>, links: &[(String, String)]) {
+    let mut set: BTreeSet<String> = changed.iter().cloned().collect();
+    for _ in 0..=links.len().min(64) {
+        let before = set.len();
+        for (link, target) in links {
+            let hit =
+                set.contains(target) || set.iter().any(|p| p.starts_with(&format!("{target}/")));
+            if hit {
+                set.insert(link.clone());
+            }
+        }
+        if set.len() == before {
+            break;
+        }
+    }
+    *changed = set.into_iter().collect();
+}
+
 /// The cluster directory a path lies in, if any (the longest match).
 fn owner<'a>(dirs: &'a BTreeSet<String>, path: &str) -> Option<&'a String> {
     dirs.iter()
@@ -235,14 +263,29 @@ pub fn review(
         Some(r) => Newer::Revision(Box::new(Revision::list(&top, r)?)),
         None => Newer::Worktree,
     };
-    let changed = match &newer {
+    let mut changed = match &newer {
         Newer::Revision(b) => changed_between(&a, b),
         Newer::Worktree => git::worktree_changes(&top, &a.commit)?,
     };
-    let dirs_a = git::discover(&a, &rel)?;
+    // A symbolic link reads its target: a changed target changes the link.
+    let mut links = a.links();
+    if let Newer::Revision(b) = &newer {
+        links.extend(b.links());
+    }
+    through_links(&mut changed, &links);
+    // A path that exists on one side only (a repository's first cluster, a directory the
+    // change adds or removes) has no clusters on the other.
+    let none_if_absent = |r: Result<Vec<String>, InputError>| match r {
+        Err(InputError::NoClusters { .. }) => Ok(Vec::new()),
+        Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+            Ok(Vec::new())
+        }
+        other => other,
+    };
+    let dirs_a = none_if_absent(git::discover(&a, &rel))?;
     // Working-tree clusters as tree paths, and the paths to read them by.
     let (dirs_b, disk_of): (Vec<String>, BTreeMap<String, PathBuf>) = match &newer {
-        Newer::Revision(b) => (git::discover(b, &rel)?, BTreeMap::new()),
+        Newer::Revision(b) => (none_if_absent(git::discover(b, &rel))?, BTreeMap::new()),
         Newer::Worktree => {
             let found = inputs::discover(path)?;
             let mut dirs = Vec::new();
@@ -269,6 +312,12 @@ pub fn review(
             (dirs, disk)
         }
     };
+    if dirs_a.is_empty() && dirs_b.is_empty() {
+        return Err(InputError::NoClusters {
+            dir: format!("{}:{rel} and {}", a.name, label_of(&newer, path)),
+        }
+        .into());
+    }
     let all: BTreeSet<String> = dirs_a.iter().chain(dirs_b.iter()).cloned().collect();
     let cache_a = inputs::OverlayCache::default();
     let cache_b = inputs::OverlayCache::default();
@@ -285,7 +334,7 @@ pub fn review(
             m.insert((side, d.to_string()), c.config.metadata.name.clone());
         }
     };
-    let (hit, unused, reason) = affected(&all, &changed, templates.is_some(), |d| {
+    let (mut hit, mut unused, reason) = affected(&all, &changed, templates.is_some(), |d| {
         prefetched.call_once(|| {
             // Every cluster's `cluster.yaml` is about to be read: in one exchange each.
             let _ = a.prefetch(configs(&dirs_a).iter().map(String::as_str));
@@ -321,6 +370,17 @@ pub fn review(
         }
         Some(files)
     });
+    // A changed link's target is one of the cluster's inputs too, not an unused change.
+    for (link, target) in &links {
+        if let Some(paths) = owner(&all, link).and_then(|d| hit.get_mut(d)) {
+            if paths.contains(link) && changed.contains(target) {
+                paths.push(target.clone());
+                paths.sort();
+                paths.dedup();
+                unused.retain(|u| u != target);
+            }
+        }
+    }
     let render_a: Vec<String> = dirs_a
         .iter()
         .filter(|d| hit.contains_key(*d))
@@ -332,7 +392,8 @@ pub fn review(
         .cloned()
         .collect();
     // Clusters are rendered and compared a few dozen at a time, so memory holds one batch
-    // of objects, not two whole fleets. A batch is made of whole names: a cluster whose
+    // of objects (and of cluster files: each batch's blobs are forgotten when it is done),
+    // not two whole fleets. A batch is made of whole names: a cluster whose
     // directory moved is compared with itself.
     let names = names.into_inner().unwrap_or_default();
     let name_of = |side: usize, rev: Option<&Revision>, d: &str| -> Option<String> {
@@ -462,6 +523,10 @@ pub fn review(
             },
         );
         clusters.extend(d.clusters);
+        a.forget_under(&da);
+        if let Some(b) = rev_b {
+            b.forget_under(&db);
+        }
         // Two renders of a batch are many small allocations: freed on other threads while
         // the next batch renders (one batch's at most pending).
         for h in pending.drain(..) {

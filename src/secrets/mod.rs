@@ -187,7 +187,8 @@ pub fn decrypt(
             }
             other => fail(other.to_string()),
         })?;
-    let mut out = Zeroizing::new(Vec::new());
+    // Sized up front: a buffer that grows leaves its old, unzeroed copies behind.
+    let mut out = Zeroizing::new(Vec::with_capacity(ciphertext.len()));
     stream
         .read_to_end(&mut out)
         .map_err(|e| fail(format!("corrupt age payload: {e}")))?;
