@@ -1,10 +1,9 @@
 //! The `capstan` binary: parse arguments, run the command, map the result to an exit code.
 
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = capstan::cli::Cli::parse();
+    let cli = capstan::cli::parse();
     match capstan::cli::commands::run(cli) {
         Ok(status) => status.into(),
         Err(err) => {

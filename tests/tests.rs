@@ -36,3 +36,5 @@ mod untrusted;
 mod hostile;
 // `capstan backup`: the encrypted round trip on a local store and every refusal.
 mod backup;
+// CLI conventions: --version with the commit, completions, the man page.
+mod cli;

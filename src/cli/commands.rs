@@ -43,6 +43,19 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
         Command::Explain(args) => explain(args),
         Command::Backup(cmd) => crate::cli::backup::run(cmd),
+        // Written into memory first: clap_complete panics on a failed write (a closed pipe).
+        Command::Completions { shell } => {
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut crate::cli::command(), "capstan", &mut text);
+            std::io::stdout().lock().write_all(&text)?;
+            Ok(Status::Success)
+        }
+        Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(crate::cli::command()).render(&mut text)?;
+            std::io::stdout().lock().write_all(&text)?;
+            Ok(Status::Success)
+        }
         Command::Restore(crate::cli::RestoreCommand::Plan(args)) => {
             crate::cli::backup::restore_plan(args)
         }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 ///
 /// Exit codes: 0 success, 1 differences or blocking findings, 2 error.
 #[derive(Debug, Parser)]
-#[command(name = "capstan", version, about, long_about = None, propagate_version = true)]
+#[command(name = "capstan", version = VERSION, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
@@ -46,6 +46,15 @@ pub enum Command {
     /// `clusterctl move --to-directory` writes), on S3 or in a directory.
     #[command(subcommand)]
     Backup(BackupCommand),
+    /// Print a shell completion script: `capstan completions bash > /etc/bash_completion.d/capstan`,
+    /// zsh into a directory of `$fpath` as `_capstan`, fish into
+    /// `~/.config/fish/completions/capstan.fish`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `capstan man > capstan.1`.
+    Man,
     /// Rebuild a lost management cluster from a backup.
     #[command(subcommand)]
     Restore(RestoreCommand),
@@ -67,6 +76,24 @@ pub enum Command {
     /// plugin, sidecar patch and ApplicationSet, a README). Idempotent: existing files are
     /// kept, never overwritten.
     Init(InitArgs),
+}
+
+/// `capstan --version`: the release and the commit it was built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CAPSTAN_COMMIT"), ")");
+
+/// The command line as clap parses it, with every subcommand named `capstan` in its
+/// `--version` (clap would say `capstan-render`).
+pub fn command() -> clap::Command {
+    fn name_all(c: clap::Command) -> clap::Command {
+        c.mut_subcommands(|s| name_all(s.display_name("capstan")))
+    }
+    name_all(<Cli as clap::CommandFactory>::command())
+}
+
+/// Parse the process's arguments (exits with clap's message and code on an error).
+pub fn parse() -> Cli {
+    let matches = command().get_matches();
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// Output formats of `capstan diff`.

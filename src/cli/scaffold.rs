@@ -35,6 +35,7 @@ pub fn sops_yaml(recipients: &[String]) -> String {
          creation_rules:\n\
          - path_regex: clusters/.*/secrets/.*\\.ya?ml$\n  \
          encrypted_regex: ^(data|stringData)$\n  \
+         mac_only_encrypted: true\n  \
          age: {}\n",
         recipients.join(",")
     )
@@ -97,6 +98,8 @@ mod tests {
         let v = crate::yaml::parse_one(sops).unwrap();
         let rule = &v["creation_rules"][0];
         assert_eq!(rule["age"], R);
+        // As every sealed file: the MAC covers the encrypted values only.
+        assert_eq!(rule["mac_only_encrypted"], true);
         assert_eq!(
             rule["encrypted_regex"],
             crate::secrets::seal::ENCRYPTED_REGEX
