@@ -497,3 +497,37 @@ fn decrypt_errors() {
     assert!(stdout(&o).is_empty());
     let _ = Path::new("");
 }
+
+#[test]
+fn a_directory_not_named_after_the_cluster_is_warned_about() {
+    let s = setup(Alg::P256);
+    let o = import(&s, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("but its directory is"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("(encrypted to 1 recipient)"),
+        "{}",
+        stderr(&o)
+    );
+    let mut args = IMPORT_ARGS.to_vec();
+    let r = s.recipient.clone();
+    args.extend_from_slice(&[
+        "--talos-version",
+        "v1.10.6",
+        "--out",
+        "clusters/lab-h",
+        "--recipient",
+        &r,
+    ]);
+    let o = capstan(&args, &s.dir);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: the cluster is `lab-f` (kubeadm's clusterName, or --name) but its directory is `clusters/lab-h`"),
+        "{}",
+        stderr(&o)
+    );
+}

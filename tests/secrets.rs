@@ -581,3 +581,37 @@ fn no_plaintext_secret_anywhere() {
     }
     assert!(outputs.len() > 40, "scanned {} outputs", outputs.len());
 }
+
+#[test]
+fn seal_removes_the_files_it_sealed_under_another_cluster_name() {
+    let (_tmp, repo) = example_copy();
+    let ids = repo.join("testdata/age-identity.txt");
+    let secrets = repo.join("clusters/lab-f/secrets");
+    // What a seal before a rename left: capstan's annotation, another cluster's name.
+    std::fs::copy(
+        secrets.join("lab-f-talos.yaml"),
+        secrets.join("lab-old-talos.yaml"),
+    )
+    .unwrap();
+    let o = capstan(
+        &[
+            "secrets",
+            "seal",
+            "-i",
+            ids.to_str().unwrap(),
+            "clusters/lab-f",
+        ],
+        &repo,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!secrets.join("lab-old-talos.yaml").exists());
+    assert!(
+        stderr(&o).contains("lab-old-talos.yaml (sealed for another cluster name)"),
+        "{}",
+        stderr(&o)
+    );
+    // The vSphere credentials are not seal's: kept.
+    assert!(secrets.join("lab-f-vsphere.yaml").exists());
+    let o = capstan(&["render", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -365,6 +365,28 @@ fn seal(args: ClusterSecretsArgs) -> Result<Status> {
         .collect();
     let written = bundle::replace_files(&args.dir, &files)?;
     report_written(&args.dir, &files, &written)?;
+    // Sealed files `seal` wrote before (they carry its annotation) and no longer writes (the
+    // cluster was renamed): removed, or render would refuse them as another cluster's.
+    let stale: Vec<String> = c
+        .sealed
+        .iter()
+        .filter(|s| !files.iter().any(|(rel, _)| *rel == s.rel))
+        .filter(|s| {
+            crate::yaml::parse_one(&s.text).is_ok_and(|v| {
+                v.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(crate::secrets::seal::ANN_BUNDLE))
+                    .is_some()
+            })
+        })
+        .map(|s| s.rel.clone())
+        .collect();
+    bundle::remove_files(&args.dir, &stale)?;
+    for rel in &stale {
+        eprintln!(
+            "removed {} (sealed for another cluster name)",
+            args.dir.join(rel).display()
+        );
+    }
     Ok(Status::Success)
 }
 
@@ -604,11 +626,15 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
     for w in &imported.warnings {
         writeln!(err, "warning: {w}")?;
     }
+    if let Some(w) = directory_name_warning(&args.out, &imported.config.metadata.name) {
+        writeln!(err, "warning: {w}")?;
+    }
+    let n = imported.config.spec.recipients.len();
     writeln!(
         err,
-        "wrote {} (encrypted to {} recipients)",
+        "wrote {} (encrypted to {n} recipient{})",
         secrets_path.display(),
-        imported.config.spec.recipients.len()
+        if n == 1 { "" } else { "s" }
     )?;
     for (rel, _) in &imported.sealed {
         writeln!(err, "wrote {} (SOPS, sealed)", args.out.join(rel).display())?;
@@ -634,6 +660,20 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
         out.flush()?;
     }
     Ok(Status::Success)
+}
+
+/// A warning when a cluster directory is not named after its cluster: the cluster renders
+/// under its own name, and its sealed files carry that name, not the directory's.
+fn directory_name_warning(dir: &std::path::Path, name: &str) -> Option<String> {
+    let base = dir.file_name()?.to_string_lossy();
+    (base != name).then(|| {
+        format!(
+            "the cluster is `{name}` (kubeadm's clusterName, or --name) but its directory is `{}`: it renders \
+             as `{name}` and its sealed files are named `{name}-*.yaml`; import into `.../{name}` or pass \
+             --name {base}",
+            dir.display()
+        )
+    })
 }
 
 fn explain(args: ExplainArgs) -> Result<Status> {
