@@ -900,3 +900,24 @@ fn sopssecret_health_check_waits_for_the_operator() {
         capstan::argocd::sync_wave("SopsSecret") < capstan::argocd::sync_wave("TalosControlPlane")
     );
 }
+
+#[test]
+fn an_unusable_environment_still_names_the_application() {
+    let (_tmp, repo) = example_copy();
+    let o = generate(
+        &repo,
+        "clusters/lab-f",
+        &[
+            (cli::ENV_ARGOCD_APP_NAME, "cluster-lab-f"),
+            (cli::ENV_ARGOCD_SECRETS, "omit"),
+            (cli::ENV_ARGOCD_APP_PARAMETERS, "not json"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).is_empty());
+    assert!(
+        stderr(&o).starts_with("error: argocd generate (application cluster-lab-f): "),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -164,3 +164,30 @@ fn rendered_examples_validate_against_real_crds_when_available() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_version_the_crd_does_not_define_is_an_error_and_empty_input_too() {
+    let tmp = setup();
+    std::fs::write(
+        tmp.path().join("v2.yaml"),
+        "apiVersion: example.com/v2\nkind: Widget\nmetadata: {name: w}\nspec: {size: 3}\n---\napiVersion: other.example.com/v1\nkind: Gadget\nmetadata: {name: g}\n",
+    )
+    .unwrap();
+    let o = capstan(&["validate", "--crds", "crds", "v2.yaml"], tmp.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("v2.yaml: Widget/w: apiVersion: no CRD schema for kind `Widget` in apiVersion `example.com/v2`"), "{}", stderr(&o));
+    // A kind with no CRD at all stays a notice.
+    assert!(
+        stderr(&o).contains("1 invalid, 1 skipped"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(tmp.path().join("empty.yaml"), "# nothing\n").unwrap();
+    let o = capstan(&["validate", "--crds", "crds", "empty.yaml"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no objects to validate in empty.yaml"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -66,8 +66,16 @@ fn one_line(text: &str) -> String {
 pub fn generate() -> Result<Status> {
     let vars = env_vars()
         .map_err(|e| anyhow::anyhow!("argocd generate: {}", one_line(&format!("{e:#}"))))?;
-    let ctx = Context::from_env(&vars)
-        .map_err(|e| anyhow::anyhow!("argocd generate: {}", one_line(&e.to_string())))?;
+    let ctx = Context::from_env(&vars).map_err(|e| {
+        // The Application is named even when the rest of the environment is unusable.
+        let app = vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == crate::argocd::env::ENV_ARGOCD_APP_NAME)
+            .map(|(_, v)| format!(" (application {})", one_line(v)))
+            .unwrap_or_default();
+        anyhow::anyhow!("argocd generate{app}: {}", one_line(&e.to_string()))
+    })?;
     let stream = build_stream(&ctx, &vars)
         .map_err(|e| anyhow::anyhow!("{}: {}", ctx.label(), one_line(&format!("{e:#}"))))?;
     // Argo CD must read the whole stream: a closed pipe is a failure (exit 2), not the

@@ -218,6 +218,19 @@ fn validate(args: ValidateArgs) -> Result<Status> {
             objects.extend(inputs::read_yaml_documents(f, true)?);
         }
     }
+    anyhow::ensure!(
+        !objects.is_empty(),
+        "no objects to validate in {}",
+        if stdin_only {
+            "<stdin>".to_string()
+        } else {
+            args.files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
     let mut err = std::io::stderr().lock();
     let (mut invalid, mut skipped) = (0usize, 0usize);
     for (source, obj) in &objects {
@@ -234,7 +247,10 @@ fn validate(args: ValidateArgs) -> Result<Status> {
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
         let group = crate::resource::group_of(api);
+        // A kind whose CRD is here but not in this version is an error (the API server
+        // would refuse it); a kind with no CRD at all is counted as skipped.
         if !crds.knows(api, kind)
+            && !crds.knows_kind(api, kind)
             && (crate::resource::builtin_group(group) || !args.strict_kinds)
             && !api.is_empty()
             && !kind.is_empty()

@@ -617,7 +617,7 @@ pub static ENTRIES: &[Entry] = &[
         caught_by: &["bootstrap-token"],
         fix: &[
             "check: `kubectl -n kube-system get secret bootstrap-token-<id> -o jsonpath='{.data.expiration}'` (no Secret, or a past date, is the problem)",
-            "recreate the same token without expiry on a kubeadm control plane: `kubeadm token create <id>.<secret> --ttl 0`, or apply the Secret capstan sealed (`capstan import kubeadm --print-bootstrap-secret` prints it)",
+            "recreate the same token without expiry on a kubeadm control plane: `kubeadm token create <id>.<secret> --ttl 0`, or apply the Secret capstan sealed at import: `capstan secrets decrypt -i IDENTITY clusters/<cluster>/secrets/workload/bootstrap-token-<id>.yaml | kubectl apply -f -` (against the workload cluster)",
         ],
         procedures: &[],
     },

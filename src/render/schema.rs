@@ -144,6 +144,14 @@ impl CrdSet {
         self.lookup(group, version, kind).is_some()
     }
 
+    /// Whether the set has a CRD for `kind` in `api_version`'s group, in any version.
+    pub fn knows_kind(&self, api_version: &str, kind: &str) -> bool {
+        let (group, _) = split_api_version(api_version);
+        self.by_kind
+            .get(kind)
+            .is_some_and(|entries| entries.iter().any(|e| e.group == group))
+    }
+
     /// Validate one object. Returns all violations (empty = valid). An object whose apiVersion/kind has
     /// no CRD in the set yields one violation saying so; a version that is defined but not served
     /// yields one violation too.

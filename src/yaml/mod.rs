@@ -73,8 +73,29 @@ fn parse_stream_saphyr(text: &str, raw_leading_zeros: bool) -> Result<Vec<Value>
         leading_zero_numbers_as_strings: raw_leading_zeros,
     };
     serde_saphyr::from_multiple_with_options(text, options).map_err(|e| YamlError {
-        message: e.to_string(),
+        message: plain_message(&e.to_string()),
     })
+}
+
+/// The parser's message without the advice it gives its own callers (options, Rust types),
+/// which a user of capstan cannot act on.
+fn plain_message(m: &str) -> String {
+    let mut out = m
+        .replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+        .replace(" (set DuplicateKeyPolicy in Options if acceptable)", "");
+    if let Some(i) = out.find("budget breached") {
+        // "budget breached: Nodes { … }": the document exceeds the parser's size limits.
+        let tail = out[i..]
+            .find(" at line ")
+            .map(|j| out[i + j..].to_string())
+            .unwrap_or_default();
+        out = format!(
+            "{}the document is too large or nests too deeply to read{tail}",
+            &out[..i]
+        );
+    }
+    out.replace(", use Option<String>", "")
+        .replace(" use Option<String>", "")
 }
 
 /// Whether a plain scalar could be a number with a leading zero (`0` then a digit or `_`,
@@ -742,6 +763,21 @@ fn plain_ok(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parser_messages_carry_no_advice_for_rust_callers() {
+        let e = parse_stream("a: 1\na: 2\n").unwrap_err();
+        assert!(
+            e.message.contains("duplicate mapping key: a"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("DuplicateKeyPolicy"), "{}", e.message);
+        assert_eq!(
+            plain_message("budget breached: Nodes { limit: 10 } at line 3, column 1"),
+            "the document is too large or nests too deeply to read at line 3, column 1"
+        );
+    }
     use serde_json::json;
 
     #[test]
