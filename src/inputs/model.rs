@@ -1185,15 +1185,127 @@ fn strict<T: serde::de::DeserializeOwned>(
     if let Ok(t) = T::deserialize(&value) {
         return Ok(t);
     }
-    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
-        let path = e.path().to_string();
-        let path = if path == "." {
+    // Every missing field in one run: each is noted and stood in for by a placeholder of the
+    // type the field takes (tried in turn), until what is left is another error or none.
+    let shown = |p: &str| {
+        if p == "." {
             "(document)".to_string()
         } else {
-            path
+            p.to_string()
+        }
+    };
+    let mut value = value;
+    let mut problems: Vec<Problem> = Vec::new();
+    let mut stand_ins: Vec<(String, usize)> = Vec::new();
+    for _ in 0..256 {
+        let e = match serde_path_to_error::deserialize::<_, T>(&value) {
+            Ok(_) => break,
+            Err(e) => e,
         };
-        fail(path, e.inner().to_string())
+        let path = e.path().to_string();
+        let message = e.inner().to_string();
+        let segments: Vec<String> = e
+            .path()
+            .iter()
+            .map(|s| match s {
+                serde_path_to_error::Segment::Map { key } => key.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let under_stand_in = |p: &str| {
+            stand_ins.iter().any(|(s, _)| {
+                p == s || p.starts_with(&format!("{s}.")) || p.starts_with(&format!("{s}["))
+            })
+        };
+        if let Some(field) = message
+            .strip_prefix("missing field `")
+            .and_then(|m| m.strip_suffix('`'))
+        {
+            let full = if path == "." {
+                field.to_string()
+            } else {
+                format!("{path}.{field}")
+            };
+            // A field missing inside a stand-in follows from the stand-in: not reported.
+            if !under_stand_in(&full) {
+                problems.push(Problem {
+                    path: full.clone(),
+                    message: "required, missing".into(),
+                });
+            }
+            match stand_in_at(&mut value, &segments, field, 0) {
+                true => stand_ins.push((full, 0)),
+                false => break,
+            }
+            continue;
+        }
+        if let Some(i) = stand_ins.iter().position(|(s, _)| *s == path) {
+            // The stand-in has the wrong type: the next one.
+            let next = stand_ins[i].1 + 1;
+            let (parent, field) = segments.split_at(segments.len().saturating_sub(1));
+            match field.first() {
+                Some(f) if stand_in_at(&mut value, parent, f, next) => {
+                    stand_ins[i].1 = next;
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        if !under_stand_in(&path) {
+            problems.push(Problem {
+                path: shown(&path),
+                message,
+            });
+        }
+        break;
+    }
+    if problems.is_empty() {
+        problems.push(Problem {
+            path: "(document)".into(),
+            message: "does not parse".into(),
+        });
+    }
+    Err(ModelError {
+        file: file.to_string(),
+        problems,
     })
+}
+
+/// Put the `n`th stand-in value (string, number, mapping, sequence, boolean) at key `field`
+/// of the mapping at `parent`; false when there is no such mapping or no `n`th stand-in.
+fn stand_in_at(value: &mut Value, parent: &[String], field: &str, n: usize) -> bool {
+    let stand_in = match n {
+        0 => Value::String(String::new()),
+        1 => Value::from(0),
+        2 => Value::Object(serde_json::Map::new()),
+        3 => Value::Array(Vec::new()),
+        4 => Value::Bool(false),
+        _ => return false,
+    };
+    let mut at = value;
+    for seg in parent {
+        let next = match at {
+            Value::Object(m) => m.get_mut(seg.as_str()),
+            Value::Array(a) => seg
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| a.get_mut(i)),
+            _ => None,
+        };
+        match next {
+            Some(v) => at = v,
+            None => return false,
+        }
+    }
+    match at {
+        Value::Object(m) => {
+            m.insert(field.to_string(), stand_in);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// What a validation is for: render needs more fields than check.
@@ -1447,9 +1559,32 @@ spec:
             "",
         ))
         .unwrap_err();
-        assert_eq!(e.problems[0].path, "spec.serviceAccount", "{e}");
-        assert!(
-            e.problems[0].message.contains("missing field `audiences`"),
+        assert_eq!(e.problems[0].path, "spec.serviceAccount.audiences", "{e}");
+        assert_eq!(e.problems[0].message, "required, missing", "{e}");
+    }
+
+    #[test]
+    fn every_missing_field_in_one_run() {
+        // Three vSphere fields, and the first other error after them.
+        let text = MINIMAL
+            .replace("    server: vcenter.example.internal\n", "")
+            .replace("    datacenter: dc1\n", "")
+            .replace("    folder: /dc1/vm/lab-f\n", "")
+            .replace("replicas: 3", "replicas: three");
+        let e = parse(&text).unwrap_err();
+        let got: Vec<String> = e
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.path, p.message))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "spec.vsphere.server: required, missing",
+                "spec.vsphere.datacenter: required, missing",
+                "spec.vsphere.folder: required, missing",
+                "spec.controlPlane.replicas: invalid type: string \"three\", expected u32",
+            ],
             "{e}"
         );
     }
