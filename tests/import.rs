@@ -531,3 +531,24 @@ fn a_directory_not_named_after_the_cluster_is_warned_about() {
         stderr(&o)
     );
 }
+
+#[test]
+fn the_stub_carries_the_sections_to_fill_in_as_comments() {
+    let s = setup(Alg::P256);
+    assert_eq!(import(&s, &[]).status.code(), Some(0));
+    let path = s.dir.join("clusters/lab-f/cluster.yaml");
+    let stub = std::fs::read_to_string(&path).unwrap();
+    let start = stub
+        .find("  # To fill in before rendering")
+        .expect("placeholders");
+    // Uncommented, the placeholders complete the file: nothing is reported missing.
+    let filled: String = stub[start..]
+        .lines()
+        .skip(1)
+        .map(|l| l.replacen("  # ", "  ", 1) + "\n")
+        .collect();
+    std::fs::write(&path, format!("{}{filled}", &stub[..start])).unwrap();
+    let o = capstan(&["render", "clusters/lab-f"], &s.dir);
+    assert!(!stderr(&o).contains("required, missing"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("invalid YAML"), "{}", stderr(&o));
+}

@@ -390,6 +390,10 @@ pub fn import_kubeadm(files: KubeadmFiles, opts: ImportOptions) -> Result<Import
         message: e.to_string(),
     })?;
     cluster_yaml.push_str(&yaml::to_string(&value));
+    cluster_yaml.push_str(&stub_placeholders(
+        &config.metadata.name,
+        &opts.talos_version,
+    ));
     // Seal right away: the plaintext is in memory now and never needs to be again.
     let sealed = crate::secrets::seal::seal(crate::secrets::seal::SealRequest {
         config: &config,
@@ -427,6 +431,34 @@ const STUB_HEADER: &str = "\
 # and `spec.controlPlane` (replicas, machine size), and worker pools under `spec.workers`.
 # `capstan check` reports what still differs between kubeadm and Talos.
 ";
+
+/// The sections `render` needs and the kubeadm files cannot tell, as comments under
+/// `spec:` with what each field means: uncomment and fill them in. (Every missing field is
+/// reported in one run if some are left out.)
+fn stub_placeholders(name: &str, talos_version: &str) -> String {
+    format!(
+        "  # To fill in before rendering (uncomment; every field of vsphere and controlPlane is read):
+  # vsphere:
+  #   server: vcenter.example.internal        # the vCenter that creates the machines
+  #   thumbprint: \"AA:BB:...\"                 # its TLS certificate's SHA-1 (govc about.cert -thumbprint)
+  #   datacenter: dc1                         # the datacenter
+  #   datastore: datastore1                   # where the machines' disks go
+  #   folder: /dc1/vm/{name}                  # the VM folder
+  #   resourcePool: /dc1/host/cluster1/Resources/{name}
+  #   network: vm-network                     # the port group of the nodes
+  #   template: talos-{talos_version}-vmware          # the Talos VM template, named for its release
+  #   cloneMode: linkedClone                  # or fullClone
+  #   identityRef: {{kind: Secret, name: {name}-vsphere}}   # capstan secrets vsphere-identity seals it
+  # controlPlane:
+  #   replicas: 3                             # Talos control-plane machines (odd)
+  #   machine: {{numCPUs: 4, memoryMiB: 8192, diskGiB: 40}}
+  # workers:                                  # one entry per pool
+  # - name: general
+  #   replicas: 3
+  #   machine: {{numCPUs: 8, memoryMiB: 32768, diskGiB: 120}}
+"
+    )
+}
 
 fn encryption(
     files: &KubeadmFiles,
