@@ -732,7 +732,8 @@ fn init_scaffolds_once_and_never_overwrites() {
         ".sops.yaml",
         "README.md",
         "clusters/.gitkeep",
-        "overlays/.gitkeep",
+        "overlays/talos-vmware/overlay.yaml",
+        "overlays/vsphere-ipam/pool.yaml",
         "deploy/argocd/plugin.yaml",
         "deploy/argocd/repo-server-patch.yaml",
         "deploy/argocd/argocd-cm-patch.yaml",
@@ -746,6 +747,22 @@ fn init_scaffolds_once_and_never_overwrites() {
             stderr(&o)
         );
     }
+    // A git repository, the shipped overlays as capstan's own, and what to do next.
+    assert!(dir.join(".git").is_dir(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("git repository initialized"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read(dir.join("overlays/talos-vmware/overlay.yaml")).unwrap(),
+        std::fs::read(root().join("overlays/talos-vmware/overlay.yaml")).unwrap()
+    );
+    assert!(
+        stderr(&o).contains("next steps:\n  1. import each kubeadm cluster"),
+        "{}",
+        stderr(&o)
+    );
     let sops = parse_file(&dir.join(".sops.yaml"));
     let rule = &sops["creation_rules"][0];
     assert_eq!(rule["path_regex"], r"clusters/.*/secrets/.*\.ya?ml$");

@@ -289,6 +289,40 @@ pub fn init(args: InitArgs) -> Result<Status> {
             args.dir.join(f).display()
         )?;
     }
+    // A repository is a git repository: made one unless it is inside one already.
+    let inside = std::process::Command::new("git")
+        .args(["rev-parse", "--is-inside-work-tree"])
+        .current_dir(&args.dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    match inside {
+        Ok(s) if s.success() => {}
+        Ok(_) => {
+            let init = std::process::Command::new("git")
+                .args(["init", "-q"])
+                .current_dir(&args.dir)
+                .stdin(std::process::Stdio::null())
+                .status();
+            match init {
+                Ok(s) if s.success() => {
+                    writeln!(err, "{}: git repository initialized", args.dir.display())?
+                }
+                _ => writeln!(
+                    err,
+                    "{}: `git init` failed; run it yourself",
+                    args.dir.display()
+                )?,
+            }
+        }
+        Err(_) => writeln!(
+            err,
+            "git not found: make {} a git repository yourself",
+            args.dir.display()
+        )?,
+    }
+    writeln!(err, "\n{}", crate::cli::scaffold::NEXT_STEPS)?;
     Ok(Status::Success)
 }
 

@@ -44,6 +44,68 @@ pub fn sops_yaml(recipients: &[String]) -> String {
 /// The repository README.
 pub const README: &str = include_str!("scaffold/README.md");
 
+/// The overlays shipped with capstan (`overlays/` of its repository), which `init` copies
+/// into a new repository (a test keeps this list equal to the directory).
+pub const SHIPPED_OVERLAYS: &[(&str, &str)] = &[
+    (
+        "overlays/autoscaler/README.md",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/overlays/autoscaler/README.md"
+        )),
+    ),
+    (
+        "overlays/autoscaler/overlay.yaml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/overlays/autoscaler/overlay.yaml"
+        )),
+    ),
+    (
+        "overlays/talos-vmware/README.md",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/overlays/talos-vmware/README.md"
+        )),
+    ),
+    (
+        "overlays/talos-vmware/overlay.yaml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/overlays/talos-vmware/overlay.yaml"
+        )),
+    ),
+    (
+        "overlays/vsphere-ipam/README.md",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/overlays/vsphere-ipam/README.md"
+        )),
+    ),
+    (
+        "overlays/vsphere-ipam/overlay.yaml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/overlays/vsphere-ipam/overlay.yaml"
+        )),
+    ),
+    (
+        "overlays/vsphere-ipam/pool.yaml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/overlays/vsphere-ipam/pool.yaml"
+        )),
+    ),
+];
+
+/// What to do after `init`, printed by it.
+pub const NEXT_STEPS: &str = "next steps:
+  1. import each kubeadm cluster: `capstan import kubeadm --pki … --apiserver-manifest … --kubeadm-config … \
+-r age1… --talos-version vX.Y.Z --out clusters/<name>`, then fill in the placeholders its cluster.yaml lists
+  2. compare kubeadm with Talos: `capstan check clusters/<name> …` (every input it names), and follow `capstan plan clusters/<name>`
+  3. render and review: `capstan render clusters/<name>`; reviews of pull requests: deploy/ci/ in capstan's repository
+  4. commit and push, then install the Argo CD plugin and ApplicationSet: `kubectl apply -k deploy/argocd` (see README.md)";
+
 /// Every file of the scaffold, by path relative to the repository root.
 pub fn files(
     recipients: &[String],
@@ -68,8 +130,12 @@ pub fn files(
         (".sops.yaml".to_string(), sops_yaml(&checked)),
         ("README.md".to_string(), README.to_string()),
         ("clusters/.gitkeep".to_string(), String::new()),
-        ("overlays/.gitkeep".to_string(), String::new()),
     ];
+    out.extend(
+        SHIPPED_OVERLAYS
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string())),
+    );
     for (path, text) in argocd::DEPLOY_FILES {
         let text = if text == argocd::APPLICATIONSET_YAML {
             appset.clone()
@@ -84,6 +150,30 @@ pub fn files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_shipped_overlay_file_is_scaffolded() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut on_disk: Vec<String> = walkdir::WalkDir::new(root.join("overlays"))
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                e.path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = SHIPPED_OVERLAYS
+            .iter()
+            .map(|(p, _)| p.to_string())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, on_disk);
+    }
 
     const R: &str = "age1uhh4sjky7uv75cdmgk5vjarsd9dv6kxkvjnf7zspu3v4crp0udgq47fxk5";
 
