@@ -61,3 +61,25 @@ fn completions_and_the_man_page() {
     assert!(man.contains(".TH capstan 1"), "{man}");
     assert!(man.contains("render"));
 }
+
+#[test]
+fn a_file_where_a_cluster_directory_is_expected_is_named_as_such() {
+    let (_tmp, repo) = example_copy();
+    let ids = repo.join("testdata/age-identity.txt");
+    let ids = ids.to_str().unwrap();
+    for cmd in [
+        &["plan"][..],
+        &["check"][..],
+        &["secrets", "seal", "-i", ids][..],
+    ] {
+        let mut args = cmd.to_vec();
+        args.push("clusters/lab-f/cluster.yaml");
+        let o = capstan(&args, &repo);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&o).contains("clusters/lab-f/cluster.yaml: not a directory (a cluster directory, the one holding cluster.yaml, must be a directory)"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -416,6 +416,12 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
 /// [`load_cluster`], hashing the inputs only when `want` asks for it (else
 /// [`ClusterInput::digests`] is empty and the sealed files carry no digest).
 pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, InputError> {
+    if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(InputError::NotADirectory {
+            path: dir.display().to_string(),
+            what: "a cluster directory, the one holding cluster.yaml,",
+        });
+    }
     let wanted = want == Digests::Wanted;
     let path = dir.join(CLUSTER_FILE);
     let file = path.display().to_string();
