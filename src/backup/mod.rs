@@ -150,16 +150,11 @@ fn safe_name(name: &str) -> bool {
         && name.len() <= 255
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` and `YYYYMMDDTHHMMSSZ` for a Unix time.
+/// `YYYY-MM-DDTHH:MM:SSZ` (the PKI's RFC 3339 writer) and `YYYYMMDDTHHMMSSZ` for a Unix time.
 fn times(unix: i64) -> (String, String) {
-    let t =
-        time::OffsetDateTime::from_unix_timestamp(unix).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let (y, mo, d) = (t.year(), u8::from(t.month()), t.day());
-    let (h, mi, s) = (t.hour(), t.minute(), t.second());
-    (
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z"),
-        format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z"),
-    )
+    let created = crate::secrets::pki::format_unix(unix);
+    let stamp = created.replace(['-', ':'], "");
+    (created, stamp)
 }
 
 /// Encrypt the files of a `clusterctl move` directory into one backup made at `unix`

@@ -75,6 +75,17 @@ struct CatFile {
 }
 
 impl Blobs {
+    /// Count `size` more bytes read from `revision`, at most [`MAX_FETCH`] in all.
+    fn charge(&mut self, size: u64, revision: &str) -> Result<(), InputError> {
+        self.total += size;
+        if self.total > MAX_FETCH {
+            return Err(git_error(format!(
+                "more than {MAX_FETCH} bytes of inputs to read from `{revision}`"
+            )));
+        }
+        Ok(())
+    }
+
     /// The running `git cat-file`, started on first use.
     fn cat(&mut self, revision: &str) -> Result<&mut CatFile, InputError> {
         if self.cat.is_none() {
@@ -182,24 +193,12 @@ fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, InputError> {
     Ok(out.stdout)
 }
 
-/// The tree path a link at `link` with target `target` names (lexically), or `None` when it
-/// is absolute or climbs out of the tree.
+/// The tree path a link at `link` with target `target` names: the loader's own lexical
+/// join ([`super::join_rel`]) against the link's directory; `None` when the target is
+/// absolute or climbs out of the tree.
 fn lexical_join(link: &str, target: &str) -> Option<String> {
-    if target.starts_with('/') {
-        return None;
-    }
-    let mut parts: Vec<&str> = link.split('/').collect();
-    parts.pop();
-    for seg in target.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            s => parts.push(s),
-        }
-    }
-    Some(parts.join("/"))
+    let dir = link.rsplit_once('/').map_or("", |(d, _)| d);
+    super::join_rel(std::path::Path::new(""), dir, target).ok()
 }
 
 /// The top directory of the git work tree holding `dir`.
@@ -327,13 +326,7 @@ impl Revision {
             {
                 continue;
             }
-            b.total += e.size;
-            if b.total > MAX_FETCH {
-                return Err(git_error(format!(
-                    "more than {MAX_FETCH} bytes of inputs to read from `{}`",
-                    self.name
-                )));
-            }
+            b.charge(e.size, &self.name)?;
             want.push(e);
         }
         if want.is_empty() {
@@ -392,13 +385,7 @@ impl Revision {
         if let Some(hit) = b.read.get(&e.oid) {
             return Ok(hit.clone());
         }
-        b.total += e.size;
-        if b.total > MAX_FETCH {
-            return Err(git_error(format!(
-                "more than {MAX_FETCH} bytes of inputs to read from `{}`",
-                self.name
-            )));
-        }
+        b.charge(e.size, &self.name)?;
         let cat = b.cat(&self.name)?;
         let bytes = match cat.blob(&e.oid, e.size) {
             Ok(bytes) => Arc::new(bytes),
@@ -434,6 +421,15 @@ impl Revision {
                 Some((p.clone(), joined))
             })
             .collect()
+    }
+
+    /// [`Revision::prefetch`] every file under `dirs` (a batch about to render).
+    pub fn prefetch_under(&self, dirs: &[String]) -> Result<(), InputError> {
+        let paths: Vec<&String> = dirs
+            .iter()
+            .flat_map(|d| self.under(d).map(|(p, _)| p))
+            .collect();
+        self.prefetch(paths.into_iter().map(String::as_str))
     }
 
     /// Forget the blobs of the files under `dirs` (a batch that is done), so memory holds

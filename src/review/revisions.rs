@@ -442,10 +442,7 @@ pub fn review(
     if !unreadable.0.is_empty() || !unreadable.1.is_empty() {
         batches.push(unreadable);
     }
-    let label_b = match rev_b {
-        Some(b) => b.name.clone(),
-        None => format!("{} (working tree)", path.display()),
-    };
+    let label_b = label_of(&newer, path);
     let keep = |d: &str, r: crate::render::Rendered| -> Result<Rendered, PipelineError> {
         let (name, set) = cluster_set(r);
         Ok((d.to_string(), name, set))
@@ -457,17 +454,12 @@ pub fn review(
         (pipeline::Session::default(), pipeline::Session::default());
     for (da, db) in batches {
         // Each batch's files from each revision in one exchange with git.
-        let files_of = |rev: &Revision, dirs: &[String]| -> Vec<String> {
-            dirs.iter()
-                .flat_map(|d| rev.under(d).map(|(p, _)| p.clone()).collect::<Vec<_>>())
-                .collect()
-        };
-        a.prefetch(files_of(&a, &da).iter().map(String::as_str))?;
+        a.prefetch_under(&da)?;
         let side_a: Vec<Rendered> =
             pipeline::render_revision(&mut session_a, &a, &da, templates, keep)?;
         let side_b: Vec<Rendered> = match rev_b {
             Some(b) => {
-                b.prefetch(files_of(b, &db).iter().map(String::as_str))?;
+                b.prefetch_under(&db)?;
                 pipeline::render_revision(&mut session_b, b, &db, templates, keep)?
             }
             None => {
