@@ -13,7 +13,11 @@ metadata: {name: lab-f, namespace: lab-f}
 spec:
   flavour: v1beta1
   versions: {talos: v1.10.6, kubernetes: v1.30.4}
-  endpoint: {host: lab-f.example.internal, port: 6443}
+  endpoint:
+    host: lab-f.example.internal
+    port: 6443
+    strategy: external
+    controlPlanePool: {addresses: [10.20.30.150-10.20.30.153], prefix: 24, gateway: 10.20.30.1}
   network: {pods: [10.244.0.0/16], services: [10.96.0.0/12], dnsDomain: cluster.local}
   serviceAccount:
     issuers: [https://kubernetes.default.svc.cluster.local]
@@ -523,6 +527,179 @@ fn endpoint_certificate_san() {
     entry(&stdout(&o), "PASS", "apiserver-cert-sans");
 }
 
+/// The `endpoint-strategy` findings of a check of `CLUSTER` with `edits`: (severity, field,
+/// summary) each, and the exit code.
+fn endpoint_findings(edits: &[(&str, &str)]) -> (Option<i32>, Vec<(String, String, String)>) {
+    let s = Setup::new(edits);
+    let o = s.check(&["--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    let found = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "endpoint-strategy")
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
+            (s("severity"), s("field"), s("summary"))
+        })
+        .collect();
+    (o.status.code(), found)
+}
+
+#[test]
+fn endpoint_strategy() {
+    const POOL: &str =
+        "    controlPlanePool: {addresses: [10.20.30.150-10.20.30.153], prefix: 24, gateway: 10.20.30.1}\n";
+    // The pool of CLUSTER: exactly replicas + 1 addresses, listed for the load balancer.
+    let (code, f) = endpoint_findings(&[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("pass", "spec.endpoint.controlPlanePool")
+    );
+    assert!(
+        f[0].2
+            .contains("`10.20.30.150`, `10.20.30.151`, `10.20.30.152`, `10.20.30.153`")
+            && f[0].2.contains("TCP health check on port 6443"),
+        "{f:?}"
+    );
+    // No strategy: blocking for a cluster not migrating (and in phase complete), a warning
+    // while the migration is before it.
+    let none = [("    strategy: external\n", ""), (POOL, "")];
+    let (code, f) = endpoint_findings(&none);
+    assert_eq!(code, Some(1));
+    assert_eq!(f[0].0, "blocking", "{f:?}");
+    assert!(f[0].2.contains("points only at deleted VMs"), "{f:?}");
+    let migrating = format!(
+        "{}\n  migration:\n    phase: control-plane\n    jobImage: registry.example/k8s:1.30\n",
+        "  provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}"
+    );
+    let (_, f) = endpoint_findings(&[
+        none[0],
+        none[1],
+        (
+            "  provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}\n",
+            &format!("{migrating}"),
+        ),
+    ]);
+    assert_eq!(f[0].0, "warning", "{f:?}");
+    assert!(f[0].2.contains("required before phase `complete`"), "{f:?}");
+    // A pool one address short: the surge machine would wait for an address.
+    let (code, f) =
+        endpoint_findings(&[("10.20.30.150-10.20.30.153", "10.20.30.150-10.20.30.152")]);
+    assert_eq!(code, Some(1));
+    assert!(
+        f[0].2.contains("hands out 3 addresses") && f[0].2.contains("rollout stalls"),
+        "{f:?}"
+    );
+    // The gateway and the network address are never handed out: 4 listed, 2 usable.
+    let (_, f) = endpoint_findings(&[
+        ("10.20.30.150-10.20.30.153", "10.20.30.0-10.20.30.3"),
+        ("gateway: 10.20.30.1", "gateway: 10.20.30.2"),
+    ]);
+    assert!(
+        f[0].2
+            .contains("hands out 2 addresses (`10.20.30.1`, `10.20.30.3`"),
+        "{f:?}"
+    );
+    // A gateway outside the subnet, the endpoint inside the pool, an address in the pod CIDR.
+    let (_, f) = endpoint_findings(&[("gateway: 10.20.30.1", "gateway: 10.20.31.1")]);
+    assert!(
+        f.iter()
+            .any(|x| x.0 == "blocking" && x.2.contains("outside the machines' subnet")),
+        "{f:?}"
+    );
+    let (_, f) = endpoint_findings(&[("host: lab-f.example.internal", "host: 10.20.30.151")]);
+    assert!(
+        f.iter().any(|x| x
+            .2
+            .contains("a machine would take the load balancer's address")),
+        "{f:?}"
+    );
+    let (_, f) = endpoint_findings(&[
+        ("10.20.30.150-10.20.30.153", "10.244.0.10-10.244.0.13"),
+        ("gateway: 10.20.30.1", "gateway: 10.244.0.1"),
+    ]);
+    assert!(
+        f.iter()
+            .any(|x| x.2.contains("inside the cluster network `10.244.0.0/16`")),
+        "{f:?}"
+    );
+    // More than a rollout needs: a warning.
+    let (code, f) =
+        endpoint_findings(&[("10.20.30.150-10.20.30.153", "10.20.30.150-10.20.30.159")]);
+    assert_eq!((code, f[0].0.as_str()), (Some(0), "warning"), "{f:?}");
+    // A VIP: the trade-off is reported (info), per Talos version.
+    let vip = [
+        (
+            "    strategy: external\n",
+            "    strategy: vip\n    vip: {address: 10.20.30.10, link: ens192}\n",
+        ),
+        (POOL, ""),
+    ];
+    let (code, f) = endpoint_findings(&vip);
+    assert_eq!((code, f[0].0.as_str()), (Some(0), "info"), "{f:?}");
+    assert!(
+        f[0].2.contains("`machine.network.interfaces[].vip`")
+            && f[0].2.contains("up to 60 s later"),
+        "{f:?}"
+    );
+    // The endpoint is another address than the VIP: nothing would follow the machines to it.
+    let (code, f) = endpoint_findings(&[
+        vip[0],
+        vip[1],
+        ("host: lab-f.example.internal", "host: 10.20.30.5"),
+    ]);
+    assert_eq!((code, f[0].0.as_str()), (Some(1), "blocking"), "{f:?}");
+    assert_eq!(f[0].1, "spec.endpoint.host vs spec.endpoint.vip.address");
+    // A pool without the strategy, the strategy without its settings, a bad address: each
+    // blocking, naming the field (and `render` refuses the file as invalid).
+    let (code, f) = endpoint_findings(&[("    strategy: external\n", "")]);
+    assert_eq!(code, Some(1));
+    assert_eq!(f[0].1, "spec.endpoint.controlPlanePool");
+    assert!(
+        f[0].2
+            .contains("given, but spec.endpoint.strategy is not set"),
+        "{f:?}"
+    );
+    let (_, f) = endpoint_findings(&[("strategy: external", "strategy: vip")]);
+    assert_eq!(
+        (f[0].1.as_str(), f[1].1.as_str()),
+        ("spec.endpoint.vip", "spec.endpoint.controlPlanePool"),
+        "{f:?}"
+    );
+    let (_, f) = endpoint_findings(&[
+        vip[0],
+        vip[1],
+        (
+            "address: 10.20.30.10, link: ens192",
+            "address: ten, link: eth0/1",
+        ),
+    ]);
+    assert_eq!(
+        f.iter().map(|x| x.1.as_str()).collect::<Vec<_>>(),
+        ["spec.endpoint.vip.address", "spec.endpoint.vip.link"],
+        "{f:?}"
+    );
+    let (_, f) = endpoint_findings(&[("10.20.30.150-10.20.30.153", "10.20.30.153-10.20.30.150")]);
+    assert_eq!(
+        f[0].1, "spec.endpoint.controlPlanePool.addresses[0]",
+        "{f:?}"
+    );
+    let s = Setup::new(&[("    strategy: external\n", "")]);
+    let o = capstan(&["render", "clusters/lab-f"], &s.dir);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "spec.endpoint.controlPlanePool: given, but spec.endpoint.strategy is not set"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn ca_intermediate() {
     let s = Setup::new(&[]);
@@ -783,8 +960,9 @@ fn import_stub_checks_clean_but_for_the_providers_and_inputs() {
         "{f}"
     );
     // kubeadm's etcd 3.5.15 is fine with Talos 1.10 (etcd 3.5); a later 1.11+ (etcd 3.6)
-    // finds no kubeadm member left (M11), so there is nothing to warn about.
-    assert!(with("warning").is_empty(), "{report:#}");
+    // finds no kubeadm member left (M11), so there is nothing to warn about. The one
+    // warning: the endpoint strategy, required before phase complete (the stub says how).
+    assert_eq!(with("warning"), ["endpoint-strategy"], "{report:#}");
     for id in [
         "etcd-version-skew",
         "flavour-talos-version",
@@ -1257,6 +1435,12 @@ fn drifted_kubeadm_cluster() {
         "clusters/lab-f/cluster.yaml",
         "cloneMode: linkedClone",
         "cloneMode: fullClone",
+    );
+    // How the endpoint follows the machines after the migration (the stub's comment).
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "    port: 6443\n",
+        "    port: 6443\n    strategy: vip\n    vip: {address: 10.0.0.10, link: ens192}\n",
     );
     s.edit(
         "clusters/lab-f/cluster.yaml",

@@ -50,6 +50,21 @@ pub fn set_overlays(repo: &Path, cluster: &str, overlays: &[&str]) {
 
 pub const HEAD: &str = "apiVersion: capstan.dev/v1alpha1\nkind: Overlay\n";
 
+/// Give lab-f a VIP instead of its own control-plane pool (`external`), for scenarios
+/// about what overlays do to every machine template alike.
+pub fn without_control_plane_pool(repo: &Path) {
+    let file = repo.join("clusters/lab-f/cluster.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let from = "    strategy: external\n    controlPlanePool:\n      addresses: [10.20.30.150-10.20.30.153]\n      prefix: 24\n      gateway: 10.20.30.1\n";
+    assert!(text.contains(from), "lab-f's endpoint strategy changed");
+    let text = text.replacen(
+        from,
+        "    strategy: vip\n    vip: {address: 10.20.30.10, link: ens192}\n",
+        1,
+    );
+    std::fs::write(&file, text).unwrap();
+}
+
 /// Render one cluster of the repository; the objects.
 fn render(repo: &Path, cluster: &str) -> Vec<Value> {
     let o = capstan(&["render", &format!("clusters/{cluster}")], repo);
@@ -119,6 +134,7 @@ fn prepared() -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn base_only_renders_the_templates_untouched() {
     let (_t, repo) = example_copy();
+    without_control_plane_pool(&repo);
     set_overlays(&repo, "lab-f", &[]);
     let objs = render(&repo, "lab-f");
     assert!(of_kind(&objs, "InClusterIPPool").is_empty());
@@ -142,6 +158,7 @@ fn base_only_renders_the_templates_untouched() {
 #[test]
 fn one_overlay_renames_patched_templates_and_references_follow() {
     let (_t, repo) = example_copy();
+    without_control_plane_pool(&repo);
     set_overlays(&repo, "lab-f", &[]);
     let base = render(&repo, "lab-f");
     set_overlays(&repo, "lab-f", &["overlays/vsphere-ipam"]);
@@ -299,6 +316,7 @@ fn a_chain_of_three_applies_bases_first_each_once() {
 #[test]
 fn each_patch_kind_and_patch_files() {
     let (_t, repo) = example_copy();
+    without_control_plane_pool(&repo);
     write(
         &repo,
         "overlays/kinds/overlay.yaml",

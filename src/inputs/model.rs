@@ -14,7 +14,9 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt;
 
+mod endpoint;
 mod validate;
+pub use endpoint::{AddressPool, Endpoint, EndpointStrategy, Vip, POOL_LISTED_MAX};
 
 /// The `apiVersion` of `cluster.yaml`.
 pub const API_VERSION: &str = "capstan.dev/v1alpha1";
@@ -180,27 +182,6 @@ pub struct Versions {
     pub talos: String,
     /// Kubernetes version, e.g. `v1.30.4`.
     pub kubernetes: String,
-}
-
-/// Host and port of the control-plane endpoint.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Endpoint {
-    /// DNS name or IP of the API server load balancer.
-    pub host: String,
-    /// Port, usually 6443.
-    pub port: u16,
-}
-
-impl Endpoint {
-    /// The endpoint as Talos uses it: `https://host:port`.
-    pub fn url(&self) -> String {
-        if self.host.contains(':') && !self.host.starts_with('[') {
-            format!("https://[{}]:{}", self.host, self.port)
-        } else {
-            format!("https://{}:{}", self.host, self.port)
-        }
-    }
 }
 
 /// Cluster networking.
@@ -1422,6 +1403,12 @@ pub fn flavour_talos_range(flavour: Flavour) -> (u32, u32) {
 }
 
 impl ClusterConfig {
+    /// The name of the control plane's own address pool (strategy `external`):
+    /// `<cluster>-cp-addresses`.
+    pub fn control_plane_pool_name(&self) -> String {
+        format!("{}-cp-addresses", self.metadata.name)
+    }
+
     /// Parse a YAML-derived value strictly. `file` names the source in errors.
     pub fn from_value(file: &str, value: Value) -> Result<ClusterConfig, ModelError> {
         strict(file, value, KIND)
@@ -1485,7 +1472,11 @@ metadata: {name: lab-f, namespace: lab-f}
 spec:
   flavour: v1beta1
   versions: {talos: v1.10.6, kubernetes: v1.30.4}
-  endpoint: {host: lab-f.example.internal, port: 6443}
+  endpoint:
+    host: lab-f.example.internal
+    port: 6443
+    strategy: vip
+    vip: {address: 10.0.0.50, link: ens192}
   network: {pods: [10.244.0.0/16], services: [10.96.0.0/12], dnsDomain: cluster.local}
   serviceAccount:
     issuers: [https://kubernetes.default.svc.cluster.local]

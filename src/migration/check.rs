@@ -26,6 +26,8 @@ use crate::secrets::talos::SecretsBundle;
 mod cni;
 mod credentials;
 mod encryption;
+mod endpoint;
+pub use endpoint::{CONTROL_PLANE_SURGE, VIP_FAILOVER_SECONDS};
 mod identity;
 mod kubelet;
 mod machines;
@@ -68,6 +70,7 @@ pub const IDS: &[&str] = &[
     "dns-domain",
     "endpoint",
     "endpoint-certificate-san",
+    "endpoint-strategy",
     "apiserver-cert-sans",
     "apiserver-flags",
     "anonymous-auth",
@@ -495,6 +498,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.network(&mut out);
     cx.endpoint(&mut out);
     cx.endpoint_certificate_san(&mut out);
+    cx.endpoint_strategy(&mut out);
     cx.apiserver_cert_sans(&mut out);
     cx.apiserver_flags(&mut out);
     cx.anonymous_auth(&mut out);

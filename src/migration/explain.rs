@@ -138,6 +138,7 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("ca-intermediate", Guard::Check, "the kubeadm CAs are self-signed roots"),
     ("encryption-provider", Guard::Check, "the kubeadm provider for Secrets is the one Talos renders, first, with no provider after it that Talos would not list"),
     ("encryption-resources", Guard::Check, "kubeadm encrypts Secrets only, as Talos does"),
+    ("endpoint-strategy", Guard::Check, "phase complete (and a cluster not migrating) declares how the endpoint follows the control-plane machines: a Talos VIP, or a load balancer whose backends are the control plane's own pool of replicas + 1 addresses"),
     ("endpoint-certificate-san", Guard::Check, "the kubeadm apiserver certificate holds the endpoint host"),
     ("apiserver-cert-sans", Guard::Check, "every name the kubeadm apiserver certificate answers to is in the Talos apiserver certificate"),
     ("apiserver-flags", Guard::Check, "every kube-apiserver flag kubeadm runs with is run the same by Talos (OIDC, webhook authn/authz, admission plugins, feature gates)"),
@@ -602,6 +603,22 @@ pub static ENTRIES: &[Entry] = &[
             "afterwards keep the Talos control-plane VMs on separate hosts (below)",
         ],
         procedures: &["restore-quorum", "rollback-control-plane", "anti-affinity"],
+    },
+    // ---- control-plane endpoint -------------------------------------------------------
+    Entry {
+        id: "endpoint-stale-backends",
+        title: "The control-plane endpoint refuses connections after a control-plane rollout",
+        patterns: &[r"dial tcp \S+:\d+: connect: (connection refused|no route to host)"],
+        unless: &[],
+        source: "kubectl, Argo CD, the management cluster's controllers (`Get \"https://<endpoint>:6443/...\": dial tcp …`)",
+        cause: "Cluster API replaced the control-plane VMs (every content-hash change rolls them: a Talos or Kubernetes upgrade, a template or patch change), and the new machines took new addresses. A load balancer whose backends were the old machines points only at deleted VMs once the rollout has replaced them all (provider review B7). Also seen when a Talos VIP's interface name is wrong (no node announces it) or, briefly, while the VIP moves off a machine being replaced (up to 60 s).",
+        caught_by: &["endpoint-strategy"],
+        fix: &[
+            "now: add the control-plane machines' current addresses to the load balancer (`kubectl get nodes -l node-role.kubernetes.io/control-plane -o wide`; on the management cluster `kubectl get machines -o wide`), each with a TCP health check",
+            "for good: set `spec.endpoint.strategy` in `cluster.yaml`: `external` with `controlPlanePool` (exactly replicas + 1 addresses, which the load balancer lists), or `vip` with `vip: {address, link}`; `capstan plan` gives the hand-over",
+            "with a VIP: `talosctl -n <cp-node> get links` must list `spec.endpoint.vip.link`, and `talosctl -n <cp-node> get addresses` shows the VIP on the node holding it",
+        ],
+        procedures: &[],
     },
     // ---- bootstrap token -----------------------------------------------------------
     Entry {
@@ -1083,6 +1100,12 @@ mod tests {
     }
 
     cases! {
+        endpoint_refused_after_a_rollout:
+            r#"The connection to the server lab-f.example.internal:6443 was refused - did you specify the right host or port? Get "https://lab-f.example.internal:6443/api?timeout=32s": dial tcp 10.20.30.5:6443: connect: connection refused"#
+            => ["endpoint-stale-backends"];
+        endpoint_no_route:
+            r#"E1205 10:00:00.000000 1 controller.go:316] "Reconciler error" err="failed to create cluster accessor: Get \"https://10.30.40.10:6443/api?timeout=10s\": dial tcp 10.30.40.10:6443: connect: no route to host""#
+            => ["endpoint-stale-backends"];
         invalid_bearer_token:
             r#"E0601 12:00:00.000000       1 authentication.go:73] "Unable to authenticate the request" err="invalid bearer token""#
             => ["invalid-bearer-token"];

@@ -430,6 +430,13 @@ const STUB_HEADER: &str = "\
 # uses and must not be changed by hand. Before rendering, add `spec.vsphere` (placement)
 # and `spec.controlPlane` (replicas, machine size), and worker pools under `spec.workers`.
 # `capstan check` reports what still differs between kubeadm and Talos.
+# Before phase `complete`, add to `spec.endpoint` how it follows the control-plane machines
+# every rollout replaces (`capstan plan` has the hand-over): Talos's shared IP,
+#   strategy: vip
+#   vip: {address: <a free address on their segment>, link: <their interface>}
+# or the load balancer, whose backends are exactly controlPlane.replicas + 1 addresses:
+#   strategy: external
+#   controlPlanePool: {addresses: [<a-b>], prefix: <N>, gateway: <address>}
 ";
 
 /// The sections `render` needs and the kubeadm files cannot tell, as comments under
@@ -696,6 +703,10 @@ fn stub(
             endpoint: Endpoint {
                 host: endpoint.host.clone(),
                 port: endpoint.port,
+                // Chosen by the platform team before phase `complete` (`capstan check` says so).
+                strategy: None,
+                vip: None,
+                control_plane_pool: None,
             },
             network: Network {
                 pods: cluster.pod_subnets.clone(),

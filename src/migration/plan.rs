@@ -22,7 +22,7 @@
 //! Procedures (rollback, replacing a machine, removing a kubeadm node, ...) come from
 //! [`crate::procedure`], the one source `explain` and the README share.
 
-use crate::inputs::model::{ClusterConfig, Phase, SemVer};
+use crate::inputs::model::{ClusterConfig, EndpointStrategy, Phase, SemVer};
 use crate::procedure::{
     Names, ANTI_AFFINITY, REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE, ROLLBACK_CONTROL_PLANE,
     UNPAUSE,
@@ -101,6 +101,16 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
          `{name}-talos` and `{name}-ca`, then sets the status, refusing while Talos control-plane Nodes run without \
          Machines (a lost management cluster: restore its Machines first)."
     );
+    let lb_backends = match (s.endpoint.strategy, pool_addresses(config)) {
+        (Some(EndpointStrategy::External), Some(addrs)) => format!(
+            "Before syncing, add the control-plane pool's addresses {addrs} to the load balancer's backends, each with \
+             a TCP health check on port {} (an HTTP check of `/healthz` gets 401 from a Talos apiserver without `anonymous-auth`): the Talos control-plane \
+             machines take exactly these, and they stay the backends through every later rollout. Remove each \
+             kubeadm backend when its node is removed.",
+            s.endpoint.port
+        ),
+        _ => "Move the load balancer backends to the Talos control-plane nodes as they become Ready (`kubectl get nodes -l node-role.kubernetes.io/control-plane`).".to_string(),
+    };
     match phase {
         Some(Phase::Prepare) => {
             section(&mut md, "What the bundle does when synced", &[
@@ -167,7 +177,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             md.push('\n');
             section(&mut md, "Around the sync", &[
                 "Watch the join: `talosctl -n <talos-ip> service etcd` and `etcdctl member list` on a kubeadm node (learners appear, then turn into voters). The talosconfig is in the Secret `NAME-talosconfig` (key `talosconfig`).".replace("NAME", name).as_str(),
-                "Move the load balancer backends to the Talos control-plane nodes as they become Ready (`kubectl get nodes -l node-role.kubernetes.io/control-plane`).",
+                &lb_backends,
                 &format!(
                     "Then remove the kubeadm control-plane nodes ({}) one at a time, as below.",
                     list(&kubeadm.control_plane_nodes)
@@ -207,7 +217,10 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             section(
                 &mut md,
                 "Next phase",
-                &["Set `spec.migration.phase: complete`. Keep `spec.migration` (with `jobImage`): the cluster stays guarded in every phase."],
+                &[&format!("Set `spec.migration.phase: complete`. Keep `spec.migration` (with `jobImage`): the cluster stays guarded in every phase. {}", match s.endpoint.strategy {
+                    None => "Phase `complete` needs `spec.endpoint.strategy` (`vip` or `external`): `render` refuses it without one (`capstan check`: `endpoint-strategy`); its runbook has the endpoint hand-over.",
+                    Some(_) => "Its runbook has the endpoint hand-over for `spec.endpoint.strategy`.",
+                })],
             );
             section(&mut md, "Roll back", &["Scale a pool down in `cluster.yaml` (Cluster API removes Talos workers) and uncordon the kubeadm workers that are still there."]);
         }
@@ -224,6 +237,12 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             }
             what.push("A change of a machine template's spec renames it (content hash) and rolls the machines; review it with `capstan diff`.");
             section(&mut md, "What the bundle does when synced", &what);
+            let handover = endpoint_handover(config);
+            section(
+                &mut md,
+                "Control-plane endpoint",
+                &handover.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
             section(&mut md, "Keep in mind", &[
                 "Keep `spec.migration.phase: complete`: a management cluster rebuilt from git then cannot bootstrap a second etcd (the policy refuses machines until the Job has set `status.bootstrapped`).",
                 "The sealed secrets are the cluster's PKI: never re-import; rotate recipients with `capstan secrets rekey`.",
@@ -233,6 +252,151 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         }
     }
     md
+}
+
+/// The control-plane pool's addresses as the IPAM provider hands them out, as a list for
+/// the runbook.
+fn pool_addresses(config: &ClusterConfig) -> Option<String> {
+    let pool = config.spec.endpoint.control_plane_pool.as_ref()?;
+    let addrs = pool.allocatable().ok()?;
+    Some(
+        addrs
+            .iter()
+            .map(|a| format!("`{a}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
+/// Phase `complete`: how the endpoint is handed over to the strategy and what keeps it
+/// served through every rollout after (provider review B7).
+fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
+    let s = &config.spec;
+    let e = &s.endpoint;
+    let url = e.url();
+    let replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
+    let waits = match s.flavour {
+        crate::inputs::model::Flavour::V1beta1 => {
+            "once every machine has booted and has its Node and etcd is healthy (CACPPT v0.5.12 `scale.go`)"
+        }
+        crate::inputs::model::Flavour::V1beta2 => {
+            "once every machine has booted and has its Node and etcd is healthy, and, from community CACPPT v0.9 on, \
+             the control-plane components pass Cluster API's preflight checks on every machine"
+        }
+    };
+    let rollout = format!(
+        "Every rollout (a Talos or Kubernetes upgrade, a template or patch change) adds one control-plane machine \
+         before it removes one (`rolloutStrategy` `maxSurge: 1`, both flavours): the provider removes the oldest \
+         outdated machine only {waits}, after its member has left etcd, so the control plane never runs below its \
+         {replicas} replicas."
+    );
+    match (e.strategy, &e.vip, &e.control_plane_pool) {
+        (Some(EndpointStrategy::Vip), Some(vip), _) => {
+            let talos12 = SemVer::parse(&s.versions.talos).is_some_and(|v| v.major == 1 && v.minor >= 12);
+            let patch = if talos12 {
+                format!(
+                    "`apiVersion: v1alpha1`, `kind: Layer2VIPConfig`, `name: \"{}\"`, `link: {}` (a document of its own)",
+                    vip.address, vip.link
+                )
+            } else {
+                format!(
+                    "`machine: {{network: {{interfaces: [{{interface: {}, vip: {{ip: {}}}}}]}}}}`",
+                    vip.link, vip.address
+                )
+            };
+            let host_is_vip = e.host.parse::<std::net::IpAddr>().is_ok();
+            let mut v = vec![
+                format!(
+                    "Strategy `vip`: the control-plane nodes share `{}` on `{}`: the node that wins Talos's election \
+                     (in etcd) announces it. The nodes must share one L2 segment, and the address must be free on it.",
+                    vip.address, vip.link
+                ),
+                format!(
+                    "Check the interface name on a control-plane node first: `talosctl -n <node> get links` lists `{}` \
+                     (a wrong name leaves the VIP down on every node).",
+                    vip.link
+                ),
+            ];
+            if host_is_vip {
+                v.extend([
+                    format!(
+                        "Taking over the load balancer's address `{}`: in one window, take the address off the load \
+                         balancer, then at once put the VIP on the running control-plane nodes: \
+                         `talosctl -n <cp-1>,<cp-2>,<cp-3> patch machineconfig --mode=no-reboot --patch @vip.yaml` with \
+                         the patch capstan renders, {patch}. The first node to win the election announces the address \
+                         within seconds; the endpoint is interrupted only between the two steps.",
+                        vip.address
+                    ),
+                    format!(
+                        "Then verify `kubectl --server {url} get --raw /readyz` answers `ok`, and merge the change: the \
+                         rollout gives every new machine the same VIP (and the address in the apiserver certificate's \
+                         SANs)."
+                    ),
+                ]);
+            } else {
+                v.extend([
+                    format!(
+                        "Merge the change: the control plane rolls (the Talos patch changed: {patch}); the VIP comes up \
+                         on the first new machine once its etcd is healthy, while `{}` still resolves to the load \
+                         balancer. Verify through the VIP: `kubectl --server https://{}:{} get --raw /readyz` answers \
+                         `ok` (the address is in the apiserver certificate's SANs from this rollout on).",
+                        e.host,
+                        if vip.address.contains(':') { format!("[{}]", vip.address) } else { vip.address.clone() },
+                        e.port
+                    ),
+                    format!(
+                        "Then point `{}` at `{}` in DNS (lower its TTL a day before), wait for the old TTL to pass, and \
+                         retire the load balancer once it has no connections left: nothing else changes, the \
+                         kubeconfigs and the issuer keep `{url}`.",
+                        e.host, vip.address
+                    ),
+                ]);
+            }
+            v.push(rollout);
+            v.push(format!(
+                "Every later rollout moves the VIP off each machine it replaces: when a machine holding it leaves etcd, \
+                 the next node announces the address up to {} s later (the election lease the leaving node cannot \
+                 revoke; Talos `vip.go`), up to {replicas} times per rollout. Talos nodes reach the API through \
+                 KubePrism and do not notice; kubectl, CI and the management cluster retry. Where that is too long, \
+                 use `strategy: external`.",
+                crate::migration::check::VIP_FAILOVER_SECONDS
+            ));
+            v
+        }
+        (Some(EndpointStrategy::External), _, Some(pool)) => {
+            let addrs = pool_addresses(config).unwrap_or_default();
+            vec![
+                format!(
+                    "Strategy `external`: the load balancer at `{url}` stays, and its backends are exactly the \
+                     control-plane pool `{}`: {addrs} ({} = {replicas} replicas + 1 of surge).",
+                    config.control_plane_pool_name(),
+                    pool.allocatable().map_or(0, |a| a.len())
+                ),
+                format!(
+                    "List all of them as backends, each with a TCP health check on port {} (Talos runs the apiserver with \
+                     `--anonymous-auth=false` unless spec.apiServer.extraArgs says otherwise: an HTTP check of `/healthz` gets 401); an address no machine holds \
+                     at the moment is simply down.",
+                    e.port
+                ),
+                "If the pool is new in this change, add its addresses to the load balancer before merging: the \
+                 control plane rolls onto the pool (the machine template changed), each new machine taking one of \
+                 them, and the old machines' backends go down as they are removed; take those out after the rollout."
+                    .to_string(),
+                rollout,
+                "Every later rollout keeps the backend list true: the surge machine takes the free address, and a \
+                 removed machine's address is handed out again (the in-cluster IPAM provider hands out the lowest \
+                 free address). Keep the pool's range out of every other pool, and change the pool and the load \
+                 balancer in the same window."
+                    .to_string(),
+            ]
+        }
+        _ => vec![format!(
+            "No `spec.endpoint.strategy`: `render` refuses this phase (`capstan check`: `endpoint-strategy`). Every \
+             rollout replaces the control-plane VMs with new addresses, and a load balancer listing the old ones \
+             points only at deleted VMs after a full rollout: choose `vip` or `external` (README \"Control-plane \
+             endpoint\")."
+        )],
+    }
 }
 
 /// A worker pool's MachineDeployment as rendered, overlays applied.

@@ -14,6 +14,7 @@
 //! ([`crate::resource::kind_rank`]) and the migration interlocks are checked on the result.
 
 pub mod bundle;
+pub mod endpoint;
 pub mod names;
 pub mod pipeline;
 pub mod schema;
@@ -55,6 +56,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/templates/talos/worker-patch.yaml"
+        )),
+    ),
+    (
+        "ipam/controlplane-pool.yaml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/templates/ipam/controlplane-pool.yaml"
         )),
     ),
     (
@@ -295,6 +303,14 @@ pub enum RenderError {
     /// The rendered objects lack a migration interlock.
     #[error("{file}: migration interlock: {message}")]
     Interlock {
+        /// The cluster file.
+        file: String,
+        /// What is missing and why it matters.
+        message: String,
+    },
+    /// The rendered objects no longer carry the control-plane endpoint strategy.
+    #[error("{file}: control-plane endpoint: {message}")]
+    Endpoint {
         /// The cluster file.
         file: String,
         /// What is missing and why it matters.
@@ -568,8 +584,21 @@ impl Renderer {
                 &cp.machine,
                 &vsphere_template,
             );
-            let c = base.over(&[("machine", to_template_value(&machine))]);
+            let mut machine = machine;
+            let mut labels = json_ctx["labels"].clone();
+            if let Some(pool) = json_ctx["endpoint"]["pool"]["name"].as_str() {
+                // Strategy `external`: the control plane's addresses come from its own pool.
+                machine["addressPool"] = json!(pool);
+                labels[endpoint::POOL_LABEL] = json!(pool);
+            }
+            let c = base.over(&[
+                ("machine", to_template_value(&machine)),
+                ("labels", to_template_value(&labels)),
+            ]);
             self.render_objects(&t("vspheremachinetemplate.yaml"), &c, &mut out)?;
+            if !json_ctx["endpoint"]["pool"].is_null() {
+                self.render_objects("ipam/controlplane-pool.yaml", &ctx, &mut out)?;
+            }
         }
         for (pool, pool_ctx) in config.spec.workers.iter().zip(plan.pools.iter()) {
             let machine = machine_ctx(
@@ -626,6 +655,10 @@ impl Renderer {
         names::apply(&mut out);
         resource::sort(&mut out);
         check_interlocks(file, config, &out)?;
+        endpoint::interlock(config, &out).map_err(|message| RenderError::Endpoint {
+            file: file.into(),
+            message,
+        })?;
         let mut seen: HashSet<(&str, &str, &str, &str)> = HashSet::with_capacity(out.len());
         for (i, r) in out.iter().enumerate() {
             let id = r.id_ref();
@@ -1106,6 +1139,8 @@ fn machine_ctx(
         "memoryMiB": m.memory_mib,
         "diskGiB": m.disk_gib,
         "template": m.template.clone().unwrap_or_else(|| default_template.to_string()),
+        // The control plane's own address pool (strategy `external`), set by the caller.
+        "addressPool": Value::Null,
     })
 }
 
@@ -1198,6 +1233,18 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "identityRef": v.identity_ref.as_ref().map(|i| json!({"kind": i.kind, "name": i.name})),
         })
     });
+    let mut cp_documents = if separate_documents {
+        talos_documents(&s.talos)
+    } else {
+        Vec::new()
+    };
+    cp_documents.extend(endpoint::vip_document(config).iter().map(yaml::to_string));
+    let mut cert_sans = s.api_server.cert_sans.clone();
+    if let Some(v) = endpoint::context(config)["vip"]["address"].as_str() {
+        if !cert_sans.iter().any(|x| x == v) {
+            cert_sans.push(v.to_string());
+        }
+    }
     json!({
         "cluster": {"name": name, "namespace": config.metadata.namespace},
         "flavour": s.flavour.as_str(),
@@ -1239,11 +1286,13 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
                 )
             },
             "documents": if separate_documents { talos_documents(&s.talos) } else { Vec::new() },
+            // The control plane's: the same, and the VIP's document (strategy `vip`).
+            "controlPlaneDocuments": cp_documents,
             "controlPlanePatch": Value::Null,
             "workerPatch": Value::Null,
         },
         "kubernetes": {"version": s.versions.kubernetes},
-        "endpoint": {"host": s.endpoint.host, "port": s.endpoint.port, "url": s.endpoint.url()},
+        "endpoint": endpoint::context(config),
         "network": {"pods": s.network.pods, "services": s.network.services, "dnsDomain": s.network.dns_domain},
         "serviceAccount": {
             "issuers": s.service_account.issuers,
@@ -1252,7 +1301,8 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "audiencesArg": s.service_account.audiences.join(","),
         },
         "apiServer": {
-            "certSANs": s.api_server.cert_sans,
+            // Clients may reach the apiservers by the VIP's address itself.
+            "certSANs": cert_sans,
             "extraArgs": s.api_server.extra_args,
             "podSecurity": s.api_server.pod_security.map(|l| l.as_str()),
         },
@@ -1801,7 +1851,16 @@ mod tests {
             yaml::parse_one(&text).unwrap()
         };
         let plain = patch_of(&config(MINIMAL));
-        assert!(plain.pointer("/cluster/apiServer/certSANs").is_none());
+        // MINIMAL's endpoint strategy is a VIP (Talos 1.10: a field of the interface): its
+        // address is a SAN, so clients can use it directly.
+        assert_eq!(
+            plain.pointer("/cluster/apiServer/certSANs"),
+            Some(&json!(["10.0.0.50"]))
+        );
+        assert_eq!(
+            plain.pointer("/machine/network/interfaces"),
+            Some(&json!([{"interface": "ens192", "vip": {"ip": "10.0.0.50"}}]))
+        );
         assert!(plain
             .pointer("/cluster/apiServer/admissionControl")
             .is_none());
@@ -1817,7 +1876,13 @@ mod tests {
         ));
         let p = patch_of(&c);
         assert_eq!(p.pointer("/cluster/proxy/disabled"), Some(&json!(true)));
-        assert!(plain.get("machine").is_none());
+        // Only the VIP's interface is under `machine` without the kubelet settings.
+        assert_eq!(
+            plain
+                .get("machine")
+                .map(|m| m.as_object().map(|o| o.keys().collect::<Vec<_>>())),
+            Some(Some(vec![&"network".to_string()]))
+        );
         let ck = config(&format!(
             "{MINIMAL}  kubelet:\n    clusterDNS: [169.254.20.10]\n    extraConfig: {{maxPods: 250, systemReserved: {{cpu: 500m}}}}\n"
         ));
@@ -1847,7 +1912,7 @@ mod tests {
         }
         assert_eq!(
             p.pointer("/cluster/apiServer/certSANs").unwrap(),
-            &json!(["api.example", "10.0.0.100"])
+            &json!(["api.example", "10.0.0.100", "10.0.0.50"])
         );
         let args = p.pointer("/cluster/apiServer/extraArgs").unwrap();
         assert_eq!(args["anonymous-auth"], "true");

@@ -54,6 +54,9 @@ impl ClusterConfig {
         if s.endpoint.port == 0 {
             v.push("spec.endpoint.port", "must be 1 to 65535, got 0".into());
         }
+        for (path, message) in s.endpoint.problems() {
+            v.push(&path, message);
+        }
 
         v.cidrs("spec.network.pods", &s.network.pods);
         v.cidrs("spec.network.services", &s.network.services);

@@ -1,0 +1,334 @@
+//! `spec.endpoint`: the control-plane endpoint, and the strategy by which it follows the
+//! control-plane machines that every rollout replaces: a Talos VIP, or a load balancer whose
+//! backends are the control plane's own address pool (whose addresses are computed here as
+//! the in-cluster IPAM provider hands them out).
+
+use serde::{Deserialize, Serialize};
+
+/// Host and port of the control-plane endpoint, and how it follows the control-plane
+/// machines through every rollout after the migration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Endpoint {
+    /// DNS name or IP of the API server load balancer.
+    pub host: String,
+    /// Port, usually 6443.
+    pub port: u16,
+    /// How the endpoint reaches the control-plane machines once Cluster API replaces them
+    /// (required in phase `complete` and for a cluster not migrating).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<EndpointStrategy>,
+    /// Strategy `vip`: Talos's shared virtual IP on the control-plane nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip: Option<Vip>,
+    /// Strategy `external`: the control-plane machines' own address pool, exactly the
+    /// addresses a rollout needs; the load balancer's backends are these addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_pool: Option<AddressPool>,
+}
+
+/// How the control-plane endpoint follows the machines (`spec.endpoint.strategy`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EndpointStrategy {
+    /// Talos's shared virtual IP, held by one control-plane node at a time.
+    Vip,
+    /// A load balancer outside the cluster whose backends are the control-plane pool.
+    External,
+}
+
+impl EndpointStrategy {
+    /// The name used in `cluster.yaml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndpointStrategy::Vip => "vip",
+            EndpointStrategy::External => "external",
+        }
+    }
+}
+
+/// Talos's Layer 2 shared IP (`machine.network.interfaces[].vip` up to Talos 1.11, the
+/// `Layer2VIPConfig` document from 1.12).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Vip {
+    /// The shared address, free on the control-plane nodes' segment.
+    pub address: String,
+    /// The control-plane nodes' interface the address goes on, as Talos names it
+    /// (`talosctl -n <node> get links`).
+    pub link: String,
+}
+
+/// A Cluster API in-cluster IPAM pool (`InClusterIPPool` spec fields).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AddressPool {
+    /// Addresses: single addresses, ranges `a-b` or CIDRs.
+    pub addresses: Vec<String>,
+    /// The prefix length of the machines' subnet.
+    pub prefix: u8,
+    /// The machines' default gateway.
+    pub gateway: String,
+}
+
+/// The most addresses [`AddressPool::allocatable`] lists (a control-plane pool holds a
+/// handful).
+pub const POOL_LISTED_MAX: usize = 256;
+
+impl AddressPool {
+    /// The addresses the in-cluster IPAM provider hands out from this pool, in the order it
+    /// hands them out: `addresses` minus the subnet's network address (and, for IPv4, its
+    /// broadcast address) and minus the gateway (cluster-api-ipam-provider-in-cluster
+    /// `internal/poolutil/pool.go` `PoolSpecToIPSet`, `FindFreeAddress`: the lowest free
+    /// address first). `Err` names the entry that does not parse, or says the pool holds
+    /// more than [`POOL_LISTED_MAX`].
+    pub fn allocatable(&self) -> Result<Vec<std::net::IpAddr>, String> {
+        use std::net::IpAddr;
+        let to_u128 = |a: IpAddr| match a {
+            IpAddr::V4(v) => u128::from(u32::from(v)),
+            IpAddr::V6(v) => u128::from(v),
+        };
+        let from_u128 = |v4: bool, n: u128| -> IpAddr {
+            if v4 {
+                IpAddr::V4(std::net::Ipv4Addr::from(n as u32))
+            } else {
+                IpAddr::V6(std::net::Ipv6Addr::from(n))
+            }
+        };
+        let mut ranges: Vec<(bool, u128, u128)> = Vec::new();
+        for (i, a) in self.addresses.iter().enumerate() {
+            let bad = || {
+                format!("addresses[{i}]: expected an address, a range `a-b` or a CIDR, found `{a}`")
+            };
+            let (lo, hi) = if let Some((x, y)) = a.split_once('-') {
+                let x: IpAddr = x.trim().parse().map_err(|_| bad())?;
+                let y: IpAddr = y.trim().parse().map_err(|_| bad())?;
+                if x.is_ipv4() != y.is_ipv4() || to_u128(x) > to_u128(y) {
+                    return Err(format!(
+                        "addresses[{i}]: `{a}` is not a range from low to high in one IP family"
+                    ));
+                }
+                (x, y)
+            } else if a.contains('/') {
+                let n: ipnet::IpNet = a.parse().map_err(|_| bad())?;
+                (n.network(), n.broadcast())
+            } else {
+                let x: IpAddr = a.parse().map_err(|_| bad())?;
+                (x, x)
+            };
+            ranges.push((lo.is_ipv4(), to_u128(lo), to_u128(hi)));
+        }
+        let Some(&(v4, first, _)) = ranges.first() else {
+            return Ok(Vec::new());
+        };
+        if ranges.iter().any(|r| r.0 != v4) {
+            return Err("addresses: mixes IPv4 and IPv6".into());
+        }
+        let bits: u32 = if v4 { 32 } else { 128 };
+        if u32::from(self.prefix) > bits {
+            return Err(format!(
+                "prefix: {} is longer than an address ({bits} bits)",
+                self.prefix
+            ));
+        }
+        // The subnet of the first address, as the provider takes it.
+        let host_bits = bits - u32::from(self.prefix);
+        let host_mask: u128 = if host_bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << host_bits) - 1
+        };
+        let network = first & !host_mask;
+        let broadcast = network | host_mask;
+        let gateway = self.gateway.parse::<IpAddr>().ok().map(to_u128);
+        let mut set = std::collections::BTreeSet::new();
+        for (_, lo, hi) in ranges {
+            let mut n = lo;
+            loop {
+                let reserved = n == network || (v4 && n == broadcast);
+                if !reserved && Some(n) != gateway {
+                    set.insert(n);
+                    if set.len() > POOL_LISTED_MAX {
+                        return Err(format!(
+                            "addresses: more than {POOL_LISTED_MAX} addresses; a control-plane pool holds \
+                             the replicas plus one"
+                        ));
+                    }
+                }
+                if n == hi {
+                    break;
+                }
+                n += 1;
+            }
+        }
+        Ok(set.into_iter().map(|n| from_u128(v4, n)).collect())
+    }
+}
+
+impl Endpoint {
+    /// `spec.endpoint.strategy` and the settings of that strategy (and no other's); what the settings
+    /// mean against the rest of the cluster is `capstan check`'s (`endpoint-strategy`).
+    /// Each problem is a field path and what was expected.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let e = self;
+        let mut out: Vec<(String, String)> = Vec::new();
+        let mut push = |path: &str, message: String| out.push((path.to_string(), message));
+        let p = "spec.endpoint";
+        let needs = |s: EndpointStrategy| e.strategy == Some(s);
+        match (&e.vip, needs(EndpointStrategy::Vip)) {
+            (None, true) => push(
+                &format!("{p}.vip"),
+                "strategy `vip` needs `vip: {address: <free address on the control-plane segment>, link: <interface>}`"
+                    .into(),
+            ),
+            (Some(_), false) => push(
+                &format!("{p}.vip"),
+                format!(
+                    "given, but spec.endpoint.strategy is {}: set `strategy: vip` or remove `vip`",
+                    e.strategy.map_or("not set".into(), |s| format!("`{}`", s.as_str()))
+                ),
+            ),
+            (Some(vip), true) => {
+                if vip.address.parse::<std::net::IpAddr>().is_err() {
+                    push(
+                        &format!("{p}.vip.address"),
+                        format!("expected an IP address, found `{}`", vip.address.escape_debug()),
+                    );
+                }
+                // A Linux interface name: at most 15 bytes, no `/`, whitespace or `:`.
+                let l = &vip.link;
+                if l.is_empty()
+                    || l.len() > 15
+                    || l.bytes().any(|b| b == b'/' || b == b':' || !b.is_ascii_graphic())
+                {
+                    push(
+                        &format!("{p}.vip.link"),
+                        format!(
+                            "expected the control-plane nodes' interface name as Talos shows it \
+                             (`talosctl -n <node> get links`, e.g. `ens192`), found `{}`",
+                            l.escape_debug()
+                        ),
+                    );
+                }
+            }
+            (None, false) => {}
+        }
+        match (&e.control_plane_pool, needs(EndpointStrategy::External)) {
+            (None, true) => push(
+                &format!("{p}.controlPlanePool"),
+                "strategy `external` needs `controlPlanePool: {addresses: [...], prefix: N, gateway: <address>}`: \
+                 the load balancer's backends"
+                    .into(),
+            ),
+            (Some(_), false) => push(
+                &format!("{p}.controlPlanePool"),
+                format!(
+                    "given, but spec.endpoint.strategy is {}: set `strategy: external` or remove `controlPlanePool`",
+                    e.strategy.map_or("not set".into(), |s| format!("`{}`", s.as_str()))
+                ),
+            ),
+            (Some(pool), true) => {
+                let pp = format!("{p}.controlPlanePool");
+                if pool.addresses.is_empty() {
+                    push(&format!("{pp}.addresses"), "at least one address is required".into());
+                }
+                if let Err(m) = pool.allocatable() {
+                    let (field, m) = match m.split_once(": ") {
+                        Some((f, rest)) if !f.contains(' ') => (format!("{pp}.{f}"), rest.to_string()),
+                        _ => (pp.clone(), m),
+                    };
+                    push(&field, m);
+                }
+                if pool.gateway.parse::<std::net::IpAddr>().is_err() {
+                    push(
+                        &format!("{pp}.gateway"),
+                        format!("expected an IP address, found `{}`", pool.gateway.escape_debug()),
+                    );
+                }
+            }
+            (None, false) => {}
+        }
+        out
+    }
+
+    /// The endpoint as Talos uses it: `https://host:port`.
+    pub fn url(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("https://[{}]:{}", self.host, self.port)
+        } else {
+            format!("https://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(addresses: &[&str], prefix: u8, gateway: &str) -> AddressPool {
+        AddressPool {
+            addresses: addresses.iter().map(|s| s.to_string()).collect(),
+            prefix,
+            gateway: gateway.into(),
+        }
+    }
+
+    fn listed(p: &AddressPool) -> Vec<String> {
+        p.allocatable()
+            .unwrap()
+            .iter()
+            .map(|a| a.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn allocatable_follows_the_ipam_provider() {
+        // A range: every address, lowest first.
+        let p = pool(&["10.20.30.150-10.20.30.153"], 24, "10.20.30.1");
+        assert_eq!(
+            listed(&p),
+            [
+                "10.20.30.150",
+                "10.20.30.151",
+                "10.20.30.152",
+                "10.20.30.153"
+            ]
+        );
+        // The subnet's network and broadcast addresses and the gateway are never handed out
+        // (`PoolSpecToIPSet`), even when listed; entries overlap into one set, in order.
+        let p = pool(
+            &["10.0.0.0-10.0.0.2", "10.0.0.254-10.0.0.255", "10.0.0.2"],
+            24,
+            "10.0.0.1",
+        );
+        assert_eq!(listed(&p), ["10.0.0.2", "10.0.0.254"]);
+        // A CIDR; the subnet is the first address's at `prefix`.
+        let p = pool(&["192.168.1.8/30"], 24, "192.168.1.1");
+        assert_eq!(
+            listed(&p),
+            ["192.168.1.8", "192.168.1.9", "192.168.1.10", "192.168.1.11"]
+        );
+        let p = pool(&["192.168.1.8/30"], 30, "192.168.1.9");
+        assert_eq!(listed(&p), ["192.168.1.10"]);
+        // IPv6: no broadcast address, the subnet-router anycast address is excluded.
+        let p = pool(&["fd00::-fd00::3"], 64, "fd00::1");
+        assert_eq!(listed(&p), ["fd00::2", "fd00::3"]);
+    }
+
+    #[test]
+    fn allocatable_refuses_what_the_provider_would_not_take() {
+        let err = |p: AddressPool| p.allocatable().unwrap_err();
+        assert!(err(pool(&["10.0.0.5-10.0.0.1"], 24, "10.0.0.1"))
+            .starts_with("addresses[0]: `10.0.0.5-10.0.0.1` is not a range from low to high"));
+        assert!(err(pool(&["10.0.0.5", "nope"], 24, "10.0.0.1"))
+            .starts_with("addresses[1]: expected an address"));
+        assert_eq!(
+            err(pool(&["10.0.0.5", "fd00::5"], 24, "10.0.0.1")),
+            "addresses: mixes IPv4 and IPv6"
+        );
+        assert!(err(pool(&["10.0.0.5"], 33, "10.0.0.1")).starts_with("prefix: 33 is longer"));
+        // Bounded: a /8 stops after POOL_LISTED_MAX addresses.
+        assert!(err(pool(&["10.0.0.0/8"], 8, "10.0.0.1")).contains("more than 256 addresses"));
+        assert!(pool(&[], 24, "10.0.0.1").allocatable().unwrap().is_empty());
+    }
+}
