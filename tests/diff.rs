@@ -368,6 +368,54 @@ fn replica_change() {
 }
 
 #[test]
+fn endpoint_strategy_changes_are_high_risk() {
+    let p = Pair::new();
+    // lab-g's VIP moves; lab-f's control-plane pool (its load balancer's backends) moves.
+    edit(&lab_g(&p), "address: 10.30.40.10", "address: 10.30.40.11");
+    edit(
+        &p.b().join("clusters/lab-f/cluster.yaml"),
+        "10.20.30.150-10.20.30.153",
+        "10.20.30.160-10.20.30.163",
+    );
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b", "--fail-on", "high"], 1, &[], &needles);
+    let g = cluster(&o.json, "lab-g");
+    assert!(has_risk(
+        g,
+        "high",
+        "vip 10.30.40.10 on ens192 → vip 10.30.40.11 on ens192: how the endpoint follows the control-plane machines changed"
+    ), "{g}");
+    let f = cluster(&o.json, "lab-f");
+    assert!(
+        has_risk(
+            f,
+            "high",
+            "how the endpoint follows the control-plane machines changed"
+        ),
+        "{f}"
+    );
+    assert!(has_risk(
+        f,
+        "high",
+        "spec.addresses[0]: 10.20.30.150-10.20.30.153 → 10.20.30.160-10.20.30.163: the control-plane pool is the load balancer's backend list"
+    ), "{f}");
+    // The nodes' pool is not the load balancer's: a change of it is medium.
+    let p = Pair::new();
+    edit(
+        &p.b().join("overlays/vsphere-ipam/pool.yaml"),
+        "10.20.30.100-10.20.30.149",
+        "10.20.30.100-10.20.30.139",
+    );
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let f = cluster(&o.json, "lab-f");
+    assert!(
+        has_risk(f, "medium", "the addresses new machines get"),
+        "{f}"
+    );
+    assert!(!has_risk(f, "high", "backend"), "{f}");
+}
+
+#[test]
 fn template_spec_change_is_a_replacement_with_references() {
     let p = Pair::new();
     edit(&lab_g(&p), "numCPUs: 4", "numCPUs: 8");

@@ -16,7 +16,7 @@
 //!   one strategy CACPPT has besides `OnDelete`, both flavours); its annotation
 //!   [`STRATEGY_ANNOTATION`] says which strategy, for `capstan diff`.
 
-use crate::inputs::model::{ClusterConfig, EndpointStrategy};
+use crate::inputs::model::{AddressPool, ClusterConfig, EndpointStrategy};
 use crate::resource::Resource;
 use serde_json::{json, Value};
 
@@ -211,6 +211,46 @@ pub fn interlock(config: &ClusterConfig, out: &[Resource]) -> Result<(), String>
                         ", and is missing"
                     }
                 ));
+            }
+            // Another pool of the render (the nodes', from an overlay) handing out one of the
+            // control plane's addresses would give two machines the same address.
+            let ours = pool.allocatable().unwrap_or_default();
+            for other in out
+                .iter()
+                .filter(|r| r.kind() == "InClusterIPPool" && r.name() != name)
+            {
+                let spec = &other.value["spec"];
+                let list = |k: &str| -> Vec<String> {
+                    spec[k]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(String::from)
+                        .collect()
+                };
+                let theirs = AddressPool {
+                    addresses: list("addresses"),
+                    prefix: spec["prefix"]
+                        .as_u64()
+                        .and_then(|p| u8::try_from(p).ok())
+                        .unwrap_or(0),
+                    gateway: spec["gateway"].as_str().unwrap_or_default().to_string(),
+                };
+                let excluded = list("excludedAddresses");
+                let shared = ours
+                    .iter()
+                    .find(|a| theirs.hands_out(**a, &excluded).unwrap_or(false))
+                    .copied();
+                if let Some(shared) = shared {
+                    return Err(format!(
+                        "InClusterIPPool {} (from {}) hands out `{shared}`, an address of the control-plane pool \
+                         `{name}`: two machines would get the same address; keep spec.endpoint.controlPlanePool out \
+                         of every other pool",
+                        other.name(),
+                        other.origin
+                    ));
+                }
             }
         }
     }

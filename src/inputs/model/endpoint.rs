@@ -4,6 +4,7 @@
 //! the in-cluster IPAM provider hands them out).
 
 use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
 
 /// Host and port of the control-plane endpoint, and how it follows the control-plane
 /// machines through every rollout after the migration.
@@ -82,20 +83,51 @@ impl AddressPool {
     /// `internal/poolutil/pool.go` `PoolSpecToIPSet`, `FindFreeAddress`: the lowest free
     /// address first). `Err` names the entry that does not parse, or says the pool holds
     /// more than [`POOL_LISTED_MAX`].
-    pub fn allocatable(&self) -> Result<Vec<std::net::IpAddr>, String> {
-        use std::net::IpAddr;
-        let to_u128 = |a: IpAddr| match a {
-            IpAddr::V4(v) => u128::from(u32::from(v)),
-            IpAddr::V6(v) => u128::from(v),
-        };
-        let from_u128 = |v4: bool, n: u128| -> IpAddr {
-            if v4 {
-                IpAddr::V4(std::net::Ipv4Addr::from(n as u32))
-            } else {
-                IpAddr::V6(std::net::Ipv6Addr::from(n))
+    pub fn allocatable(&self) -> Result<Vec<IpAddr>, String> {
+        let ranges = self.ranges()?;
+        let mut set = std::collections::BTreeSet::new();
+        for &(lo, hi) in &ranges.spans {
+            let mut n = lo;
+            loop {
+                if !ranges.withheld(n) {
+                    set.insert(n);
+                    if set.len() > POOL_LISTED_MAX {
+                        return Err(format!(
+                            "addresses: more than {POOL_LISTED_MAX} addresses; a control-plane pool holds \
+                             the replicas plus one"
+                        ));
+                    }
+                }
+                if n == hi {
+                    break;
+                }
+                n += 1;
             }
-        };
-        let mut ranges: Vec<(bool, u128, u128)> = Vec::new();
+        }
+        Ok(set.into_iter().map(|n| ranges.addr(n)).collect())
+    }
+
+    /// Whether the provider can hand out `addr` from this pool (any size of pool; the
+    /// entries of `excluded` are not handed out either). `Err` as [`Self::allocatable`].
+    pub fn hands_out(&self, addr: IpAddr, excluded: &[String]) -> Result<bool, String> {
+        let ranges = self.ranges()?;
+        if ranges.spans.is_empty() || addr.is_ipv4() != ranges.v4 {
+            return Ok(false);
+        }
+        let n = to_u128(addr);
+        let listed = |spans: &[(u128, u128)]| spans.iter().any(|&(lo, hi)| lo <= n && n <= hi);
+        let out = AddressPool {
+            addresses: excluded.to_vec(),
+            prefix: self.prefix,
+            gateway: String::new(),
+        }
+        .ranges()?;
+        Ok(listed(&ranges.spans) && !ranges.withheld(n) && !listed(&out.spans))
+    }
+
+    fn ranges(&self) -> Result<Ranges, String> {
+        let mut spans: Vec<(u128, u128)> = Vec::new();
+        let mut families = Vec::new();
         for (i, a) in self.addresses.iter().enumerate() {
             let bad = || {
                 format!("addresses[{i}]: expected an address, a range `a-b` or a CIDR, found `{a}`")
@@ -110,18 +142,17 @@ impl AddressPool {
                 }
                 (x, y)
             } else if a.contains('/') {
-                let n: ipnet::IpNet = a.parse().map_err(|_| bad())?;
+                let n: ipnet::IpNet = a.trim().parse().map_err(|_| bad())?;
                 (n.network(), n.broadcast())
             } else {
-                let x: IpAddr = a.parse().map_err(|_| bad())?;
+                let x: IpAddr = a.trim().parse().map_err(|_| bad())?;
                 (x, x)
             };
-            ranges.push((lo.is_ipv4(), to_u128(lo), to_u128(hi)));
+            families.push(lo.is_ipv4());
+            spans.push((to_u128(lo), to_u128(hi)));
         }
-        let Some(&(v4, first, _)) = ranges.first() else {
-            return Ok(Vec::new());
-        };
-        if ranges.iter().any(|r| r.0 != v4) {
+        let v4 = families.first().copied().unwrap_or(true);
+        if families.iter().any(|f| *f != v4) {
             return Err("addresses: mixes IPv4 and IPv6".into());
         }
         let bits: u32 = if v4 { 32 } else { 128 };
@@ -138,30 +169,53 @@ impl AddressPool {
         } else {
             (1u128 << host_bits) - 1
         };
-        let network = first & !host_mask;
-        let broadcast = network | host_mask;
-        let gateway = self.gateway.parse::<IpAddr>().ok().map(to_u128);
-        let mut set = std::collections::BTreeSet::new();
-        for (_, lo, hi) in ranges {
-            let mut n = lo;
-            loop {
-                let reserved = n == network || (v4 && n == broadcast);
-                if !reserved && Some(n) != gateway {
-                    set.insert(n);
-                    if set.len() > POOL_LISTED_MAX {
-                        return Err(format!(
-                            "addresses: more than {POOL_LISTED_MAX} addresses; a control-plane pool holds \
-                             the replicas plus one"
-                        ));
-                    }
-                }
-                if n == hi {
-                    break;
-                }
-                n += 1;
-            }
+        let network = spans.first().map(|s| s.0 & !host_mask);
+        let broadcast = network.filter(|_| v4).map(|n| n | host_mask);
+        let gateway = self
+            .gateway
+            .parse::<IpAddr>()
+            .ok()
+            .filter(|g| g.is_ipv4() == v4)
+            .map(to_u128);
+        Ok(Ranges {
+            v4,
+            spans,
+            withheld: [network, broadcast, gateway]
+                .into_iter()
+                .flatten()
+                .collect(),
+        })
+    }
+}
+
+fn to_u128(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(v) => u128::from(u32::from(v)),
+        IpAddr::V6(v) => u128::from(v),
+    }
+}
+
+/// A pool's entries as numeric spans, and the addresses it never hands out.
+struct Ranges {
+    v4: bool,
+    spans: Vec<(u128, u128)>,
+    withheld: Vec<u128>,
+}
+
+impl Ranges {
+    fn withheld(&self, n: u128) -> bool {
+        self.withheld.contains(&n)
+    }
+
+    fn addr(&self, n: u128) -> IpAddr {
+        if self.v4 {
+            // A span of an IPv4 pool holds IPv4 values only (< 2^32).
+            IpAddr::V4(std::net::Ipv4Addr::from(
+                u32::try_from(n).unwrap_or(u32::MAX),
+            ))
+        } else {
+            IpAddr::V6(std::net::Ipv6Addr::from(n))
         }
-        Ok(set.into_iter().map(|n| from_u128(v4, n)).collect())
     }
 }
 
@@ -330,5 +384,23 @@ mod tests {
         // Bounded: a /8 stops after POOL_LISTED_MAX addresses.
         assert!(err(pool(&["10.0.0.0/8"], 8, "10.0.0.1")).contains("more than 256 addresses"));
         assert!(pool(&[], 24, "10.0.0.1").allocatable().unwrap().is_empty());
+    }
+
+    #[test]
+    fn hands_out_answers_for_pools_of_any_size() {
+        let a = |s: &str| s.parse::<IpAddr>().unwrap();
+        let nodes = pool(&["10.20.0.0/16"], 16, "10.20.0.1");
+        assert!(nodes.hands_out(a("10.20.30.150"), &[]).unwrap());
+        // The gateway, the network and broadcast addresses, excluded entries and other
+        // families are never handed out.
+        for withheld in ["10.20.0.1", "10.20.0.0", "10.20.255.255"] {
+            assert!(!nodes.hands_out(a(withheld), &[]).unwrap(), "{withheld}");
+        }
+        let excluded = ["10.20.30.144/28".to_string()];
+        assert!(!nodes.hands_out(a("10.20.30.150"), &excluded).unwrap());
+        assert!(nodes.hands_out(a("10.20.30.160"), &excluded).unwrap());
+        assert!(!nodes.hands_out(a("fd00::1"), &[]).unwrap());
+        assert!(!nodes.hands_out(a("10.21.0.5"), &[]).unwrap());
+        assert!(pool(&["x"], 24, "").hands_out(a("10.0.0.1"), &[]).is_err());
     }
 }

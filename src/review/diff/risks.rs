@@ -291,6 +291,12 @@ pub(super) fn patch_risk(path: &str) -> Option<(Severity, &'static str)> {
             Severity::Medium,
             "etcd configuration of the control-plane machines",
         ))
+    } else if p.contains("vip") || p.contains("layer2vipconfig") {
+        Some((
+            Severity::High,
+            "the control-plane VIP: the address the endpoint is reached by; the nodes announce the new one \
+             while clients and DNS may still use the old",
+        ))
     } else {
         None
     }
@@ -647,6 +653,43 @@ pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
                 "{p}: {before} → {after}: the migration phase decides which machines exist; follow `capstan plan` \
                  for the new phase"
             ),
+        ));
+    } else if p.contains("capstan.dev/endpoint-strategy") {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "{p}: {before} → {after}: how the endpoint follows the control-plane machines changed: the load \
+                 balancer's backends, or the VIP and DNS, must change with it (`capstan plan`, \"Control-plane \
+                 endpoint\")"
+            ),
+        ));
+    } else if id.kind == "InClusterIPPool"
+        && [
+            "spec.addresses",
+            "spec.prefix",
+            "spec.gateway",
+            "spec.excludedAddresses",
+        ]
+        .iter()
+        .any(|f| p.starts_with(f))
+    {
+        let control_plane = id.name.ends_with("-cp-addresses");
+        out.push(risk(
+            if control_plane { Severity::High } else { Severity::Medium },
+            id,
+            if control_plane {
+                format!(
+                    "{p}: {before} → {after}: the control-plane pool is the load balancer's backend list, but \
+                     running machines keep their addresses until a rollout replaces them: the load balancer lists \
+                     the old and the new addresses until then; keep exactly replicas + 1 addresses"
+                )
+            } else {
+                format!(
+                    "{p}: {before} → {after}: the addresses new machines get; one that no machine may hold any more \
+                     is not taken back from a running machine"
+                )
+            },
         ));
     } else if p.contains("controlPlaneEndpoint") {
         out.push(risk(
