@@ -7,6 +7,12 @@ import sys
 path, talos = sys.argv[1], sys.argv[2]
 s = open(path).read()
 for old, new in [
+    # The endpoint as a Talos VIP: an interface's `vip` up to Talos 1.11, a Layer2VIPConfig
+    # document from 1.12, both checked against the schema of each minor.
+    (
+        "    strategy: external\n    controlPlanePool:\n      addresses: [10.20.30.150-10.20.30.153]\n      prefix: 24\n      gateway: 10.20.30.1\n",
+        "    strategy: vip\n    vip: {address: 10.20.30.10, link: ens192}\n",
+    ),
     ("talos: v1.10.6", f"talos: {talos}"),
     # The VM template holds the Talos release cluster.yaml names (finding talos-image).
     ("template: talos-v1.10.6-vmware", f"template: talos-{talos}-vmware"),

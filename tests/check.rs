@@ -581,7 +581,7 @@ fn endpoint_strategy() {
         none[1],
         (
             "  provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}\n",
-            &format!("{migrating}"),
+            &migrating,
         ),
     ]);
     assert_eq!(f[0].0, "warning", "{f:?}");

@@ -20,6 +20,9 @@ mod provider_model;
 mod etcd;
 // `capstan explain`: known migration errors to cause, check finding and fix; exit codes.
 mod explain;
+// The control-plane endpoint through rollouts: a model of a rolling control plane from the
+// providers' source, on what capstan renders and its runbook's backend list.
+mod endpoint;
 // `capstan check`: one test per finding, the import stub, the JSON report, bad inputs.
 mod check;
 // `capstan diff`: classification, risk notes, secret safety, git revisions, Markdown size.

@@ -383,6 +383,11 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
                  them, and the old machines' backends go down as they are removed; take those out after the rollout."
                     .to_string(),
                 rollout,
+                "A replaced machine's apiserver still accepts TCP between its etcd leave and its power-off (the \
+                 drain): its etcd is local, so it fails requests meanwhile, and a TCP check keeps it in for that \
+                 long. With `spec.apiServer.extraArgs.anonymous-auth: \"true\"`, an HTTPS check of `/readyz` takes \
+                 it out at once (`/readyz` is public to anonymous requests)."
+                    .to_string(),
                 "Every later rollout keeps the backend list true: the surge machine takes the free address, and a \
                  removed machine's address is handed out again (the in-cluster IPAM provider hands out the lowest \
                  free address). Keep the pool's range out of every other pool, and change the pool and the load \
