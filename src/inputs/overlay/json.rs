@@ -82,6 +82,17 @@ pub(super) fn explain(
     kind: &json_patch::PatchErrorKind,
 ) -> String {
     use json_patch::{PatchErrorKind as K, PatchOperation as P};
+    let from = match op {
+        P::Move(m) => Some(m.from.as_str()),
+        P::Copy(c) => Some(c.from.as_str()),
+        _ => None,
+    };
+    if let Some(m) = from
+        .and_then(|f| leading_zero(doc, f).map(|m| format!("`from`: {m}")))
+        .or_else(|| leading_zero(doc, op.path().as_str()))
+    {
+        return m;
+    }
     match (kind, op) {
         (K::TestFailed, P::Test(t)) => format!(
             "test failed: expected {}, found {}",
@@ -115,6 +126,34 @@ pub(super) fn explain(
         }
         _ => describe_missing(doc, op.path().as_str()),
     }
+}
+
+/// A list index written with leading zeros (`/containers/01`), which RFC 6901 forbids:
+/// the message, when the pointer holds one where the document has a list.
+fn leading_zero(doc: &Value, pointer: &str) -> Option<String> {
+    let mut cur = doc;
+    let mut at = String::new();
+    for t in pointer.split('/').skip(1) {
+        let decoded = t.replace("~1", "/").replace("~0", "~");
+        let next = match cur {
+            Value::Object(m) => m.get(&decoded),
+            Value::Array(a) => {
+                if t.len() > 1 && t.starts_with('0') && t.bytes().all(|b| b.is_ascii_digit()) {
+                    let plain = t.trim_start_matches('0');
+                    return Some(format!(
+                        "`{at}/{t}`: `{t}` is not a list index (RFC 6901 forbids leading zeros; write `{}`)",
+                        if plain.is_empty() { "0" } else { plain }
+                    ));
+                }
+                decoded.parse::<usize>().ok().and_then(|i| a.get(i))
+            }
+            _ => None,
+        }?;
+        cur = next;
+        at.push('/');
+        at.push_str(t);
+    }
+    None
 }
 
 /// `nothing at `/a/b/c`: `/a/b` has keys x, y` and similar.
