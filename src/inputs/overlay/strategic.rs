@@ -404,15 +404,17 @@ fn list_directive<'a>(
     let mut rest = Vec::with_capacity(add.len());
     for item in add {
         match item {
+            // With merge keys, an item without them; without, an item holding nothing else.
             Value::Object(m)
                 if m.contains_key("$patch")
-                    && (keys.is_empty() || !keys.iter().any(|k| m.contains_key(*k))) =>
+                    && (m.len() == 1
+                        || !keys.is_empty() && !keys.iter().any(|k| m.contains_key(*k))) =>
             {
                 if m.len() > 1 {
                     return Err(format!(
-                        "{}: an item with `$patch` and no {} is a directive for the whole list and holds nothing else, found keys {}",
+                        "{}: an item with `$patch` and no `{}` is a directive for the whole list and holds nothing else, found keys {}",
                         cx.here(),
-                        if keys.is_empty() { "merge key".to_string() } else { format!("`{}`", keys[0]) },
+                        keys.first().copied().unwrap_or_default(),
                         m.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
                     ));
                 }
