@@ -13,12 +13,13 @@
 //!
 //! Patch kinds:
 //! - `json`: RFC 6902 (the `json-patch` crate), operations applied in order; an operation
-//!   that fails names its index, its JSON pointer and what the object holds there instead.
+//!   that fails names its index, its JSON pointer and what the object holds there instead
+//!   (`json.rs`; an index with leading zeros is named as such).
 //! - `merge`: RFC 7396: maps merge, `null` deletes, lists are replaced.
-//!
-//! Deleting a key (`remove`, `move`, `null`) keeps the order of the remaining keys, so a
-//! patch changes only the lines it touches in the output.
-//! - `strategic`: like `merge`, except for these lists, which merge instead of being replaced:
+//! - `strategic`: kustomize's strategic merge (`strategic.rs`): lists merge by the patch
+//!   strategy and merge keys Kubernetes publishes for built-in kinds, by
+//!   `x-kubernetes-list-map-keys` for custom resources whose CRD declares them (both in the
+//!   generated `merge_keys.rs`), and by capstan's rules for these lists, which win:
 //!
 //! | kind | list (field path) | merge |
 //! |---|---|---|
@@ -27,9 +28,12 @@
 //! | TalosControlPlane | `spec.controlPlaneConfig.controlplane.strategicPatches`, `.configPatches` | appended |
 //! | TalosConfigTemplate | `spec.template.spec.strategicPatches`, `.configPatches` | appended |
 //!
-//!   In a keyed list, a patch item whose key matches an item merges into it (recursively,
-//!   with these rules), an item with a new key is appended, and an item holding
-//!   `$patch: delete` removes the item with its key. Every other list is replaced.
+//!   Every other list is replaced. Directives (`$patch`, `$retainKeys`,
+//!   `$setElementOrder/…`, `$deleteFromPrimitiveList/…`) are applied or refused, never
+//!   copied into the output; a `$patch: delete` at the top removes the object.
+//!
+//! Deleting a key (`remove`, `move`, `null`) keeps the order of the remaining keys, so a
+//! patch changes only the lines it touches in the output.
 //!
 //! A patch may not change an object's kind, name or namespace (references would not
 //! follow; kustomize refuses it too), and on capstan's migration objects (origin

@@ -698,3 +698,101 @@ fn set_element_order(
     *items = ranked.into_iter().map(|(_, x)| x).collect();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w", "finalizers": ["a", "b"]},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "app", "image": "app:1", "env": [{"name": "A", "value": "1"}]},
+                {"name": "side", "image": "side:1"}]}}}})
+    }
+
+    fn run(patch: Value) -> Result<Value, String> {
+        let mut doc = deployment();
+        apply(&mut doc, &patch, "apps/v1", "Deployment").map(|o| {
+            if o == Outcome::Deleted {
+                Value::Null
+            } else {
+                doc
+            }
+        })
+    }
+
+    #[test]
+    fn the_table_knows_the_everyday_lists() {
+        let spec = field_of(root("apps/v1", "Deployment"), "spec").and_then(|f| f.node);
+        let template = field_of(spec, "template").and_then(|f| f.node);
+        let pod = field_of(template, "spec").and_then(|f| f.node);
+        assert_eq!(
+            field_of(pod, "containers").and_then(|f| f.merge),
+            Some(&["name"][..])
+        );
+        assert_eq!(field_of(pod, "tolerations").and_then(|f| f.merge), None);
+        let container = field_of(pod, "containers").and_then(|f| f.node);
+        assert_eq!(
+            field_of(container, "ports").and_then(|f| f.merge),
+            Some(&["containerPort", "protocol"][..])
+        );
+        let svc = field_of(root("v1", "Service"), "spec").and_then(|f| f.node);
+        assert_eq!(
+            field_of(svc, "ports").and_then(|f| f.merge),
+            Some(&["port", "protocol"][..])
+        );
+        let meta = field_of(root("apps/v1", "Deployment"), "metadata").and_then(|f| f.node);
+        assert_eq!(
+            field_of(meta, "finalizers").and_then(|f| f.merge),
+            Some(&[][..])
+        );
+        assert!(root("example.com/v1", "Widget").is_none());
+    }
+
+    #[test]
+    fn directives_are_applied() {
+        let out = run(json!({"spec": {"template": {"spec": {
+            "$setElementOrder/containers": [{"name": "side"}, {"name": "app"}],
+            "containers": [{"name": "app", "$retainKeys": ["name", "image"], "image": "app:2"}]}}},
+            "metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}))
+        .unwrap();
+        assert_eq!(
+            out["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "side", "image": "side:1"}, {"name": "app", "image": "app:2"}])
+        );
+        assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
+        assert_eq!(run(json!({"$patch": "delete"})).unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn misuse_is_refused_with_the_path() {
+        let err = |p: Value| run(p).unwrap_err();
+        assert_eq!(
+            err(json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "$retainKeys": ["name"], "image": "x"}]}}}})),
+            "`spec.template.spec.containers[name=app]`: `$retainKeys` lists the keys the mapping keeps, and the patch sets `image`, which it does not list"
+        );
+        assert_eq!(
+            err(
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "a"}, {"name": "a"}]}}}})
+            ),
+            "`spec.template.spec.containers` item 1: `name=a` appears twice in the patch"
+        );
+        assert_eq!(
+            err(json!({"spec": {"template": {"spec": {"containers": [{"$patch": "delete"}, {"name": "a"}]}}}})),
+            "`spec.template.spec.containers`: `$patch: delete` deletes the whole list; it cannot come with items"
+        );
+        assert_eq!(
+            err(json!({"metadata": {"$deleteFromPrimitiveList/name": ["w"]}})),
+            "`metadata.name`: `$deleteFromPrimitiveList/name` needs a list, the object holds a string"
+        );
+        assert_eq!(
+            err(json!({"metadata": {"finalizers": [{"x": 1}]}})),
+            "`metadata.finalizers`: this list is a set of values (it merges by value), found a mapping in the patch"
+        );
+        assert_eq!(
+            err(json!({"spec": {"$patch": 1}})),
+            "`spec`: unknown directive `$patch: 1` (expected delete, replace or merge)"
+        );
+    }
+}
