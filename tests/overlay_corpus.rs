@@ -12,6 +12,7 @@
 //!   capstan's for the divergences).
 //! - `no_directive_reaches_output`: no `$`-directive key in any golden file nor in any of
 //!   capstan's corpus outputs.
+//! - `merge_key_table_is_generated_from_its_inputs`: the generated merge-key table is current.
 
 use crate::util::root;
 use serde_json::{json, Map, Value};
@@ -318,7 +319,18 @@ fn recorded_output_is_kustomize_output() {
     }
     let Some(kubectl) = kubectl() else { return };
     let failures = check_kustomize(&all_cases(), &kubectl);
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let version = std::process::Command::new(&kubectl)
+        .args(["version", "--client", "-o", "json"])
+        .output()
+        .ok()
+        .and_then(|o| serde_json::from_slice::<Value>(&o.stdout).ok())
+        .and_then(|v| v["kustomizeVersion"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into());
+    assert!(
+        failures.is_empty(),
+        "{}\n(the recordings come from kustomize v5.5.0; this kubectl has kustomize {version})",
+        failures.join("\n")
+    );
 }
 
 /// Run every case through `kubectl kustomize` and compare with the recording (rewritten
@@ -417,4 +429,37 @@ fn no_directive_reaches_output() {
         }
     }
     assert!(found.is_empty(), "directives in output: {found:?}");
+}
+
+/// `src/inputs/overlay/merge_keys.rs` is what `tools/merge-keys.py` generates from its
+/// inputs (Kubernetes' OpenAPI definitions from `kubernetes-validate`, the CRDs in
+/// ../shared/crds): checked when they are present (with `CI=true`, they must be).
+#[test]
+fn merge_key_table_is_generated_from_its_inputs() {
+    if capstan::secrets::pki::testkit::shared_path("crds").is_none() {
+        return;
+    }
+    let has_inputs = std::process::Command::new("python3")
+        .args(["-c", "import yaml, kubernetes_validate"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_inputs {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "python3 with pyyaml and kubernetes-validate is missing, and CI=true"
+        );
+        eprintln!("notice: python3 with pyyaml and kubernetes-validate is absent: not checking merge_keys.rs");
+        return;
+    }
+    let o = std::process::Command::new("python3")
+        .args(["tools/merge-keys.py", "--check"])
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
