@@ -33,42 +33,42 @@ pub(super) struct Field {
 }
 
 /// capstan's rules for CAPI and Talos lists, ahead of the CRDs (where kustomize replaces).
-pub(super) const CAPSTAN_RULES: &[(&str, &str, RuleText)] = &[
+pub(super) const CAPSTAN_RULES: &[(&str, &str, Rule)] = &[
     (
         "VSphereMachineTemplate",
         "spec.template.spec.network.devices",
-        RuleText::Keys(&["networkName"]),
+        Rule::Keys(&["networkName"]),
     ),
     (
         "VSphereMachineTemplate",
         "spec.template.spec.network.devices.addressesFromPools",
-        RuleText::Keys(&["name"]),
+        Rule::Keys(&["name"]),
     ),
     (
         "TalosControlPlane",
         "spec.controlPlaneConfig.controlplane.strategicPatches",
-        RuleText::Append,
+        Rule::Append,
     ),
     (
         "TalosControlPlane",
         "spec.controlPlaneConfig.controlplane.configPatches",
-        RuleText::Append,
+        Rule::Append,
     ),
     (
         "TalosConfigTemplate",
         "spec.template.spec.strategicPatches",
-        RuleText::Append,
+        Rule::Append,
     ),
     (
         "TalosConfigTemplate",
         "spec.template.spec.configPatches",
-        RuleText::Append,
+        Rule::Append,
     ),
 ];
 
 /// A rule of [`CAPSTAN_RULES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum RuleText {
+pub(super) enum Rule {
     /// Items are matched by these keys.
     Keys(&'static [&'static str]),
     /// Patch items are appended.
@@ -138,7 +138,7 @@ impl Cx<'_> {
         }
     }
 
-    fn rule(&self, field: &str) -> Option<RuleText> {
+    fn rule(&self, field: &str) -> Option<Rule> {
         CAPSTAN_RULES.iter().find_map(|(k, p, rule)| {
             let names = self.path.iter().filter_map(|s| match s {
                 Step::Field(f) => Some(f.as_str()),
@@ -298,8 +298,8 @@ fn list_kind(node: Option<u16>, field: &str, cx: &Cx<'_>) -> List {
         path: cx.path[..cx.path.len().saturating_sub(1)].to_vec(),
     };
     match parent.rule(field) {
-        Some(RuleText::Keys(keys)) => List::Keys(keys, true),
-        Some(RuleText::Append) => List::Append,
+        Some(Rule::Keys(keys)) => List::Keys(keys, true),
+        Some(Rule::Append) => List::Append,
         None => match field_of(node, field).and_then(|f| f.merge) {
             Some([]) => List::Set,
             Some(keys) => List::Keys(keys, false),
