@@ -738,3 +738,54 @@ fn error_patch_renaming_an_object_or_changing_a_migration_job() {
         "Sync"
     );
 }
+
+#[test]
+fn strategic_patches_merge_built_in_lists_delete_objects_and_refuse_directives() {
+    let (_t, repo) = prepared();
+    write(
+        &repo,
+        "overlays/apps/extra.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n      - name: app\n        image: web:1\n        env: [{name: A, value: \"1\"}]\n      - {name: proxy, image: proxy:1}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: scratch}\ndata: {a: \"1\"}\n",
+    );
+    write(
+        &repo,
+        "overlays/apps/overlay.yaml",
+        &format!("{HEAD}resources: [extra.yaml]\npatches:\n\
+         - target: {{kind: Deployment, name: web}}\n  type: strategic\n  patch: {{spec: {{template: {{spec: {{containers: [{{name: app, env: [{{name: B, value: \"2\"}}]}}, {{name: proxy, $patch: delete}}]}}}}}}}}\n\
+         - target: {{kind: ConfigMap, name: scratch}}\n  type: strategic\n  patch: {{$patch: delete}}\n"),
+    );
+    set_overlays(&repo, "lab-f", &["overlays/apps"]);
+    let objs = render(&repo, "lab-f");
+    let web = of_kind(&objs, "Deployment")[0];
+    assert_eq!(
+        web["spec"]["template"]["spec"]["containers"],
+        serde_json::json!([{"name": "app", "image": "web:1", "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]}]),
+        "env merged by name (the patch's items first, as kustomize), the proxy deleted"
+    );
+    assert!(
+        of_kind(&objs, "ConfigMap").is_empty(),
+        "deleted by `$patch: delete`"
+    );
+    // capstan's migration objects cannot be deleted.
+    write(
+        &repo,
+        "overlays/apps/overlay.yaml",
+        &format!("{HEAD}patches:\n- target: {{kind: Job}}\n  type: strategic\n  patch: {{$patch: delete}}\n"),
+    );
+    let err = render_fails(&repo, "lab-f");
+    assert!(
+        err.contains("this is one of capstan's migration objects (template migration/bootstrapped-job.yaml), and the patch deletes it"),
+        "{err}"
+    );
+    // A directive capstan does not know is refused with the field's path, never written out.
+    write(
+        &repo,
+        "overlays/apps/overlay.yaml",
+        &format!("{HEAD}patches:\n- target: {{kind: MachineDeployment}}\n  type: strategic\n  patch: {{spec: {{template: {{spec: {{$setElementOrderX: []}}}}}}}}\n"),
+    );
+    let err = render_fails(&repo, "lab-f");
+    assert!(
+        err.contains("strategic patch on MachineDeployment.cluster.x-k8s.io lab-f/lab-f-general: `spec.template.spec`: unknown directive `$setElementOrderX`"),
+        "{err}"
+    );
+}

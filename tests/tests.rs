@@ -32,6 +32,8 @@ mod diff;
 mod argocd;
 // Overlays: layering, patch kinds, selectors, Talos patches, loader rules and their errors.
 mod overlays;
+// The differential corpus: strategic and RFC 6902 patches, capstan against kubectl kustomize.
+mod overlay_corpus;
 // Untrusted repositories: confined reads, special and huge files, bounded templates, sealed
 // objects, broken files in diff, all-or-nothing `render -o`.
 mod untrusted;

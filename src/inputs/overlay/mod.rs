@@ -13,12 +13,13 @@
 //!
 //! Patch kinds:
 //! - `json`: RFC 6902 (the `json-patch` crate), operations applied in order; an operation
-//!   that fails names its index, its JSON pointer and what the object holds there instead.
+//!   that fails names its index, its JSON pointer and what the object holds there instead
+//!   (`json.rs`; an index with leading zeros is named as such).
 //! - `merge`: RFC 7396: maps merge, `null` deletes, lists are replaced.
-//!
-//! Deleting a key (`remove`, `move`, `null`) keeps the order of the remaining keys, so a
-//! patch changes only the lines it touches in the output.
-//! - `strategic`: like `merge`, except for these lists, which merge instead of being replaced:
+//! - `strategic`: kustomize's strategic merge (`strategic.rs`): lists merge by the patch
+//!   strategy and merge keys Kubernetes publishes for built-in kinds, by
+//!   `x-kubernetes-list-map-keys` for custom resources whose CRD declares them (both in the
+//!   generated `merge_keys.rs`), and by capstan's rules for these lists, which win:
 //!
 //! | kind | list (field path) | merge |
 //! |---|---|---|
@@ -27,9 +28,12 @@
 //! | TalosControlPlane | `spec.controlPlaneConfig.controlplane.strategicPatches`, `.configPatches` | appended |
 //! | TalosConfigTemplate | `spec.template.spec.strategicPatches`, `.configPatches` | appended |
 //!
-//!   In a keyed list, a patch item whose key matches an item merges into it (recursively,
-//!   with these rules), an item with a new key is appended, and an item holding
-//!   `$patch: delete` removes the item with its key. Every other list is replaced.
+//!   Every other list is replaced. Directives (`$patch`, `$retainKeys`,
+//!   `$setElementOrder/…`, `$deleteFromPrimitiveList/…`) are applied or refused, never
+//!   copied into the output; a `$patch: delete` at the top removes the object.
+//!
+//! Deleting a key (`remove`, `move`, `null`) keeps the order of the remaining keys, so a
+//! patch changes only the lines it touches in the output.
 //!
 //! A patch may not change an object's kind, name or namespace (references would not
 //! follow; kustomize refuses it too), and on capstan's migration objects (origin
@@ -45,8 +49,16 @@
 //! (`workers`, by pool name; `"*"` means every pool and comes before the named pools).
 //! Talos applies strategic patches in order, so an overlay's patch wins over capstan's.
 
+mod json;
+#[rustfmt::skip]
+mod merge_keys;
+mod strategic;
+
+pub use strategic::is_directive;
+
 use crate::inputs::model::PatchType;
 use crate::resource::{self, group_of, Resource};
+use json::{apply_op, explain, merge_7396, op_name, short};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -315,7 +327,7 @@ pub fn build(
     })
 }
 
-fn kind_of(v: &Value) -> &'static str {
+pub(super) fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "nothing (null)",
         Value::Bool(_) => "a boolean",
@@ -560,12 +572,18 @@ pub fn apply(
     }
     for p in &overlay.patches {
         let mut matched = 0usize;
-        for r in out.iter_mut() {
+        let mut deleted = Vec::new();
+        for (i, r) in out.iter_mut().enumerate() {
             if r.raw.is_some() || !p.target.matches(r) {
                 continue;
             }
             matched += 1;
-            apply_patch(overlay, p, r)?;
+            if apply_patch(overlay, p, r)? == strategic::Outcome::Deleted {
+                deleted.push(i);
+            }
+        }
+        for i in deleted.into_iter().rev() {
+            out.remove(i);
         }
         if matched == 0 && !p.optional {
             let mut kinds: Vec<&str> = Vec::new();
@@ -585,7 +603,13 @@ pub fn apply(
     apply_talos(overlay, cluster, out)
 }
 
-fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), OverlayError> {
+/// Apply one patch to one object; [`strategic::Outcome::Deleted`] when a strategic
+/// `$patch: delete` removes it.
+fn apply_patch(
+    overlay: &Overlay,
+    p: &Patch,
+    r: &mut Resource,
+) -> Result<strategic::Outcome, OverlayError> {
     let before = r.id();
     let id = before.to_string();
     // capstan's migration objects (the Jobs that guard the bootstrap and the etcd audit,
@@ -616,13 +640,26 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
         PatchBody::Merge(m) => merge_7396(&mut r.value, m),
         PatchBody::Strategic(s) => {
             let kind = r.kind().to_string();
-            let mut path = Vec::new();
-            strategic_merge(&mut r.value, s, &kind, &mut path).map_err(|m| {
+            let api_version = r.api_version().to_string();
+            let outcome = strategic::apply(&mut r.value, s, &api_version, &kind).map_err(|m| {
                 fail(
                     None,
                     format!("{} patch on {id}: {m}", p.body.patch_type().as_str()),
                 )
             })?;
+            if outcome == strategic::Outcome::Deleted {
+                return match migration {
+                    Some(_) => Err(fail(
+                        None,
+                        format!(
+                            "on {id}: this is one of capstan's migration objects ({}), and the patch deletes it: \
+                             overlays may add labels and annotations to them, nothing else",
+                            r.origin
+                        ),
+                    )),
+                    None => Ok(outcome),
+                };
+            }
         }
     }
     let problem = if !r.value.is_object() {
@@ -670,7 +707,7 @@ fn apply_patch(overlay: &Overlay, p: &Patch, r: &mut Resource) -> Result<(), Ove
     });
     match problem {
         Some(m) => Err(fail(None, format!("on {id}: {m}"))),
-        None => Ok(()),
+        None => Ok(strategic::Outcome::Patched),
     }
 }
 
@@ -712,370 +749,6 @@ fn first_difference<'a>(
         .map(String::as_str)
         .filter(|k| !skip.contains(k))
         .find(|k| b.get(*k) != a.get(*k))
-}
-
-/// One RFC 6902 operation. `json-patch` removes object members with `swap_remove`, which
-/// moves the object's last key into the gap; `remove` and `move` out of a mapping are done
-/// here with `shift_remove` instead, so the remaining keys keep their order (stable diffs).
-fn apply_op(
-    doc: &mut Value,
-    op: &json_patch::PatchOperation,
-) -> Result<(), json_patch::PatchErrorKind> {
-    use json_patch::{AddOperation, PatchErrorKind as K, PatchOperation as P};
-    let take = |doc: &mut Value, path: &json_patch::jsonptr::Pointer| -> Option<Option<Value>> {
-        let (parent, last) = path.split_back()?;
-        match doc.pointer_mut(parent.as_str()) {
-            Some(Value::Object(m)) => Some(m.shift_remove(last.decoded().as_ref())),
-            _ => None,
-        }
-    };
-    match op {
-        P::Remove(r) => match take(doc, &r.path) {
-            Some(Some(_)) => Ok(()),
-            Some(None) => Err(K::InvalidPointer),
-            None => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
-        },
-        P::Move(m) if !(m.path.starts_with(&m.from) && m.path.len() != m.from.len()) => {
-            match take(doc, &m.from) {
-                Some(Some(value)) => {
-                    let add = P::Add(AddOperation {
-                        path: m.path.clone(),
-                        value,
-                    });
-                    json_patch::patch_unsafe(doc, std::slice::from_ref(&add)).map_err(|e| e.kind)
-                }
-                Some(None) => Err(K::InvalidFromPointer),
-                None => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
-            }
-        }
-        _ => json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| e.kind),
-    }
-}
-
-/// RFC 7396, as `json_patch::merge`, but deleting members in place (`shift_remove`) so the
-/// remaining keys keep their order.
-fn merge_7396(doc: &mut Value, patch: &Value) {
-    let Value::Object(pm) = patch else {
-        *doc = patch.clone();
-        return;
-    };
-    if !doc.is_object() {
-        *doc = Value::Object(Map::new());
-    }
-    if let Value::Object(dm) = doc {
-        for (k, v) in pm {
-            if v.is_null() {
-                dm.shift_remove(k);
-            } else {
-                merge_7396(dm.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
-}
-
-fn op_name(op: &json_patch::PatchOperation) -> &'static str {
-    use json_patch::PatchOperation as P;
-    match op {
-        P::Add(_) => "add",
-        P::Remove(_) => "remove",
-        P::Replace(_) => "replace",
-        P::Move(_) => "move",
-        P::Copy(_) => "copy",
-        P::Test(_) => "test",
-    }
-}
-
-/// Why an operation failed, from the document as it was before it: the deepest part of the
-/// pointer that exists and what it holds.
-fn explain(
-    doc: &Value,
-    op: &json_patch::PatchOperation,
-    kind: &json_patch::PatchErrorKind,
-) -> String {
-    use json_patch::{PatchErrorKind as K, PatchOperation as P};
-    match (kind, op) {
-        (K::TestFailed, P::Test(t)) => format!(
-            "test failed: expected {}, found {}",
-            short(&t.value),
-            doc.pointer(t.path.as_str())
-                .map_or_else(|| "nothing".to_string(), short)
-        ),
-        (K::InvalidFromPointer, P::Move(m)) => {
-            format!("`from` {}", describe_missing(doc, m.from.as_str()))
-        }
-        (K::InvalidFromPointer, P::Copy(c)) => {
-            format!("`from` {}", describe_missing(doc, c.from.as_str()))
-        }
-        (K::CannotMoveInsideItself, _) => "cannot move a value inside itself".into(),
-        (_, P::Add(a)) => {
-            // `add` needs the parent to exist; the last token may be new.
-            let path = a.path.as_str();
-            let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
-            match doc.pointer(parent) {
-                Some(Value::Array(items)) => format!(
-                    "`{path}` is not an index of the list at `{parent}` ({} items: use 0 to {} or `-` to append)",
-                    items.len(),
-                    items.len()
-                ),
-                Some(other) if !other.is_object() => format!(
-                    "`{parent}` holds {}, not a mapping or list",
-                    short(other)
-                ),
-                _ => describe_missing(doc, parent),
-            }
-        }
-        _ => describe_missing(doc, op.path().as_str()),
-    }
-}
-
-/// `nothing at `/a/b/c`: `/a/b` has keys x, y` and similar.
-fn describe_missing(doc: &Value, pointer: &str) -> String {
-    if pointer.is_empty() {
-        return "the whole document cannot be removed".into();
-    }
-    let tokens: Vec<&str> = pointer.split('/').skip(1).collect();
-    let mut cur = doc;
-    let mut at = String::new();
-    for t in &tokens {
-        let decoded = t.replace("~1", "/").replace("~0", "~");
-        let next = match cur {
-            Value::Object(m) => m.get(&decoded),
-            Value::Array(a) => decoded.parse::<usize>().ok().and_then(|i| a.get(i)),
-            _ => None,
-        };
-        match next {
-            Some(n) => {
-                cur = n;
-                at.push('/');
-                at.push_str(t);
-            }
-            None => {
-                let here = if at.is_empty() { "the object" } else { &at };
-                let what = match cur {
-                    Value::Object(m) => {
-                        let keys: Vec<&str> = m.keys().map(String::as_str).collect();
-                        if keys.is_empty() {
-                            "an empty mapping".to_string()
-                        } else {
-                            format!("keys {}", keys.join(", "))
-                        }
-                    }
-                    Value::Array(a) => format!(
-                        "a list of {} item{}",
-                        a.len(),
-                        if a.len() == 1 { "" } else { "s" }
-                    ),
-                    other => short(other),
-                };
-                let have = if matches!(cur, Value::Object(_) | Value::Array(_)) {
-                    "has"
-                } else {
-                    "holds"
-                };
-                return format!("nothing at `{pointer}`: `{here}` {have} {what}");
-            }
-        }
-    }
-    format!("`{pointer}` holds {}", short(cur))
-}
-
-fn short(v: &Value) -> String {
-    let s = match v {
-        Value::Object(_) => "a mapping".to_string(),
-        Value::Array(a) => format!("a list of {} items", a.len()),
-        Value::String(s) => format!("`{s}`"),
-        other => format!("`{other}`"),
-    };
-    if s.len() > 80 {
-        let mut cut = 77;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}...`", &s[..cut])
-    } else {
-        s
-    }
-}
-
-/// How a list merges in a strategic patch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ListMerge {
-    /// Items are matched by this key.
-    Key(&'static str),
-    /// Patch items are appended.
-    Append,
-}
-
-/// The lists that do not get replaced by a strategic patch (see the module doc).
-const LIST_RULES: &[(&str, &str, ListMerge)] = &[
-    (
-        "VSphereMachineTemplate",
-        "spec.template.spec.network.devices",
-        ListMerge::Key("networkName"),
-    ),
-    (
-        "VSphereMachineTemplate",
-        "spec.template.spec.network.devices.addressesFromPools",
-        ListMerge::Key("name"),
-    ),
-    (
-        "TalosControlPlane",
-        "spec.controlPlaneConfig.controlplane.strategicPatches",
-        ListMerge::Append,
-    ),
-    (
-        "TalosControlPlane",
-        "spec.controlPlaneConfig.controlplane.configPatches",
-        ListMerge::Append,
-    ),
-    (
-        "TalosConfigTemplate",
-        "spec.template.spec.strategicPatches",
-        ListMerge::Append,
-    ),
-    (
-        "TalosConfigTemplate",
-        "spec.template.spec.configPatches",
-        ListMerge::Append,
-    ),
-];
-
-fn list_rule(kind: &str, path: &[String]) -> Option<ListMerge> {
-    LIST_RULES.iter().find_map(|(k, p, rule)| {
-        (*k == kind && p.split('.').eq(path.iter().map(String::as_str))).then_some(*rule)
-    })
-}
-
-/// A value from a patch as it is inserted where nothing was: `null`s and directives dropped.
-fn fresh(patch: &Value) -> Value {
-    match patch {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, v)| !v.is_null() && k.as_str() != "$patch")
-                .map(|(k, v)| (k.clone(), fresh(v)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
-fn strategic_merge(
-    doc: &mut Value,
-    patch: &Value,
-    kind: &str,
-    path: &mut Vec<String>,
-) -> Result<(), String> {
-    let Value::Object(pm) = patch else {
-        *doc = patch.clone();
-        return Ok(());
-    };
-    if !doc.is_object() {
-        *doc = Value::Object(Map::new());
-    }
-    let Value::Object(dm) = doc else {
-        return Ok(());
-    };
-    for (k, v) in pm {
-        if k == "$patch" {
-            let here = if path.is_empty() {
-                "the object".to_string()
-            } else {
-                format!("`{}`", path.join("."))
-            };
-            return Err(format!(
-                "`$patch` at {here}: directives are only understood in items of keyed lists"
-            ));
-        }
-        if v.is_null() {
-            dm.shift_remove(k);
-            continue;
-        }
-        path.push(k.clone());
-        let rule = list_rule(kind, path);
-        match (dm.get_mut(k), v, rule) {
-            (Some(Value::Array(items)), Value::Array(add), Some(ListMerge::Append)) => {
-                items.extend(add.iter().map(fresh));
-            }
-            (Some(Value::Array(items)), Value::Array(add), Some(ListMerge::Key(key))) => {
-                merge_keyed(items, add, key, kind, path)?;
-            }
-            (None, Value::Array(add), Some(ListMerge::Key(key))) => {
-                let mut items = Vec::new();
-                merge_keyed(&mut items, add, key, kind, path)?;
-                dm.insert(k.clone(), Value::Array(items));
-            }
-            (Some(existing), Value::Object(_), _) if existing.is_object() => {
-                strategic_merge(existing, v, kind, path)?;
-            }
-            _ => {
-                let mut value = Value::Null;
-                strategic_merge_fresh(&mut value, v, kind, path)?;
-                dm.insert(k.clone(), value);
-            }
-        }
-        path.pop();
-    }
-    Ok(())
-}
-
-/// Insert a patch value where nothing (or something of another type) was.
-fn strategic_merge_fresh(
-    slot: &mut Value,
-    v: &Value,
-    kind: &str,
-    path: &mut Vec<String>,
-) -> Result<(), String> {
-    match v {
-        Value::Object(_) => {
-            *slot = Value::Object(Map::new());
-            strategic_merge(slot, v, kind, path)
-        }
-        other => {
-            *slot = fresh(other);
-            Ok(())
-        }
-    }
-}
-
-fn merge_keyed(
-    items: &mut Vec<Value>,
-    add: &[Value],
-    key: &str,
-    kind: &str,
-    path: &mut Vec<String>,
-) -> Result<(), String> {
-    for (i, item) in add.iter().enumerate() {
-        let at = format!("`{}` item {i}", path.join("."));
-        let Some(obj) = item.as_object() else {
-            return Err(format!(
-                "{at}: expected a mapping with `{key}` (this list merges by `{key}`), found {}",
-                kind_of(item)
-            ));
-        };
-        let Some(k) = obj.get(key).filter(|k| !k.is_null()) else {
-            return Err(format!("{at}: missing `{key}`, which this list merges by"));
-        };
-        let directive = obj.get("$patch").map(|d| d.as_str().unwrap_or_default());
-        let pos = items.iter().position(|x| x.get(key) == Some(k));
-        match (directive, pos) {
-            (Some("delete"), Some(p)) => {
-                items.remove(p);
-            }
-            (Some("delete"), None) => {}
-            (Some(other), _) => {
-                return Err(format!(
-                    "{at}: unknown directive `$patch: {other}` (only `delete` is understood)"
-                ))
-            }
-            (None, Some(p)) => strategic_merge(&mut items[p], item, kind, path)?,
-            (None, None) => {
-                let mut v = Value::Null;
-                strategic_merge_fresh(&mut v, item, kind, path)?;
-                items.push(v);
-            }
-        }
-    }
-    Ok(())
 }
 
 fn apply_talos(
