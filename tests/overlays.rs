@@ -777,6 +777,34 @@ fn strategic_patches_merge_built_in_lists_delete_objects_and_refuse_directives()
         err.contains("this is one of capstan's migration objects (template migration/bootstrapped-job.yaml), and the patch deletes it"),
         "{err}"
     );
+    // Nor the cluster's identity, nor an object another one references: the render would
+    // leave the running cluster's objects behind.
+    for (target, needle) in [
+        (
+            "kind: TalosControlPlane",
+            "but a TalosControlPlane is part of the cluster's identity",
+        ),
+        (
+            "kind: Cluster",
+            "but a Cluster is part of the cluster's identity",
+        ),
+        (
+            "kind: VSphereMachineTemplate, name: lab-f-general",
+            "but MachineDeployment/lab-f-general references it",
+        ),
+        (
+            "kind: InClusterIPPool, name: lab-f-cp-addresses",
+            "but VSphereMachineTemplate/lab-f-cp references it",
+        ),
+    ] {
+        write(
+            &repo,
+            "overlays/apps/overlay.yaml",
+            &format!("{HEAD}patches:\n- target: {{{target}}}\n  type: strategic\n  patch: {{$patch: delete}}\n"),
+        );
+        let err = render_fails(&repo, "lab-f");
+        assert!(err.contains(needle), "{target}: {err}");
+    }
     // A directive capstan does not know is refused with the field's path, never written out.
     write(
         &repo,

@@ -555,6 +555,42 @@ pub const CLUSTER_SCOPED_KINDS: &[&str] = &[
     "VSphereFailureDomain",
 ];
 
+/// Kinds an overlay may patch but never delete (`$patch: delete`): the running cluster's
+/// objects, which no render may drop.
+const PROTECTED_KINDS: &[&str] = &[
+    "Cluster",
+    "VSphereCluster",
+    "TalosControlPlane",
+    "Secret",
+    "SopsSecret",
+];
+
+/// The first other object whose `spec` names `out[i]` (by kind and name, as Cluster API
+/// references do), as `Kind/name`.
+fn referenced_by(out: &[Resource], i: usize) -> Option<String> {
+    fn names(v: &Value, kind: &str, name: &str) -> bool {
+        match v {
+            Value::Object(m) => {
+                (m.get("kind").and_then(Value::as_str) == Some(kind)
+                    && m.get("name").and_then(Value::as_str) == Some(name))
+                    || m.values().any(|c| names(c, kind, name))
+            }
+            Value::Array(a) => a.iter().any(|c| names(c, kind, name)),
+            _ => false,
+        }
+    }
+    let target = &out[i];
+    out.iter()
+        .enumerate()
+        .filter(|(j, r)| *j != i && r.namespace() == target.namespace())
+        .find(|(_, r)| {
+            r.value
+                .get("spec")
+                .is_some_and(|s| names(s, target.kind(), target.name()))
+        })
+        .map(|(_, r)| format!("{}/{}", r.kind(), r.name()))
+}
+
 /// Apply one overlay to the objects of a cluster, in place.
 pub fn apply(
     overlay: &Overlay,
@@ -580,6 +616,31 @@ pub fn apply(
             matched += 1;
             if apply_patch(overlay, p, r)? == strategic::Outcome::Deleted {
                 deleted.push(i);
+            }
+        }
+        // The cluster's identity and whatever is still referenced stay: a strategic
+        // `$patch: delete` of the Cluster, its infrastructure or control plane, a sealed
+        // Secret, or an object another one names would leave the bundle without what the
+        // running cluster is (Argo CD keeps those objects, the render must not drop them).
+        for &i in &deleted {
+            let r = &out[i];
+            let why = if PROTECTED_KINDS.contains(&r.kind()) {
+                Some(format!("a {} is part of the cluster's identity", r.kind()))
+            } else {
+                referenced_by(out, i).map(|by| format!("{by} references it"))
+            };
+            if let Some(why) = why {
+                return Err(OverlayError::Patch {
+                    file: overlay.file.clone(),
+                    patch: p.index,
+                    source_file: p.source.clone(),
+                    operation: None,
+                    message: format!(
+                        "on {}: the patch deletes it (`$patch: delete`), but {why}: remove it in cluster.yaml \
+                         instead, where capstan removes what refers to it too",
+                        r.id()
+                    ),
+                });
             }
         }
         for i in deleted.into_iter().rev() {
