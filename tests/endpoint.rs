@@ -345,6 +345,21 @@ fn tcp(objects: &[Value]) -> (usize, usize) {
     )
 }
 
+/// Every document of the TalosControlPlane's Talos patches (the same path in both flavours).
+fn control_plane_patches(objects: &[Value]) -> Vec<Value> {
+    let tcp = objects
+        .iter()
+        .find(|o| o["kind"] == "TalosControlPlane")
+        .unwrap();
+    tcp.pointer("/spec/controlPlaneConfig/controlplane/strategicPatches")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| capstan::yaml::parse_stream(p.as_str().unwrap()).unwrap())
+        .collect()
+}
+
 /// The pool as the IPAM provider hands it out (`PoolSpecToIPSet` over IPv4 ranges and
 /// addresses, the model's own reading of the provider).
 fn provider_pool(pool: &Value) -> Vec<IpAddr> {
@@ -517,18 +532,7 @@ fn a_vip_moves_with_bounded_gaps_through_a_rollout() {
     // control plane.
     let (_t, objects, plan) = render("lab-g", |s| s);
     let (replicas, surge) = tcp(&objects);
-    let tcp_obj = objects
-        .iter()
-        .find(|o| o["kind"] == "TalosControlPlane")
-        .unwrap();
-    let docs: Vec<Value> = tcp_obj
-        .pointer("/spec/controlPlaneConfig/controlplane/strategicPatches")
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| capstan::yaml::parse_stream(p.as_str().unwrap()).unwrap())
-        .collect();
+    let docs = control_plane_patches(&objects);
     let vip: Vec<&Value> = docs
         .iter()
         .filter(|d| d["kind"] == "Layer2VIPConfig")
@@ -599,18 +603,7 @@ fn the_vip_per_talos_version_validates_and_an_overlay_cannot_drop_it() {
             .replace("talos-v1.13.2-vmware", &format!("talos-{talos}-vmware"))
             .replace("kubernetes: v1.34.1", &format!("kubernetes: {k8s}"))
         });
-        let tcp = objects
-            .iter()
-            .find(|o| o["kind"] == "TalosControlPlane")
-            .unwrap();
-        let patches: Vec<Value> = tcp
-            .pointer("/spec/controlPlaneConfig/controlplane/strategicPatches")
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|p| capstan::yaml::parse_stream(p.as_str().unwrap()).unwrap())
-            .collect();
+        let patches = control_plane_patches(&objects);
         let interface = patches[0].pointer("/machine/network/interfaces/0");
         let document = patches.iter().find(|d| d["kind"] == "Layer2VIPConfig");
         assert_eq!(interface.is_some(), kubeadm_interface, "{talos}");
