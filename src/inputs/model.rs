@@ -16,7 +16,7 @@ use std::fmt;
 
 mod endpoint;
 mod validate;
-pub use endpoint::{AddressPool, Endpoint, EndpointStrategy, Vip, POOL_LISTED_MAX};
+pub use endpoint::{AddressPool, Endpoint, EndpointStrategy, IpamPool, Vip, POOL_LISTED_MAX};
 
 /// The `apiVersion` of `cluster.yaml`.
 pub const API_VERSION: &str = "capstan.dev/v1alpha1";

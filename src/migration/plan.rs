@@ -287,7 +287,8 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
     let rollout = format!(
         "Every rollout (a Talos or Kubernetes upgrade, a template or patch change) adds one control-plane machine \
          before it removes one (`rolloutStrategy` `maxSurge: 1`, both flavours): the provider removes the oldest \
-         outdated machine only {waits}, after its member has left etcd, so the control plane never runs below its \
+         outdated machine only {waits}, after asking its member to leave etcd (a leave that fails does not stop the \
+         delete: the etcd audit removes the member later), so the control plane never runs below its \
          {replicas} replicas."
     );
     match (e.strategy, &e.vip, &e.control_plane_pool) {

@@ -16,9 +16,10 @@
 //!   one strategy CACPPT has besides `OnDelete`, both flavours); its annotation
 //!   [`STRATEGY_ANNOTATION`] says which strategy, for `capstan diff`.
 
-use crate::inputs::model::{AddressPool, ClusterConfig, EndpointStrategy};
+use crate::inputs::model::{ClusterConfig, EndpointStrategy, IpamPool, Vip};
 use crate::resource::Resource;
 use serde_json::{json, Value};
+use std::net::IpAddr;
 
 /// The label on a VSphereMachineTemplate whose addresses come from its own pool (the
 /// control plane's, strategy `external`): its value is the pool's name.
@@ -102,6 +103,50 @@ pub fn context(config: &ClusterConfig) -> Value {
 /// strategy to hold; `Err` says what is missing.
 pub fn interlock(config: &ClusterConfig, out: &[Resource]) -> Result<(), String> {
     let e = &config.spec.endpoint;
+    // Whatever the strategy: no pool of the render hands out the endpoint's own address
+    // or the VIP (a machine would take it).
+    let mut reserved: Vec<(IpAddr, &str)> = Vec::new();
+    if let Ok(host) = e.host.parse::<IpAddr>() {
+        reserved.push((host, "the endpoint's address"));
+    }
+    if let Some(v) = e
+        .vip
+        .as_ref()
+        .filter(|_| e.strategy == Some(EndpointStrategy::Vip))
+    {
+        if let Ok(a) = v.address.parse::<IpAddr>() {
+            reserved.push((a, "the VIP"));
+        }
+    }
+    let own = config.control_plane_pool_name();
+    let external = e.strategy == Some(EndpointStrategy::External);
+    if external {
+        if let Some(pool) = &e.control_plane_pool {
+            for a in pool.allocatable().unwrap_or_default() {
+                reserved.push((a, "an address of the control-plane pool"));
+            }
+        }
+    }
+    for p in out.iter().filter(|r| POOL_KINDS.contains(&r.kind())) {
+        if external && p.kind() == "InClusterIPPool" && p.name() == own {
+            continue;
+        }
+        let view = pool_view(p)?;
+        for (a, what) in &reserved {
+            if view
+                .hands_out(*a)
+                .map_err(|m| format!("{} {} (from {}): spec.{m}", p.kind(), p.name(), p.origin))?
+            {
+                return Err(format!(
+                    "{} {} (from {}) hands out `{a}`, {what}: a machine could take it; keep it out of every \
+                     pool",
+                    p.kind(),
+                    p.name(),
+                    p.origin
+                ));
+            }
+        }
+    }
     let Some(strategy) = e.strategy else {
         return Ok(());
     };
@@ -132,45 +177,12 @@ pub fn interlock(config: &ClusterConfig, out: &[Resource]) -> Result<(), String>
     match strategy {
         EndpointStrategy::Vip => {
             let Some(vip) = &e.vip else { return Ok(()) };
-            let mut patches = Vec::new();
-            strings(v, &mut patches);
-            // Each Talos patch as Talos reads it: the VIP of an interface, or the document.
-            let carried = patches.iter().any(|s| {
-                crate::yaml::parse_stream(s).is_ok_and(|docs| {
-                    docs.iter().any(|d| {
-                        let interface = d
-                            .pointer("/machine/network/interfaces")
-                            .and_then(Value::as_array)
-                            .is_some_and(|l| {
-                                l.iter().any(|i| {
-                                    i.get("interface").and_then(Value::as_str)
-                                        == Some(vip.link.as_str())
-                                        && i.pointer("/vip/ip").and_then(Value::as_str)
-                                            == Some(vip.address.as_str())
-                                })
-                            });
-                        let document = d.get("kind").and_then(Value::as_str)
-                            == Some("Layer2VIPConfig")
-                            && d.get("name").and_then(Value::as_str) == Some(vip.address.as_str())
-                            && d.get("link").and_then(Value::as_str) == Some(vip.link.as_str());
-                        interface || document
-                    })
-                })
-            });
-            if !carried {
-                return Err(format!(
-                    "TalosControlPlane {}: no Talos patch carries the VIP `{}` of spec.endpoint.vip (a template \
-                     override or an overlay dropped it): the control-plane nodes would not announce the endpoint",
-                    tcp.name(),
-                    vip.address
-                ));
-            }
+            vip_carried(config, tcp, vip)
         }
         EndpointStrategy::External => {
             let Some(pool) = &e.control_plane_pool else {
                 return Ok(());
             };
-            let name = config.control_plane_pool_name();
             let template = v
                 .pointer("/spec/infrastructureTemplate/name")
                 .or_else(|| v.pointer("/spec/machineTemplate/spec/infrastructureRef/name"))
@@ -180,88 +192,189 @@ pub fn interlock(config: &ClusterConfig, out: &[Resource]) -> Result<(), String>
                 .iter()
                 .find(|r| r.kind() == "VSphereMachineTemplate" && r.name() == template)
                 .and_then(|r| r.value.pointer("/spec/template/spec/network/devices/0"));
-            let want = json!([{"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": name}]);
+            let want = json!([{"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": own}]);
             if refs.and_then(|d| d.get("addressesFromPools")) != Some(&want)
                 || refs.and_then(|d| d.get("dhcp4")) == Some(&json!(true))
             {
                 return Err(format!(
                     "VSphereMachineTemplate {template}: the first network device must take its address from the \
-                     control-plane pool `{name}` alone (`addressesFromPools`, no DHCP) with endpoint strategy \
+                     control-plane pool `{own}` alone (`addressesFromPools`, no DHCP) with endpoint strategy \
                      `external` (a template override or an overlay changed it): the load balancer's backends \
                      would not be the machines' addresses"
                 ));
             }
+            // The pool exactly as declared: no field of the spec beyond these three (an
+            // excluded address, reserved addresses, a reuse grace period change what it hands out).
             let found = out
                 .iter()
-                .find(|r| r.kind() == "InClusterIPPool" && r.name() == name)
+                .find(|r| r.kind() == "InClusterIPPool" && r.name() == own)
                 .map(|r| &r.value["spec"]);
             let want = json!({"addresses": pool.addresses, "prefix": pool.prefix, "gateway": pool.gateway});
-            let same = found.is_some_and(|s| {
-                ["addresses", "prefix", "gateway"]
-                    .iter()
-                    .all(|k| s.get(*k) == want.get(*k))
-            });
-            if !same {
+            if found != Some(&want) {
                 return Err(format!(
-                    "InClusterIPPool {name}: must hold exactly spec.endpoint.controlPlanePool (addresses, prefix, \
-                     gateway){}: the load balancer lists those addresses",
+                    "InClusterIPPool {own}: its spec must be exactly spec.endpoint.controlPlanePool (addresses, \
+                     prefix, gateway, nothing else){}: the load balancer lists those addresses",
                     if found.is_some() {
-                        ", an overlay changed it"
+                        ", and an overlay changed it"
                     } else {
-                        ", and is missing"
+                        ", and it is missing"
                     }
                 ));
             }
-            // Another pool of the render (the nodes', from an overlay) handing out one of the
-            // control plane's addresses would give two machines the same address.
-            let ours = pool.allocatable().unwrap_or_default();
-            for other in out
+            // Replicas as rendered (an overlay may have changed them): the pool holds a
+            // rollout's machines.
+            let replicas = v
+                .pointer("/spec/replicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            let holds = pool.allocatable().map_or(0, |a| a.len() as u64);
+            if holds < replicas + 1 {
+                return Err(format!(
+                    "TalosControlPlane {}: {replicas} replicas and a surge of 1 need {} addresses, the control-plane \
+                     pool `{own}` hands out {holds}: the surge machine would wait for an address (change \
+                     spec.controlPlane.replicas and the pool in cluster.yaml together)",
+                    tcp.name(),
+                    replicas + 1
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The pool kinds of cluster-api-ipam-provider-in-cluster.
+const POOL_KINDS: &[&str] = &["InClusterIPPool", "GlobalInClusterIPPool"];
+
+/// A rendered pool's spec as the IPAM provider reads it; a spec it cannot read is an error
+/// (an unreadable pool cannot be shown not to hand out an address).
+fn pool_view(p: &Resource) -> Result<IpamPool, String> {
+    let spec = &p.value["spec"];
+    let fail = |m: String| format!("{} {} (from {}): {m}", p.kind(), p.name(), p.origin);
+    let strings = |k: &str| -> Result<Vec<String>, String> {
+        match spec.get(k) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(a)) => a
                 .iter()
-                .filter(|r| r.kind() == "InClusterIPPool" && r.name() != name)
-            {
-                let spec = &other.value["spec"];
-                let list = |k: &str| -> Vec<String> {
-                    spec[k]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
+                .map(|x| {
+                    x.as_str()
                         .map(String::from)
-                        .collect()
-                };
-                let theirs = AddressPool {
-                    addresses: list("addresses"),
-                    prefix: spec["prefix"]
-                        .as_u64()
-                        .and_then(|p| u8::try_from(p).ok())
-                        .unwrap_or(0),
-                    gateway: spec["gateway"].as_str().unwrap_or_default().to_string(),
-                };
-                let excluded = list("excludedAddresses");
-                let shared = ours
-                    .iter()
-                    .find(|a| theirs.hands_out(**a, &excluded).unwrap_or(false))
-                    .copied();
-                if let Some(shared) = shared {
-                    return Err(format!(
-                        "InClusterIPPool {} (from {}) hands out `{shared}`, an address of the control-plane pool \
-                         `{name}`: two machines would get the same address; keep spec.endpoint.controlPlanePool out \
-                         of every other pool",
-                        other.name(),
-                        other.origin
+                        .ok_or_else(|| fail(format!("spec.{k} holds a non-string")))
+                })
+                .collect(),
+            Some(_) => Err(fail(format!("spec.{k} is not a list"))),
+        }
+    };
+    let prefix = spec["prefix"]
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| fail("spec.prefix is not a prefix length".into()))?;
+    Ok(IpamPool {
+        addresses: strings("addresses")?,
+        prefix,
+        gateway: spec["gateway"].as_str().unwrap_or_default().to_string(),
+        excluded: strings("excludedAddresses")?,
+        allocate_reserved: spec["allocateReservedIPAddresses"]
+            .as_bool()
+            .unwrap_or(false),
+    })
+}
+
+/// The control plane's Talos patches carry the VIP exactly once, in the form of the Talos
+/// minor, and nothing else in them touches it: no second or changed `Layer2VIPConfig`, no
+/// other entry for the interface, no `$patch` over it, no RFC 6902 patch on the network.
+fn vip_carried(config: &ClusterConfig, tcp: &Resource, vip: &Vip) -> Result<(), String> {
+    let document_form = talos_minor(config).is_some_and(|m| m >= 12);
+    let base = "/spec/controlPlaneConfig/controlplane";
+    let patches: &[Value] = tcp
+        .value
+        .pointer(&format!("{base}/strategicPatches"))
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let document = json!({"apiVersion": "v1alpha1", "kind": "Layer2VIPConfig", "name": vip.address, "link": vip.link});
+    let interface = json!({"interface": vip.link, "vip": {"ip": vip.address}});
+    let mut found = 0;
+    let mut problems: Vec<String> = Vec::new();
+    for (i, p) in patches.iter().enumerate() {
+        let Some(docs) = p.as_str().and_then(|t| crate::yaml::parse_stream(t).ok()) else {
+            continue;
+        };
+        for d in docs {
+            let kind = d.get("kind").and_then(Value::as_str);
+            if kind == Some("Layer2VIPConfig") {
+                if document_form && d == document {
+                    found += 1;
+                } else {
+                    problems.push(format!(
+                        "strategicPatches[{i}] holds another Layer2VIPConfig: {d}"
+                    ));
+                }
+            }
+            if (kind.is_none() || kind == Some("Layer2VIPConfig")) && d.get("$patch").is_some() {
+                problems.push(format!(
+                    "strategicPatches[{i}] has a `$patch` over the whole document"
+                ));
+            }
+            for at in ["/machine/$patch", "/machine/network/$patch"] {
+                if d.pointer(at).is_some() {
+                    problems.push(format!(
+                        "strategicPatches[{i}] has `{}`",
+                        &at[1..].replace('/', ".")
+                    ));
+                }
+            }
+            let items = d
+                .pointer("/machine/network/interfaces")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
+            for item in items {
+                let touches = item.get("vip").is_some()
+                    || item.get("$patch").is_some()
+                    || item.get("interface").and_then(Value::as_str) == Some(vip.link.as_str());
+                if !touches {
+                    continue;
+                }
+                if !document_form && *item == interface {
+                    found += 1;
+                } else {
+                    problems.push(format!(
+                        "strategicPatches[{i}] holds another entry for the VIP's interface: {item}"
                     ));
                 }
             }
         }
     }
-    Ok(())
-}
-
-fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-    match v {
-        Value::String(s) => out.push(s),
-        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
-        Value::Object(m) => m.values().for_each(|x| strings(x, out)),
-        _ => {}
+    let json_patches = tcp
+        .value
+        .pointer(&format!("{base}/configPatches"))
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for (i, op) in json_patches.iter().enumerate() {
+        let text = op.to_string();
+        if text.contains("/machine/network") || text.contains("Layer2VIPConfig") {
+            problems.push(format!("configPatches[{i}] touches the network: {text}"));
+        }
     }
+    if let Some(p) = problems.first() {
+        return Err(format!(
+            "TalosControlPlane {}: the VIP `{}` on `{}` must be set once by capstan and not touched by another \
+             patch ({p}): Talos would end with another VIP, or none",
+            tcp.name(),
+            vip.address,
+            vip.link
+        ));
+    }
+    if found != 1 {
+        return Err(format!(
+            "TalosControlPlane {}: no Talos patch carries the VIP `{}` of spec.endpoint.vip as {} (a template \
+             override or an overlay dropped it): the control-plane nodes would not announce the endpoint",
+            tcp.name(),
+            vip.address,
+            if document_form {
+                "a `Layer2VIPConfig` document (Talos 1.12 and later)"
+            } else {
+                "`machine.network.interfaces[].vip` (up to Talos 1.11)"
+            }
+        ));
+    }
+    Ok(())
 }

@@ -77,12 +77,54 @@ pub struct AddressPool {
 pub const POOL_LISTED_MAX: usize = 256;
 
 impl AddressPool {
+    /// The pool as the IPAM provider reads an `InClusterIPPool` spec of these fields.
+    pub fn ipam(&self) -> IpamPool {
+        IpamPool {
+            addresses: self.addresses.clone(),
+            prefix: u32::from(self.prefix),
+            gateway: self.gateway.clone(),
+            excluded: Vec::new(),
+            allocate_reserved: false,
+        }
+    }
+
     /// The addresses the in-cluster IPAM provider hands out from this pool, in the order it
-    /// hands them out: `addresses` minus the subnet's network address (and, for IPv4, its
-    /// broadcast address) and minus the gateway (cluster-api-ipam-provider-in-cluster
-    /// `internal/poolutil/pool.go` `PoolSpecToIPSet`, `FindFreeAddress`: the lowest free
-    /// address first). `Err` names the entry that does not parse, or says the pool holds
-    /// more than [`POOL_LISTED_MAX`].
+    /// hands them out ([`IpamPool::allocatable`]).
+    pub fn allocatable(&self) -> Result<Vec<IpAddr>, String> {
+        self.ipam().allocatable()
+    }
+
+    /// Whether the provider can hand out `addr` from this pool ([`IpamPool::hands_out`]).
+    pub fn hands_out(&self, addr: IpAddr) -> Result<bool, String> {
+        self.ipam().hands_out(addr)
+    }
+}
+
+/// An `InClusterIPPool` (or `GlobalInClusterIPPool`) spec as
+/// cluster-api-ipam-provider-in-cluster reads it: its webhook's rules
+/// (`internal/webhooks/inclusterippool.go`: one IP family, every entry inside the subnet
+/// of the lowest address at `prefix`) and its allocator's (`internal/poolutil/pool.go`
+/// `PoolSpecToIPSet`, `FindFreeAddress`: the entries, minus `excludedAddresses`, minus the
+/// subnet's network address and, for IPv4, its broadcast address unless
+/// `allocateReservedIPAddresses`, minus the gateway; the lowest free address first).
+/// Entries are parsed as Go's `netip` does: no surrounding spaces.
+#[derive(Debug, Clone, Default)]
+pub struct IpamPool {
+    /// `spec.addresses`: addresses, ranges `a-b`, CIDRs.
+    pub addresses: Vec<String>,
+    /// `spec.prefix`.
+    pub prefix: u32,
+    /// `spec.gateway` (may be empty).
+    pub gateway: String,
+    /// `spec.excludedAddresses`.
+    pub excluded: Vec<String>,
+    /// `spec.allocateReservedIPAddresses`.
+    pub allocate_reserved: bool,
+}
+
+impl IpamPool {
+    /// The addresses handed out, lowest first. `Err` names the field that the provider's
+    /// webhook would refuse, or says the pool holds more than [`POOL_LISTED_MAX`].
     pub fn allocatable(&self) -> Result<Vec<IpAddr>, String> {
         let ranges = self.ranges()?;
         let mut set = std::collections::BTreeSet::new();
@@ -107,85 +149,107 @@ impl AddressPool {
         Ok(set.into_iter().map(|n| ranges.addr(n)).collect())
     }
 
-    /// Whether the provider can hand out `addr` from this pool (any size of pool; the
-    /// entries of `excluded` are not handed out either). `Err` as [`Self::allocatable`].
-    pub fn hands_out(&self, addr: IpAddr, excluded: &[String]) -> Result<bool, String> {
+    /// Whether the provider can hand out `addr` (any size of pool).
+    pub fn hands_out(&self, addr: IpAddr) -> Result<bool, String> {
         let ranges = self.ranges()?;
         if ranges.spans.is_empty() || addr.is_ipv4() != ranges.v4 {
             return Ok(false);
         }
         let n = to_u128(addr);
-        let listed = |spans: &[(u128, u128)]| spans.iter().any(|&(lo, hi)| lo <= n && n <= hi);
-        let out = AddressPool {
-            addresses: excluded.to_vec(),
-            prefix: self.prefix,
-            gateway: String::new(),
-        }
-        .ranges()?;
-        Ok(listed(&ranges.spans) && !ranges.withheld(n) && !listed(&out.spans))
+        Ok(ranges.spans.iter().any(|&(lo, hi)| lo <= n && n <= hi) && !ranges.withheld(n))
     }
 
     fn ranges(&self) -> Result<Ranges, String> {
-        let mut spans: Vec<(u128, u128)> = Vec::new();
-        let mut families = Vec::new();
-        for (i, a) in self.addresses.iter().enumerate() {
-            let bad = || {
-                format!("addresses[{i}]: expected an address, a range `a-b` or a CIDR, found `{a}`")
-            };
-            let (lo, hi) = if let Some((x, y)) = a.split_once('-') {
-                let x: IpAddr = x.trim().parse().map_err(|_| bad())?;
-                let y: IpAddr = y.trim().parse().map_err(|_| bad())?;
-                if x.is_ipv4() != y.is_ipv4() || to_u128(x) > to_u128(y) {
-                    return Err(format!(
-                        "addresses[{i}]: `{a}` is not a range from low to high in one IP family"
-                    ));
-                }
-                (x, y)
-            } else if a.contains('/') {
-                let n: ipnet::IpNet = a.trim().parse().map_err(|_| bad())?;
-                (n.network(), n.broadcast())
-            } else {
-                let x: IpAddr = a.trim().parse().map_err(|_| bad())?;
-                (x, x)
-            };
-            families.push(lo.is_ipv4());
-            spans.push((to_u128(lo), to_u128(hi)));
-        }
-        let v4 = families.first().copied().unwrap_or(true);
-        if families.iter().any(|f| *f != v4) {
-            return Err("addresses: mixes IPv4 and IPv6".into());
+        let (v4, spans) = parse_spans("addresses", &self.addresses)?;
+        let (xv4, excluded) = parse_spans("excludedAddresses", &self.excluded)?;
+        if !excluded.is_empty() && !spans.is_empty() && xv4 != v4 {
+            return Err("excludedAddresses: another IP family than the addresses".into());
         }
         let bits: u32 = if v4 { 32 } else { 128 };
-        if u32::from(self.prefix) > bits {
+        if self.prefix > bits {
             return Err(format!(
                 "prefix: {} is longer than an address ({bits} bits)",
                 self.prefix
             ));
         }
-        // The subnet of the first address, as the provider takes it.
-        let host_bits = bits - u32::from(self.prefix);
+        let host_bits = bits - self.prefix;
         let host_mask: u128 = if host_bits >= 128 {
             u128::MAX
         } else {
             (1u128 << host_bits) - 1
         };
-        let network = spans.first().map(|s| s.0 & !host_mask);
-        let broadcast = network.filter(|_| v4).map(|n| n | host_mask);
-        let gateway = self
-            .gateway
-            .parse::<IpAddr>()
-            .ok()
-            .filter(|g| g.is_ipv4() == v4)
-            .map(to_u128);
+        // The subnet of the lowest address, as the provider takes it.
+        let network = spans.iter().map(|s| s.0).min().map(|lo| lo & !host_mask);
+        if let Some(net) = network {
+            for (i, &(lo, hi)) in spans.iter().enumerate() {
+                if lo & !host_mask != net || hi & !host_mask != net {
+                    return Err(format!(
+                        "addresses[{i}]: `{}` is outside the subnet of the lowest address at prefix {} (the \
+                         IPAM provider refuses a pool whose addresses span subnets)",
+                        self.addresses[i], self.prefix
+                    ));
+                }
+            }
+        }
+        let gateway = if self.gateway.is_empty() {
+            None
+        } else {
+            let g: IpAddr = self.gateway.parse().map_err(|_| {
+                format!("gateway: expected an IP address, found `{}`", self.gateway)
+            })?;
+            if !spans.is_empty() && g.is_ipv4() != v4 {
+                return Err("gateway: another IP family than the addresses".into());
+            }
+            Some(to_u128(g))
+        };
+        let (network, broadcast) = if self.allocate_reserved {
+            (None, None)
+        } else {
+            (network, network.filter(|_| v4).map(|n| n | host_mask))
+        };
         Ok(Ranges {
             v4,
             spans,
+            excluded,
             withheld: [network, broadcast, gateway]
                 .into_iter()
                 .flatten()
                 .collect(),
         })
     }
+}
+
+/// The entries of `field` as numeric spans, and their IP family (IPv4 when empty).
+fn parse_spans(field: &str, entries: &[String]) -> Result<(bool, Vec<(u128, u128)>), String> {
+    let mut spans: Vec<(u128, u128)> = Vec::new();
+    let mut families = Vec::new();
+    for (i, a) in entries.iter().enumerate() {
+        let bad =
+            || format!("{field}[{i}]: expected an address, a range `a-b` or a CIDR, found `{a}`");
+        let (lo, hi) = if let Some((x, y)) = a.split_once('-') {
+            let x: IpAddr = x.parse().map_err(|_| bad())?;
+            let y: IpAddr = y.parse().map_err(|_| bad())?;
+            if x.is_ipv4() != y.is_ipv4() || to_u128(x) > to_u128(y) {
+                return Err(format!(
+                    "{field}[{i}]: `{a}` is not a range from low to high in one IP family"
+                ));
+            }
+            (x, y)
+        } else if a.contains('/') {
+            let n: ipnet::IpNet = a.parse().map_err(|_| bad())?;
+            (n.network(), n.broadcast())
+        } else {
+            let x: IpAddr = a.parse().map_err(|_| bad())?;
+            (x, x)
+        };
+        families.push(lo.is_ipv4());
+        spans.push((to_u128(lo), to_u128(hi)));
+    }
+    let v4 = families.first().copied().unwrap_or(true);
+    if families.iter().any(|f| *f != v4) {
+        return Err(format!("{field}: mixes IPv4 and IPv6"));
+    }
+    Ok((v4, spans))
 }
 
 fn to_u128(a: IpAddr) -> u128 {
@@ -199,12 +263,13 @@ fn to_u128(a: IpAddr) -> u128 {
 struct Ranges {
     v4: bool,
     spans: Vec<(u128, u128)>,
+    excluded: Vec<(u128, u128)>,
     withheld: Vec<u128>,
 }
 
 impl Ranges {
     fn withheld(&self, n: u128) -> bool {
-        self.withheld.contains(&n)
+        self.withheld.contains(&n) || self.excluded.iter().any(|&(lo, hi)| lo <= n && n <= hi)
     }
 
     fn addr(&self, n: u128) -> IpAddr {
@@ -390,17 +455,45 @@ mod tests {
     fn hands_out_answers_for_pools_of_any_size() {
         let a = |s: &str| s.parse::<IpAddr>().unwrap();
         let nodes = pool(&["10.20.0.0/16"], 16, "10.20.0.1");
-        assert!(nodes.hands_out(a("10.20.30.150"), &[]).unwrap());
+        assert!(nodes.hands_out(a("10.20.30.150")).unwrap());
         // The gateway, the network and broadcast addresses, excluded entries and other
         // families are never handed out.
         for withheld in ["10.20.0.1", "10.20.0.0", "10.20.255.255"] {
-            assert!(!nodes.hands_out(a(withheld), &[]).unwrap(), "{withheld}");
+            assert!(!nodes.hands_out(a(withheld)).unwrap(), "{withheld}");
         }
         let excluded = ["10.20.30.144/28".to_string()];
-        assert!(!nodes.hands_out(a("10.20.30.150"), &excluded).unwrap());
-        assert!(nodes.hands_out(a("10.20.30.160"), &excluded).unwrap());
-        assert!(!nodes.hands_out(a("fd00::1"), &[]).unwrap());
-        assert!(!nodes.hands_out(a("10.21.0.5"), &[]).unwrap());
-        assert!(pool(&["x"], 24, "").hands_out(a("10.0.0.1"), &[]).is_err());
+        let view = IpamPool {
+            excluded: excluded.to_vec(),
+            ..nodes.ipam()
+        };
+        assert!(!view.hands_out(a("10.20.30.150")).unwrap());
+        assert!(view.hands_out(a("10.20.30.160")).unwrap());
+        // allocateReservedIPAddresses: the network and broadcast addresses too.
+        let reserved = IpamPool {
+            allocate_reserved: true,
+            ..nodes.ipam()
+        };
+        assert!(reserved.hands_out(a("10.20.0.0")).unwrap());
+        assert!(!nodes.hands_out(a("fd00::1")).unwrap());
+        assert!(!nodes.hands_out(a("10.21.0.5")).unwrap());
+        assert!(pool(&["x"], 24, "").hands_out(a("10.0.0.1")).is_err());
+    }
+
+    #[test]
+    fn the_webhook_rules_hold() {
+        let err = |p: AddressPool| p.allocatable().unwrap_err();
+        // Every entry inside the subnet of the lowest address.
+        assert!(err(pool(
+            &["10.20.30.150-10.20.30.152", "10.20.31.5"],
+            24,
+            "10.20.30.1"
+        ))
+        .starts_with("addresses[1]: `10.20.31.5` is outside the subnet"));
+        // The lowest address, not the first listed, decides the subnet.
+        let p = pool(&["10.20.30.150", "10.20.30.0/30"], 24, "10.20.30.1");
+        assert_eq!(listed(&p), ["10.20.30.2", "10.20.30.3", "10.20.30.150"]);
+        // No spaces (Go's netip parses none).
+        assert!(err(pool(&[" 10.0.0.5"], 24, "10.0.0.1")).starts_with("addresses[0]: expected"));
+        assert!(err(pool(&["10.0.0.5"], 24, "fd00::1")).starts_with("gateway: another IP family"));
     }
 }

@@ -97,7 +97,28 @@ impl Cx<'_> {
                 let Ok(addr) = vip.address.parse::<IpAddr>() else {
                     return;
                 };
+                let migrating = !matches!(phase, None | Some(Phase::Complete));
                 if let Ok(host) = e.host.parse::<IpAddr>() {
+                    if host == addr && migrating {
+                        out.push(
+                            Finding::new(
+                                id,
+                                Severity::Blocking,
+                                "spec.endpoint.vip.address vs spec.migration.phase",
+                                format!(
+                                    "the VIP `{addr}` is the endpoint's address, which the load balancer holds during \
+                                     the migration: the Talos control-plane nodes would announce it too (a duplicate \
+                                     address on the segment) as soon as they run etcd"
+                                ),
+                            )
+                            .fix(
+                                "set the strategy in the commit that sets phase `complete`, after taking the address \
+                                 off the load balancer (`capstan plan` for phase complete), or use a DNS name for \
+                                 `host` and a free address for the VIP",
+                            ),
+                        );
+                        return;
+                    }
                     if host != addr {
                         out.push(
                             Finding::new(
@@ -140,7 +161,7 @@ impl Cx<'_> {
                     Severity::Info,
                     "spec.endpoint.strategy",
                     format!(
-                        "Talos VIP `{addr}` on `{}` of the control-plane nodes (`{}` from Talos 1.12): they must share \
+                        "Talos VIP `{addr}` on `{}` of the control-plane nodes (rendered as {}): they must share \
                          one L2 segment (every control-plane VM is on port group {network}) and the address must be \
                          free on it{}. A rollout keeps the endpoint but not without gaps: when a replaced machine \
                          holding the VIP leaves etcd, the next node announces the address up to \
@@ -150,14 +171,14 @@ impl Cx<'_> {
                          management cluster see it. Where that is too long, use `strategy: external`",
                         vip.link,
                         if self.talos_at_least(12) {
-                            "a `Layer2VIPConfig` document"
+                            "a `Layer2VIPConfig` document, Talos 1.12 and later"
                         } else {
-                            "`machine.network.interfaces[].vip`"
+                            "`machine.network.interfaces[].vip`, up to Talos 1.11"
                         },
-                        if matches!(phase, None | Some(Phase::Complete)) {
-                            ""
-                        } else {
+                        if migrating {
                             " now: the Talos control-plane nodes announce it as soon as they run etcd"
+                        } else {
+                            ""
                         }
                     ),
                 ));

@@ -664,15 +664,8 @@ pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
                  endpoint\")"
             ),
         ));
-    } else if id.kind == "InClusterIPPool"
-        && [
-            "spec.addresses",
-            "spec.prefix",
-            "spec.gateway",
-            "spec.excludedAddresses",
-        ]
-        .iter()
-        .any(|f| p.starts_with(f))
+    } else if (id.kind == "InClusterIPPool" || id.kind == "GlobalInClusterIPPool")
+        && p.starts_with("spec.")
     {
         let control_plane = id.name.ends_with("-cp-addresses");
         out.push(risk(
