@@ -1101,6 +1101,43 @@ fn git_review_renders_only_the_clusters_whose_inputs_changed() {
         .text
         .contains("inputs changed: overlays/talos-vmware/overlay.yaml"));
     assert!(o.markdown.contains("overlays/talos-vmware/overlay.yaml"));
+    // Only the overlay changed, so each cluster's templates rendered once for both sides:
+    // the same objects, fields and risks as a diff of the two revisions checked out.
+    let sides = tempfile::tempdir().unwrap();
+    for (rev, dir) in [("HEAD~1", "a"), ("HEAD", "b")] {
+        let out = sides.path().join(dir);
+        std::fs::create_dir_all(&out).unwrap();
+        let archive = std::process::Command::new("git")
+            .args(["archive", "--format=tar", rev])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(archive.status.success());
+        let mut tar = std::process::Command::new("tar")
+            .args(["-x", "-C"])
+            .arg(&out)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        tar.stdin
+            .take()
+            .unwrap()
+            .write_all(&archive.stdout)
+            .unwrap();
+        assert!(tar.wait().unwrap().success());
+    }
+    let checked_out = run(&["diff", "a", "b", "--format", "json"], sides.path(), &[]);
+    let checked_out: serde_json::Value = serde_json::from_slice(&checked_out.stdout).unwrap();
+    let strip = |j: &serde_json::Value| -> Vec<serde_json::Value> {
+        j["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| serde_json::json!([c["name"], c["status"], c["objects"], c["risks"]]))
+            .collect()
+    };
+    assert_eq!(strip(&o.json), strip(&checked_out));
 
     // An overlay only lab-f uses: lab-g is skipped.
     std::fs::write(

@@ -521,6 +521,19 @@ impl Renderer {
         config: &ClusterConfig,
         overlays: &[Arc<Overlay>],
     ) -> Result<Rendered, RenderError> {
+        let templated = self.render_templates(file, config)?;
+        self.finish(file, config, templated, overlays)
+    }
+
+    /// The first half of [`Renderer::render`]: validation, the refusals, and the objects of
+    /// the templates, before any overlay. A cluster whose `cluster.yaml` and templates are
+    /// the same on two revisions has the same [`Templated`]: `diff --git` renders it once and
+    /// finishes it with each side's overlays.
+    pub fn render_templates(
+        &self,
+        file: &str,
+        config: &ClusterConfig,
+    ) -> Result<Templated, RenderError> {
         let problems = config.validate(Purpose::Render);
         if !problems.is_empty() {
             return Err(ModelError {
@@ -534,12 +547,6 @@ impl Renderer {
             return Err(RenderError::Refused {
                 file: file.into(),
                 findings,
-            });
-        }
-        if overlays.is_empty() && !config.spec.overlays.is_empty() {
-            return Err(RenderError::OverlaysNotLoaded {
-                file: file.into(),
-                listed: config.spec.overlays.len(),
             });
         }
         let plan = Plan::new(config);
@@ -635,7 +642,27 @@ impl Renderer {
             self.render_objects(phase_job(m.phase).1, &ctx, &mut out)?;
         }
 
+        Ok(Templated { resources: out })
+    }
+
+    /// The second half of [`Renderer::render`]: the overlays in order, content-hash names,
+    /// the order, and the interlocks on the final objects.
+    pub fn finish(
+        &self,
+        file: &str,
+        config: &ClusterConfig,
+        templated: Templated,
+        overlays: &[Arc<Overlay>],
+    ) -> Result<Rendered, RenderError> {
+        if overlays.is_empty() && !config.spec.overlays.is_empty() {
+            return Err(RenderError::OverlaysNotLoaded {
+                file: file.into(),
+                listed: config.spec.overlays.len(),
+            });
+        }
+        let mut out = templated.resources;
         if !overlays.is_empty() {
+            let plan = Plan::new(config);
             let pools: Vec<(String, String)> = plan
                 .pools
                 .iter()
@@ -689,6 +716,13 @@ impl Renderer {
             resources: out,
         })
     }
+}
+
+/// A cluster's objects as its templates render them, before overlays and names
+/// ([`Renderer::render_templates`]).
+#[derive(Debug, Clone)]
+pub struct Templated {
+    resources: Vec<Resource>,
 }
 
 /// The Job each phase of an existing cluster runs: its name suffix (after

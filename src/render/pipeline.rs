@@ -110,18 +110,7 @@ pub fn render_revision<T: Send, E: From<PipelineError> + Send>(
     templates: Option<&PathBuf>,
     f: impl Fn(&str, Rendered) -> Result<T, E> + Sync,
 ) -> Result<Vec<T>, E> {
-    let renderers = &mut session.tree;
-    for d in dirs {
-        let root = inputs::git::repo_root(d);
-        if let std::collections::btree_map::Entry::Vacant(slot) = renderers.entry(root) {
-            let overrides = match templates {
-                Some(t) => inputs::load_templates(t, t, true).map(|(o, _)| o),
-                None => inputs::git::load_templates(rev, slot.key()),
-            }
-            .map_err(PipelineError::from)?;
-            slot.insert(Renderer::new(&overrides).map_err(PipelineError::from)?);
-        }
-    }
+    tree_renderers(session, rev, dirs, templates)?;
     let (renderers, overlay_cache) = (&session.tree, &session.overlays);
     let one = |d: &String| -> Done<T, E> {
         let c = inputs::git::load_cluster(rev, d).map_err(PipelineError::from)?;
@@ -129,6 +118,68 @@ pub fn render_revision<T: Send, E: From<PipelineError> + Send>(
             inputs::git::load_overlays(rev, &c, overlay_cache).map_err(PipelineError::from)?;
         let rendered = build(&c, &overlays, &renderers[&inputs::git::repo_root(d)])?;
         Ok((c.config.metadata.name, c.file, f(d, rendered)?))
+    };
+    on_all_cores(dirs, one)
+}
+
+/// The compiled templates of each repository root the tree paths `dirs` lie under, once
+/// per session.
+fn tree_renderers(
+    session: &mut Session,
+    rev: &inputs::git::Revision,
+    dirs: &[String],
+    templates: Option<&PathBuf>,
+) -> Result<(), PipelineError> {
+    for d in dirs {
+        let root = inputs::git::repo_root(d);
+        if let std::collections::btree_map::Entry::Vacant(slot) = session.tree.entry(root) {
+            let overrides = match templates {
+                Some(t) => inputs::load_templates(t, t, true).map(|(o, _)| o),
+                None => inputs::git::load_templates(rev, slot.key()),
+            }?;
+            slot.insert(Renderer::new(&overrides)?);
+        }
+    }
+    Ok(())
+}
+
+/// [`render_revision`] for clusters whose directory and templates are the same on both
+/// revisions, `a` and `b` (only files outside them, their overlays', changed): each
+/// cluster's templates render once, from `a`, and each side's overlays finish a copy. The
+/// pairs in `dirs` order; the duplicate-name check is the caller's (both sides' names are
+/// the cluster's).
+pub fn render_revision_pair<T: Send, E: From<PipelineError> + Send>(
+    sessions: (&mut Session, &mut Session),
+    revisions: (&inputs::git::Revision, &inputs::git::Revision),
+    dirs: &[String],
+    templates: Option<&PathBuf>,
+    f: impl Fn(&str, Rendered) -> Result<T, E> + Sync,
+) -> Result<Vec<(T, T)>, E> {
+    let (session_a, session_b) = sessions;
+    let (a, b) = revisions;
+    tree_renderers(session_a, a, dirs, templates)?;
+    let (renderers, cache_a, cache_b) = (&session_a.tree, &session_a.overlays, &session_b.overlays);
+    let one = |d: &String| -> Done<(T, T), E> {
+        let ca = inputs::git::load_cluster(a, d).map_err(PipelineError::from)?;
+        let cb = ClusterInput {
+            file: b.label(&format!("{d}/{}", inputs::CLUSTER_FILE)),
+            ..ca.clone()
+        };
+        let renderer = &renderers[&inputs::git::repo_root(d)];
+        let templated = renderer
+            .render_templates(&ca.file, &ca.config)
+            .map_err(PipelineError::from)?;
+        let overlays_a =
+            inputs::git::load_overlays(a, &ca, cache_a).map_err(PipelineError::from)?;
+        let overlays_b =
+            inputs::git::load_overlays(b, &cb, cache_b).map_err(PipelineError::from)?;
+        let ra = build_from(&ca, &overlays_a, renderer, templated.clone())?;
+        let rb = build_from(&cb, &overlays_b, renderer, templated)?;
+        Ok((
+            ca.config.metadata.name.clone(),
+            ca.file.clone(),
+            (f(d, ra)?, f(d, rb)?),
+        ))
     };
     on_all_cores(dirs, one)
 }
@@ -204,7 +255,18 @@ pub fn build(
     overlays: &inputs::LoadedOverlays,
     renderer: &Renderer,
 ) -> Result<Rendered, PipelineError> {
-    let mut rendered = renderer.render(&c.file, &c.config, &overlays.overlays)?;
+    let templated = renderer.render_templates(&c.file, &c.config)?;
+    build_from(c, overlays, renderer, templated)
+}
+
+/// [`build`] from the objects of the cluster's templates, rendered before.
+fn build_from(
+    c: &ClusterInput,
+    overlays: &inputs::LoadedOverlays,
+    renderer: &Renderer,
+    templated: crate::render::Templated,
+) -> Result<Rendered, PipelineError> {
+    let mut rendered = renderer.finish(&c.file, &c.config, templated, &overlays.overlays)?;
     let mut resources = crate::secrets::seal::sealed_resources(
         &c.config,
         &c.file,

@@ -452,15 +452,59 @@ pub fn review(
     let mut pending: Vec<std::thread::JoinHandle<()>> = Vec::new();
     let (mut session_a, mut session_b) =
         (pipeline::Session::default(), pipeline::Session::default());
+    // A cluster whose directory and templates are the same on both sides (only files
+    // outside them changed: its overlays') renders its templates once for both.
+    let same_inputs = |d: &str| -> bool {
+        let root = git::repo_root(d);
+        let tdir = if root.is_empty() {
+            "templates/".to_string()
+        } else {
+            format!("{root}/templates/")
+        };
+        let own = format!("{d}/");
+        hit.get(d).is_some_and(|paths| {
+            !paths.is_empty()
+                && paths
+                    .iter()
+                    .all(|p| !p.starts_with(&own) && (templates.is_some() || !p.starts_with(&tdir)))
+        })
+    };
     for (da, db) in batches {
         // Each batch's files from each revision in one exchange with git.
         a.prefetch_under(&da)?;
-        let side_a: Vec<Rendered> =
-            pipeline::render_revision(&mut session_a, &a, &da, templates, keep)?;
+        let shared: Vec<String> = match rev_b {
+            Some(_) => da
+                .iter()
+                .filter(|d| db.contains(d) && same_inputs(d))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        let only = |dirs: &[String]| -> Vec<String> {
+            dirs.iter()
+                .filter(|d| !shared.contains(d))
+                .cloned()
+                .collect()
+        };
+        let mut side_a: Vec<Rendered> =
+            pipeline::render_revision(&mut session_a, &a, &only(&da), templates, keep)?;
         let side_b: Vec<Rendered> = match rev_b {
             Some(b) => {
                 b.prefetch_under(&db)?;
-                pipeline::render_revision(&mut session_b, b, &db, templates, keep)?
+                let mut side_b =
+                    pipeline::render_revision(&mut session_b, b, &only(&db), templates, keep)?;
+                let pairs = pipeline::render_revision_pair(
+                    (&mut session_a, &mut session_b),
+                    (&a, b),
+                    &shared,
+                    templates,
+                    keep,
+                )?;
+                for (ra, rb) in pairs {
+                    side_a.push(ra);
+                    side_b.push(rb);
+                }
+                side_b
             }
             None => {
                 let disk: Vec<PathBuf> =
