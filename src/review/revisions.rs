@@ -677,6 +677,50 @@ mod tests {
     }
 
     #[test]
+    fn a_name_declared_twice_is_refused_in_directory_order() {
+        let dirs: Vec<String> = ["clusters/a", "clusters/b", "clusters/c", "clusters/d"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let read = |d: &str| -> Result<(Option<String>, String), InputError> {
+            let name = match d {
+                "clusters/a" | "clusters/d" => Some("lab".to_string()),
+                "clusters/b" => None,
+                _ => return Err(InputError::NoIdentity),
+            };
+            Ok((name, format!("{d}/cluster.yaml")))
+        };
+        let e = unique_names(&dirs, read).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "clusters/d/cluster.yaml: cluster name `lab` is already used by clusters/a/cluster.yaml"
+        );
+        let names = unique_names(&dirs[..3], read).unwrap();
+        assert_eq!(names.len(), 1);
+        assert_eq!(names["clusters/a"], "lab");
+        // A cluster directory that is a link owns its own path; a link's target directory
+        // holds what is read through it.
+        let all = set(&["clusters/a", "clusters/ab"]);
+        assert_eq!(owner(&all, "clusters/a").unwrap(), "clusters/a");
+        assert_eq!(owner(&all, "clusters/ab/x").unwrap(), "clusters/ab");
+        assert!(
+            at_or_under("shared/o/p.yaml", "shared/o") && !at_or_under("shared/op", "shared/o")
+        );
+        let files = through_link_targets(
+            set(&["overlays/o/overlay.yaml"]),
+            &[("overlays/o".to_string(), "shared/o".to_string())],
+        );
+        assert_eq!(
+            files,
+            set(&[
+                "overlays/o",
+                "overlays/o/overlay.yaml",
+                "shared/o/overlay.yaml"
+            ])
+        );
+    }
+
+    #[test]
     fn ranges() {
         assert_eq!(split_range("main..HEAD").unwrap(), ("main", Some("HEAD")));
         assert_eq!(split_range("main..").unwrap(), ("main", Some("HEAD")));
