@@ -1280,3 +1280,152 @@ fn git_review_follows_links_and_paths_on_one_side_only() {
     let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(cluster(&j, "lab-f")["status"], "added", "{j}");
 }
+
+/// The example repository (lab-g without the autoscaler) as a git repository, committed.
+fn example_repo(tmp: &Path) -> PathBuf {
+    let repo = tmp.join("repo");
+    copy_tree(&example(), &repo);
+    without_autoscaler(&repo);
+    git(&["init", "-q", "-b", "main"], &repo);
+    git(&["config", "user.name", "capstan tests"], &repo);
+    git(&["config", "user.email", "tests@capstan.invalid"], &repo);
+    git(&["config", "commit.gpgsign", "false"], &repo);
+    commit(&repo, "first");
+    repo
+}
+
+// See: #25. A second cluster with an existing name, added without touching the first,
+// is refused as `capstan render` refuses it, in every mode.
+#[test]
+fn git_review_refuses_a_duplicate_name_on_the_newer_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = example_repo(tmp.path());
+    copy_tree(&repo.join("clusters/lab-f"), &repo.join("clusters/lab-f2"));
+    let render = run(&["render", "."], &repo, &[]);
+    assert_eq!(render.status.code(), Some(2));
+    assert!(
+        stderr(&render).contains("cluster name `lab-f` is already used by"),
+        "{}",
+        stderr(&render)
+    );
+    // The working tree as the newer side.
+    let o = run(&["diff", "--git", "HEAD"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o)
+            .contains("clusters/lab-f2/cluster.yaml: cluster name `lab-f` is already used by")
+            && stderr(&o).contains("clusters/lab-f/cluster.yaml"),
+        "{}",
+        stderr(&o)
+    );
+    commit(&repo, "a second lab-f");
+    for format in ["text", "markdown", "json"] {
+        let o = run(
+            &["diff", "--git", "HEAD~1..HEAD", "--format", format],
+            &repo,
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(2), "{format}: {}", stdout(&o));
+        assert!(
+            stderr(&o).contains(
+                "HEAD:clusters/lab-f2/cluster.yaml: cluster name `lab-f` is already used by HEAD:clusters/lab-f/cluster.yaml"
+            ),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // On the older side only (the change that removes it): reviewed.
+    git(&["rm", "-r", "-q", "clusters/lab-f2"], &repo);
+    commit(&repo, "one lab-f again");
+    let o = run(&["diff", "--git", "HEAD~1..HEAD"], &repo, &[]);
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+// See: #25. In working-tree mode, files git ignores are neither read nor changes.
+#[test]
+fn git_review_of_the_working_tree_skips_ignored_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = example_repo(tmp.path());
+    std::fs::write(repo.join(".gitignore"), "build/\n*.tmp\n").unwrap();
+    commit(&repo, "ignore build output");
+    std::fs::create_dir_all(repo.join("build")).unwrap();
+    std::fs::write(repo.join("build/out.yaml"), "kind: Output\n").unwrap();
+    std::fs::write(repo.join("clusters/lab-f/scratch.tmp"), "x\n").unwrap();
+    let o = run(&["diff", "--git", "HEAD", "--format", "json"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        j["scope"],
+        serde_json::json!({"clusters": 2, "rendered": 0, "skipped": 2}),
+        "{j}"
+    );
+    // A file git does not ignore is still a change.
+    std::fs::write(repo.join("notes.md"), "x\n").unwrap();
+    let o = run(&["diff", "--git", "HEAD", "--format", "json"], &repo, &[]);
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(j["scope"]["unused"], serde_json::json!(["notes.md"]), "{j}");
+}
+
+// See: #25. A cluster or overlay directory that is a link is followed inside the
+// repository, from git as from disk, and refused by both when it leads outside.
+#[test]
+fn git_and_disk_follow_directory_links_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = example_repo(tmp.path());
+    let plain = run(&["render", "."], &repo, &[]);
+    assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
+    std::fs::create_dir_all(repo.join("fleet")).unwrap();
+    std::fs::create_dir_all(repo.join("shared")).unwrap();
+    std::fs::rename(repo.join("clusters/lab-f"), repo.join("fleet/lab-f")).unwrap();
+    std::os::unix::fs::symlink("../fleet/lab-f", repo.join("clusters/lab-f")).unwrap();
+    std::fs::rename(
+        repo.join("overlays/talos-vmware"),
+        repo.join("shared/talos-vmware"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../shared/talos-vmware", repo.join("overlays/talos-vmware"))
+        .unwrap();
+    let linked = run(&["render", "."], &repo, &[]);
+    assert_eq!(linked.status.code(), Some(0), "{}", stderr(&linked));
+    assert_eq!(stdout(&linked), stdout(&plain));
+    commit(&repo, "links");
+    // git reads the linked layout as the disk loader does: nothing rendered differs.
+    let o = git_all(&repo, 0);
+    assert_eq!(o.json["scope"]["rendered"], 2, "{}", o.json);
+    let o = run(&["diff", "--git", "HEAD", "--format", "json"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A change behind a link is the change of the clusters that read through it.
+    edit(
+        &repo.join("shared/talos-vmware/overlay.yaml"),
+        "disk: /dev/sda\n  workers:",
+        "disk: /dev/sdb\n  workers:",
+    );
+    commit(&repo, "shared overlay behind a link");
+    let o = git_all(&repo, 1);
+    assert_eq!(o.json["scope"]["rendered"], 2, "{}", o.json);
+    assert!(o.json["scope"].get("unused").is_none(), "{}", o.json);
+    for name in ["lab-f", "lab-g"] {
+        let inputs = cluster(&o.json, name)["inputs"].to_string();
+        assert!(
+            inputs.contains("shared/talos-vmware/overlay.yaml"),
+            "{name}: {inputs}"
+        );
+    }
+    // Outside the repository: refused by both, with the same words.
+    let outside = tmp.path().join("outside-ipam");
+    std::fs::rename(repo.join("overlays/vsphere-ipam"), &outside).unwrap();
+    std::os::unix::fs::symlink("../../outside-ipam", repo.join("overlays/vsphere-ipam")).unwrap();
+    let render = run(&["render", "."], &repo, &[]);
+    assert_eq!(render.status.code(), Some(2));
+    commit(&repo, "an overlay outside");
+    let review = run(&["diff", "--git", "HEAD~1..HEAD"], &repo, &[]);
+    assert_eq!(review.status.code(), Some(2), "{}", stdout(&review));
+    for o in [&render, &review] {
+        assert!(
+            stderr(o).contains("spec.overlays[0]")
+                && stderr(o).contains("resolves outside the repository root"),
+            "{}",
+            stderr(o)
+        );
+    }
+}

@@ -19,6 +19,11 @@ use std::sync::{Arc, Mutex};
 pub const MAX_ENTRIES: usize = 500_000;
 /// At most this many bytes fetched from one revision (the files a review reads).
 pub const MAX_FETCH: u64 = 1 << 30;
+/// At most this many bytes of one git listing (`ls-tree`, `diff --name-only`, `ls-files`),
+/// counted while it is read: a hostile tree never makes capstan hold more.
+pub const MAX_LISTING: u64 = 256 << 20;
+/// At most this many bytes in one record of a listing (git's paths are at most 4,096 bytes).
+const MAX_RECORD: u64 = 16 << 10;
 /// Links followed in a row before giving up (as the kernel's `ELOOP`).
 const MAX_LINKS: usize = 40;
 
@@ -52,6 +57,8 @@ pub struct Revision {
     /// The commit it resolves to.
     pub commit: String,
     entries: BTreeMap<String, Entry>,
+    /// Whether any entry is a symbolic link (else paths need no resolving).
+    has_links: bool,
     blobs: Mutex<Blobs>,
 }
 
@@ -207,49 +214,133 @@ pub fn toplevel(dir: &Path) -> Result<std::path::PathBuf, InputError> {
     Ok(String::from_utf8_lossy(&out).trim().into())
 }
 
-/// Parse `git ls-tree -r -z -l` output.
-fn parse_listing(out: &[u8]) -> Result<BTreeMap<String, Entry>, InputError> {
-    let mut entries = BTreeMap::new();
-    for record in out.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-        if entries.len() >= MAX_ENTRIES {
+/// Read NUL-terminated records from `r` and hand each (without its NUL) to `each`, as
+/// they arrive: at most `max_records` records, [`MAX_RECORD`] bytes each and
+/// [`MAX_LISTING`] bytes in all, so memory holds one record, never the whole listing.
+/// `what` names the listing in errors.
+fn read_records(
+    r: impl Read,
+    max_records: usize,
+    what: &str,
+    mut each: impl FnMut(&[u8]) -> Result<(), InputError>,
+) -> Result<(), InputError> {
+    let mut r = BufReader::new(r);
+    let (mut total, mut count) = (0u64, 0usize);
+    let mut record = Vec::new();
+    loop {
+        record.clear();
+        let n = (&mut r)
+            .take(MAX_RECORD + 1)
+            .read_until(0, &mut record)
+            .map_err(|e| git_error(format!("{what}: {e}")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        total += n as u64;
+        if total > MAX_LISTING {
             return Err(git_error(format!(
-                "the tree has more than {MAX_ENTRIES} files"
+                "{what}: more than {MAX_LISTING} bytes of output"
             )));
         }
-        let bad = || git_error("unexpected `git ls-tree` output".into());
-        let tab = record.iter().position(|b| *b == b'\t').ok_or_else(bad)?;
-        let meta = std::str::from_utf8(&record[..tab]).map_err(|_| bad())?;
-        // A path that is not UTF-8 is none capstan reads (its inputs are named in UTF-8
-        // YAML): left out of the listing, instead of failing every review.
-        let Ok(path) = String::from_utf8(record[tab + 1..].to_vec()) else {
+        if record.last() == Some(&0) {
+            record.pop();
+        } else if n as u64 > MAX_RECORD {
+            return Err(git_error(format!(
+                "{what}: a record longer than {MAX_RECORD} bytes"
+            )));
+        }
+        if record.is_empty() {
             continue;
-        };
-        let mut f = meta.split_ascii_whitespace();
-        let (mode, _type, oid, size) = (f.next(), f.next(), f.next(), f.next());
-        let (Some(mode), Some(oid), Some(size)) = (mode, oid, size) else {
-            return Err(bad());
-        };
-        let kind = match mode {
-            "100644" | "100755" => EntryKind::File,
-            "120000" => EntryKind::Link,
-            "160000" => EntryKind::Submodule,
-            _ => continue,
-        };
-        let size = if size == "-" {
-            0
-        } else {
-            size.parse().map_err(|_| bad())?
-        };
-        entries.insert(
-            path,
-            Entry {
-                kind,
-                oid: oid.to_string(),
-                size,
-            },
-        );
+        }
+        count += 1;
+        if count > max_records {
+            return Err(git_error(format!("{what}: more than {max_records} files")));
+        }
+        each(&record)?;
     }
-    Ok(entries)
+}
+
+/// Run git in `top` with `args` and read its stdout as NUL-terminated records
+/// ([`read_records`]); git is stopped as soon as a cap is reached.
+fn git_records(
+    top: &Path,
+    args: &[&str],
+    max_records: usize,
+    each: impl FnMut(&[u8]) -> Result<(), InputError>,
+) -> Result<(), InputError> {
+    let what = format!("git {}", args.join(" "));
+    let mut child = std::process::Command::new("git")
+        .args(args)
+        .current_dir(top)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| git_error(format!("cannot run git: {e}")))?;
+    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(git_error(format!("{what}: no pipes")));
+    };
+    // stderr is drained beside stdout (git blocks on a full pipe); its first 64 KiB kept.
+    let errors = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let _ = (&mut stderr).take(64 << 10).read_to_end(&mut kept);
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        kept
+    });
+    let read = read_records(stdout, max_records, &what, each);
+    if read.is_err() {
+        let _ = child.kill();
+    }
+    let status = child.wait();
+    let errors = errors.join().unwrap_or_default();
+    read?;
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        Ok(_) => Err(git_error(format!(
+            "{what}: {}",
+            String::from_utf8_lossy(&errors).trim()
+        ))),
+        Err(e) => Err(git_error(format!("{what}: {e}"))),
+    }
+}
+
+/// One record of `git ls-tree -r -z -l` output: the path and its entry, `None` for what
+/// capstan never reads (a path that is not UTF-8, a mode it does not know).
+fn parse_record(record: &[u8]) -> Result<Option<(String, Entry)>, InputError> {
+    let bad = || git_error("unexpected `git ls-tree` output".into());
+    let tab = record.iter().position(|b| *b == b'\t').ok_or_else(bad)?;
+    let meta = std::str::from_utf8(&record[..tab]).map_err(|_| bad())?;
+    // A path that is not UTF-8 is none capstan reads (its inputs are named in UTF-8
+    // YAML): left out of the listing, instead of failing every review.
+    let Ok(path) = String::from_utf8(record[tab + 1..].to_vec()) else {
+        return Ok(None);
+    };
+    let mut f = meta.split_ascii_whitespace();
+    let (mode, _type, oid, size) = (f.next(), f.next(), f.next(), f.next());
+    let (Some(mode), Some(oid), Some(size)) = (mode, oid, size) else {
+        return Err(bad());
+    };
+    let kind = match mode {
+        "100644" | "100755" => EntryKind::File,
+        "120000" => EntryKind::Link,
+        "160000" => EntryKind::Submodule,
+        _ => return Ok(None),
+    };
+    let size = if size == "-" {
+        0
+    } else {
+        size.parse().map_err(|_| bad())?
+    };
+    Ok(Some((
+        path,
+        Entry {
+            kind,
+            oid: oid.to_string(),
+            size,
+        },
+    )))
 }
 
 impl Revision {
@@ -266,11 +357,23 @@ impl Revision {
         )
         .map_err(|_| git_error(format!("`{rev}` is not a commit of {}", top.display())))?;
         let commit = String::from_utf8_lossy(&commit).trim().to_string();
-        let out = git(top, &["ls-tree", "-r", "-z", "-l", "--full-tree", &commit])?;
+        let mut entries = BTreeMap::new();
+        git_records(
+            top,
+            &["ls-tree", "-r", "-z", "-l", "--full-tree", &commit],
+            MAX_ENTRIES,
+            |record| {
+                if let Some((path, entry)) = parse_record(record)? {
+                    entries.insert(path, entry);
+                }
+                Ok(())
+            },
+        )?;
         Ok(Revision {
             name: rev.to_string(),
             commit,
-            entries: parse_listing(&out)?,
+            has_links: entries.values().any(|e| e.kind == EntryKind::Link),
+            entries,
             blobs: Mutex::new(Blobs {
                 top: Some(top.to_path_buf()),
                 ..Blobs::default()
@@ -287,6 +390,7 @@ impl Revision {
         Revision {
             name: name.to_string(),
             commit: String::new(),
+            has_links: entries.values().any(|e| e.kind == EntryKind::Link),
             entries,
             blobs: Mutex::new(Blobs {
                 read: blobs.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
@@ -425,6 +529,7 @@ impl Revision {
 
     /// [`Revision::prefetch`] every file under `dirs` (a batch about to render).
     pub fn prefetch_under(&self, dirs: &[String]) -> Result<(), InputError> {
+        let dirs: Vec<String> = dirs.iter().filter_map(|d| self.walk(d).ok()).collect();
         let paths: Vec<&String> = dirs
             .iter()
             .flat_map(|d| self.under(d).map(|(p, _)| p))
@@ -436,10 +541,67 @@ impl Revision {
     /// what later batches read, not every file read so far. (They still count towards
     /// [`MAX_FETCH`], which bounds what one revision reads in all.)
     pub fn forget_under(&self, dirs: &[String]) {
+        // Links are resolved before the lock is taken: resolving one may read its blob.
+        let dirs: Vec<String> = dirs.iter().filter_map(|d| self.walk(d).ok()).collect();
         if let Ok(mut b) = self.blobs.lock() {
-            for d in dirs {
+            for d in &dirs {
                 for (_, e) in self.under(d) {
                     b.read.remove(&e.oid);
+                }
+            }
+        }
+    }
+
+    /// `rel` with every symbolic link along it resolved inside the tree (a link to a
+    /// directory as the disk loader follows one: lexically, against the link's directory),
+    /// the last component too: the tree path it names, which may be a file, a directory or
+    /// nothing. A link that leaves the tree is refused ([`InputError::Outside`]), and more
+    /// than 40 links in a row are a loop.
+    pub fn walk(&self, rel: &str) -> Result<String, InputError> {
+        let mut path = rel.to_string();
+        if !self.has_links {
+            return Ok(path);
+        }
+        let mut hops = 0;
+        'walk: loop {
+            let mut end = 0;
+            loop {
+                let next = path[end..].find('/').map(|i| end + i);
+                let prefix = &path[..next.unwrap_or(path.len())];
+                match self.entries.get(prefix) {
+                    Some(e) if e.kind == EntryKind::Link => {
+                        hops += 1;
+                        if hops > MAX_LINKS {
+                            return Err(git_error(format!(
+                                "{}: too many levels of symbolic links",
+                                self.label(rel)
+                            )));
+                        }
+                        if e.size > 4096 {
+                            return Err(git_error(format!(
+                                "{}: a link target of {} bytes",
+                                self.label(prefix),
+                                e.size
+                            )));
+                        }
+                        let target = String::from_utf8_lossy(&self.blob(e)?).into_owned();
+                        let joined =
+                            lexical_join(prefix, &target).ok_or_else(|| InputError::Outside {
+                                path: self.label(rel),
+                                resolved: target.clone(),
+                                root: format!("{}:", self.name),
+                            })?;
+                        let rest = next.map_or("", |n| &path[n + 1..]);
+                        path = join_tree(&joined, rest);
+                        continue 'walk;
+                    }
+                    // A file (or nothing) where a directory is named: nothing to follow.
+                    Some(_) => return Ok(path),
+                    None => {}
+                }
+                match next {
+                    Some(n) => end = n + 1,
+                    None => return Ok(path),
                 }
             }
         }
@@ -448,39 +610,20 @@ impl Revision {
     /// Resolve `rel` through symbolic links inside the tree: the path of the entry it
     /// names, or an error when a link leaves the tree or loops.
     fn resolve(&self, rel: &str) -> Result<Option<String>, InputError> {
-        let mut path = rel.to_string();
-        for _ in 0..MAX_LINKS {
-            let Some(e) = self.entries.get(&path) else {
-                return Ok(None);
-            };
-            if e.kind != EntryKind::Link {
-                return Ok(Some(path));
-            }
-            if e.size > 4096 {
-                return Err(git_error(format!(
-                    "{}: a link target of {} bytes",
-                    self.label(&path),
-                    e.size
-                )));
-            }
-            let target = String::from_utf8_lossy(&self.blob(e)?).into_owned();
-            let outside = || InputError::Outside {
-                path: self.label(rel),
-                resolved: target.clone(),
-                root: format!("{}:", self.name),
-            };
-            path = lexical_join(&path, &target).ok_or_else(outside)?;
-        }
-        Err(git_error(format!(
-            "{}: too many levels of symbolic links",
-            self.label(rel)
-        )))
+        let path = self.walk(rel)?;
+        Ok(self.entries.contains_key(&path).then_some(path))
     }
 
     /// The bytes of the regular file `rel` (links followed inside the tree), at most
     /// `kind.cap()`; `None` when the tree has no file there.
     pub fn bytes(&self, rel: &str, kind: InputKind) -> Result<Option<Arc<Vec<u8>>>, InputError> {
         let Some(path) = self.resolve(rel)? else {
+            if rel != self.walk(rel)? && self.is_dir(rel) {
+                return Err(InputError::NotRegular {
+                    path: self.label(rel),
+                    found: "a directory",
+                });
+            }
             return Ok(None);
         };
         let Some(e) = self.entries.get(&path) else {
@@ -515,12 +658,16 @@ impl Revision {
         }
     }
 
-    /// Whether the tree holds a directory at `rel` (`""` is the root).
+    /// Whether the tree holds a directory at `rel` (`""` is the root; links followed).
     pub fn is_dir(&self, rel: &str) -> bool {
-        rel.is_empty() || self.under(rel).next().is_some()
+        rel.is_empty()
+            || self
+                .walk(rel)
+                .is_ok_and(|d| d.is_empty() || self.under(&d).next().is_some())
     }
 
-    /// The files under the directory `rel` (every depth), in path order.
+    /// The files under the directory `rel` (every depth), in path order, as listed: a
+    /// link on the way is not followed (see [`Revision::walk`]).
     pub fn under<'a>(&'a self, rel: &str) -> impl Iterator<Item = (&'a String, &'a Entry)> {
         let prefix = if rel.is_empty() {
             String::new()
@@ -534,32 +681,54 @@ impl Revision {
 }
 
 /// The paths that differ between the working tree under `top` and `rev` (tracked files
-/// changed, staged or not, and files git does not track, ignored ones included: the loader
-/// reads them too), relative to `top`.
+/// changed, staged or not, and files git does not track, except those it ignores
+/// (`.gitignore`, `.git/info/exclude`, `core.excludesFile`): build output is neither read
+/// nor counted as a change), relative to `top`. Each listing is read as it streams, at most
+/// [`MAX_ENTRIES`] paths and [`MAX_LISTING`] bytes.
 pub fn worktree_changes(top: &Path, rev: &str) -> Result<Vec<String>, InputError> {
     let mut out = Vec::new();
     for args in [
         &["diff", "--name-only", "-z", "--no-renames", rev][..],
-        &["ls-files", "-z", "--others"][..],
+        &["ls-files", "-z", "--others", "--exclude-standard"][..],
     ] {
-        let listed = git(top, args)?;
-        for p in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
-            if out.len() >= MAX_ENTRIES {
-                return Err(git_error(format!(
-                    "more than {MAX_ENTRIES} files differ from `{rev}`"
-                )));
-            }
+        let room = MAX_ENTRIES.saturating_sub(out.len());
+        git_records(top, args, room, |p| {
             out.push(String::from_utf8_lossy(p).into_owned());
-        }
+            Ok(())
+        })
+        .map_err(|e| match e {
+            InputError::Git { message } if message.contains("more than") => git_error(format!(
+                "more than {MAX_ENTRIES} files differ from `{rev}` ({message})"
+            )),
+            e => e,
+        })?;
     }
     out.sort();
     out.dedup();
     Ok(out)
 }
 
+/// The part of `path` below the directory `dir` (a path [`Revision::under`] listed).
+fn below<'a>(dir: &str, path: &'a str) -> &'a str {
+    if dir.is_empty() {
+        path
+    } else {
+        path.get(dir.len() + 1..).unwrap_or_default()
+    }
+}
+
 /// A tree path from a directory and a name in it (`""` is the root).
 fn join(dir: &str, name: &str) -> String {
     super::rel_join(dir, name)
+}
+
+/// A tree path from a directory and a path below it (either may be `""`).
+pub fn join_tree(dir: &str, rest: &str) -> String {
+    match (dir.is_empty(), rest.is_empty()) {
+        (_, true) => dir.to_string(),
+        (true, false) => rest.to_string(),
+        (false, false) => format!("{dir}/{rest}"),
+    }
 }
 
 fn not_found(path: String) -> InputError {
@@ -572,7 +741,12 @@ fn not_found(path: String) -> InputError {
 /// The clusters of a revision under `dir` (tree path), by the rules of [`super::discover`]:
 /// `dir` itself when it holds `cluster.yaml`, else `dir/clusters/*/`, else `dir/*/`; sorted.
 pub fn discover(rev: &Revision, dir: &str) -> Result<Vec<String>, InputError> {
-    let has_cluster = |d: &str| rev.entries.contains_key(&join(d, super::CLUSTER_FILE));
+    // As on disk, a `cluster.yaml` behind a link counts even when the link leaves the tree:
+    // loading the cluster says so, instead of it silently vanishing.
+    let has_cluster = |d: &str| match rev.resolve(&join(d, super::CLUSTER_FILE)) {
+        Ok(found) => found.is_some(),
+        Err(e) => matches!(e, InputError::Outside { .. }),
+    };
     if has_cluster(dir) {
         return Ok(vec![dir.to_string()]);
     }
@@ -580,19 +754,23 @@ pub fn discover(rev: &Revision, dir: &str) -> Result<Vec<String>, InputError> {
         return Err(not_found(rev.label(dir)));
     }
     for base in [join(dir, "clusters"), dir.to_string()] {
-        let mut found: Vec<String> = Vec::new();
-        for (p, _) in rev.under(&base) {
-            let rest = if base.is_empty() {
-                p.as_str()
-            } else {
-                &p[base.len() + 1..]
-            };
-            if let Some((child, tail)) = rest.split_once('/') {
-                if tail == super::CLUSTER_FILE {
-                    found.push(join(&base, child));
-                }
-            }
-        }
+        // The children of `base` (listed where its links lead), named under `base`.
+        let Ok(real) = rev.walk(&base) else {
+            continue;
+        };
+        let mut children: Vec<&str> = rev
+            .under(&real)
+            .map(|(p, _)| {
+                let rest = below(&real, p);
+                rest.split_once('/').map_or(rest, |(child, _)| child)
+            })
+            .collect();
+        children.dedup();
+        let mut found: Vec<String> = children
+            .into_iter()
+            .map(|child| join(&base, child))
+            .filter(|d| has_cluster(d))
+            .collect();
         if !found.is_empty() {
             found.sort();
             found.dedup();
@@ -613,6 +791,17 @@ pub fn repo_root(dir: &str) -> String {
             .map_or_else(|| dir.to_string(), str::to_string),
         None => dir.to_string(),
     }
+}
+
+/// The name a cluster directory of a revision declares, and its `cluster.yaml` as shown in
+/// messages: only that file read, not validated (as [`super::cluster_name`]).
+pub fn cluster_name(rev: &Revision, dir: &str) -> Result<(Option<String>, String), InputError> {
+    let path = join(dir, super::CLUSTER_FILE);
+    let file = rev.label(&path);
+    let text = rev
+        .text(&path, InputKind::ClusterFile)?
+        .ok_or_else(|| not_found(file.clone()))?;
+    Ok((super::declared_name(&file, &text)?, file))
 }
 
 /// Read one cluster directory of a revision (tree path), as [`super::load_cluster_with`]
@@ -651,10 +840,10 @@ fn load(rev: &Revision, dir: &str, secrets: bool) -> Result<super::ClusterInput,
     let secrets_age_sha256 = rev
         .bytes(&join(dir, super::SECRETS_FILE), InputKind::SecretsAge)?
         .map(|b| crate::digest::sha256_hex(&b));
-    let sealed_dir = join(dir, super::SEALED_DIR);
+    let sealed_dir = rev.walk(&join(dir, super::SEALED_DIR))?;
     let mut sealed = Vec::new();
     for (p, _) in rev.under(&sealed_dir) {
-        let name = &p[sealed_dir.len() + 1..];
+        let name = below(&sealed_dir, p);
         if name.contains('/') || !super::is_sealed_name(name) {
             continue;
         }
@@ -686,10 +875,10 @@ pub fn load_templates(
     rev: &Revision,
     root: &str,
 ) -> Result<Vec<super::TemplateOverride>, InputError> {
-    let dir = join(root, "templates");
+    let dir = rev.walk(&join(root, "templates"))?;
     let mut out = Vec::new();
     for (p, _) in rev.under(&dir) {
-        let name = &p[dir.len() + 1..];
+        let name = below(&dir, p);
         match super::template_file(name) {
             None => continue,
             Some(false) => return Err(InputError::NotATemplate { path: rev.label(p) }),
@@ -722,17 +911,33 @@ pub fn load_overlays(
         }
         let dir = join(&root, rel);
         let path = join(&dir, super::OVERLAY_FILE);
-        let text = rev.text(&path, InputKind::Overlay)?.ok_or_else(|| {
-            super::overlay_error(
-                from_file,
-                field,
-                format!(
-                    "`{}` is not an overlay: expected the file {}",
-                    rev.label(&dir),
-                    rev.label(&path)
+        // A directory link out of the tree is refused against the field that names it, as
+        // the disk loader refuses it.
+        let text = rev
+            .text(&path, InputKind::Overlay)
+            .map_err(|e| match e {
+                InputError::Outside { .. } => super::overlay_error(
+                    from_file,
+                    field,
+                    format!(
+                        "`{}` resolves outside the repository root `{}` (through a symbolic link)",
+                        rev.label(&dir),
+                        rev.label(&root)
+                    ),
                 ),
-            )
-        })?;
+                e => e,
+            })?
+            .ok_or_else(|| {
+                super::overlay_error(
+                    from_file,
+                    field,
+                    format!(
+                        "`{}` is not an overlay: expected the file {}",
+                        rev.label(&dir),
+                        rev.label(&path)
+                    ),
+                )
+            })?;
         let loaded = Arc::new(super::overlay_from_text(
             &c.root,
             rel,
@@ -760,6 +965,74 @@ pub fn load_overlays(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parse `git ls-tree -r -z -l` output as it is read (at most [`MAX_ENTRIES`] entries).
+    fn parse_listing(out: impl Read, what: &str) -> Result<BTreeMap<String, Entry>, InputError> {
+        let mut entries = BTreeMap::new();
+        read_records(out, MAX_ENTRIES, what, |record| {
+            if let Some((path, entry)) = parse_record(record)? {
+                entries.insert(path, entry);
+            }
+            Ok(())
+        })?;
+        Ok(entries)
+    }
+
+    /// An endless stream repeating `pattern`.
+    struct Endless {
+        pattern: Vec<u8>,
+        at: usize,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            for b in buf.iter_mut() {
+                *b = self.pattern[self.at];
+                self.at = (self.at + 1) % self.pattern.len();
+            }
+            Ok(buf.len())
+        }
+    }
+
+    fn endless(pattern: &[u8]) -> Endless {
+        Endless {
+            pattern: pattern.to_vec(),
+            at: 0,
+        }
+    }
+
+    #[test]
+    fn listings_are_capped_while_they_stream() {
+        // An endless listing ends at the entry cap: it is never held whole.
+        let record = b"100644 blob 0123456789abcdef0123456789abcdef01234567      12\tf\0";
+        let e = parse_listing(endless(record), "ls-tree").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("more than {MAX_ENTRIES} files")),
+            "{e}"
+        );
+        // A record without end, and records that add up to more than the byte cap.
+        let e = read_records(endless(b"a"), usize::MAX, "ls-tree", |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("a record longer than"), "{e}");
+        let mut long = vec![b'a'; MAX_RECORD as usize - 1];
+        long.push(0);
+        let mut seen = 0u64;
+        let e = read_records(endless(&long), usize::MAX, "ls-tree", |r| {
+            seen += r.len() as u64 + 1;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("bytes of output"), "{e}");
+        assert!(seen <= MAX_LISTING, "{seen}");
+        // A last record without its NUL is still a record.
+        let mut got = Vec::new();
+        read_records(&b"a\0b"[..], 2, "x", |r| {
+            got.push(r.to_vec());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, [b"a".to_vec(), b"b".to_vec()]);
+    }
 
     fn entry(kind: EntryKind, oid: &str, size: u64) -> Entry {
         Entry {
@@ -817,9 +1090,71 @@ mod tests {
     }
 
     #[test]
+    fn directory_links_are_followed_inside_the_tree_only() {
+        let mut e = BTreeMap::new();
+        e.insert(
+            "fleet/x/cluster.yaml".into(),
+            entry(EntryKind::File, "1", 4),
+        );
+        e.insert(
+            "fleet/x/secrets/s.yaml".into(),
+            entry(EntryKind::File, "1", 4),
+        );
+        e.insert("clusters/x".into(), entry(EntryKind::Link, "2", 11));
+        e.insert(
+            "clusters/y/cluster.yaml".into(),
+            entry(EntryKind::File, "1", 4),
+        );
+        e.insert("clusters/out".into(), entry(EntryKind::Link, "3", 15));
+        e.insert("clusters/loop".into(), entry(EntryKind::Link, "4", 4));
+        e.insert("clusters/d.yaml".into(), entry(EntryKind::Link, "5", 8));
+        let mut b = HashMap::new();
+        b.insert("1".into(), b"x: 1".to_vec());
+        b.insert("2".into(), b"../fleet/x".to_vec());
+        b.insert("3".into(), b"../../elsewhere".to_vec());
+        b.insert("4".into(), b"loop".to_vec());
+        b.insert("5".into(), b"../fleet".to_vec());
+        let r = Revision::from_parts("main", e, b);
+        // Read through a directory link, as the disk loader reads.
+        assert_eq!(
+            r.walk("clusters/x/cluster.yaml").unwrap(),
+            "fleet/x/cluster.yaml"
+        );
+        assert_eq!(r.walk("clusters/x").unwrap(), "fleet/x");
+        assert_eq!(
+            r.text("clusters/x/cluster.yaml", InputKind::ClusterFile)
+                .unwrap()
+                .as_deref(),
+            Some("x: 1")
+        );
+        assert!(r.is_dir("clusters/x"));
+        // The link leaving the tree counts as a cluster (loading it says why); the loop not.
+        assert_eq!(
+            discover(&r, "").unwrap(),
+            ["clusters/out", "clusters/x", "clusters/y"]
+        );
+        let e = r
+            .text("clusters/out/cluster.yaml", InputKind::ClusterFile)
+            .unwrap_err();
+        assert!(matches!(e, InputError::Outside { .. }), "{e}");
+        let e = r.walk("clusters/loop/cluster.yaml").unwrap_err();
+        assert!(e.to_string().contains("too many levels"), "{e}");
+        // A link to a directory where a file belongs is not a file.
+        let e = r.text("clusters/d.yaml", InputKind::Overlay).unwrap_err();
+        assert!(matches!(e, InputError::NotRegular { .. }), "{e}");
+        // A linked cluster's sealed files are listed where the link leads.
+        let sealed = r.walk("clusters/x/secrets").unwrap();
+        assert_eq!(r.under(&sealed).count(), 1);
+        assert_eq!(join_tree("", "a"), "a");
+        assert_eq!(join_tree("a", ""), "a");
+        assert_eq!(below("", "a/b"), "a/b");
+        assert_eq!(below("a", "a/b"), "b");
+    }
+
+    #[test]
     fn parses_ls_tree_output() {
         let out = b"100644 blob aaa      12\tclusters/x/cluster.yaml\x00120000 blob bbb       5\tl\x00160000 commit ccc       -\tsub\x00040000 tree ddd       -\tskipped\x00";
-        let e = parse_listing(out).unwrap();
+        let e = parse_listing(&out[..], "ls-tree").unwrap();
         assert_eq!(e.len(), 3);
         assert_eq!(
             e["clusters/x/cluster.yaml"],
@@ -827,7 +1162,7 @@ mod tests {
         );
         assert_eq!(e["l"].kind, EntryKind::Link);
         assert_eq!(e["sub"], entry(EntryKind::Submodule, "ccc", 0));
-        assert!(parse_listing(b"garbage\0").is_err());
+        assert!(parse_listing(&b"garbage\0"[..], "ls-tree").is_err());
     }
     #[test]
     fn discovers_clusters_by_the_loaders_rules() {

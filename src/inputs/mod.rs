@@ -549,6 +549,28 @@ fn is_sealed_name(name: &str) -> bool {
     (name.ends_with(".yaml") || name.ends_with(".yml")) && !name.starts_with('.')
 }
 
+/// The name `cluster.yaml`'s text declares (`metadata.name`), parsed as the loader parses
+/// it but not validated: what a duplicate-name check needs; `None` when it has none.
+fn declared_name(file: &str, text: &str) -> Result<Option<String>, InputError> {
+    let value = parse_yaml_file(file, text)?;
+    Ok(value
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string))
+}
+
+/// The name a cluster directory declares, and its `cluster.yaml` as shown in messages:
+/// only that file read (by the loader's rule) and parsed, not validated.
+pub fn cluster_name(dir: &Path) -> Result<(Option<String>, String), InputError> {
+    let path = dir.join(CLUSTER_FILE);
+    let file = path.display().to_string();
+    let root_c = canonical_dir(&repo_root(dir))?;
+    confine(dir, &root_c)?;
+    let text = read_repo_text(&path, &root_c, InputKind::ClusterFile)?;
+    Ok((declared_name(&file, &text)?, file))
+}
+
 /// Every cluster directory under the given directories (see [`discover`]), in order.
 pub fn discover_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     let mut out = Vec::new();

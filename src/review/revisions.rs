@@ -114,8 +114,7 @@ fn through_links(changed: &mut Vec<String>, links: &[(String, String)]) {
     for _ in 0..=links.len().min(64) {
         let before = set.len();
         for (link, target) in links {
-            let hit =
-                set.contains(target) || set.iter().any(|p| p.starts_with(&format!("{target}/")));
+            let hit = set.iter().any(|p| at_or_under(p, target));
             if hit {
                 set.insert(link.clone());
             }
@@ -127,11 +126,40 @@ fn through_links(changed: &mut Vec<String>, links: &[(String, String)]) {
     *changed = set.into_iter().collect();
 }
 
-/// The cluster directory a path lies in, if any (the longest match).
+/// `files` (tree paths as read) with, for each one a link leads through, the link itself
+/// and the path it reads (an overlay directory that is a link reads its target's files).
+fn through_link_targets(
+    mut files: BTreeSet<String>,
+    links: &[(String, String)],
+) -> BTreeSet<String> {
+    let mut more = Vec::new();
+    for (link, target) in links {
+        for f in files.iter().filter(|f| at_or_under(f, link)) {
+            more.push(link.clone());
+            more.push(git::join_tree(
+                target,
+                f[link.len()..].trim_start_matches('/'),
+            ));
+        }
+    }
+    files.extend(more);
+    files
+}
+
+/// The cluster directory a path lies in, if any (the longest match; a cluster directory
+/// that is a link is its own path).
 fn owner<'a>(dirs: &'a BTreeSet<String>, path: &str) -> Option<&'a String> {
     dirs.iter()
-        .filter(|d| d.is_empty() || path.starts_with(&format!("{d}/")))
+        .filter(|d| d.is_empty() || *d == path || path.starts_with(&format!("{d}/")))
         .max_by_key(|d| d.len())
+}
+
+/// Whether `path` is `target` or lies under it (a link's target may be a directory).
+fn at_or_under(path: &str, target: &str) -> bool {
+    path == target
+        || path
+            .strip_prefix(target)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// Which clusters must render, with the changed paths that make them, and the changed
@@ -204,6 +232,35 @@ fn affected(
         paths.dedup();
     }
     (hit, unused, reason)
+}
+
+/// The name each of `dirs` declares (`read(dir)`: the name and the file that declares it,
+/// read on every core), refusing a name two of them declare, as a render of the whole side
+/// does ([`InputError::DuplicateName`], the first in `dirs`' order named first). A directory
+/// whose `cluster.yaml` cannot be read, or names nothing, is left out: rendering it says why.
+fn unique_names(
+    dirs: &[String],
+    read: impl Fn(&str) -> Result<(Option<String>, String), InputError> + Sync,
+) -> Result<BTreeMap<String, String>, InputError> {
+    let read = diff::map_on_every_core(dirs, |d| read(d));
+    let mut files: std::collections::HashMap<String, String> =
+        std::collections::HashMap::with_capacity(dirs.len());
+    let mut out = BTreeMap::new();
+    for (d, r) in dirs.iter().zip(read) {
+        let Ok((Some(name), file)) = r else {
+            continue;
+        };
+        if let Some(first) = files.get(&name) {
+            return Err(InputError::DuplicateName {
+                name,
+                first: first.clone(),
+                second: file,
+            });
+        }
+        files.insert(name.clone(), file);
+        out.insert(d.clone(), name);
+    }
+    Ok(out)
 }
 
 /// The tree paths of the files a cluster's overlays read (`root` is its repository root).
@@ -312,6 +369,23 @@ pub fn review(
             (dirs, disk)
         }
     };
+    // Side B must be a fleet `capstan render` accepts: no name declared twice, across every
+    // cluster, not only those that render (a change adding a second `lab-f` touches only the
+    // new directory). Only each `cluster.yaml` is read (in one exchange with git) and parsed.
+    let names_b = match &newer {
+        Newer::Revision(b) => {
+            let files: Vec<String> = dirs_b
+                .iter()
+                .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
+                .collect();
+            b.prefetch(files.iter().map(String::as_str))?;
+            unique_names(&dirs_b, |d| git::cluster_name(b, d))?
+        }
+        Newer::Worktree => unique_names(&dirs_b, |d| match disk_of.get(d) {
+            Some(p) => inputs::cluster_name(p),
+            None => Ok((None, d.to_string())),
+        })?,
+    };
     if dirs_a.is_empty() && dirs_b.is_empty() {
         return Err(InputError::NoClusters {
             dir: format!("{}:{rel} and {}", a.name, label_of(&newer, path)),
@@ -328,7 +402,8 @@ pub fn review(
     };
     let prefetched = std::sync::Once::new();
     // Cluster names met while resolving overlays (side, directory → name), for the batches.
-    let names: std::sync::Mutex<BTreeMap<(usize, String), String>> = Default::default();
+    let names: std::sync::Mutex<BTreeMap<(usize, String), String>> =
+        std::sync::Mutex::new(names_b.into_iter().map(|(d, n)| ((1, d), n)).collect());
     let remember = |side: usize, d: &str, c: &inputs::ClusterInput| {
         if let Ok(mut m) = names.lock() {
             m.insert((side, d.to_string()), c.config.metadata.name.clone());
@@ -368,16 +443,19 @@ pub fn review(
             };
             files.extend(overlay_files(&root, &overlays));
         }
-        Some(files)
+        Some(through_link_targets(files, &links))
     });
-    // A changed link's target is one of the cluster's inputs too, not an unused change.
+    // A changed link's target (a file, or the files of a directory) is one of the
+    // cluster's inputs too, not an unused change.
     for (link, target) in &links {
         if let Some(paths) = owner(&all, link).and_then(|d| hit.get_mut(d)) {
-            if paths.contains(link) && changed.contains(target) {
-                paths.push(target.clone());
+            if paths.contains(link) {
+                let read: Vec<&String> =
+                    changed.iter().filter(|p| at_or_under(p, target)).collect();
+                paths.extend(read.iter().map(|p| (*p).clone()));
                 paths.sort();
                 paths.dedup();
-                unused.retain(|u| u != target);
+                unused.retain(|u| !at_or_under(u, target));
             }
         }
     }
@@ -640,6 +718,50 @@ mod tests {
             panic!("no closure needed")
         });
         assert_eq!(hit.len(), 1);
+    }
+
+    #[test]
+    fn a_name_declared_twice_is_refused_in_directory_order() {
+        let dirs: Vec<String> = ["clusters/a", "clusters/b", "clusters/c", "clusters/d"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let read = |d: &str| -> Result<(Option<String>, String), InputError> {
+            let name = match d {
+                "clusters/a" | "clusters/d" => Some("lab".to_string()),
+                "clusters/b" => None,
+                _ => return Err(InputError::NoIdentity),
+            };
+            Ok((name, format!("{d}/cluster.yaml")))
+        };
+        let e = unique_names(&dirs, read).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "clusters/d/cluster.yaml: cluster name `lab` is already used by clusters/a/cluster.yaml"
+        );
+        let names = unique_names(&dirs[..3], read).unwrap();
+        assert_eq!(names.len(), 1);
+        assert_eq!(names["clusters/a"], "lab");
+        // A cluster directory that is a link owns its own path; a link's target directory
+        // holds what is read through it.
+        let all = set(&["clusters/a", "clusters/ab"]);
+        assert_eq!(owner(&all, "clusters/a").unwrap(), "clusters/a");
+        assert_eq!(owner(&all, "clusters/ab/x").unwrap(), "clusters/ab");
+        assert!(
+            at_or_under("shared/o/p.yaml", "shared/o") && !at_or_under("shared/op", "shared/o")
+        );
+        let files = through_link_targets(
+            set(&["overlays/o/overlay.yaml"]),
+            &[("overlays/o".to_string(), "shared/o".to_string())],
+        );
+        assert_eq!(
+            files,
+            set(&[
+                "overlays/o",
+                "overlays/o/overlay.yaml",
+                "shared/o/overlay.yaml"
+            ])
+        );
     }
 
     #[test]
