@@ -108,9 +108,11 @@ fn run_capstan(case: &Case) -> Value {
         origin: "corpus".into(),
         raw: None,
     }];
+    let budget = capstan::inputs::overlay::Budget::new();
     let cluster = capstan::inputs::overlay::ClusterContext {
         namespace: "default",
         pools: &[],
+        budget: &budget,
     };
     match capstan::inputs::overlay::apply(&built, &cluster, &mut objects) {
         Ok(()) => Value::Array(objects.into_iter().map(|r| r.value).collect()),

@@ -980,7 +980,17 @@ struct LoadedOverlay {
     file: String,
     bases: Vec<String>,
     digests: Vec<Digest256>,
+    /// The bytes of its `overlay.yaml` and of the files it names, once per reference.
+    referenced: u64,
 }
+
+/// At most this many bytes of files one overlay names (its `overlay.yaml`, its
+/// `resources` and `path` patches), counted once per reference.
+pub const MAX_OVERLAY_REFERENCED: u64 = 16 << 20;
+
+/// At most this many bytes of overlay files (as [`MAX_OVERLAY_REFERENCED`] counts them) for
+/// one cluster's overlays together.
+pub const MAX_OVERLAY_SET: u64 = 32 << 20;
 
 /// A cluster's overlays, in the order they apply, and the digests of every file read for them.
 #[derive(Debug, Clone, Default)]
@@ -1151,33 +1161,74 @@ fn overlay_from_text(
         path: rel_join(rel, OVERLAY_FILE),
         sha256: sha256_hex(text.as_bytes()),
     }];
-    let mut read = |field: &str, p: &str| -> Result<(String, String), InputError> {
+    // Each file is read and parsed once however often it is named; every reference counts
+    // its size against MAX_OVERLAY_REFERENCED (each holds its own copy of the parsed value).
+    let mut texts: HashMap<String, (String, Arc<String>)> = HashMap::new();
+    let mut referenced = text.len() as u64;
+    let mut read = |field: &str, p: &str| -> Result<(String, String, Arc<String>), InputError> {
         let frel = join_rel(root, rel, p).map_err(|m| overlay_error(&file, field, m))?;
-        let (label, text) = read_file(&frel, p).map_err(|e| match e {
-            OverlayRead::Refused(m) => overlay_error(&file, field, m),
-            OverlayRead::Input(e) => e,
-        })?;
-        digests.push(Digest256 {
-            path: frel,
-            sha256: sha256_hex(text.as_bytes()),
-        });
-        Ok((label, text))
+        let (label, text) = match texts.get(&frel) {
+            Some(hit) => hit.clone(),
+            None => {
+                let (label, text) = read_file(&frel, p).map_err(|e| match e {
+                    OverlayRead::Refused(m) => overlay_error(&file, field, m),
+                    OverlayRead::Input(e) => e,
+                })?;
+                digests.push(Digest256 {
+                    path: frel.clone(),
+                    sha256: sha256_hex(text.as_bytes()),
+                });
+                let hit = (label, Arc::new(text));
+                texts.insert(frel.clone(), hit.clone());
+                hit
+            }
+        };
+        referenced = referenced.saturating_add(text.len() as u64);
+        if referenced > MAX_OVERLAY_REFERENCED {
+            return Err(overlay_error(
+                &file,
+                field,
+                format!(
+                    "`{p}` brings the files this overlay names, counted once per reference, past \
+                     {} MiB: an overlay's files are held in memory once per reference; name a \
+                     file once, or split the overlay",
+                    MAX_OVERLAY_REFERENCED >> 20
+                ),
+            ));
+        }
+        Ok((frel, label, text))
     };
     let mut resources = Vec::new();
+    let mut parsed_streams: HashMap<String, Vec<serde_json::Value>> = HashMap::new();
     for (j, r) in spec.resources.iter().enumerate() {
-        let (label, text) = read(&format!("resources[{j}]"), r)?;
-        let docs = yaml::parse_stream(&text).map_err(|e| InputError::Yaml {
-            file: label.clone(),
-            message: e.message,
-        })?;
+        let (frel, label, text) = read(&format!("resources[{j}]"), r)?;
+        let docs = match parsed_streams.get(&frel) {
+            Some(docs) => docs.clone(),
+            None => {
+                let docs = yaml::parse_stream(&text).map_err(|e| InputError::Yaml {
+                    file: label.clone(),
+                    message: e.message,
+                })?;
+                parsed_streams.insert(frel, docs.clone());
+                docs
+            }
+        };
         resources.extend(docs.into_iter().map(|d| (label.clone(), d)));
     }
+    let mut parsed_patches: HashMap<String, serde_json::Value> = HashMap::new();
     let mut patch_files: Vec<Option<(String, serde_json::Value)>> = Vec::new();
     for (i, p) in spec.patches.iter().enumerate() {
         patch_files.push(match &p.path {
             Some(pp) if p.patch.is_none() => {
-                let (label, text) = read(&format!("patches[{i}].path"), pp)?;
-                let v = parse_yaml_file(&label, &text)?;
+                let (frel, label, text) = read(&format!("patches[{i}].path"), pp)?;
+                let v = match parsed_patches.get(&frel) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let v = parse_yaml_file(&label, &text)?;
+                        parsed_patches.insert(frel, v.clone());
+                        v
+                    }
+                };
                 Some((label, v))
             }
             _ => None,
@@ -1198,6 +1249,7 @@ fn overlay_from_text(
         file,
         bases: spec.bases,
         digests,
+        referenced,
     })
 }
 
@@ -1228,6 +1280,7 @@ fn resolve_overlays(c: &ClusterInput, get: &OverlayGet) -> Result<LoadedOverlays
         out: LoadedOverlays::default(),
         done: Vec::new(),
         stack: Vec::new(),
+        referenced: 0,
     };
     for (i, o) in c.config.spec.overlays.iter().enumerate() {
         let field = format!("spec.overlays[{i}]");
@@ -1243,6 +1296,8 @@ struct Resolver<'a> {
     out: LoadedOverlays,
     done: Vec<String>,
     stack: Vec<String>,
+    /// The bytes the overlays visited so far reference.
+    referenced: u64,
 }
 
 impl Resolver<'_> {
@@ -1291,6 +1346,19 @@ impl Resolver<'_> {
         }
         self.stack.pop();
         self.done.push(rel);
+        self.referenced = self.referenced.saturating_add(lo.referenced);
+        if self.referenced > MAX_OVERLAY_SET {
+            return Err(overlay_error(
+                from_file,
+                field,
+                format!(
+                    "with this overlay, the files of this cluster's overlays pass {} MiB \
+                     (each counted once per reference): the overlays of one cluster are held \
+                     in memory together; use fewer or smaller overlays",
+                    MAX_OVERLAY_SET >> 20
+                ),
+            ));
+        }
         self.out.overlays.push(lo.overlay.clone());
         self.out.digests.extend(lo.digests.iter().cloned());
         Ok(())
