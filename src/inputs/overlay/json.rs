@@ -84,17 +84,33 @@ pub(super) fn op_cost(doc: &Value, op: &json_patch::PatchOperation) -> usize {
 
 /// The first key starting with `$` in a merge patch, as its field path (`spec.a.$patch`):
 /// RFC 7396 would write it into the object as data, where a strategic directive was meant.
+/// Lists are searched too (`spec.items[0].$patch`): RFC 7396 copies them whole.
 pub(super) fn dollar_key(patch: &Value) -> Option<String> {
-    let Value::Object(m) = patch else {
-        return None;
-    };
-    m.iter().find_map(|(k, v)| {
-        if k.starts_with('$') {
-            Some(k.clone())
-        } else {
-            dollar_key(v).map(|sub| format!("{k}.{sub}"))
-        }
-    })
+    match patch {
+        Value::Object(m) => m.iter().find_map(|(k, v)| {
+            if k.starts_with('$') {
+                Some(k.clone())
+            } else {
+                dollar_key(v).map(|sub| {
+                    if sub.starts_with('[') {
+                        format!("{k}{sub}")
+                    } else {
+                        format!("{k}.{sub}")
+                    }
+                })
+            }
+        }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
+            dollar_key(v).map(|sub| {
+                if sub.starts_with('[') {
+                    format!("[{i}]{sub}")
+                } else {
+                    format!("[{i}].{sub}")
+                }
+            })
+        }),
+        _ => None,
+    }
 }
 
 /// RFC 7396, as `json_patch::merge`, but deleting members in place (`shift_remove`) so the

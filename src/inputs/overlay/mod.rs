@@ -15,7 +15,8 @@
 //! - `json`: RFC 6902 (the `json-patch` crate), operations applied in order; an operation
 //!   that fails names its index, its JSON pointer and what the object holds there instead
 //!   (`json.rs`; an index with leading zeros is named as such).
-//! - `merge`: RFC 7396: maps merge, `null` deletes, lists are replaced.
+//! - `merge`: RFC 7396: maps merge, `null` deletes, lists are replaced; a key starting with
+//!   `$` is refused (a directive there would be written out as data).
 //! - `strategic`: kustomize's strategic merge (`strategic.rs`): lists merge by the patch
 //!   strategy and merge keys Kubernetes publishes for built-in kinds, by
 //!   `x-kubernetes-list-map-keys` for custom resources whose CRD declares them (both in the
@@ -30,7 +31,12 @@
 //!
 //!   Every other list is replaced. Directives (`$patch`, `$retainKeys`,
 //!   `$setElementOrder/…`, `$deleteFromPrimitiveList/…`) are applied or refused, never
-//!   copied into the output; a `$patch: delete` at the top removes the object.
+//!   copied into the output; a `$patch: delete` at the top removes the object, if overlays
+//!   added it and nothing references it (never what the templates render, see
+//!   `undeletable`).
+//!
+//! Every cost is bounded: merges are linear, and the overlays of one render share a
+//! [`Budget`] of work.
 //!
 //! Deleting a key (`remove`, `move`, `null`) keeps the order of the remaining keys, so a
 //! patch changes only the lines it touches in the output.
@@ -1390,6 +1396,13 @@ mod tests {
         let e = overlay(&format!("{HEAD}patches:\n- target: {{kind: A}}\n  type: merge\n  patch: {{spec: {{template: {{metadata: {{labels: {{$patch: replace, a: b}}}}}}}}}}\n"))
             .unwrap_err()
             .to_string();
+        let e2 = overlay(&format!("{HEAD}patches:\n- target: {{kind: A}}\n  type: merge\n  patch: {{spec: {{containers: [{{name: a}}, {{name: b, $patch: delete}}]}}}}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e2.starts_with("o/overlay.yaml: patches[0].patch.spec.containers[1].$patch: a key"),
+            "{e2}"
+        );
         assert!(
             e.starts_with("o/overlay.yaml: patches[0].patch.spec.template.metadata.labels.$patch: a key starting with `$` in a merge patch (RFC 7396) would be written into the object as data: strategic directives (`$patch`, `$retainKeys`, …) need `type: strategic`"),
             "{e}"
