@@ -464,7 +464,10 @@ fn no_directive_reaches_output() {
         }
     }
     assert!(found.is_empty(), "directives in output: {found:?}");
-    assert!(merged > 100, "only {merged} corpus patches applied as merge patches");
+    assert!(
+        merged > 100,
+        "only {merged} corpus patches applied as merge patches"
+    );
 }
 
 /// `src/inputs/overlay/merge_keys.rs` is what `tools/merge-keys.py` generates from its
