@@ -777,24 +777,25 @@ fn strategic_patches_merge_built_in_lists_delete_objects_and_refuse_directives()
         err.contains("this is one of capstan's migration objects (template migration/bootstrapped-job.yaml), and the patch deletes it"),
         "{err}"
     );
-    // Nor the cluster's identity, nor an object another one references: the render would
-    // leave the running cluster's objects behind.
-    for (target, needle) in [
+    // Nothing rendered from capstan's templates may be deleted (the worker pools, their
+    // health checks, the cluster's identity): Argo CD would prune the running objects.
+    for (target, id) in [
+        (
+            "kind: MachineDeployment",
+            "MachineDeployment.cluster.x-k8s.io lab-f/lab-f-general",
+        ),
         (
             "kind: TalosControlPlane",
-            "but a TalosControlPlane is part of the cluster's identity",
+            "TalosControlPlane.controlplane.cluster.x-k8s.io lab-f/lab-f-cp",
         ),
-        (
-            "kind: Cluster",
-            "but a Cluster is part of the cluster's identity",
-        ),
+        ("kind: Cluster", "Cluster.cluster.x-k8s.io lab-f/lab-f"),
         (
             "kind: VSphereMachineTemplate, name: lab-f-general",
-            "but MachineDeployment/lab-f-general references it",
+            "VSphereMachineTemplate.infrastructure.cluster.x-k8s.io lab-f/lab-f-general",
         ),
         (
             "kind: InClusterIPPool, name: lab-f-cp-addresses",
-            "but VSphereMachineTemplate/lab-f-cp references it",
+            "InClusterIPPool.ipam.cluster.x-k8s.io lab-f/lab-f-cp-addresses",
         ),
     ] {
         write(
@@ -803,8 +804,42 @@ fn strategic_patches_merge_built_in_lists_delete_objects_and_refuse_directives()
             &format!("{HEAD}patches:\n- target: {{{target}}}\n  type: strategic\n  patch: {{$patch: delete}}\n"),
         );
         let err = render_fails(&repo, "lab-f");
-        assert!(err.contains(needle), "{target}: {err}");
+        assert!(err.contains(&format!("on {id}: the patch deletes it (`$patch: delete`), but it is rendered from capstan's template `")), "{target}: {err}");
+        assert!(err.contains("an overlay may delete only objects that overlays add (their `resources`): change cluster.yaml instead"), "{target}: {err}");
     }
+    // lab-g's pools have health checks.
+    write(
+        &repo,
+        "overlays/apps/overlay.yaml",
+        &format!("{HEAD}patches:\n- target: {{kind: MachineHealthCheck}}\n  type: strategic\n  patch: {{$patch: delete}}\n"),
+    );
+    set_overlays(&repo, "lab-g", &["overlays/apps"]);
+    let err = render_fails(&repo, "lab-g");
+    assert!(
+        err.contains("on MachineHealthCheck.cluster.x-k8s.io lab-g/")
+            && err.contains("it is rendered from capstan's template `"),
+        "{err}"
+    );
+    set_overlays(&repo, "lab-g", &[]);
+    // An object an overlay added, still referenced (here a cluster-scoped pool named by a
+    // machine template, in another namespace), stays too.
+    write(
+        &repo,
+        "overlays/apps/pool.yaml",
+        "apiVersion: ipam.cluster.x-k8s.io/v1alpha2\nkind: GlobalInClusterIPPool\nmetadata: {name: shared}\nspec: {addresses: [10.9.0.10-10.9.0.20], prefix: 24, gateway: 10.9.0.1}\n",
+    );
+    write(
+        &repo,
+        "overlays/apps/overlay.yaml",
+        &format!("{HEAD}resources: [pool.yaml]\npatches:\n\
+         - target: {{kind: VSphereMachineTemplate, name: lab-f-general}}\n  type: json\n  patch: [{{op: add, path: /spec/template/spec/network/devices/0/addressesFromPools, value: [{{apiGroup: ipam.cluster.x-k8s.io, kind: GlobalInClusterIPPool, name: shared}}]}}]\n\
+         - target: {{kind: GlobalInClusterIPPool}}\n  type: strategic\n  patch: {{$patch: delete}}\n"),
+    );
+    let err = render_fails(&repo, "lab-f");
+    assert!(
+        err.contains("on GlobalInClusterIPPool.ipam.cluster.x-k8s.io/shared: the patch deletes it (`$patch: delete`), but VSphereMachineTemplate/lab-f-general references it: remove the reference first"),
+        "{err}"
+    );
     // A directive capstan does not know is refused with the field's path, never written out.
     write(
         &repo,

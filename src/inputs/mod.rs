@@ -1002,7 +1002,14 @@ struct LoadedOverlay {
     file: String,
     bases: Vec<String>,
     digests: Vec<Digest256>,
+    /// The bytes of its `overlay.yaml` and of the files it names, once per reference.
+    referenced: u64,
 }
+
+/// The bytes of one overlay's files (`overlay.yaml`, each reference to a file), at most.
+pub const MAX_OVERLAY_REFERENCED: u64 = 16 << 20;
+/// The bytes of one cluster's overlays (as [`MAX_OVERLAY_REFERENCED`] counts), at most.
+pub const MAX_OVERLAY_SET: u64 = 32 << 20;
 
 /// A cluster's overlays, in the order they apply, and the digests of every file read for them.
 #[derive(Debug, Clone, Default)]
@@ -1173,34 +1180,57 @@ fn overlay_from_text(
         path: rel_join(rel, OVERLAY_FILE),
         sha256: sha256_hex(text.as_bytes()),
     }];
-    let mut read = |field: &str, p: &str| -> Result<(String, String), InputError> {
-        let frel = join_rel(root, rel, p).map_err(|m| overlay_error(&file, field, m))?;
-        let (label, text) = read_file(&frel, p).map_err(|e| match e {
-            OverlayRead::Refused(m) => overlay_error(&file, field, m),
-            OverlayRead::Input(e) => e,
-        })?;
-        digests.push(Digest256 {
-            path: frel,
-            sha256: sha256_hex(text.as_bytes()),
-        });
-        Ok((label, text))
+    // Each file is read and parsed once (per use: a resources stream or a patch), however
+    // often it is named; each reference holds a copy, so each counts against the cap.
+    type Parsed = (String, u64, Vec<serde_json::Value>);
+    let mut cache: HashMap<(String, bool), Parsed> = HashMap::new();
+    let mut referenced = text.len() as u64;
+    let mut load = |field: &str, p: &str, stream: bool| -> Result<Parsed, InputError> {
+        let key = (
+            join_rel(root, rel, p).map_err(|m| overlay_error(&file, field, m))?,
+            stream,
+        );
+        if !cache.contains_key(&key) {
+            let (label, text) = read_file(&key.0, p).map_err(|e| match e {
+                OverlayRead::Refused(m) => overlay_error(&file, field, m),
+                OverlayRead::Input(e) => e,
+            })?;
+            let sha256 = sha256_hex(text.as_bytes());
+            digests.push(Digest256 {
+                path: key.0.clone(),
+                sha256,
+            });
+            let docs = match stream {
+                true => yaml::parse_stream(&text).map_err(|e| InputError::Yaml {
+                    file: label.clone(),
+                    message: e.message,
+                })?,
+                false => vec![parse_yaml_file(&label, &text)?],
+            };
+            cache.insert(key.clone(), (label, text.len() as u64, docs));
+        }
+        referenced = referenced.saturating_add(cache.get(&key).map_or(0, |c| c.1));
+        if referenced > MAX_OVERLAY_REFERENCED {
+            let message = format!(
+                "`{p}` brings the files this overlay names past {} MiB (each counted once per \
+                 reference, as each holds a copy): name a file once, or split the overlay",
+                MAX_OVERLAY_REFERENCED >> 20
+            );
+            return Err(overlay_error(&file, field, message));
+        }
+        Ok(cache.get(&key).cloned().unwrap_or_default())
     };
     let mut resources = Vec::new();
     for (j, r) in spec.resources.iter().enumerate() {
-        let (label, text) = read(&format!("resources[{j}]"), r)?;
-        let docs = yaml::parse_stream(&text).map_err(|e| InputError::Yaml {
-            file: label.clone(),
-            message: e.message,
-        })?;
+        let (label, _, docs) = load(&format!("resources[{j}]"), r, true)?;
         resources.extend(docs.into_iter().map(|d| (label.clone(), d)));
     }
     let mut patch_files: Vec<Option<(String, serde_json::Value)>> = Vec::new();
     for (i, p) in spec.patches.iter().enumerate() {
         patch_files.push(match &p.path {
             Some(pp) if p.patch.is_none() => {
-                let (label, text) = read(&format!("patches[{i}].path"), pp)?;
-                let v = parse_yaml_file(&label, &text)?;
-                Some((label, v))
+                let (label, _, mut docs) = load(&format!("patches[{i}].path"), pp, false)?;
+                Some((label, docs.pop().unwrap_or_default()))
             }
             _ => None,
         });
@@ -1220,6 +1250,7 @@ fn overlay_from_text(
         file,
         bases: spec.bases,
         digests,
+        referenced,
     })
 }
 
@@ -1250,6 +1281,7 @@ fn resolve_overlays(c: &ClusterInput, get: &OverlayGet) -> Result<LoadedOverlays
         out: LoadedOverlays::default(),
         done: Vec::new(),
         stack: Vec::new(),
+        referenced: 0,
     };
     for (i, o) in c.config.spec.overlays.iter().enumerate() {
         let field = format!("spec.overlays[{i}]");
@@ -1265,6 +1297,8 @@ struct Resolver<'a> {
     out: LoadedOverlays,
     done: Vec<String>,
     stack: Vec<String>,
+    /// The bytes the overlays visited so far reference.
+    referenced: u64,
 }
 
 impl Resolver<'_> {
@@ -1313,6 +1347,15 @@ impl Resolver<'_> {
         }
         self.stack.pop();
         self.done.push(rel);
+        self.referenced = self.referenced.saturating_add(lo.referenced);
+        if self.referenced > MAX_OVERLAY_SET {
+            let message = format!(
+                "with this overlay, the files of this cluster's overlays pass {} MiB (each \
+                 counted once per reference), held in memory together: use fewer or smaller overlays",
+                MAX_OVERLAY_SET >> 20
+            );
+            return Err(overlay_error(from_file, field, message));
+        }
         self.out.overlays.push(lo.overlay.clone());
         self.out.digests.extend(lo.digests.iter().cloned());
         Ok(())
@@ -1477,6 +1520,53 @@ pub struct SealedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file named by many patches is read and parsed once; every reference counts its
+    /// size, so 600 references to a 2.5 MB patch are refused (they took ~3.7 GB when each
+    /// was read and parsed again), naming the field past the cap.
+    #[test]
+    fn overlay_files_are_read_once_and_capped_per_reference() {
+        let overlay = |n: usize| {
+            let patches: String = (0..n)
+                .map(|_| {
+                    "- {target: {kind: ConfigMap}, type: strategic, path: p.yaml}\n".to_string()
+                })
+                .collect();
+            format!("apiVersion: capstan.dev/v1alpha1\nkind: Overlay\nresources: [r.yaml, r.yaml]\npatches:\n{patches}")
+        };
+        let mut reads = 0;
+        let mut read = |frel: &str, _: &str| {
+            reads += 1;
+            let text = match frel {
+                "o/r.yaml" => "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n".to_string(),
+                _ => format!("data:\n{}", "- v\n".repeat(1000)),
+            };
+            Ok((frel.to_string(), text))
+        };
+        let root = Path::new("/nonexistent");
+        let loaded =
+            overlay_from_text(root, "o", "o/overlay.yaml".into(), &overlay(3), &mut read).unwrap();
+        assert_eq!(loaded.overlay.patches.len(), 3);
+        assert_eq!(loaded.overlay.resources.len(), 2);
+        assert_eq!(
+            loaded.digests.len(),
+            3,
+            "overlay.yaml, r.yaml, p.yaml once each"
+        );
+        assert_eq!(reads, 2);
+        let big = "- vvvvvvvvvvvvvvvvvvvvvv\n".repeat(3 << 20 >> 5);
+        let mut read = |frel: &str, _: &str| Ok((frel.to_string(), format!("data:\n{big}")));
+        let started = std::time::Instant::now();
+        let e = overlay_from_text(root, "o", "o/overlay.yaml".into(), &overlay(600), &mut read)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("o/overlay.yaml: patches[4].path: `p.yaml` brings the files this overlay names past 16 MiB"),
+            "{e}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
 
     #[test]
     fn inputs_are_hashed_only_when_wanted() {

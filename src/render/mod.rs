@@ -671,9 +671,11 @@ impl Renderer {
                     (s("name"), s("configTemplate"))
                 })
                 .collect();
+            let budget = overlay::Budget::new();
             let cluster = overlay::ClusterContext {
                 namespace: &config.metadata.namespace,
                 pools: &pools,
+                budget: &budget,
             };
             for o in overlays {
                 overlay::apply(o, &cluster, &mut out)?;

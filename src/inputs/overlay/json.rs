@@ -41,6 +41,78 @@ pub(super) fn apply_op(
     }
 }
 
+/// The units of work (see [`super::Budget`]) an operation costs on `doc`: the nodes it
+/// creates, copies or compares, and the list items it shifts.
+pub(super) fn op_cost(doc: &Value, op: &json_patch::PatchOperation) -> usize {
+    use json_patch::PatchOperation as P;
+    let at = |p: &str| doc.pointer(p).map_or(1, super::nodes);
+    let shifted = |path: &json_patch::jsonptr::Pointer| -> usize {
+        let Some((parent, last)) = path.split_back() else {
+            return 0;
+        };
+        match doc.pointer(parent.as_str()) {
+            Some(Value::Array(items)) => {
+                let token = last.decoded();
+                match token.parse::<usize>() {
+                    Ok(i) => items.len().saturating_sub(i),
+                    Err(_) if token == "-" => 0,
+                    Err(_) => items.len(),
+                }
+            }
+            _ => 0,
+        }
+    };
+    // Taking a member out of a mapping shifts the members after it (see `apply_op`).
+    let taken = |path: &json_patch::jsonptr::Pointer| -> usize {
+        match path.split_back().and_then(|(p, _)| doc.pointer(p.as_str())) {
+            Some(Value::Object(m)) => m.len(),
+            _ => shifted(path),
+        }
+    };
+    let cost = match op {
+        P::Add(a) => super::nodes(&a.value).saturating_add(shifted(&a.path)),
+        P::Remove(r) => taken(&r.path),
+        P::Replace(r) => super::nodes(&r.value),
+        P::Move(m) => at(m.from.as_str())
+            .saturating_add(taken(&m.from))
+            .saturating_add(shifted(&m.path)),
+        P::Copy(c) => at(c.from.as_str()).saturating_add(shifted(&c.path)),
+        P::Test(t) => super::nodes(&t.value),
+    };
+    cost.saturating_add(1)
+}
+
+/// The first key starting with `$` in a merge patch, as its field path (`spec.a.$patch`):
+/// RFC 7396 would write it into the object as data, where a strategic directive was meant.
+/// Lists are searched too (`spec.items[0].$patch`): RFC 7396 copies them whole.
+pub(super) fn dollar_key(patch: &Value) -> Option<String> {
+    match patch {
+        Value::Object(m) => m.iter().find_map(|(k, v)| {
+            if k.starts_with('$') {
+                Some(k.clone())
+            } else {
+                dollar_key(v).map(|sub| {
+                    if sub.starts_with('[') {
+                        format!("{k}{sub}")
+                    } else {
+                        format!("{k}.{sub}")
+                    }
+                })
+            }
+        }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
+            dollar_key(v).map(|sub| {
+                if sub.starts_with('[') {
+                    format!("[{i}]{sub}")
+                } else {
+                    format!("[{i}].{sub}")
+                }
+            })
+        }),
+        _ => None,
+    }
+}
+
 /// RFC 7396, as `json_patch::merge`, but deleting members in place (`shift_remove`) so the
 /// remaining keys keep their order.
 pub(super) fn merge_7396(doc: &mut Value, patch: &Value) {
@@ -53,11 +125,14 @@ pub(super) fn merge_7396(doc: &mut Value, patch: &Value) {
     }
     if let Value::Object(dm) = doc {
         for (k, v) in pm {
-            if v.is_null() {
-                dm.shift_remove(k);
-            } else {
+            if !v.is_null() {
                 merge_7396(dm.entry(k.clone()).or_insert(Value::Null), v);
             }
+        }
+        // Deleted members leave in one pass (in place, one `shift_remove` each would shift
+        // the map once per key).
+        if pm.values().any(Value::is_null) {
+            dm.retain(|k, _| !pm.get(k).is_some_and(Value::is_null));
         }
     }
 }

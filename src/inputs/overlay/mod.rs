@@ -15,7 +15,8 @@
 //! - `json`: RFC 6902 (the `json-patch` crate), operations applied in order; an operation
 //!   that fails names its index, its JSON pointer and what the object holds there instead
 //!   (`json.rs`; an index with leading zeros is named as such).
-//! - `merge`: RFC 7396: maps merge, `null` deletes, lists are replaced.
+//! - `merge`: RFC 7396: maps merge, `null` deletes, lists are replaced; a key starting with
+//!   `$` is refused (a directive there would be written out as data).
 //! - `strategic`: kustomize's strategic merge (`strategic.rs`): lists merge by the patch
 //!   strategy and merge keys Kubernetes publishes for built-in kinds, by
 //!   `x-kubernetes-list-map-keys` for custom resources whose CRD declares them (both in the
@@ -30,7 +31,12 @@
 //!
 //!   Every other list is replaced. Directives (`$patch`, `$retainKeys`,
 //!   `$setElementOrder/…`, `$deleteFromPrimitiveList/…`) are applied or refused, never
-//!   copied into the output; a `$patch: delete` at the top removes the object.
+//!   copied into the output; a `$patch: delete` at the top removes the object, if overlays
+//!   added it and nothing references it (never what the templates render, see
+//!   `undeletable`).
+//!
+//! Every cost is bounded: merges are linear, and the overlays of one render share a
+//! [`Budget`] of work.
 //!
 //! Deleting a key (`remove`, `move`, `null`) keeps the order of the remaining keys, so a
 //! patch changes only the lines it touches in the output.
@@ -58,7 +64,7 @@ pub use strategic::is_directive;
 
 use crate::inputs::model::PatchType;
 use crate::resource::{self, group_of, Resource};
-use json::{apply_op, explain, merge_7396, op_name, short};
+use json::{apply_op, explain, merge_7396, op_cost, op_name, short};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -275,6 +281,16 @@ pub fn build(
                     ));
                 }
                 if p.patch_type == PatchType::Merge {
+                    if let Some(at) = json::dollar_key(&value) {
+                        return Err(invalid(
+                            where_(&format!(".{at}")),
+                            "a key starting with `$` in a merge patch (RFC 7396) would be written \
+                             into the object as data: strategic directives (`$patch`, \
+                             `$retainKeys`, …) need `type: strategic`; a key that really starts \
+                             with `$` needs a `json` patch"
+                                .into(),
+                        ));
+                    }
                     PatchBody::Merge(value)
                 } else {
                     PatchBody::Strategic(value)
@@ -537,6 +553,81 @@ pub struct ClusterContext<'a> {
     pub namespace: &'a str,
     /// Worker pools: (pool name, its TalosConfigTemplate's name before hashing).
     pub pools: &'a [(String, String)],
+    /// The work the overlays of this render may still do, shared by all of them.
+    pub budget: &'a Budget,
+}
+
+/// The units of work one render's overlays may do: [`Budget::new`]'s limit.
+pub const WORK_LIMIT: u64 = 5_000_000;
+
+/// The work the overlays of one render may do, counted in units: a node a patch creates
+/// or copies (RFC 6902 `add`, `copy`, `replace`, `move`, `test` count the nodes of their
+/// value, and an item shifted in a list one each; a merge patch counts its own nodes), a
+/// key or list item a strategic merge visits, an object tried against a patch's target.
+/// Merges are linear in the sizes of the object and the patch, so the budget bounds both
+/// time and the memory a patch can make (a `copy` that doubles a list, repeated, would
+/// otherwise exhaust memory).
+#[derive(Debug)]
+pub struct Budget {
+    used: std::cell::Cell<u64>,
+    limit: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::new()
+    }
+}
+
+impl Budget {
+    /// A budget of [`WORK_LIMIT`] units.
+    pub fn new() -> Budget {
+        Budget::with_limit(WORK_LIMIT)
+    }
+
+    /// A budget of `limit` units.
+    pub fn with_limit(limit: u64) -> Budget {
+        Budget {
+            used: std::cell::Cell::new(0),
+            limit,
+        }
+    }
+
+    /// The units used so far.
+    pub fn used(&self) -> u64 {
+        self.used.get()
+    }
+
+    /// Count `n` units; `Err(limit)` once the total passes the limit.
+    fn charge(&self, n: usize) -> Result<(), u64> {
+        let used = self
+            .used
+            .get()
+            .saturating_add(u64::try_from(n).unwrap_or(u64::MAX));
+        self.used.set(used);
+        if used > self.limit {
+            Err(self.limit)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn message(limit: u64) -> String {
+        format!(
+            "the overlays of this render exceed their budget of {limit} units of work (nodes \
+             created or copied, list items and keys merged): a patch this large, or repeated \
+             this often, is refused; split the change or write the objects as overlay resources"
+        )
+    }
+}
+
+/// The nodes of a value (itself, and every item and member, recursively).
+fn nodes(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => m.values().map(nodes).fold(1, usize::saturating_add),
+        Value::Array(a) => a.iter().map(nodes).fold(1, usize::saturating_add),
+        _ => 1,
+    }
 }
 
 /// Kinds that are cluster-scoped: extra objects of these kinds get no namespace.
@@ -555,40 +646,69 @@ pub const CLUSTER_SCOPED_KINDS: &[&str] = &[
     "VSphereFailureDomain",
 ];
 
-/// Kinds an overlay may patch but never delete (`$patch: delete`): the running cluster's
-/// objects, which no render may drop.
-const PROTECTED_KINDS: &[&str] = &[
-    "Cluster",
-    "VSphereCluster",
-    "TalosControlPlane",
-    "Secret",
-    "SopsSecret",
-];
+/// Why an overlay may not delete this object, if it may not: an overlay deletes only what
+/// overlays added (their `resources`). capstan's templates render what the running cluster
+/// is (the Cluster, its control plane, the worker pools and their health checks, …):
+/// dropping one from the render would have Argo CD prune it, so it is removed in
+/// `cluster.yaml`, where capstan removes what refers to it too. Sealed Secrets are never
+/// patched, let alone deleted.
+fn undeletable(r: &Resource) -> Option<String> {
+    if r.raw.is_some() || matches!(r.kind(), "Secret" | "SopsSecret") {
+        return Some("it is a sealed Secret (from `capstan secrets seal`)".into());
+    }
+    r.origin.strip_prefix("template ").map(|t| {
+        format!(
+            "it is rendered from capstan's template `{t}`, and an overlay may delete only objects \
+             that overlays add (their `resources`)"
+        )
+    })
+}
 
-/// The first other object whose `spec` names `out[i]` (by kind and name, as Cluster API
-/// references do), as `Kind/name`.
-fn referenced_by(out: &[Resource], i: usize) -> Option<String> {
-    fn names(v: &Value, kind: &str, name: &str) -> bool {
+/// For each object deleted (indexes into `out`), the first other object whose `spec` names
+/// it (by kind and name, as Cluster API references do, in its namespace or any for a
+/// cluster-scoped one), as `Kind/name`. One walk of every object.
+fn referenced_by(out: &[Resource], deleted: &[usize]) -> Vec<Option<String>> {
+    use std::collections::HashMap;
+    fn walk<'a>(v: &'a Value, found: &mut Vec<(&'a str, &'a str)>) {
         match v {
             Value::Object(m) => {
-                (m.get("kind").and_then(Value::as_str) == Some(kind)
-                    && m.get("name").and_then(Value::as_str) == Some(name))
-                    || m.values().any(|c| names(c, kind, name))
+                if let (Some(k), Some(n)) = (
+                    m.get("kind").and_then(Value::as_str),
+                    m.get("name").and_then(Value::as_str),
+                ) {
+                    found.push((k, n));
+                }
+                m.values().for_each(|c| walk(c, found));
             }
-            Value::Array(a) => a.iter().any(|c| names(c, kind, name)),
-            _ => false,
+            Value::Array(a) => a.iter().for_each(|c| walk(c, found)),
+            _ => {}
         }
     }
-    let target = &out[i];
-    out.iter()
-        .enumerate()
-        .filter(|(j, r)| *j != i && r.namespace() == target.namespace())
-        .find(|(_, r)| {
-            r.value
-                .get("spec")
-                .is_some_and(|s| names(s, target.kind(), target.name()))
-        })
-        .map(|(_, r)| format!("{}/{}", r.kind(), r.name()))
+    let wanted: HashMap<(&str, &str), Vec<usize>> =
+        deleted.iter().fold(HashMap::new(), |mut m, &i| {
+            m.entry((out[i].kind(), out[i].name())).or_default().push(i);
+            m
+        });
+    let mut by: Vec<Option<String>> = vec![None; out.len()];
+    let mut found = Vec::new();
+    for (j, r) in out.iter().enumerate() {
+        found.clear();
+        if let Some(spec) = r.value.get("spec") {
+            walk(spec, &mut found);
+        }
+        for key in &found {
+            for &i in wanted.get(key).map(Vec::as_slice).unwrap_or_default() {
+                let t = &out[i];
+                if i != j
+                    && by[i].is_none()
+                    && (t.namespace().is_empty() || t.namespace() == r.namespace())
+                {
+                    by[i] = Some(format!("{}/{}", r.kind(), r.name()));
+                }
+            }
+        }
+    }
+    deleted.iter().map(|&i| by[i].take()).collect()
 }
 
 /// Apply one overlay to the objects of a cluster, in place.
@@ -607,6 +727,16 @@ pub fn apply(
         out.push(r);
     }
     for p in &overlay.patches {
+        // Every object is tried against every patch's target.
+        if let Err(limit) = cluster.budget.charge(out.len()) {
+            return Err(OverlayError::Patch {
+                file: overlay.file.clone(),
+                patch: p.index,
+                source_file: p.source.clone(),
+                operation: None,
+                message: Budget::message(limit),
+            });
+        }
         let mut matched = 0usize;
         let mut deleted = Vec::new();
         for (i, r) in out.iter_mut().enumerate() {
@@ -614,21 +744,29 @@ pub fn apply(
                 continue;
             }
             matched += 1;
-            if apply_patch(overlay, p, r)? == strategic::Outcome::Deleted {
+            if apply_patch(overlay, p, r, cluster.budget)? == strategic::Outcome::Deleted {
                 deleted.push(i);
             }
         }
-        // The cluster's identity and whatever is still referenced stay: a strategic
-        // `$patch: delete` of the Cluster, its infrastructure or control plane, a sealed
-        // Secret, or an object another one names would leave the bundle without what the
-        // running cluster is (Argo CD keeps those objects, the render must not drop them).
-        for &i in &deleted {
+        // Only what overlays added may go, and only when nothing still refers to it: the
+        // render must not drop what the running cluster is (Argo CD would prune it).
+        let refs = if deleted.is_empty() {
+            Vec::new()
+        } else {
+            referenced_by(out, &deleted)
+        };
+        for (&i, by) in deleted.iter().zip(refs) {
             let r = &out[i];
-            let why = if PROTECTED_KINDS.contains(&r.kind()) {
-                Some(format!("a {} is part of the cluster's identity", r.kind()))
-            } else {
-                referenced_by(out, i).map(|by| format!("{by} references it"))
-            };
+            let why = undeletable(r)
+                .map(|why| format!("{why}: change cluster.yaml instead (capstan removes what refers to it too)"))
+                .or_else(|| {
+                    by.map(|by| {
+                        format!(
+                            "{by} references it: remove the reference first, or leave the object \
+                             out of the overlay's `resources`"
+                        )
+                    })
+                });
             if let Some(why) = why {
                 return Err(OverlayError::Patch {
                     file: overlay.file.clone(),
@@ -636,15 +774,19 @@ pub fn apply(
                     source_file: p.source.clone(),
                     operation: None,
                     message: format!(
-                        "on {}: the patch deletes it (`$patch: delete`), but {why}: remove it in cluster.yaml \
-                         instead, where capstan removes what refers to it too",
+                        "on {}: the patch deletes it (`$patch: delete`), but {why}",
                         r.id()
                     ),
                 });
             }
         }
-        for i in deleted.into_iter().rev() {
-            out.remove(i);
+        if !deleted.is_empty() {
+            let gone: std::collections::HashSet<usize> = deleted.into_iter().collect();
+            let mut j = 0usize;
+            out.retain(|_| {
+                j += 1;
+                !gone.contains(&(j - 1))
+            });
         }
         if matched == 0 && !p.optional {
             let mut kinds: Vec<&str> = Vec::new();
@@ -670,6 +812,7 @@ fn apply_patch(
     overlay: &Overlay,
     p: &Patch,
     r: &mut Resource,
+    budget: &Budget,
 ) -> Result<strategic::Outcome, OverlayError> {
     let before = r.id();
     let id = before.to_string();
@@ -689,25 +832,37 @@ fn apply_patch(
     match &p.body {
         PatchBody::Json(ops) => {
             for (i, op) in ops.iter().enumerate() {
-                if let Err(e) = apply_op(&mut r.value, op) {
-                    let name = op_name(op);
+                let operation = || Some(format!("{i} (`{} {}`)", op_name(op), op.path()));
+                if let Err(limit) = budget.charge(op_cost(&r.value, op)) {
                     return Err(fail(
-                        Some(format!("{i} (`{name} {}`)", op.path())),
+                        operation(),
+                        format!("on {id}: {}", Budget::message(limit)),
+                    ));
+                }
+                if let Err(e) = apply_op(&mut r.value, op) {
+                    return Err(fail(
+                        operation(),
                         format!("on {id}: {}", explain(&r.value, op, &e)),
                     ));
                 }
             }
         }
-        PatchBody::Merge(m) => merge_7396(&mut r.value, m),
+        PatchBody::Merge(m) => {
+            if let Err(limit) = budget.charge(nodes(m)) {
+                return Err(fail(None, format!("on {id}: {}", Budget::message(limit))));
+            }
+            merge_7396(&mut r.value, m)
+        }
         PatchBody::Strategic(s) => {
             let kind = r.kind().to_string();
             let api_version = r.api_version().to_string();
-            let outcome = strategic::apply(&mut r.value, s, &api_version, &kind).map_err(|m| {
-                fail(
-                    None,
-                    format!("{} patch on {id}: {m}", p.body.patch_type().as_str()),
-                )
-            })?;
+            let outcome =
+                strategic::apply(&mut r.value, s, &api_version, &kind, budget).map_err(|m| {
+                    fail(
+                        None,
+                        format!("{} patch on {id}: {m}", p.body.patch_type().as_str()),
+                    )
+                })?;
             if outcome == strategic::Outcome::Deleted {
                 return match migration {
                     Some(_) => Err(fail(
@@ -951,6 +1106,7 @@ mod tests {
             &ClusterContext {
                 namespace: "ns",
                 pools: &pools,
+                budget: &Budget::new(),
             },
             objects,
         )
@@ -1087,6 +1243,58 @@ mod tests {
         assert_eq!(keys(&objs[0]), ["a", "replicas", "c", "d", "z"]);
     }
 
+    /// A `copy` that doubles a list, repeated, would need 2^26 nodes: the render's budget
+    /// refuses it, naming the patch and the operation, long before memory runs out.
+    #[test]
+    fn the_budget_refuses_a_patch_that_doubles_a_value() {
+        let ops: String = (0..26)
+            .map(|_| "  - {op: copy, from: /spec/a, path: /spec/a/-}\n".to_string())
+            .collect();
+        let o = overlay(&format!(
+            "{HEAD}patches:\n- target: {{kind: ConfigMap}}\n  type: json\n  patch:\n{ops}"
+        ))
+        .unwrap();
+        let mut objs = vec![res(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}, "spec": {"a": [1]}}),
+        )];
+        let budget = Budget::new();
+        let started = std::time::Instant::now();
+        let e = apply(
+            &o,
+            &ClusterContext {
+                namespace: "ns",
+                pools: &[],
+                budget: &budget,
+            },
+            &mut objs,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("o/overlay.yaml: patches[0], operation 21 (`copy /spec/a/-`): on ConfigMap.core ns/c: the overlays of this render exceed their budget of 5000000 units"),
+            "{e}"
+        );
+        assert!(budget.used() < 2 * WORK_LIMIT);
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        // Merge patches and the target checks count too, across the overlays of a render.
+        let o = overlay(&format!(
+            "{HEAD}patches:\n- target: {{kind: ConfigMap}}\n  type: merge\n  patch: {{spec: {{b: [1, 2, 3]}}}}\n"
+        ))
+        .unwrap();
+        let budget = Budget::with_limit(12);
+        let cluster = ClusterContext {
+            namespace: "ns",
+            pools: &[],
+            budget: &budget,
+        };
+        let mut objs = vec![res(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}),
+        )];
+        apply(&o, &cluster, &mut objs).unwrap();
+        let e = apply(&o, &cluster, &mut objs).unwrap_err().to_string();
+        assert!(e.contains("exceed their budget of 12 units"), "{e}");
+    }
+
     #[test]
     fn no_match_is_an_error_unless_optional() {
         let e = run(
@@ -1183,6 +1391,20 @@ mod tests {
             e.contains(
                 "patches[0].patch: a merge patch is a partial object (a mapping), found a list"
             ),
+            "{e}"
+        );
+        let e = overlay(&format!("{HEAD}patches:\n- target: {{kind: A}}\n  type: merge\n  patch: {{spec: {{template: {{metadata: {{labels: {{$patch: replace, a: b}}}}}}}}}}\n"))
+            .unwrap_err()
+            .to_string();
+        let e2 = overlay(&format!("{HEAD}patches:\n- target: {{kind: A}}\n  type: merge\n  patch: {{spec: {{containers: [{{name: a}}, {{name: b, $patch: delete}}]}}}}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e2.starts_with("o/overlay.yaml: patches[0].patch.spec.containers[1].$patch: a key"),
+            "{e2}"
+        );
+        assert!(
+            e.starts_with("o/overlay.yaml: patches[0].patch.spec.template.metadata.labels.$patch: a key starting with `$` in a merge patch (RFC 7396) would be written into the object as data: strategic directives (`$patch`, `$retainKeys`, …) need `type: strategic`"),
             "{e}"
         );
         let e = overlay(&format!("{HEAD}patches:\n- target: {{kind: A, labelSelector: \"a in b\"}}\n  type: merge\n  patch: {{}}\n"))
