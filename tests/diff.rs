@@ -1337,8 +1337,23 @@ fn git_review_refuses_a_duplicate_name_on_the_newer_side() {
     // On the older side only (the change that removes it): reviewed.
     git(&["rm", "-r", "-q", "clusters/lab-f2"], &repo);
     commit(&repo, "one lab-f again");
-    let o = run(&["diff", "--git", "HEAD~1..HEAD"], &repo, &[]);
-    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = run(
+        &["diff", "--git", "HEAD~1..HEAD", "--format", "json"],
+        &repo,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // lab-f is still there (its own directory did not change): compared with the copy that
+    // went, not reported removed.
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(
+        j["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["status"] != "removed"),
+        "{j}"
+    );
 }
 
 // See: #25. In working-tree mode, files git ignores are neither read nor changes.

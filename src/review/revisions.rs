@@ -507,6 +507,21 @@ pub fn review(
             None => unreadable.1.push(d.clone()),
         }
     }
+    // A name side A renders but side B declares in a directory that did not change (side
+    // A declared it twice, and the change removed one copy): side B's cluster renders too,
+    // so the name is compared, not reported removed.
+    let declared_b: BTreeMap<&String, &String> = names
+        .iter()
+        .filter(|((side, _), _)| *side == 1)
+        .map(|((_, d), n)| (n, d))
+        .collect();
+    for (n, (da, db)) in by_name.iter_mut() {
+        if db.is_empty() && !da.is_empty() {
+            if let Some(d) = declared_b.get(n) {
+                db.push((*d).clone());
+            }
+        }
+    }
     let mut batches: Vec<(Vec<String>, Vec<String>)> = Vec::new();
     for (da, db) in by_name.into_values() {
         match batches.last_mut() {
