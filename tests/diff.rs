@@ -385,6 +385,15 @@ fn endpoint_strategy_changes_are_high_risk() {
         "high",
         "vip 10.30.40.10 on ens192 → vip 10.30.40.11 on ens192: how the endpoint follows the control-plane machines changed"
     ), "{g}");
+    // The VIP's own document says so too (an overlay may rewrite the annotation).
+    assert!(
+        has_risk(
+            g,
+            "high",
+            "patch[5]<Layer2VIPConfig>.name: 10.30.40.10 → 10.30.40.11: the control-plane VIP"
+        ),
+        "{g}"
+    );
     let f = cluster(&o.json, "lab-f");
     assert!(
         has_risk(

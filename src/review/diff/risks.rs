@@ -340,11 +340,16 @@ pub(super) fn patch_values(r: Option<&Resource>) -> BTreeMap<String, Value> {
                     .iter()
                     .enumerate()
                 {
-                    let prefix = if j == 0 {
+                    let mut prefix = if j == 0 {
                         format!("patch[{i}]")
                     } else {
                         format!("patch[{i}]#{j}")
                     };
+                    // A Talos document of its own (1.12 and later) is named by its kind, so a
+                    // change inside it is judged by what it configures (the VIP's document).
+                    if let Some(kind) = doc.get("kind").and_then(Value::as_str) {
+                        prefix.push_str(&format!("<{kind}>"));
+                    }
                     yaml_leaves(doc, &prefix, &mut out);
                 }
             }
