@@ -1453,3 +1453,53 @@ fn git_and_disk_follow_directory_links_alike() {
         );
     }
 }
+
+// See: #25. A cluster whose own inputs changed is rendered from each side's inputs, also
+// when its directory is the repository itself or a link (the shared templates render is
+// decided by what was read, not by path prefixes).
+#[test]
+fn git_review_never_shares_a_render_across_changed_cluster_inputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The cluster at the repository root.
+    let repo = tmp.path().join("root");
+    copy_tree(&example().join("clusters/lab-f"), &repo);
+    copy_tree(&example().join("overlays"), &repo.join("overlays"));
+    git(&["init", "-q", "-b", "main"], &repo);
+    git(&["config", "user.name", "capstan tests"], &repo);
+    git(&["config", "user.email", "tests@capstan.invalid"], &repo);
+    git(&["config", "commit.gpgsign", "false"], &repo);
+    let file = repo.join("cluster.yaml");
+    let plain = run(&["render", "."], &repo, &[]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    commit(&repo, "first");
+    edit(&file, "kubernetes: v1.30.4", "kubernetes: v1.30.5");
+    commit(&repo, "a version bump");
+    let o = run(
+        &["diff", "--git", "HEAD~1..HEAD", "--format", "json"],
+        &repo,
+        &[],
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(j["clusters"][0]["status"], "changed", "{j}");
+    // A linked cluster directory whose target's cluster.yaml changes.
+    let repo = example_repo(&tmp.path().join("linked"));
+    std::fs::create_dir_all(repo.join("shared")).unwrap();
+    std::fs::rename(repo.join("clusters/lab-f"), repo.join("shared/lab-f")).unwrap();
+    std::os::unix::fs::symlink("../shared/lab-f", repo.join("clusters/lab-f")).unwrap();
+    commit(&repo, "linked");
+    edit(
+        &repo.join("shared/lab-f/cluster.yaml"),
+        "kubernetes: v1.30.4",
+        "kubernetes: v1.30.5",
+    );
+    commit(&repo, "a version bump behind the link");
+    let o = run(
+        &["diff", "--git", "HEAD~1..HEAD", "--format", "json"],
+        &repo,
+        &[],
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(cluster(&j, "lab-f")["status"], "changed", "{j}");
+}

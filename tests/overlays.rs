@@ -852,3 +852,36 @@ fn strategic_patches_merge_built_in_lists_delete_objects_and_refuse_directives()
         "{err}"
     );
 }
+
+/// A patch cannot move an object to another API group (Argo CD would prune the real one,
+/// as if it were deleted); the version within the group may change.
+#[test]
+fn a_patch_cannot_change_an_objects_api_group() {
+    let (_t, repo) = prepared();
+    for (target, patch) in [
+        (
+            "kind: Cluster",
+            "type: merge\n  patch: {apiVersion: example.com/v1}",
+        ),
+        (
+            "kind: TalosControlPlane",
+            "type: json\n  patch:\n  - {op: replace, path: /apiVersion, value: example.com/v1}",
+        ),
+        (
+            "kind: MachineDeployment",
+            "type: merge\n  patch: {apiVersion: example.com/v1beta1}",
+        ),
+    ] {
+        write(
+            &repo,
+            "overlays/group/overlay.yaml",
+            &format!("{HEAD}patches:\n- target: {{{target}}}\n  {patch}\n"),
+        );
+        set_overlays(&repo, "lab-f", &["overlays/group"]);
+        let err = render_fails(&repo, "lab-f");
+        assert!(
+            err.contains("the patch changes `apiVersion's API group` from `"),
+            "{target}: {err}"
+        );
+    }
+}

@@ -158,23 +158,43 @@ pub fn render_revision_pair<T: Send, E: From<PipelineError> + Send>(
     let (session_a, session_b) = sessions;
     let (a, b) = revisions;
     tree_renderers(session_a, a, dirs, templates)?;
-    let (renderers, cache_a, cache_b) = (&session_a.tree, &session_a.overlays, &session_b.overlays);
+    tree_renderers(session_b, b, dirs, templates)?;
+    let (renderers_a, renderers_b) = (&session_a.tree, &session_b.tree);
+    let (cache_a, cache_b) = (&session_a.overlays, &session_b.overlays);
     let one = |d: &String| -> Done<(T, T), E> {
         let ca = inputs::git::load_cluster(a, d).map_err(PipelineError::from)?;
-        let cb = ClusterInput {
-            file: b.label(&format!("{d}/{}", inputs::CLUSTER_FILE)),
-            ..ca.clone()
-        };
-        let renderer = &renderers[&inputs::git::repo_root(d)];
-        let templated = renderer
-            .render_templates(&ca.file, &ca.config)
-            .map_err(PipelineError::from)?;
+        let cb = inputs::git::load_cluster(b, d).map_err(PipelineError::from)?;
+        let root = inputs::git::repo_root(d);
+        let (renderer_a, renderer_b) = (&renderers_a[&root], &renderers_b[&root]);
         let overlays_a =
             inputs::git::load_overlays(a, &ca, cache_a).map_err(PipelineError::from)?;
         let overlays_b =
             inputs::git::load_overlays(b, &cb, cache_b).map_err(PipelineError::from)?;
-        let ra = build_from(&ca, &overlays_a, renderer, templated.clone())?;
-        let rb = build_from(&cb, &overlays_b, renderer, templated)?;
+        // The caller chose the cluster by its changed paths; what is shared is decided by
+        // what was read: the same `cluster.yaml`, `secrets.age` and sealed files.
+        let sealed = |c: &ClusterInput| -> Vec<(String, String)> {
+            c.sealed
+                .iter()
+                .map(|s| (s.rel.clone(), s.text.clone()))
+                .collect()
+        };
+        let same = ca.text == cb.text
+            && ca.secrets_age_sha256 == cb.secrets_age_sha256
+            && sealed(&ca) == sealed(&cb);
+        let (ra, rb) = if same {
+            let templated = renderer_a
+                .render_templates(&ca.file, &ca.config)
+                .map_err(PipelineError::from)?;
+            (
+                build_from(&ca, &overlays_a, renderer_a, templated.clone())?,
+                build_from(&cb, &overlays_b, renderer_b, templated)?,
+            )
+        } else {
+            (
+                build(&ca, &overlays_a, renderer_a)?,
+                build(&cb, &overlays_b, renderer_b)?,
+            )
+        };
         Ok((
             ca.config.metadata.name.clone(),
             ca.file.clone(),

@@ -897,7 +897,9 @@ fn apply_patch(
             })
     };
     let problem = problem.or_else(|| {
-        [
+        let after = r.id();
+        let changed = [
+            ("apiVersion's API group", &before.group, after.group.as_str()),
             ("kind", &before.kind, r.kind()),
             ("metadata.name", &before.name, r.name()),
             ("metadata.namespace", &before.namespace, r.namespace()),
@@ -910,7 +912,8 @@ fn apply_patch(
                      (kustomize refuses it too), as references to it would not follow; name objects in cluster.yaml, \
                      or add the object under its own name as an overlay resource"
                 )
-            })
+            });
+        changed
     });
     let problem = problem.or_else(|| {
         migration_change(migration.as_ref()?, &r.value).map(|what| {

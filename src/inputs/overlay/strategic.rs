@@ -248,10 +248,12 @@ fn merge_map(
     let retain = match pm.get("$retainKeys") {
         None => None,
         Some(Value::Array(keys)) if keys.iter().all(Value::is_string) => {
+            cx.charge(keys.len() + pm.len())?;
             let keys: Vec<&str> = keys.iter().filter_map(Value::as_str).collect();
+            let listed: HashSet<&str> = keys.iter().copied().collect();
             if let Some(k) = pm
                 .keys()
-                .find(|k| !is_directive(k) && !keys.contains(&k.as_str()) && !pm[*k].is_null())
+                .find(|k| !is_directive(k) && !listed.contains(k.as_str()) && !pm[*k].is_null())
             {
                 return Err(format!(
                     "{}: `$retainKeys` lists the keys the mapping keeps, and the patch sets `{k}`, which it does not list",
