@@ -818,13 +818,37 @@ pub fn load_config(rev: &Revision, dir: &str) -> Result<super::ClusterInput, Inp
 }
 
 fn load(rev: &Revision, dir: &str, secrets: bool) -> Result<super::ClusterInput, InputError> {
+    load_like(rev, dir, secrets, None)
+}
+
+/// [`load_cluster`] of the same directory on another revision than `like` was read from:
+/// a `cluster.yaml` with the same text is not parsed again.
+pub fn load_cluster_like(
+    rev: &Revision,
+    dir: &str,
+    like: &super::ClusterInput,
+) -> Result<super::ClusterInput, InputError> {
+    load_like(rev, dir, true, Some(like))
+}
+
+fn load_like(
+    rev: &Revision,
+    dir: &str,
+    secrets: bool,
+    like: Option<&super::ClusterInput>,
+) -> Result<super::ClusterInput, InputError> {
     let path = join(dir, super::CLUSTER_FILE);
     let file = rev.label(&path);
     let text = rev
         .text(&path, InputKind::ClusterFile)?
         .ok_or_else(|| not_found(file.clone()))?;
-    let value = super::parse_yaml_file(&file, &text)?;
-    let config = super::ClusterConfig::from_value(&file, value)?;
+    let config = match like.filter(|c| c.text == text) {
+        Some(c) => c.config.clone(),
+        None => {
+            let value = super::parse_yaml_file(&file, &text)?;
+            super::ClusterConfig::from_value(&file, value)?
+        }
+    };
     if !secrets {
         return Ok(super::ClusterInput {
             dir: dir.into(),

@@ -163,7 +163,7 @@ pub fn render_revision_pair<T: Send, E: From<PipelineError> + Send>(
     let (cache_a, cache_b) = (&session_a.overlays, &session_b.overlays);
     let one = |d: &String| -> Done<(T, T), E> {
         let ca = inputs::git::load_cluster(a, d).map_err(PipelineError::from)?;
-        let cb = inputs::git::load_cluster(b, d).map_err(PipelineError::from)?;
+        let cb = inputs::git::load_cluster_like(b, d, &ca).map_err(PipelineError::from)?;
         let root = inputs::git::repo_root(d);
         let (renderer_a, renderer_b) = (&renderers_a[&root], &renderers_b[&root]);
         let overlays_a =
