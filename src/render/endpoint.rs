@@ -38,10 +38,7 @@ fn talos_minor(config: &ClusterConfig) -> Option<u32> {
 /// strategic patches; `None` for another strategy or an older Talos.
 pub fn vip_document(config: &ClusterConfig) -> Option<Value> {
     let e = &config.spec.endpoint;
-    let vip = e
-        .vip
-        .as_ref()
-        .filter(|_| e.strategy == Some(EndpointStrategy::Vip))?;
+    let vip = e.active_vip()?;
     talos_minor(config).filter(|m| *m >= 12)?;
     Some(json!({
         "apiVersion": "v1alpha1",
@@ -73,14 +70,7 @@ pub fn describe(config: &ClusterConfig) -> Option<String> {
 /// The templates' `endpoint` context.
 pub fn context(config: &ClusterConfig) -> Value {
     let e = &config.spec.endpoint;
-    let vip = e
-        .vip
-        .as_ref()
-        .filter(|_| e.strategy == Some(EndpointStrategy::Vip));
-    let pool = e
-        .control_plane_pool
-        .as_ref()
-        .filter(|_| e.strategy == Some(EndpointStrategy::External));
+    let (vip, pool) = (e.active_vip(), e.active_pool());
     json!({
         "host": e.host,
         "port": e.port,
@@ -109,23 +99,21 @@ pub fn interlock(config: &ClusterConfig, out: &[Resource]) -> Result<(), String>
     if let Ok(host) = e.host.parse::<IpAddr>() {
         reserved.push((host, "the endpoint's address"));
     }
-    if let Some(v) = e
-        .vip
-        .as_ref()
-        .filter(|_| e.strategy == Some(EndpointStrategy::Vip))
+    if let Some(a) = e
+        .active_vip()
+        .and_then(|v| v.address.parse::<IpAddr>().ok())
     {
-        if let Ok(a) = v.address.parse::<IpAddr>() {
-            reserved.push((a, "the VIP"));
-        }
+        reserved.push((a, "the VIP"));
     }
     let own = config.control_plane_pool_name();
     let external = e.strategy == Some(EndpointStrategy::External);
-    if external {
-        if let Some(pool) = &e.control_plane_pool {
-            for a in pool.allocatable().unwrap_or_default() {
-                reserved.push((a, "an address of the control-plane pool"));
-            }
-        }
+    // The control-plane pool's addresses, computed once.
+    let ours = e
+        .active_pool()
+        .map(|p| p.allocatable().unwrap_or_default())
+        .unwrap_or_default();
+    for a in &ours {
+        reserved.push((*a, "an address of the control-plane pool"));
     }
     for p in out.iter().filter(|r| POOL_KINDS.contains(&r.kind())) {
         if external && p.kind() == "InClusterIPPool" && p.name() == own {
@@ -227,7 +215,7 @@ pub fn interlock(config: &ClusterConfig, out: &[Resource]) -> Result<(), String>
                 .pointer("/spec/replicas")
                 .and_then(Value::as_u64)
                 .unwrap_or(1);
-            let holds = pool.allocatable().map_or(0, |a| a.len() as u64);
+            let holds = ours.len() as u64;
             if holds < replicas + 1 {
                 return Err(format!(
                     "TalosControlPlane {}: {replicas} replicas and a surge of 1 need {} addresses, the control-plane \

@@ -1276,9 +1276,9 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
     };
     cp_documents.extend(endpoint::vip_document(config).iter().map(yaml::to_string));
     let mut cert_sans = s.api_server.cert_sans.clone();
-    if let Some(v) = endpoint::context(config)["vip"]["address"].as_str() {
-        if !cert_sans.iter().any(|x| x == v) {
-            cert_sans.push(v.to_string());
+    if let Some(v) = s.endpoint.active_vip() {
+        if !cert_sans.contains(&v.address) {
+            cert_sans.push(v.address.clone());
         }
     }
     json!({

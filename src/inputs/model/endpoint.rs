@@ -285,6 +285,21 @@ impl Ranges {
 }
 
 impl Endpoint {
+    /// The VIP, when it is the chosen strategy's (settings of another strategy are a
+    /// validation problem, never rendered).
+    pub fn active_vip(&self) -> Option<&Vip> {
+        self.vip
+            .as_ref()
+            .filter(|_| self.strategy == Some(EndpointStrategy::Vip))
+    }
+
+    /// The control-plane pool, when it is the chosen strategy's.
+    pub fn active_pool(&self) -> Option<&AddressPool> {
+        self.control_plane_pool
+            .as_ref()
+            .filter(|_| self.strategy == Some(EndpointStrategy::External))
+    }
+
     /// `spec.endpoint.strategy` and the settings of that strategy (and no other's); what the settings
     /// mean against the rest of the cluster is `capstan check`'s (`endpoint-strategy`).
     /// Each problem is a field path and what was expected.
