@@ -14,6 +14,8 @@
 //! - [`render`]: the pipeline of a repository ([`render::pipeline`]): templates, overlays,
 //!   content-hash names, sealed Secrets, and the one writer ([`render::bundle`]);
 //! - [`review`]: the secret-safe diff of two renders and its reports;
+//! - [`rehearse`]: a cluster's renders walked through a model of the providers (`capstan
+//!   rehearse`, and the provider-model tests);
 //! - [`backup`]: encrypted backups of the management cluster's state that git does not hold;
 //! - [`cli`]: argument types and the commands (the edge; `main.rs` only calls it).
 #![deny(missing_docs)]
@@ -26,6 +28,7 @@ pub mod digest;
 pub mod inputs;
 pub mod migration;
 pub mod procedure;
+pub mod rehearse;
 pub mod render;
 pub mod resource;
 pub mod review;

@@ -66,6 +66,7 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Secrets(SecretsCommand::VsphereIdentity(args)) => vsphere_identity(args),
         Command::Argocd(ArgocdCommand::Generate) => crate::cli::argocd::generate(),
         Command::Init(args) => crate::cli::argocd::init(args),
+        Command::Rehearse(args) => crate::cli::rehearse::run(args),
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod argocd;
 pub mod backup;
 pub mod commands;
+pub mod rehearse;
 pub mod scaffold;
 pub mod terminal;
 
@@ -72,6 +73,14 @@ pub enum Command {
     /// Argo CD integration: the config-management plugin.
     #[command(subcommand)]
     Argocd(ArgocdCommand),
+    /// Rehearse a cluster's next steps on a model of the providers (CACPPT, CABPT, Cluster
+    /// API, CAPV, Talos, Argo CD): from its current phase to `complete`, then one Day-2
+    /// operation, each step printed as a short table. It models the providers, not vSphere
+    /// or the network (README "Rehearse").
+    ///
+    /// Exit codes: 0 every step reached its end state, 1 a step stalled, lost etcd quorum or
+    /// the API, 2 error.
+    Rehearse(RehearseArgs),
     /// Scaffold a GitOps repository (`clusters/`, `overlays/`, `.sops.yaml`, the Argo CD
     /// plugin, sidecar patch and ApplicationSet, a README). Idempotent: existing files are
     /// kept, never overwritten.
@@ -448,6 +457,82 @@ pub struct PlanArgs {
     /// The cluster directory (holding `cluster.yaml`).
     #[arg(value_name = "CLUSTER_DIR")]
     pub dir: PathBuf,
+}
+
+/// Arguments of `capstan rehearse`.
+#[derive(Debug, clap::Args)]
+pub struct RehearseArgs {
+    /// The cluster directory (holding `cluster.yaml`).
+    #[arg(value_name = "CLUSTER_DIR")]
+    pub dir: PathBuf,
+    /// The Day-2 operation to rehearse after the phases.
+    #[arg(long, value_enum)]
+    pub then: Option<RehearseOperation>,
+    /// The phase the operation runs in: `complete` (the default) or `workers` (before the
+    /// migration completes). A cluster in phase `complete` runs it there.
+    #[arg(long, value_enum, default_value_t = RehearsePhase::Complete)]
+    pub until: RehearsePhase,
+    /// How git reaches the management cluster: Argo CD with automated prune (capstan's
+    /// ApplicationSet), Argo CD without prune, or `kubectl apply`.
+    #[arg(long, value_enum, default_value_t = RehearseSync::Argocd)]
+    pub sync: RehearseSync,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = RehearseFormat::Text)]
+    pub format: RehearseFormat,
+}
+
+/// The Day-2 operations `capstan rehearse --then` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RehearseOperation {
+    /// The next Talos minor (the VM template follows).
+    TalosUpgrade,
+    /// The next Kubernetes patch release.
+    KubernetesPatch,
+    /// The next Kubernetes minor.
+    KubernetesMinor,
+    /// A content-hash change of the control plane (a rolling replacement).
+    Rollout,
+    /// The endpoint handed to the VIP, then a control-plane rollout behind it.
+    VipHandover,
+    /// A failed control-plane machine replaced.
+    ReplaceControlPlane,
+    /// A rolling replacement of the first worker pool.
+    WorkerRollout,
+    /// A failed worker remediated by its MachineHealthCheck.
+    MhcRemediation,
+    /// The autoscaler grows an autoscaled pool.
+    AutoscalerScaleUp,
+    /// The last phase commit reverted.
+    PhaseRevert,
+}
+
+/// The phases `--until` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RehearsePhase {
+    /// Phase `workers`.
+    Workers,
+    /// Phase `complete`.
+    Complete,
+}
+
+/// How `capstan rehearse` applies git.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RehearseSync {
+    /// Argo CD, automated sync with prune.
+    Argocd,
+    /// Argo CD without prune.
+    ArgocdNoPrune,
+    /// `kubectl apply` (client-side).
+    Kubectl,
+}
+
+/// Output formats of `capstan rehearse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RehearseFormat {
+    /// A short table per step.
+    Text,
+    /// JSON, for CI.
+    Json,
 }
 
 /// Arguments of `capstan explain`.

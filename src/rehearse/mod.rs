@@ -1,0 +1,789 @@
+//! `capstan rehearse`: a cluster's own renders walked through a model of the providers, from
+//! its current phase to `complete`, then through one Day-2 operation, stopping at the first
+//! stall, quorum loss or unreachable API with the object, the condition and the fix.
+//!
+//! One model serves the command and the tests (`tests/provider_model.rs`,
+//! `tests/rehearse.rs`): [`model`] (the controllers), [`admission`] (the API server's
+//! policies), [`argo`] (Argo CD and kubectl), [`kubectl`] and [`jobs`] (the rendered Job
+//! scripts run for real against the model), [`drive`] (the runbook's steps, stalls and
+//! their diagnosis). Its assumptions, each with its upstream source, are the table in
+//! `assumptions.md` beside this file. It models the providers, not vSphere or the network.
+
+pub mod admission;
+pub mod argo;
+pub mod drive;
+pub mod jobs;
+pub mod kubectl;
+pub mod model;
+pub mod report;
+mod workers;
+
+use serde_json::Value;
+
+use crate::inputs::model::{ClusterConfig, Flavour, Phase, SemVer};
+use drive::{phases_from, unsettled, Driver, Operation, Rehearsal, Stop};
+use model::{ControlPlaneProvider, Facts, World};
+
+pub use argo::SyncMode;
+
+/// The model's assumptions, each with its upstream source (Markdown).
+pub const ASSUMPTIONS: &str = include_str!("assumptions.md");
+
+/// Why a rehearsal could not run (not a stop: those are results).
+#[derive(Debug, thiserror::Error)]
+pub enum RehearseError {
+    /// Running a Job script against the model.
+    #[error("running a migration Job against the model: {message}")]
+    Job {
+        /// What failed.
+        message: String,
+    },
+    /// The operation does not apply to this cluster.
+    #[error("{file}: --then {operation}: {why}")]
+    NotApplicable {
+        /// `cluster.yaml`.
+        file: String,
+        /// The operation.
+        operation: &'static str,
+        /// Why not.
+        why: String,
+    },
+}
+
+/// What to rehearse.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The Day-2 operation after the phases.
+    pub then: Option<Operation>,
+    /// The phase the operation runs in (`complete`, or `workers`).
+    pub until: Phase,
+    /// How git is applied.
+    pub sync: SyncMode,
+    /// The shell the Jobs run under.
+    pub shell: String,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            then: None,
+            until: Phase::Complete,
+            sync: SyncMode::ArgoPrune,
+            shell: "sh".into(),
+        }
+    }
+}
+
+/// Renders a configuration into the objects Argo CD (or kubectl) applies; `Err` is the
+/// render's refusal, which stops the rehearsal.
+pub type Render<'a> = dyn FnMut(&ClusterConfig) -> Result<Vec<Value>, String> + 'a;
+
+/// The model's facts from a configuration and one of its renders.
+pub fn facts(config: &ClusterConfig, objects: &[Value]) -> (Facts, Vec<String>, Option<String>) {
+    let name = config.metadata.name.clone();
+    let tcp = objects.iter().find(|o| o["kind"] == "TalosControlPlane");
+    let facts = Facts {
+        cluster: name.clone(),
+        namespace: config.metadata.namespace.clone(),
+        control_plane: tcp
+            .and_then(|t| t["metadata"]["name"].as_str())
+            .unwrap_or(&format!("{name}-cp"))
+            .to_string(),
+        control_plane_api_version: tcp
+            .and_then(|t| t["apiVersion"].as_str())
+            .unwrap_or_default()
+            .to_string(),
+        provider: match config.spec.flavour {
+            Flavour::V1beta1 => ControlPlaneProvider::SideroV05,
+            Flavour::V1beta2 => ControlPlaneProvider::CommunityV09,
+        },
+        cpi: true,
+    };
+    let pool_name = config.control_plane_pool_name();
+    let pool = objects
+        .iter()
+        .find(|o| o["kind"] == "InClusterIPPool" && o["metadata"]["name"] == pool_name.as_str())
+        .map(|o| {
+            let strings = |k: &str| -> Vec<String> {
+                o["spec"][k]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            };
+            let ipam = crate::inputs::model::IpamPool {
+                addresses: strings("addresses"),
+                prefix: o["spec"]["prefix"].as_u64().unwrap_or(32) as u32,
+                gateway: o["spec"]["gateway"].as_str().unwrap_or_default().into(),
+                excluded: strings("excludedAddresses"),
+                allocate_reserved: o["spec"]["allocateReservedIPAddresses"].as_bool() == Some(true),
+            };
+            ipam.allocatable()
+                .map(|a| a.iter().map(ToString::to_string).collect())
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    let vip = config
+        .spec
+        .endpoint
+        .active_vip()
+        .map(|v| v.address.to_string());
+    (facts, pool, vip)
+}
+
+/// The configuration of a phase: the phase, the kubeadm lists as the runbook leaves them,
+/// and the acknowledgements phase `control-plane` requires (the runbook asks for them).
+pub fn phase_config(base: &ClusterConfig, phase: Phase, kubeadm_cp: &[String]) -> ClusterConfig {
+    use crate::inputs::model::Acknowledgement;
+    let mut c = base.clone();
+    if let Some(m) = &mut c.spec.migration {
+        m.phase = phase;
+        let cp = if matches!(phase, Phase::Prepare | Phase::ControlPlane) {
+            kubeadm_cp.to_vec()
+        } else {
+            Vec::new()
+        };
+        m.kubeadm.control_plane_nodes = cp.clone();
+        m.kubeadm.etcd_members = cp;
+        if phase == Phase::Complete {
+            m.kubeadm.worker_nodes.clear();
+        }
+        if phase == Phase::ControlPlane {
+            for a in [
+                Acknowledgement::EtcdAudit,
+                Acknowledgement::ControlPlaneAntiAffinity,
+            ] {
+                if !m.acknowledge.contains(&a) {
+                    m.acknowledge.push(a);
+                }
+            }
+        }
+    }
+    c
+}
+
+fn render_or_stop(
+    d: &mut Driver,
+    render: &mut Render<'_>,
+    title: &str,
+    config: &ClusterConfig,
+) -> Option<Vec<Value>> {
+    match render(config) {
+        Ok(v) => Some(v),
+        Err(why) => {
+            let snapshot = drive::snapshot(&d.world.lock().unwrap_or_else(|e| e.into_inner()), 0);
+            d.rehearsal.steps.push(drive::Step {
+                title: title.to_string(),
+                seconds: 0,
+                sync: None,
+                snapshot,
+                stop: Some(Stop {
+                    kind: "render",
+                    object: format!("cluster.yaml of {}", config.metadata.name),
+                    condition: format!("render refuses this step's commit: {why}"),
+                    fix: "the commit this step needs is refused by capstan render: fix it first (capstan check)".into(),
+                }),
+                notes: Vec::new(),
+            });
+            None
+        }
+    }
+}
+
+/// The rehearsal of a cluster from its configuration.
+pub fn rehearse(
+    file: &str,
+    config: &ClusterConfig,
+    render: &mut Render<'_>,
+    options: &Options,
+) -> Result<Rehearsal, RehearseError> {
+    let current = config
+        .spec
+        .migration
+        .as_ref()
+        .map_or(Phase::Complete, |m| m.phase);
+    if let Some(op) = options.then {
+        applicable(file, config, op, options.until)?;
+    }
+    let kubeadm_cp: Vec<String> = match &config.spec.migration {
+        Some(m) if !m.kubeadm.control_plane_nodes.is_empty() => {
+            m.kubeadm.control_plane_nodes.clone()
+        }
+        Some(m) if !m.kubeadm.etcd_members.is_empty() => m.kubeadm.etcd_members.clone(),
+        _ => (1..=config.spec.control_plane.as_ref().map_or(3, |c| c.replicas))
+            .map(|i| format!("{}-kubeadm-cp-{i}", config.metadata.name))
+            .collect(),
+    };
+    let kubeadm_workers: Vec<String> = config
+        .spec
+        .migration
+        .as_ref()
+        .map(|m| m.kubeadm.worker_nodes.clone())
+        .unwrap_or_default();
+    let first_phase = if current == Phase::Complete {
+        Phase::Complete
+    } else {
+        Phase::Prepare
+    };
+    let first = match render(&phase_config(config, first_phase, &kubeadm_cp)) {
+        Ok(v) => v,
+        Err(why) => {
+            let mut d = Driver::new(&config.metadata.name, World::default(), options.sync);
+            render_or_stop(
+                &mut d,
+                &mut |_: &ClusterConfig| Err(why.clone()),
+                "render",
+                config,
+            );
+            return Ok(d.rehearsal);
+        }
+    };
+    let (facts, pool, vip) = facts(config, &first);
+    let mut world = World::kubeadm(facts, &kubeadm_cp, &kubeadm_workers);
+    world.endpoint.pool = pool;
+    world.endpoint.vip = vip;
+    world.shell = options.shell.clone();
+    let mut d = Driver::new(&config.metadata.name, world, options.sync);
+    let until = if options.until == Phase::Workers && current == Phase::Complete {
+        Phase::Complete
+    } else {
+        options.until
+    };
+    if current == Phase::Complete {
+        steady_state(&mut d, &first)?;
+    } else {
+        for phase in phases_from(Phase::Prepare, until) {
+            let replayed = phase_rank(phase) < phase_rank(current);
+            run_phase(&mut d, render, config, phase, &kubeadm_cp, replayed)?;
+            if d.stopped() {
+                return Ok(d.rehearsal);
+            }
+        }
+    }
+    if let Some(op) = options.then {
+        let phase = if current == Phase::Complete {
+            Phase::Complete
+        } else {
+            until
+        };
+        operation(&mut d, render, config, op, phase, &kubeadm_cp)?;
+    }
+    Ok(d.rehearsal)
+}
+
+fn phase_rank(p: Phase) -> usize {
+    match p {
+        Phase::Prepare => 0,
+        Phase::ControlPlane => 1,
+        Phase::Workers => 2,
+        Phase::Complete => 3,
+    }
+}
+
+fn applicable(
+    file: &str,
+    config: &ClusterConfig,
+    op: Operation,
+    until: Phase,
+) -> Result<(), RehearseError> {
+    let no = |why: &str| {
+        Err(RehearseError::NotApplicable {
+            file: file.to_string(),
+            operation: op.as_str(),
+            why: why.to_string(),
+        })
+    };
+    match op {
+        Operation::VipHandover if config.spec.endpoint.active_vip().is_none() => {
+            no("the cluster's endpoint strategy is not `vip`")
+        }
+        Operation::AutoscalerScaleUp
+            if !config
+                .spec
+                .overlays
+                .iter()
+                .any(|o| o.contains("autoscaler")) =>
+        {
+            // Refined once rendered: the pool must carry the autoscaler's size annotations.
+            Ok(())
+        }
+        Operation::WorkerRollout | Operation::MhcRemediation if config.spec.workers.is_empty() => {
+            no("the cluster has no worker pool")
+        }
+        Operation::PhaseRevert if config.spec.migration.is_none() => {
+            no("the cluster has no migration phases to revert")
+        }
+        Operation::PhaseRevert if until == Phase::Prepare || until == Phase::ControlPlane => {
+            no("revert from phase workers or complete")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Phase `complete` (or a cluster without a migration) as it has run for a while: the
+/// render applied without its hooks, every Machine as declared, then the commit synced.
+fn steady_state(d: &mut Driver, objects: &[Value]) -> Result<(), RehearseError> {
+    let plain: Vec<Value> = objects
+        .iter()
+        .filter(|o| !argo::is_hook(o))
+        .cloned()
+        .collect();
+    d.sync(&plain)?;
+    {
+        let mut w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+        w.settle_as_declared();
+        w.endpoint.on_vip = w.endpoint.vip.is_some();
+    }
+    d.step(
+        "phase complete: the running cluster (every Machine as git declares it), then its commit synced",
+        Some(objects),
+        &mut |_| vec!["the rehearsal starts from the steady state: the model cannot read the live management cluster".into()],
+        &unsettled,
+        1800,
+    )?;
+    Ok(())
+}
+
+fn run_phase(
+    d: &mut Driver,
+    render: &mut Render<'_>,
+    config: &ClusterConfig,
+    phase: Phase,
+    kubeadm_cp: &[String],
+    replayed: bool,
+) -> Result<(), RehearseError> {
+    let prefix = if replayed { "(replayed) " } else { "" };
+    let title = |t: &str| format!("{prefix}{t}");
+    match phase {
+        Phase::Prepare => {
+            let t = title("phase prepare: commit synced");
+            let Some(objs) =
+                render_or_stop(d, render, &t, &phase_config(config, phase, kubeadm_cp))
+            else {
+                return Ok(());
+            };
+            d.step(
+                &t,
+                Some(&objs),
+                &mut |_| Vec::new(),
+                &|w: &World| {
+                    let t = w.tcp.as_ref()?;
+                    if !t.bootstrapped {
+                        return Some("status.bootstrapped is not set".into());
+                    }
+                    (w.cp_machines() > 0)
+                        .then(|| "a control-plane Machine exists in phase prepare".into())
+                },
+                900,
+            )?;
+        }
+        Phase::ControlPlane => {
+            let t = title("phase control-plane: commit synced (the scale Job opens the window)");
+            let Some(objs) =
+                render_or_stop(d, render, &t, &phase_config(config, phase, kubeadm_cp))
+            else {
+                return Ok(());
+            };
+            d.step(
+                &t,
+                Some(&objs),
+                &mut |w: &mut World| {
+                    let pool = w.endpoint.pool.clone();
+                    if pool.is_empty() {
+                        return vec!["the load balancer gets the Talos control-plane addresses once they exist (capstan plan)".into()];
+                    }
+                    w.endpoint.backends.extend(pool);
+                    vec!["the load balancer lists the control plane's pool addresses beside the kubeadm nodes (capstan plan)".into()]
+                },
+                &|w: &World| {
+                    let t = w.tcp.as_ref()?;
+                    let cp: Vec<_> = w.machines.iter().filter(|m| m.deployment.is_none()).collect();
+                    if (cp.len() as u64) < t.replicas {
+                        return Some(format!("{} of {} control-plane Machines", cp.len(), t.replicas));
+                    }
+                    if let Some(m) = cp.iter().find(|m| m.node_ref.is_none()) {
+                        return Some(format!("Machine {} has no nodeRef", m.name));
+                    }
+                    if w.members.iter().any(|m| m.learner) || (w.talos_members() as u64) < t.replicas {
+                        return Some("the Talos members are not all voters yet".into());
+                    }
+                    None
+                },
+                1800,
+            )?;
+            {
+                let mut w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                if w.endpoint.pool.is_empty() {
+                    let addrs: Vec<String> = w
+                        .vms
+                        .iter()
+                        .filter(|v| v.control_plane && !v.gone)
+                        .filter_map(|v| v.address.clone())
+                        .collect();
+                    w.endpoint.backends.extend(addrs);
+                }
+            }
+            for (i, node) in kubeadm_cp.iter().enumerate() {
+                let left = &kubeadm_cp[i + 1..];
+                let t = title(&format!(
+                    "remove kubeadm control-plane node {node} (load balancer, kubeadm reset), commit and sync"
+                ));
+                let objs = if left.is_empty() {
+                    None
+                } else {
+                    match render_or_stop(d, render, &t, &phase_config(config, phase, left)) {
+                        Some(o) => Some(o),
+                        None => return Ok(()),
+                    }
+                };
+                let node = node.clone();
+                let start = d.world.lock().unwrap_or_else(|e| e.into_inner()).t;
+                d.step(
+                    &t,
+                    objs.as_deref(),
+                    &mut |w: &mut World| {
+                        w.remove_kubeadm_node(&node);
+                        Vec::new()
+                    },
+                    &|w: &World| (w.t < start + 120).then(|| "observing".into()),
+                    600,
+                )?;
+                if d.stopped() {
+                    return Ok(());
+                }
+            }
+        }
+        Phase::Workers => {
+            let t = title("phase workers: commit synced (the unpause Job lifts the pause)");
+            let Some(objs) =
+                render_or_stop(d, render, &t, &phase_config(config, phase, kubeadm_cp))
+            else {
+                return Ok(());
+            };
+            d.step(&t, Some(&objs), &mut |_| Vec::new(), &unsettled, 3600)?;
+            d.step(
+                &title("drain and remove the kubeadm workers"),
+                None,
+                &mut |w: &mut World| {
+                    let n = w.kubeadm_workers.len();
+                    w.kubeadm_workers.clear();
+                    vec![format!("{n} kubeadm workers drained (kubectl drain respects PodDisruptionBudgets) and removed")]
+                },
+                &unsettled,
+                600,
+            )?;
+        }
+        Phase::Complete => {
+            let t = title("phase complete: commit synced, the endpoint handed over");
+            let Some(objs) =
+                render_or_stop(d, render, &t, &phase_config(config, phase, kubeadm_cp))
+            else {
+                return Ok(());
+            };
+            d.step(
+                &t,
+                Some(&objs),
+                &mut |w: &mut World| {
+                    if w.endpoint.vip.is_some() {
+                        w.endpoint.on_vip = true;
+                        return vec!["the endpoint's name now resolves to the VIP (the hand-over in capstan plan)".into()];
+                    }
+                    if !w.endpoint.pool.is_empty() {
+                        w.endpoint.backends = w.endpoint.pool.clone();
+                    }
+                    Vec::new()
+                },
+                &unsettled,
+                1800,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn next_version(v: &str, minor: bool) -> Option<String> {
+    let s = SemVer::parse(v)?;
+    Some(if minor {
+        format!("v{}.{}.0", s.major, s.minor + 1)
+    } else {
+        format!("v{}.{}.{}", s.major, s.minor, s.patch + 1)
+    })
+}
+
+fn operation(
+    d: &mut Driver,
+    render: &mut Render<'_>,
+    base: &ClusterConfig,
+    op: Operation,
+    phase: Phase,
+    kubeadm_cp: &[String],
+) -> Result<(), RehearseError> {
+    if d.stopped() {
+        return Ok(());
+    }
+    let mut config = phase_config(base, phase, kubeadm_cp);
+    let title = format!("--then {}", op.as_str());
+    let mut notes = Vec::new();
+    match op {
+        Operation::TalosUpgrade => {
+            let old = config.spec.versions.talos.clone();
+            let (_, max) = crate::inputs::model::flavour_talos_range(config.spec.flavour);
+            let minor = SemVer::parse(&old).is_some_and(|s| s.minor < max);
+            let new = next_version(&old, minor).unwrap_or(old.clone());
+            if !minor {
+                notes.push(format!(
+                    "{old} is the newest Talos minor the flavour supports: a patch upgrade instead"
+                ));
+            }
+            config.spec.versions.talos = new.clone();
+            if let Some(v) = &mut config.spec.vsphere {
+                v.template = v.template.replace(&old, &new);
+            }
+            notes.push(format!("Talos {old} -> {new} (the VM template follows)"));
+        }
+        Operation::KubernetesPatch | Operation::KubernetesMinor => {
+            let old = config.spec.versions.kubernetes.clone();
+            let new = next_version(&old, op == Operation::KubernetesMinor).unwrap_or(old.clone());
+            config.spec.versions.kubernetes = new.clone();
+            notes.push(format!("Kubernetes {old} -> {new}"));
+        }
+        Operation::Rollout | Operation::VipHandover => {
+            if let Some(cp) = &mut config.spec.control_plane {
+                cp.machine.memory_mib += 1024;
+            }
+            notes.push("the control plane's machines get 1 GiB more memory: a new template, a rolling replacement".into());
+        }
+        Operation::WorkerRollout => {
+            if let Some(p) = config.spec.workers.first_mut() {
+                p.machine.memory_mib += 1024;
+                notes.push(format!(
+                    "pool {} gets 1 GiB more memory: a new template, a rolling replacement",
+                    p.name
+                ));
+            }
+        }
+        Operation::PhaseRevert => {
+            let back = if phase == Phase::Complete {
+                Phase::Workers
+            } else {
+                Phase::ControlPlane
+            };
+            config = phase_config(base, back, kubeadm_cp);
+            notes.push(format!(
+                "the commit of phase {} reverted: git says phase {} again",
+                phase.as_str(),
+                back.as_str()
+            ));
+        }
+        Operation::ReplaceControlPlane
+        | Operation::MhcRemediation
+        | Operation::AutoscalerScaleUp => {}
+    }
+    let Some(objs) = render_or_stop(d, render, &title, &config) else {
+        return Ok(());
+    };
+    if op == Operation::AutoscalerScaleUp
+        && !objs.iter().any(|o| {
+            o["kind"] == "MachineDeployment" && crate::resource::autoscaler_sizes(o).is_some()
+        })
+    {
+        return Err(RehearseError::NotApplicable {
+            file: base.metadata.name.clone(),
+            operation: op.as_str(),
+            why: "no MachineDeployment carries the autoscaler's size annotations".into(),
+        });
+    }
+    {
+        let mut w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+        w.count_workers_from_now();
+        if op == Operation::VipHandover {
+            w.endpoint.on_vip = true;
+        }
+    }
+    match op {
+        Operation::ReplaceControlPlane => {
+            d.step(
+                &format!("{title}: a control-plane VM fails"),
+                Some(&objs),
+                &mut |w: &mut World| {
+                    let victim = w
+                        .machines
+                        .iter()
+                        .filter(|m| m.deployment.is_none())
+                        .min_by_key(|m| (m.created, m.name.clone()))
+                        .map(|m| m.name.clone());
+                    match victim {
+                        Some(v) => {
+                            w.fail_vm(&v);
+                            vec![format!(
+                                "{v} is powered off: its etcd member is down, its node NotReady"
+                            )]
+                        }
+                        None => vec!["no control-plane machine to fail".into()],
+                    }
+                },
+                &|_: &World| None,
+                60,
+            )?;
+            d.step(
+                &format!("{title}: the operator removes its etcd member and deletes its Machine"),
+                None,
+                &mut |w: &mut World| {
+                    let failed: Vec<String> = w
+                        .vms
+                        .iter()
+                        .filter(|v| v.failed && v.control_plane && !v.gone)
+                        .map(|v| v.name.clone())
+                        .collect();
+                    for f in &failed {
+                        w.members.retain(|m| &m.name != f);
+                        let t = w.t;
+                        if let Some(m) = w.machines.iter_mut().find(|m| &m.name == f) {
+                            m.deleting = Some(t);
+                        }
+                    }
+                    vec![format!(
+                        "`talosctl -n <healthy node> etcd remove-member {}`, then `kubectl delete machine {}`: the provider creates a replacement",
+                        failed.join(" "),
+                        failed.join(" ")
+                    )]
+                },
+                &unsettled,
+                3600,
+            )?;
+        }
+        Operation::MhcRemediation => {
+            d.step(
+                &format!("{title}: a worker VM fails; its MachineHealthCheck remediates it"),
+                Some(&objs),
+                &mut |w: &mut World| {
+                    let victim = w
+                        .machines
+                        .iter()
+                        .filter(|m| {
+                            m.deployment.as_ref().is_some_and(|d| {
+                                w.health_checks.values().any(|c| &c.deployment == d)
+                            })
+                        })
+                        .min_by_key(|m| (m.created, m.name.clone()))
+                        .map(|m| m.name.clone());
+                    match victim {
+                        Some(v) => {
+                            w.fail_vm(&v);
+                            vec![format!("{v} is powered off")]
+                        }
+                        None => vec!["no worker under a MachineHealthCheck".into()],
+                    }
+                },
+                &|w: &World| {
+                    if w.vms.iter().any(|v| v.failed && !v.gone) {
+                        return Some("the failed worker is not replaced yet".into());
+                    }
+                    unsettled(w)
+                },
+                3600,
+            )?;
+        }
+        Operation::AutoscalerScaleUp => {
+            let before: Vec<(String, u64)> = {
+                let w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                w.deployments
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.replicas))
+                    .collect()
+            };
+            d.step(
+                &format!("{title}: Pods pending for two more nodes"),
+                Some(&objs),
+                &mut |w: &mut World| {
+                    let pool = w
+                        .deployments
+                        .iter()
+                        .find(|(_, md)| md.autoscaler.is_some())
+                        .map(|(k, _)| k.clone());
+                    match pool {
+                        Some(p) => {
+                            w.pending.insert(p.clone(), 2);
+                            vec![format!(
+                                "the autoscaler sees Pods that need two more nodes of {p}"
+                            )]
+                        }
+                        None => Vec::new(),
+                    }
+                },
+                &|w: &World| {
+                    let grown = w.deployments.iter().any(|(k, md)| {
+                        md.autoscaler.is_some()
+                            && before.iter().any(|(b, r)| b == k && md.replicas > *r)
+                    });
+                    if !grown {
+                        return Some("the autoscaler has not grown the pool".into());
+                    }
+                    unsettled(w)
+                },
+                3600,
+            )?;
+        }
+        Operation::PhaseRevert => {
+            let declared: Vec<(String, u64)> = {
+                let w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                w.deployments
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.replicas))
+                    .collect()
+            };
+            let start = d.world.lock().unwrap_or_else(|e| e.into_inner()).t;
+            d.step(
+                &title,
+                Some(&objs),
+                &mut |_| Vec::new(),
+                &|w: &World| (w.t < start + 600).then(|| "observing the pools".into()),
+                900,
+            )?;
+            let dropped: Vec<String> = {
+                let w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                declared
+                    .iter()
+                    .filter_map(|(pool, want)| {
+                        let low = w.lowest_workers.get(pool).copied().unwrap_or(0);
+                        (low < *want).then(|| format!("{pool}: {low} of {want} workers running"))
+                    })
+                    .collect()
+            };
+            if let Some(step) = d.rehearsal.steps.last_mut() {
+                match &step.stop {
+                    Some(s) if s.kind == "sync" && dropped.is_empty() => {
+                        // A refused revert is this operation's safe outcome.
+                        step.notes.push(format!(
+                            "the revert was refused and the running workers kept: {}: {}",
+                            s.object, s.condition
+                        ));
+                        step.stop = None;
+                    }
+                    _ if !dropped.is_empty() => {
+                        step.stop = Some(Stop {
+                            kind: "unsafe",
+                            object: "MachineDeployment".into(),
+                            condition: format!(
+                                "the revert scaled running Talos workers down (day-2 review D13): {}",
+                                dropped.join("; ")
+                            ),
+                            fix: "never revert a phase commit that renders the pools at 0 while Talos workers run: go forward, or acknowledge it explicitly (capstan plan)".into(),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {
+            d.step(&title, Some(&objs), &mut |_| Vec::new(), &unsettled, 7200)?;
+        }
+    }
+    if let Some(step) = d.rehearsal.steps.last_mut() {
+        let mut n = notes;
+        n.append(&mut step.notes);
+        step.notes = n;
+    }
+    Ok(())
+}
