@@ -95,6 +95,10 @@ pub struct Vm {
     pub kubernetes: String,
     /// Its machine config carries the VIP.
     pub vip_config: bool,
+    /// The infrastructure template it was cloned from and its bootstrap config (what
+    /// `clusterctl move` restores with its Machine: the VSphereMachine's cloned-from
+    /// annotation and the TalosConfig).
+    pub origin: (String, String),
 }
 
 /// An etcd member.
@@ -575,7 +579,7 @@ impl World {
         let mut joins = Vec::new();
         let mut dhcp = 0u64;
         for vm in self.vms.iter_mut().filter(|v| !v.gone && !v.failed) {
-            if vm.address.is_none() && t >= vm.created + IP_AFTER {
+            if vm.address.is_none() && t >= vm.created + IP_AFTER.min(vm.node_after) {
                 if vm.control_plane && !pool.is_empty() {
                     if let Some(a) = pool.iter().find(|a| !taken.contains(*a)) {
                         taken.insert(a.clone());
@@ -1033,6 +1037,7 @@ impl World {
             node_after,
             kubernetes: version.clone(),
             vip_config,
+            origin: (infra.clone(), config.clone()),
         });
         self.machines.push(Machine {
             name: name.clone(),
@@ -1120,34 +1125,23 @@ impl World {
     /// `clusterctl move` brings back what its object graph holds: the Machines with their
     /// providerID and spec, not their status (so no `status.bootstrapped` either) [A33].
     pub fn restore_machines(&mut self) {
-        let (version, infra, config) = self
-            .tcp
-            .as_ref()
-            .map(|t| {
-                (
-                    t.version.clone(),
-                    t.infra_template.clone(),
-                    t.config.clone(),
-                )
-            })
-            .unwrap_or_default();
-        let names: Vec<String> = self
+        let vms: Vec<Vm> = self
             .vms
             .iter()
             .filter(|v| !v.gone && v.control_plane)
-            .map(|v| v.name.clone())
+            .cloned()
             .collect();
-        for name in names {
+        for vm in vms {
             self.machines.push(Machine {
-                name: name.clone(),
+                name: vm.name.clone(),
                 deployment: None,
                 machine_set: None,
-                provider_id: format!("vsphere://{name}"),
+                provider_id: format!("vsphere://{}", vm.name),
                 node_ref: None,
                 addresses: false,
-                version: version.clone(),
-                infra_template: infra.clone(),
-                config: config.clone(),
+                version: vm.kubernetes.clone(),
+                infra_template: vm.origin.0.clone(),
+                config: vm.origin.1.clone(),
                 created: self.t,
                 deleting: None,
                 remediate: false,
@@ -1166,7 +1160,13 @@ impl World {
         for _ in 0..tcp.replicas {
             self.seq += 1;
             let name = format!("{}-{:05}", self.facts.control_plane, self.seq);
-            self.settled_vm(&name, true, &tcp.version, tcp.vip_config, past);
+            self.settled_vm(
+                &name,
+                true,
+                (&tcp.version, (tcp.infra_template.clone(), tcp.config.clone())),
+                tcp.vip_config,
+                past,
+            );
             self.machines.push(Machine {
                 name: name.clone(),
                 deployment: None,
@@ -1214,7 +1214,16 @@ impl World {
             for _ in 0..md.replicas {
                 self.seq += 1;
                 let name = format!("{}-{:05}", ms.name, self.seq);
-                self.settled_vm(&name, false, &md.version, false, past);
+                self.settled_vm(
+                    &name,
+                    false,
+                    (
+                        &md.version,
+                        (md.infra_template.clone(), md.bootstrap_template.clone()),
+                    ),
+                    false,
+                    past,
+                );
                 self.machines.push(Machine {
                     name: name.clone(),
                     deployment: Some(d.clone()),
@@ -1241,7 +1250,14 @@ impl World {
         self.vip();
     }
 
-    fn settled_vm(&mut self, name: &str, control_plane: bool, version: &str, vip: bool, past: u64) {
+    fn settled_vm(
+        &mut self,
+        name: &str,
+        control_plane: bool,
+        (version, origin): (&str, (String, String)),
+        vip: bool,
+        past: u64,
+    ) {
         let address = if control_plane && !self.endpoint.pool.is_empty() {
             let held: BTreeSet<String> =
                 self.vms.iter().filter_map(|v| v.address.clone()).collect();
@@ -1267,6 +1283,7 @@ impl World {
             node_after: self.node_after,
             kubernetes: version.to_string(),
             vip_config: vip,
+            origin,
         });
     }
 }
