@@ -683,19 +683,30 @@ fn the_admission_policies_as_the_api_server_evaluates_them() {
             "metadata": {"name": "m", "namespace": NS, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
             "spec": {}})
     };
-    assert!(!admits(&w, &mk_machine(CLUSTER, None), None, create_machine));
+    assert!(!admits(
+        &w,
+        &mk_machine(CLUSTER, None),
+        None,
+        create_machine
+    ));
     assert!(!admits(&w, &vsm(CLUSTER), None, create_vsm));
     assert!(admits(&w, &mk_machine("other", None), None, create_machine));
     assert!(admits(&w, &vsm("other"), None, create_vsm));
     assert!(
-        admits(&w, 
+        admits(
+            &w,
             &mk_machine(CLUSTER, Some("vsphere://4203")),
             None,
             create_machine
         ),
         "moved"
     );
-    assert!(!admits(&w, &mk_machine(CLUSTER, Some("")), None, create_machine));
+    assert!(!admits(
+        &w,
+        &mk_machine(CLUSTER, Some("")),
+        None,
+        create_machine
+    ));
     w.tcp.as_mut().unwrap().bootstrapped = true;
     assert!(admits(&w, &mk_machine(CLUSTER, None), None, create_machine));
     assert!(admits(&w, &vsm(CLUSTER), None, create_vsm));
@@ -724,7 +735,10 @@ fn the_admission_policies_as_the_api_server_evaluates_them() {
         "any value pauses (HasPaused tests the key)"
     );
     w.update_annotation(KUBECTL_ANNOTATE, ANN_PAUSED, None);
-    assert!(!admits(&w, &after, Some(&before), status), "unpaused: refused");
+    assert!(
+        !admits(&w, &after, Some(&before), status),
+        "unpaused: refused"
+    );
     assert!(
         admits(&w, &before, Some(&before), status),
         "other status updates pass"

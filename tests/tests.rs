@@ -16,6 +16,8 @@ mod secrets;
 mod migration;
 // A model of the providers from their source, with the Jobs' scripts run against it.
 mod provider_model;
+// The life after the migration on the same model: every Day-2 operation, `capstan rehearse`.
+mod rehearse;
 // The control-plane rollback's etcd steps against a real six-member etcd.
 mod etcd;
 // `capstan explain`: known migration errors to cause, check finding and fix; exit codes.

@@ -1,17 +1,15 @@
-//! CLI glue of `capstan rehearse`: the cluster read and rendered as `argocd generate` renders
-//! it (every phase's commit from its `cluster.yaml`), the model run, the report printed.
+//! CLI glue of `capstan rehearse`: the arguments to [`crate::rehearse::Options`], the
+//! rehearsal of the cluster directory, the report printed (every line escaped).
 
 use std::io::Write;
 
 use anyhow::Result;
-use serde_json::Value;
 
 use crate::cli::terminal::Status;
 use crate::cli::{RehearseArgs, RehearseFormat, RehearseOperation, RehearsePhase, RehearseSync};
-use crate::inputs::{self, model::ClusterConfig, model::Phase};
+use crate::inputs::model::Phase;
 use crate::rehearse::drive::Operation;
 use crate::rehearse::{self, Options, SyncMode};
-use crate::render::Renderer;
 
 fn operation(op: RehearseOperation) -> Operation {
     match op {
@@ -30,25 +28,6 @@ fn operation(op: RehearseOperation) -> Operation {
 
 /// `capstan rehearse`.
 pub fn run(args: RehearseArgs) -> Result<Status> {
-    let c = inputs::load_cluster_with(&args.dir, inputs::Digests::NotWanted)?;
-    let root = inputs::repo_root(&c.dir);
-    let (overrides, _) = inputs::load_templates(&root.join("templates"), &root, false)?;
-    let overlays = inputs::load_overlays(&c, &inputs::OverlayCache::default())?;
-    let renderer = Renderer::new(&overrides)?;
-    let mut render = |config: &ClusterConfig| -> std::result::Result<Vec<Value>, String> {
-        let mut input = c.clone();
-        input.config = config.clone();
-        let rendered = crate::render::pipeline::build(&input, &overlays, &renderer)
-            .map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
-        Ok(rendered
-            .resources
-            .into_iter()
-            .map(|mut r| {
-                crate::argocd::annotate(&mut r);
-                r.value
-            })
-            .collect())
-    };
     let options = Options {
         then: args.then.map(operation),
         until: match args.until {
@@ -62,7 +41,7 @@ pub fn run(args: RehearseArgs) -> Result<Status> {
         },
         ..Options::default()
     };
-    let r = rehearse::rehearse(&c.file, &c.config, &mut render, &options)?;
+    let r = rehearse::cluster(&args.dir, &options)?;
     let text = match args.format {
         RehearseFormat::Text => rehearse::report::text(&r),
         RehearseFormat::Json => {

@@ -409,6 +409,7 @@ fn read_object(w: &mut World, o: &Value, mode: SyncMode) {
                     unhealthy: seconds(unhealthy).unwrap_or(300),
                     startup: seconds(startup).unwrap_or(600),
                     max_unhealthy_percent: max,
+                    short_circuit: None,
                 },
             );
         }

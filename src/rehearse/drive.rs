@@ -232,7 +232,8 @@ impl Driver {
     }
 
     fn begin(&mut self) {
-        let w = lock(&self.world);
+        let mut w = lock(&self.world);
+        w.denied_message = None;
         self.step_start = w.t;
         self.gaps_seen = w.api_gaps.len();
     }
@@ -430,6 +431,18 @@ pub fn diagnose(w: &World, missing: &str) -> Stop {
             object: format!("MachineSet/{}", ms.name),
             condition: ms.hold.clone().unwrap_or_default(),
             fix: "Cluster API holds worker scale-ups and remediations while the control plane is provisioning or upgrading: the control plane's rollout must finish first".into(),
+        };
+    }
+    if let Some((name, why)) = w
+        .health_checks
+        .iter()
+        .find_map(|(n, c)| c.short_circuit.as_ref().map(|s| (n, s)))
+    {
+        return Stop {
+            kind: "stall",
+            object: format!("MachineHealthCheck/{name}"),
+            condition: why.clone(),
+            fix: "Cluster API rounds maxUnhealthy down: a pool of fewer than 3 Machines at 40% never remediates one; set the pool's `healthCheck.maxUnhealthy` to 100% or grow the pool".into(),
         };
     }
     if let Some(v) = w.vms.iter().find(|v| {

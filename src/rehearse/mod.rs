@@ -38,6 +38,12 @@ pub enum RehearseError {
         /// What failed.
         message: String,
     },
+    /// Reading the cluster's inputs.
+    #[error(transparent)]
+    Input(#[from] crate::inputs::InputError),
+    /// Compiling the templates.
+    #[error(transparent)]
+    Render(#[from] crate::render::RenderError),
     /// The operation does not apply to this cluster.
     #[error("{file}: --then {operation}: {why}")]
     NotApplicable {
@@ -189,6 +195,42 @@ fn render_or_stop(
             None
         }
     }
+}
+
+/// The rehearsal of a cluster directory: its inputs read once, every step's commit rendered
+/// as `capstan argocd generate` renders it (sync waves and options added).
+pub fn cluster(dir: &std::path::Path, options: &Options) -> Result<Rehearsal, RehearseError> {
+    let c = crate::inputs::load_cluster_with(dir, crate::inputs::Digests::NotWanted)?;
+    let root = crate::inputs::repo_root(&c.dir);
+    let (overrides, _) = crate::inputs::load_templates(&root.join("templates"), &root, false)?;
+    let overlays = crate::inputs::load_overlays(&c, &crate::inputs::OverlayCache::default())?;
+    let renderer = crate::render::Renderer::new(&overrides)?;
+    let mut render = |config: &ClusterConfig| -> Result<Vec<Value>, String> {
+        let mut input = c.clone();
+        input.config = config.clone();
+        let rendered = crate::render::pipeline::build(&input, &overlays, &renderer)
+            .map_err(|e| error_chain(&e))?;
+        Ok(rendered
+            .resources
+            .into_iter()
+            .map(|mut r| {
+                crate::argocd::annotate(&mut r);
+                r.value
+            })
+            .collect())
+    };
+    rehearse(&c.file, &c.config, &mut render, options)
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    s
 }
 
 /// The rehearsal of a cluster from its configuration.

@@ -220,6 +220,8 @@ pub struct Mhc {
     pub startup: u64,
     /// `maxUnhealthy` in percent.
     pub max_unhealthy_percent: u64,
+    /// Why its last check did not remediate (more unhealthy Machines than allowed).
+    pub short_circuit: Option<String>,
 }
 
 /// An object Argo CD (or kubectl) applied and tracks, for prune and for the report.
@@ -1156,6 +1158,10 @@ impl World {
     /// starts from phase `complete` (or a cluster without a migration).
     pub fn settle_as_declared(&mut self) {
         let Some(tcp) = self.tcp.clone() else { return };
+        // What the controllers tried before the cluster was settled is forgotten.
+        self.machine_sets.clear();
+        self.denied = 0;
+        self.denied_message = None;
         let past = self.t.saturating_sub(3600);
         for _ in 0..tcp.replicas {
             self.seq += 1;
@@ -1163,7 +1169,10 @@ impl World {
             self.settled_vm(
                 &name,
                 true,
-                (&tcp.version, (tcp.infra_template.clone(), tcp.config.clone())),
+                (
+                    &tcp.version,
+                    (tcp.infra_template.clone(), tcp.config.clone()),
+                ),
                 tcp.vip_config,
                 past,
             );

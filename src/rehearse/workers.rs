@@ -226,10 +226,24 @@ impl World {
                 })
                 .map(|m| m.name.clone())
                 .collect();
-            if unhealthy.is_empty()
-                || (unhealthy.len() as u64) * 100
-                    > c.max_unhealthy_percent * mine.len().max(1) as u64
+            // maxUnhealthy as a percentage of the Machines, rounded down.
+            let allowed = c.max_unhealthy_percent * mine.len() as u64 / 100;
+            let short = (!unhealthy.is_empty() && unhealthy.len() as u64 > allowed).then(|| {
+                format!(
+                    "remediation short-circuited: {} of {} Machines unhealthy, maxUnhealthy {}% allows {allowed}",
+                    unhealthy.len(),
+                    mine.len(),
+                    c.max_unhealthy_percent
+                )
+            });
+            if let Some(m) = self
+                .health_checks
+                .values_mut()
+                .find(|m| m.deployment == c.deployment)
             {
+                m.short_circuit = short.clone();
+            }
+            if unhealthy.is_empty() || short.is_some() {
                 continue;
             }
             for m in self
