@@ -48,6 +48,20 @@ impl Reply {
 const THROTTLED: &str = "Error from server (TooManyRequests): the server has received too many requests and has asked us to try again later";
 const TCP_RES: &str = "taloscontrolplanes.controlplane.cluster.x-k8s.io";
 
+/// `validatingadmissionpolic(y|ies)[bindings].admissionregistration.k8s.io/NAME` as (kind,
+/// name).
+fn admission_object(arg: &str) -> Option<(&'static str, &str)> {
+    let (res, name) = arg.split_once('/')?;
+    let kind = match res.split('.').next()? {
+        "validatingadmissionpolicybindings" | "validatingadmissionpolicybinding" => {
+            "ValidatingAdmissionPolicyBinding"
+        }
+        "validatingadmissionpolicies" | "validatingadmissionpolicy" => "ValidatingAdmissionPolicy",
+        _ => return None,
+    };
+    Some((kind, name))
+}
+
 impl World {
     /// One kubectl call of a Job: the controllers reconcile first, then the fault (if this
     /// call is the one), then the answer.
@@ -283,37 +297,59 @@ impl World {
                     "taloscontrolplane.controlplane.cluster.x-k8s.io/{tcp_name} annotated\n"
                 ))
             }
-            ["delete", res, name, "--ignore-not-found"]
-                if res.starts_with("validatingadmissionpolic") =>
-            {
-                let binding = res.starts_with("validatingadmissionpolicybinding");
-                let kind = if binding {
-                    "ValidatingAdmissionPolicyBinding"
-                } else {
-                    "ValidatingAdmissionPolicy"
-                };
-                let existed = self
-                    .live
-                    .remove(&(kind.to_string(), String::new(), name.to_string()))
-                    .is_some();
-                if binding {
-                    if let Some(p) = self.policies.get_mut(*name) {
-                        p.bound = false;
+            ["delete", objects @ .., "--ignore-not-found", "--wait=false", "-o", "name"] => {
+                let mut out = String::new();
+                for o in objects {
+                    let Some((kind, name)) = admission_object(o) else {
+                        return unexpected(&format!("delete of {o}"));
+                    };
+                    if self.delete_admission_object(kind, name) {
+                        let singular = if kind == "ValidatingAdmissionPolicyBinding" {
+                            "validatingadmissionpolicybinding"
+                        } else {
+                            "validatingadmissionpolicy"
+                        };
+                        out.push_str(&format!("{singular}.admissionregistration.k8s.io/{name}\n"));
                     }
-                } else {
-                    self.policies.remove(*name);
                 }
-                Reply::ok(&if existed {
-                    format!(
-                        "{} \"{name}\" deleted\n",
-                        res.split('.').next().unwrap_or(res)
-                    )
-                } else {
-                    String::new()
-                })
+                Reply::ok(&out)
+            }
+            ["get", objects @ .., "--ignore-not-found", "-o", "name"] => {
+                let mut out = String::new();
+                for o in objects {
+                    let Some((kind, name)) = admission_object(o) else {
+                        return unexpected(&format!("get of {o}"));
+                    };
+                    if self
+                        .live
+                        .contains_key(&(kind.to_string(), String::new(), name.to_string()))
+                    {
+                        out.push_str(&format!(
+                            "{}.admissionregistration.k8s.io/{name}\n",
+                            kind.to_ascii_lowercase()
+                        ));
+                    }
+                }
+                Reply::ok(&out)
             }
             _ => unexpected(&format!("call {rest:?}")),
         }
+    }
+
+    /// Delete a ValidatingAdmissionPolicy or its binding; whether it existed.
+    pub fn delete_admission_object(&mut self, kind: &str, name: &str) -> bool {
+        let existed = self
+            .live
+            .remove(&(kind.to_string(), String::new(), name.to_string()))
+            .is_some();
+        if kind == "ValidatingAdmissionPolicyBinding" {
+            if let Some(p) = self.policies.get_mut(name) {
+                p.bound = false;
+            }
+        } else {
+            self.policies.remove(name);
+        }
+        existed
     }
 
     /// An Update (`kubectl annotate`): a changed or added field is the updater's alone; a
