@@ -140,6 +140,9 @@ fn merged(old: &Value, new: &Value) -> Value {
     }
 }
 
+/// A sync wave's tasks: objects to apply, live objects to prune.
+type Wave<'a> = (Vec<&'a Value>, Vec<(String, String, String)>);
+
 /// One sync of the rendered (and annotated) objects.
 pub fn sync(
     world: &Arc<Mutex<World>>,
@@ -153,7 +156,7 @@ pub fn sync(
         .map(|o| (key(o), o))
         .collect();
     // The tasks: every object to apply, and (Argo CD) every live object git dropped.
-    let mut waves: BTreeMap<i64, (Vec<&Value>, Vec<(String, String, String)>)> = BTreeMap::new();
+    let mut waves: BTreeMap<i64, Wave<'_>> = BTreeMap::new();
     for o in objects.iter().filter(|o| !is_hook(o) && kind(o) != "Job") {
         waves.entry(wave(o)).or_default().0.push(o);
     }

@@ -293,7 +293,7 @@ impl Driver {
                 return Some(s);
             }
             let missing = settled(&w);
-            let Some(missing) = missing else { return None };
+            let missing = missing?;
             if w.t >= end {
                 return Some(diagnose(&w, &missing));
             }

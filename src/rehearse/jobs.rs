@@ -66,7 +66,7 @@ pub fn run_pod(world: &Arc<Mutex<World>>, script: &str) -> Result<PodRun, Rehear
     for fifo in ["req", "resp"] {
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &sim.join(fifo),
+            sim.join(fifo),
             rustix::fs::FileType::Fifo,
             rustix::fs::Mode::from_raw_mode(0o600),
             0,
