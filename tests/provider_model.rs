@@ -233,6 +233,12 @@ fn assert_safe(w: &World, context: &str) {
         w.log.join("\n")
     );
     assert!(
+        w.generated_pki.is_empty(),
+        "{context}: the bootstrap provider generated a new Talos PKI for {:?}\n{}",
+        w.generated_pki,
+        w.log.join("\n")
+    );
+    assert!(
         w.audit_removed_talos.is_empty(),
         "{context}: the etcd audit removed running Talos members {:?} (a second control plane)
 {}",
@@ -645,10 +651,28 @@ fn no_machine_before_the_imported_secrets_exist() {
     // The operator creates them; the next sync's Job sets the status, machines follow.
     let runs = argo_sync(&world, &complete);
     assert!(last_ok(&runs), "{}", show(&runs));
+    {
+        let mut w = world.lock().unwrap();
+        w.advance(60);
+        assert_eq!(w.cp_machines(), 3);
+        assert_safe(&w, "secrets late");
+    }
+    // Without the guard (no policy, no Job, status.bootstrapped set by hand), the first
+    // machine's TalosConfig makes the bootstrap provider generate a PKI of its own.
+    let unguarded: Vec<Value> = no_secrets
+        .iter()
+        .filter(|o| !is_hook(o) && !kind(o).starts_with("ValidatingAdmissionPolicy"))
+        .cloned()
+        .collect();
+    let world = Arc::new(Mutex::new(lab_f(true)));
+    argo_apply(&world, &unguarded);
     let mut w = world.lock().unwrap();
+    w.tcp.as_mut().unwrap().bootstrapped = true;
     w.advance(60);
-    assert_eq!(w.cp_machines(), 3);
-    assert_safe(&w, "secrets late");
+    assert!(
+        !w.generated_pki.is_empty(),
+        "the model shows M12 without the guard"
+    );
 }
 
 /// The policies' CEL, evaluated as the API server would. The bootstrapped guard: the

@@ -344,6 +344,17 @@ fn hazard(w: &World, gaps_seen: usize, tolerance: u64) -> Option<Stop> {
             fix: "status.bootstrapped must be set before any control-plane machine exists (capstan plan, phase prepare)".into(),
         });
     }
+    if let Some(first) = w.generated_pki.first() {
+        return Some(Stop {
+            kind: "unsafe",
+            object: format!("Machine/{first}"),
+            condition: format!(
+                "the bootstrap provider generated a new Talos PKI: Secret {}-talos was missing when the machine's TalosConfig was reconciled",
+                w.facts.cluster
+            ),
+            fix: "the imported Secrets must exist before any machine is created (the guard policy and the phase Job; after a restore, apply the sealed Secrets before anything is unpaused)".into(),
+        });
+    }
     if let Some(first) = w.audit_removed_kubeadm.first() {
         return Some(Stop {
             kind: "unsafe",

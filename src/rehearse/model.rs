@@ -341,6 +341,9 @@ pub struct World {
     pub audit_removed_kubeadm: Vec<String>,
     /// Running Talos members the etcd audit removed.
     pub audit_removed_talos: Vec<String>,
+    /// Machines for which the bootstrap provider generated a new Talos PKI (no
+    /// `<cluster>-talos` Secret when their TalosConfig was reconciled) [A10].
+    pub generated_pki: Vec<String>,
     /// Machine creations admission refused.
     pub denied: usize,
     /// The last creation refusal's message.
@@ -1022,6 +1025,15 @@ impl World {
             self.denied += 1;
             self.denied_message = Some(e);
             return false;
+        }
+        // CABPT: a TalosConfig whose cluster has no secrets bundle gets a new one [A10].
+        let bundle = format!("{}-talos", self.facts.cluster);
+        if !self.secrets.contains(&bundle) {
+            self.note(format!(
+                "the bootstrap provider generated a new Talos PKI for {name}"
+            ));
+            self.secrets.insert(bundle);
+            self.generated_pki.push(name.clone());
         }
         let node_after = self.node_after + 3 * (self.vms.len() as u64 % 3);
         let vip_config = control_plane && self.tcp.as_ref().is_some_and(|t| t.vip_config);
