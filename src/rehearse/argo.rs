@@ -172,7 +172,13 @@ pub fn sync(
             }
         }
     }
-    for (_, (apply, prune)) in waves {
+    let hook_wave = objects
+        .iter()
+        .filter(|o| is_hook(o))
+        .map(wave)
+        .min()
+        .unwrap_or(0);
+    for (n, (apply, prune)) in waves {
         let mut w = lock(world);
         for k in prune {
             let Some(live) = w.live.get(&k).cloned() else {
@@ -208,8 +214,12 @@ pub fn sync(
             w.tick();
         }
         if !result.refused.is_empty() && mode != SyncMode::KubectlApply {
-            // A failed wave fails the operation: later waves and hooks do not run [A27].
-            return Ok(result);
+            // A failed wave fails the operation: later waves do not run, nor hooks of a
+            // later wave; the failing wave's own hooks were created with it [A27].
+            if n < hook_wave {
+                return Ok(result);
+            }
+            break;
         }
     }
     // Hooks (Argo CD), or Jobs created once (kubectl).

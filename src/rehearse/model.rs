@@ -742,7 +742,7 @@ impl World {
         let mut gone = Vec::new();
         for m in &self.machines {
             let Some(since) = m.deleting else { continue };
-            // An unreachable node is not drained [A15].
+            // An unreachable node is drained without waiting [A15].
             let reachable = self.vm(&m.name).is_some_and(|v| self.node_up(v));
             let drain = if m.node_ref.is_some() && reachable {
                 DRAIN_SECONDS
