@@ -744,11 +744,12 @@ pub struct Templated {
 /// The Job each phase of an existing cluster runs: its name suffix (after
 /// `<cluster>-capstan-migration-`) and its template.
 pub fn phase_job(phase: Phase) -> (&'static str, &'static str) {
-    match phase {
-        Phase::Prepare => ("bootstrapped", "migration/bootstrapped-job.yaml"),
-        Phase::ControlPlane => ("scale-control-plane", "migration/scale-job.yaml"),
-        Phase::Workers | Phase::Complete => ("unpause-control-plane", "migration/unpause-job.yaml"),
-    }
+    let template = match phase {
+        Phase::Prepare => "migration/bootstrapped-job.yaml",
+        Phase::ControlPlane => "migration/scale-job.yaml",
+        Phase::Workers | Phase::Complete => "migration/unpause-job.yaml",
+    };
+    (phase.job_suffix(), template)
 }
 
 /// The migration interlocks, checked on the final objects (so neither a template override
