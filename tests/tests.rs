@@ -16,6 +16,9 @@ mod secrets;
 mod migration;
 // A model of the providers from their source, with the Jobs' scripts run against it.
 mod provider_model;
+// Nothing a phase adds outlives it: the nodeRef policy's CEL, the unpause Job's deletion of
+// it (against a fake kubectl), README's table of what each phase adds and what removes it.
+mod phase_leftovers;
 // The control-plane rollback's etcd steps against a real six-member etcd.
 mod etcd;
 // `capstan explain`: known migration errors to cause, check finding and fix; exit codes.
