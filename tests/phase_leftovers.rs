@@ -96,11 +96,19 @@ fn the_node_ref_policy_applies_only_under_the_phase_annotation() {
     assert!(admits(&validations, &without, &with, Some(&tcp(&[other]))));
     assert!(admits(&validations, &without, &with, Some(&tcp(&[]))));
     let mut bare = tcp(&[]);
-    bare["metadata"].as_object_mut().unwrap().remove("annotations");
+    bare["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
     assert!(admits(&validations, &without, &with, Some(&bare)));
     // In the phase: unpaused with the annotation, the nodeRef is refused (the audit
     // cannot run inside the scale Job's window); paused, it is admitted.
-    assert!(!admits(&validations, &without, &with, Some(&tcp(&[phase, other]))));
+    assert!(!admits(
+        &validations,
+        &without,
+        &with,
+        Some(&tcp(&[phase, other]))
+    ));
     // Whatever the annotation's value.
     assert!(!admits(
         &validations,
@@ -108,10 +116,20 @@ fn the_node_ref_policy_applies_only_under_the_phase_annotation() {
         &with,
         Some(&tcp(&[(PHASE_ANNOTATION, "x")]))
     ));
-    assert!(admits(&validations, &without, &with, Some(&tcp(&[phase, paused]))));
+    assert!(admits(
+        &validations,
+        &without,
+        &with,
+        Some(&tcp(&[phase, paused]))
+    ));
     // Updates that do not add a nodeRef pass.
     assert!(admits(&validations, &with, &with, Some(&tcp(&[phase]))));
-    assert!(admits(&validations, &without, &without, Some(&tcp(&[phase]))));
+    assert!(admits(
+        &validations,
+        &without,
+        &without,
+        Some(&tcp(&[phase]))
+    ));
     // Fail-closed without the TalosControlPlane (the binding's parameterNotFoundAction
     // denies first; the expression does too).
     assert!(!admits(&validations, &without, &with, None));
@@ -271,7 +289,9 @@ fn the_unpause_job_deletes_the_node_ref_policy_before_it_lifts_the_pause() {
                 .expect("the pause is lifted");
             assert!(delete < unpause, "{at}: {:#?}", r.calls);
             assert!(
-                r.output.contains(&format!("deleted validatingadmissionpolicy.admissionregistration.k8s.io/{POLICY}")),
+                r.output.contains(&format!(
+                    "deleted validatingadmissionpolicy.admissionregistration.k8s.io/{POLICY}"
+                )),
                 "{at}: {}",
                 r.output
             );
@@ -292,7 +312,8 @@ fn the_unpause_job_deletes_the_node_ref_policy_before_it_lifts_the_pause() {
                 assert!(r.exists("paused"), "{at} {fault}");
                 assert_eq!(r.position("cluster.x-k8s.io/paused-"), None, "{at} {fault}");
                 assert!(
-                    r.output.contains("cannot delete phase control-plane's nodeRef policy"),
+                    r.output
+                        .contains("cannot delete phase control-plane's nodeRef policy"),
                     "{at} {fault}: {}",
                     r.output
                 );
