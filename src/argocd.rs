@@ -48,9 +48,12 @@
 //! Cluster API objects and Secrets (Argo CD then owns only the fields it sets, leaving
 //! webhook defaults and controller-set fields alone, and no Secret is copied into a
 //! `last-applied-configuration` annotation); `Prune=false,Delete=false` on the Secrets,
-//! the Cluster, the infrastructure cluster, the control plane and its guard: removing them from git,
-//! or deleting the Application, must never delete a running cluster or its CA. An
-//! annotation already on an object (a template override's) is kept.
+//! the Cluster, the infrastructure cluster, the control plane and its bootstrapped guard
+//! (by name, [`GUARD_POLICY_SUFFIX`]): removing them from git, or deleting the Application,
+//! must never delete a running cluster or its CA. Nothing a single phase renders keeps it:
+//! phase control-plane's nodeRef policy, the phase Jobs' ClusterRole, worker
+//! MachineHealthChecks are pruned when git drops them (README "What each phase adds, and
+//! what removes it"). An annotation already on an object (a template override's) is kept.
 //!
 //! Replicas under an autoscaler: the ApplicationSet in `deploy/argocd/` ignores
 //! `/spec/replicas` only on MachineDeployments carrying the cluster-autoscaler size
@@ -428,13 +431,24 @@ pub fn sync_wave(kind: &str) -> i32 {
     }
 }
 
-/// The sync options of a kind in an API group, if any (see the module documentation).
-pub fn sync_options(kind: &str, group: &str) -> Option<&'static str> {
+/// The name suffix of the bootstrapped guard's admission policy and binding
+/// (`<cluster>.<namespace>.bootstrapped.capstan.dev`, `procedure::Names::guard_policy`):
+/// the only admission objects kept when git drops them.
+pub const GUARD_POLICY_SUFFIX: &str = ".bootstrapped.capstan.dev";
+
+/// The sync options of an object, by kind, API group and name, if any (see the module
+/// documentation).
+pub fn sync_options(kind: &str, group: &str, name: &str) -> Option<&'static str> {
     match kind {
         "Secret" if group.is_empty() => Some("Prune=false,Delete=false,ServerSideApply=true"),
         "SopsSecret" => Some("Prune=false,Delete=false,SkipDryRunOnMissingResource=true"),
-        // The bootstrapped guard lives as long as the TalosControlPlane it guards.
-        "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
+        // The bootstrapped guard lives as long as the TalosControlPlane it guards. Every
+        // other admission policy (phase control-plane's nodeRef policy, an overlay's) gets
+        // Argo CD's default: pruned when git drops it (a live `Prune=false` is never pruned,
+        // gitops-engine sync_context.go:333-342, 1453-1458).
+        "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding"
+            if group == "admissionregistration.k8s.io" && name.ends_with(GUARD_POLICY_SUFFIX) =>
+        {
             Some("Prune=false,Delete=false")
         }
         "Cluster" | "VSphereCluster" | "TalosControlPlane"
@@ -457,6 +471,7 @@ pub fn annotate(r: &mut Resource) {
     }
     let kind = r.kind().to_string();
     let group = crate::resource::group_of(r.api_version()).to_string();
+    let name = r.name().to_string();
     let Some(meta) = r.value.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -471,7 +486,7 @@ pub fn annotate(r: &mut Resource) {
     ann.entry(ANN_SYNC_WAVE)
         .or_insert_with(|| Value::String(wave.to_string()));
     if !hook {
-        if let Some(opts) = sync_options(&kind, &group) {
+        if let Some(opts) = sync_options(&kind, &group, &name) {
             ann.entry(ANN_SYNC_OPTIONS)
                 .or_insert_with(|| Value::String(opts.to_string()));
         }
@@ -605,7 +620,22 @@ mod tests {
             .is_none());
         assert_eq!(sync_wave("VSphereMachineTemplate"), -1);
         assert_eq!(sync_wave("Secret"), -2);
-        assert_eq!(sync_options("Role", "rbac.authorization.k8s.io"), None);
+        assert_eq!(sync_options("Role", "rbac.authorization.k8s.io", "r"), None);
+        // Only the bootstrapped guard's admission objects outlive their removal from git.
+        let vap = "admissionregistration.k8s.io";
+        for kind in [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ] {
+            assert_eq!(
+                sync_options(kind, vap, "c.ns.bootstrapped.capstan.dev"),
+                Some("Prune=false,Delete=false")
+            );
+            assert_eq!(
+                sync_options(kind, vap, "c.ns.paused-node-refs.capstan.dev"),
+                None
+            );
+        }
         assert!(applicationset_for("git@example.com:a/b.git").is_some());
         assert!(applicationset_for("x\ny: z").is_none());
     }

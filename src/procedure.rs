@@ -38,11 +38,57 @@ impl Names {
         }
     }
 
+    /// The bootstrapped guard's admission policy and binding (cluster scoped, so the
+    /// namespace is part of the name): `<cluster>.<namespace>.bootstrapped.capstan.dev`.
+    pub fn guard_policy(&self) -> String {
+        format!(
+            "{}.{}{}",
+            self.cluster,
+            self.namespace,
+            crate::argocd::GUARD_POLICY_SUFFIX
+        )
+    }
+
+    /// Phase control-plane's admission policy and binding that keep control-plane Machines
+    /// from getting a nodeRef while the TalosControlPlane is unpaused:
+    /// `<cluster>.<namespace>.paused-node-refs.capstan.dev`.
+    pub fn node_ref_policy(&self) -> String {
+        format!(
+            "{}.{}.paused-node-refs.capstan.dev",
+            self.cluster, self.namespace
+        )
+    }
+
+    /// The ClusterRole and ClusterRoleBinding that let the phase `workers`/`complete` Job
+    /// delete the nodeRef policy and its binding (by name, nothing else):
+    /// `<cluster>.<namespace>.capstan-migration`.
+    pub fn migration_cluster_role(&self) -> String {
+        format!("{}.{}.capstan-migration", self.cluster, self.namespace)
+    }
+
     fn fill(&self, text: &str) -> String {
         text.replace("{ns}", &self.namespace)
             .replace("{tcp}", &format!("{}-cp", self.cluster))
+            .replace("{node-ref-policy}", &self.node_ref_policy())
             .replace("{cluster}", &self.cluster)
     }
+}
+
+/// The TalosControlPlane annotation rendered only in phase control-plane: the nodeRef
+/// policy (`Names::node_ref_policy`) refuses anything only while the TalosControlPlane
+/// carries it (whatever its value), so a policy left behind by a sync that never pruned is
+/// inert in every other phase. Git is its only writer: server-side apply (Argo CD, the only
+/// manager of the field) and `kubectl apply` (the last-applied annotation) remove it when
+/// the render drops it.
+pub const PHASE_ANNOTATION: &str = "capstan.dev/migration-phase";
+
+/// The kubectl command that deletes the nodeRef policy and its binding (a leftover of phase
+/// control-plane), for the runbook and `check`.
+pub fn delete_node_ref_policy_command(names: &Names) -> String {
+    format!(
+        "kubectl delete validatingadmissionpolicybindings.admissionregistration.k8s.io/{p} validatingadmissionpolicies.admissionregistration.k8s.io/{p} --ignore-not-found",
+        p = names.node_ref_policy()
+    )
 }
 
 impl Procedure {
@@ -153,11 +199,11 @@ pub const UNPAUSE: Procedure = Procedure {
     id: "unpause",
     title: "Lift the pause after phase control-plane",
     steps: &[
-        "Set `spec.migration.phase: workers` with `controlPlaneNodes` and `etcdMembers` empty, and sync: the Job `{cluster}-capstan-migration-unpause-control-plane-*` reads twice through `{cluster}-kubeconfig` that no kubeadm etcd Pod and no kubeadm control-plane Node is left, then removes the annotation.",
+        "Set `spec.migration.phase: workers` with `controlPlaneNodes` and `etcdMembers` empty, and sync: the Job `{cluster}-capstan-migration-unpause-control-plane-*` reads twice through `{cluster}-kubeconfig` that no kubeadm etcd Pod and no kubeadm control-plane Node is left, deletes phase control-plane's admission policy `{node-ref-policy}` and its binding, then removes the annotation.",
         "If it refuses, find what is left: `kubectl get pods -n kube-system -l component=etcd` and `kubectl get nodes -l node-role.kubernetes.io/control-plane -o wide` in the workload cluster.",
-        "By hand, only after the same checks: `kubectl -n {ns} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} cluster.x-k8s.io/paused-`.",
+        "By hand, only after the same checks, the policy first: `kubectl delete validatingadmissionpolicybindings.admissionregistration.k8s.io/{node-ref-policy} validatingadmissionpolicies.admissionregistration.k8s.io/{node-ref-policy} --ignore-not-found`, then `kubectl -n {ns} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} cluster.x-k8s.io/paused-`.",
     ],
-    why: "the scale Job's `kubectl annotate` owns the pause annotation (a server-side-apply field manager), and server-side apply, as Argo CD syncs, never removes a field another manager owns: git dropping the annotation leaves the control plane paused, with no kubeconfig rotation, no remediation and, after a version bump, worker MachineSets held by CAPI's preflight checks. An Update removes a field whoever owns it.",
+    why: "the scale Job's `kubectl annotate` owns the pause annotation (a server-side-apply field manager), and server-side apply, as Argo CD syncs, never removes a field another manager owns: git dropping the annotation leaves the control plane paused, with no kubeconfig rotation, no remediation and, after a version bump, worker MachineSets held by CAPI's preflight checks. An Update removes a field whoever owns it. The nodeRef policy goes first: a sync of phase control-plane by capstan before the policy depended on the TalosControlPlane's `capstan.dev/migration-phase` annotation gave it `Prune=false`, and with the control plane unpaused it would refuse every new control-plane Machine its nodeRef, so every later rollout would stop at replicas + 1.",
 };
 
 /// Keep the Talos control-plane VMs on separate hosts (M2).
@@ -241,7 +287,10 @@ mod tests {
         for p in ALL {
             for s in p.steps(&n) {
                 assert!(
-                    !s.contains("{ns}") && !s.contains("{cluster}") && !s.contains("{tcp}"),
+                    !s.contains("{ns}")
+                        && !s.contains("{cluster}")
+                        && !s.contains("{tcp}")
+                        && !s.contains("{node-ref-policy}"),
                     "{s}"
                 );
             }

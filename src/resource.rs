@@ -329,6 +329,8 @@ pub fn kind_rank(kind: &str) -> u8 {
         "ServiceAccount"
         | "Role"
         | "RoleBinding"
+        | "ClusterRole"
+        | "ClusterRoleBinding"
         | "ValidatingAdmissionPolicy"
         | "ValidatingAdmissionPolicyBinding" => 1,
         "Secret" => 2,

@@ -129,6 +129,8 @@ fn decrypt_mode_equals_render_decrypt_plus_sync_annotations() {
                 | "ServiceAccount"
                 | "Role"
                 | "RoleBinding"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
                 | "ValidatingAdmissionPolicy"
                 | "ValidatingAdmissionPolicyBinding" => "-2",
                 "VSphereMachineTemplate" | "TalosConfigTemplate" => "-1",
@@ -165,6 +167,81 @@ fn decrypt_mode_equals_render_decrypt_plus_sync_annotations() {
             "{cluster}: generate == render --decrypt, modulo the sync annotations"
         );
         assert!(got.iter().filter(|d| kind(d) == "Secret").count() >= 2);
+    }
+}
+
+/// D1: in every phase, only the bootstrapped guard's admission objects keep
+/// `Prune=false,Delete=false`; phase control-plane's nodeRef policy and binding, and the
+/// `workers`/`complete` ClusterRole, get Argo CD's default, so a sync with prune removes
+/// them when git drops them (a live `Prune=false` is never pruned).
+#[test]
+fn only_the_bootstrapped_guard_outlives_its_phase() {
+    for phase in ["control-plane", "workers", "complete"] {
+        let (_t, repo) = example_copy();
+        crate::migration::phase_variant(&repo, phase);
+        let env = [
+            (cli::ENV_ARGOCD_SECRETS, "omit"),
+            (cli::ENV_ARGOCD_APP_NAME, "lab-f"),
+            (cli::ENV_ARGOCD_APP_NAMESPACE, "lab-f"),
+        ];
+        let got = docs(&ok(&generate(&repo, "clusters/lab-f", &env)));
+        let opts = |kind_: &str, name: &str| -> Option<String> {
+            let d = got
+                .iter()
+                .find(|d| kind(d) == kind_ && d["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("{phase}: no {kind_} {name}"));
+            ann(d, ANN_SYNC_OPTIONS).map(str::to_string)
+        };
+        for k in [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ] {
+            assert_eq!(
+                opts(k, "lab-f.lab-f.bootstrapped.capstan.dev").as_deref(),
+                Some("Prune=false,Delete=false"),
+                "{phase}: the guard is kept"
+            );
+            let node_ref = got.iter().find(|d| {
+                kind(d) == k && d["metadata"]["name"] == "lab-f.lab-f.paused-node-refs.capstan.dev"
+            });
+            match phase {
+                "control-plane" => {
+                    let d = node_ref.expect("phase control-plane renders the nodeRef policy");
+                    assert_eq!(
+                        ann(d, ANN_SYNC_OPTIONS),
+                        None,
+                        "{k}: pruned when git drops it"
+                    );
+                    assert_eq!(ann(d, ANN_SYNC_WAVE), Some("-2"));
+                }
+                _ => assert!(node_ref.is_none(), "{phase}: {k}"),
+            }
+        }
+        if phase != "control-plane" {
+            for k in ["ClusterRole", "ClusterRoleBinding"] {
+                assert_eq!(
+                    opts(k, "lab-f.lab-f.capstan-migration"),
+                    None,
+                    "{phase} {k}"
+                );
+            }
+        }
+        let no_prune: Vec<String> = got
+            .iter()
+            .filter(|d| ann(d, ANN_SYNC_OPTIONS).is_some_and(|o| o.contains("Prune=false")))
+            .map(|d| format!("{} {}", kind(d), d["metadata"]["name"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            no_prune,
+            [
+                "ValidatingAdmissionPolicy lab-f.lab-f.bootstrapped.capstan.dev",
+                "ValidatingAdmissionPolicyBinding lab-f.lab-f.bootstrapped.capstan.dev",
+                "Cluster lab-f",
+                "VSphereCluster lab-f",
+                "TalosControlPlane lab-f-cp",
+            ],
+            "{phase}: what outlives its removal from git"
+        );
     }
 }
 

@@ -1500,3 +1500,293 @@ fn relabelled_kube_proxy() -> String {
         .replace("    matchLabels:\n", "    matchLabels:\n      tier: node\n")
         .replace("      labels:\n", "      labels:\n        tier: node\n")
 }
+
+/// Every report entry for `id` under the group tagged `tag`, each with its indented lines.
+fn entries(out: &str, tag: &str, id: &str) -> Vec<String> {
+    let head = format!("  {tag} {id}  ");
+    let lines: Vec<&str> = out.lines().collect();
+    let mut found = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if !l.starts_with(&head) {
+            continue;
+        }
+        let mut text = format!("{l}\n");
+        for m in lines[i + 1..]
+            .iter()
+            .take_while(|m| m.starts_with("      "))
+        {
+            text.push_str(m);
+            text.push('\n');
+        }
+        found.push(text);
+    }
+    found
+}
+
+/// The management cluster's objects as `kubectl get validatingadmissionpolicies,
+/// validatingadmissionpolicybindings,taloscontrolplanes,jobs -A -o json` prints them.
+fn management_objects(items: &[serde_json::Value]) -> String {
+    serde_json::to_string_pretty(
+        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
+    .unwrap()
+}
+
+fn policy(
+    kind: &str,
+    name: &str,
+    annotations: serde_json::Value,
+    validation: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"validations": [{"expression": validation}]},
+    })
+}
+
+fn live_tcp(annotations: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha3",
+        "kind": "TalosControlPlane",
+        "metadata": {"name": "lab-f-cp", "namespace": "lab-f", "annotations": annotations},
+    })
+}
+
+fn live_job(
+    name: &str,
+    namespace: &str,
+    condition: Option<&str>,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut j = serde_json::json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {},
+        "status": {},
+    });
+    if let Some(c) = condition {
+        j["status"]["conditions"] = serde_json::json!([{"type": c, "status": "True"}]);
+    }
+    if let Some(f) = extra.get("finalizers") {
+        j["metadata"]["finalizers"] = f.clone();
+    }
+    if let Some(t) = extra.get("ttl") {
+        j["spec"]["ttlSecondsAfterFinished"] = t.clone();
+    }
+    j
+}
+
+/// D1: `--management-objects` names what an earlier phase left on the management cluster:
+/// phase control-plane's nodeRef policy and binding after the phase (blocking, with the
+/// command that deletes them), the pause in phase complete (blocking), the phase annotation
+/// outside its phase and Jobs of other phases (warning or info); exit 1 only for the
+/// blocking ones, 2 for a file holding none of these objects.
+#[test]
+fn phase_leftovers_are_named() {
+    use serde_json::json;
+    let node_ref = "lab-f.lab-f.paused-node-refs.capstan.dev";
+    // The expression a render before the fix gave the policy (no phase condition).
+    let old_cel = "(has(oldObject.status) && has(oldObject.status.nodeRef)) || !has(object.status) || !has(object.status.nodeRef) || (params != null && has(params.metadata.annotations) && \"cluster.x-k8s.io/paused\" in params.metadata.annotations)";
+    let new_cel = format!("(params != null && (!has(params.metadata.annotations) || !(\"capstan.dev/migration-phase\" in params.metadata.annotations))) || {old_cel}");
+    let no_prune = json!({"argocd.argoproj.io/sync-options": "Prune=false,Delete=false"});
+    let guard = policy(
+        "ValidatingAdmissionPolicy",
+        "lab-f.lab-f.bootstrapped.capstan.dev",
+        no_prune.clone(),
+        "params != null",
+    );
+    let current_job = live_job(
+        "lab-f-capstan-migration-unpause-control-plane-a241d1ee64",
+        "lab-f",
+        Some("Complete"),
+        json!({"ttl": 604800}),
+    );
+    let phase = |p: &str| {
+        (
+            "  provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}\n",
+            format!("  provenance: {{bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}}\n  migration:\n    phase: {p}\n    jobImage: mirror/alpine/k8s:1.33.4\n    providers: {{cluster-api: v1.10.10, bootstrap-talos: v0.6.12, control-plane-talos: v0.5.12, infrastructure-vsphere: v1.13.1}}\n"),
+        )
+    };
+    let (from, to) = phase("complete");
+    let s = Setup::new(&[(from, to.as_str())]);
+    // Not given: a note naming the flag and the command.
+    let o = s.check(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let e = entry(&stdout(&o), "INFO", "phase-leftovers");
+    assert!(e.contains("pass --management-objects with `kubectl get validatingadmissionpolicies,validatingadmissionpolicybindings,taloscontrolplanes,jobs -A -o yaml`"), "{e}");
+    // A cluster synced in phase control-plane by the old render, then moved to complete
+    // without the unpause Job having run: the policy and binding (Prune=false), the pause,
+    // the scale Job (no TTL, Argo CD's hook finalizer still on it).
+    s.write(
+        "objects.json",
+        management_objects(&[
+            guard.clone(),
+            policy(
+                "ValidatingAdmissionPolicy",
+                node_ref,
+                no_prune.clone(),
+                old_cel,
+            ),
+            policy(
+                "ValidatingAdmissionPolicyBinding",
+                node_ref,
+                no_prune.clone(),
+                "x",
+            ),
+            live_tcp(
+                json!({"cluster.x-k8s.io/paused": "true", "capstan.dev/talos-version": "v1.10.6"}),
+            ),
+            live_job(
+                "lab-f-capstan-migration-scale-control-plane-1bbc7cc2c8",
+                "lab-f",
+                Some("Complete"),
+                json!({"finalizers": ["argocd.argoproj.io/hook-finalizer"]}),
+            ),
+            current_job.clone(),
+            live_job(
+                "other-capstan-migration-scale-control-plane-1bbc7cc2c8",
+                "other",
+                Some("Failed"),
+                json!({}),
+            ),
+        ]),
+    );
+    let o = s.check(&["--management-objects", "objects.json"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    let blocks = entries(&out, "BLOCK", "phase-leftovers");
+    assert_eq!(blocks.len(), 3, "{out}");
+    for (i, k) in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let e = &blocks[i];
+        assert!(e.contains(&format!("objects.json {k} {node_ref}")), "{e}");
+        assert!(e.contains("is left from phase control-plane in phase `complete` (it carries `Prune=false`: Argo CD never prunes it)"), "{e}");
+        assert!(
+            e.contains(
+                "cluster would show: ValidatingAdmissionPolicy '…paused-node-refs.capstan.dev'"
+            ),
+            "{e}"
+        );
+        assert!(e.contains(&format!("`kubectl delete validatingadmissionpolicybindings.admissionregistration.k8s.io/{node_ref} validatingadmissionpolicies.admissionregistration.k8s.io/{node_ref} --ignore-not-found`")), "{e}");
+    }
+    assert!(
+        blocks[0].contains("every new control-plane Machine its nodeRef"),
+        "{}",
+        blocks[0]
+    );
+    assert!(
+        blocks[2].contains(
+            "TalosControlPlane lab-f/lab-f-cp metadata.annotations.cluster.x-k8s.io/paused"
+        ),
+        "{}",
+        blocks[2]
+    );
+    assert!(
+        blocks[2].contains("lab-f-cp is paused in phase `complete`"),
+        "{}",
+        blocks[2]
+    );
+    let info = entries(&out, "INFO", "phase-leftovers");
+    assert_eq!(info.len(), 1, "{out}");
+    assert!(info[0].contains("migration Job lab-f-capstan-migration-scale-control-plane-1bbc7cc2c8 is not this phase's (`unpause-control-plane`) and succeeded in phase `complete`; nothing deletes it"), "{}", info[0]);
+    assert!(info[0].contains("`kubectl -n lab-f patch job lab-f-capstan-migration-scale-control-plane-1bbc7cc2c8 --type=json"), "{}", info[0]);
+    assert!(info[0].contains("then `kubectl -n lab-f delete job lab-f-capstan-migration-scale-control-plane-1bbc7cc2c8`"), "{}", info[0]);
+    assert!(
+        !out.contains("other-capstan"),
+        "another namespace's Job is not this cluster's: {out}"
+    );
+    // The same as JSON: the ids and severities.
+    let o = s.check(&["--management-objects", "objects.json", "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let severities: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "phase-leftovers")
+        .map(|f| f["severity"].as_str().unwrap())
+        .collect();
+    assert_eq!(severities, ["blocking", "blocking", "blocking", "info"]);
+    // After the fix's Job ran: only the guard, the TalosControlPlane unpaused, this phase's
+    // Job: a pass, exit 0 (YAML input this time).
+    s.write(
+        "objects.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: admissionregistration.k8s.io/v1\n  kind: ValidatingAdmissionPolicy\n  metadata: {name: lab-f.lab-f.bootstrapped.capstan.dev}\n- apiVersion: controlplane.cluster.x-k8s.io/v1alpha3\n  kind: TalosControlPlane\n  metadata: {name: lab-f-cp, namespace: lab-f}\n",
+    );
+    let o = s.check(&["--management-objects", "objects.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let e = entry(&stdout(&o), "PASS", "phase-leftovers");
+    assert!(e.contains(&format!("nothing of another phase is left in phase `complete`: no admission policy {node_ref}; lab-f-cp unpaused")), "{e}");
+    // Phase workers: the phase annotation another manager kept, a failed Job of phase
+    // control-plane with the TTL, the pause the Job has not lifted yet: warnings, exit 0.
+    let (from, to) = phase("workers");
+    let s = Setup::new(&[(from, to.as_str())]);
+    s.write(
+        "objects.json",
+        management_objects(&[
+            guard.clone(),
+            live_tcp(json!({"cluster.x-k8s.io/paused": "true", "capstan.dev/migration-phase": "control-plane"})),
+            live_job(
+                "lab-f-capstan-migration-scale-control-plane-c979dad91a",
+                "lab-f",
+                Some("Failed"),
+                json!({"ttl": 604800}),
+            ),
+            current_job.clone(),
+        ]),
+    );
+    let o = s.check(&["--management-objects", "objects.json"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let warns = entries(&out, "WARN", "phase-leftovers");
+    assert_eq!(warns.len(), 3, "{out}");
+    assert!(warns[0].contains("lab-f-cp still carries `capstan.dev/migration-phase: control-plane` in phase `workers`"), "{}", warns[0]);
+    assert!(warns[0].contains("annotate taloscontrolplanes.controlplane.cluster.x-k8s.io lab-f-cp capstan.dev/migration-phase-"), "{}", warns[0]);
+    assert!(
+        warns[1].contains("lab-f-cp is still paused in phase `workers`"),
+        "{}",
+        warns[1]
+    );
+    assert!(
+        warns[2].contains(
+            "and failed in phase `workers`; Kubernetes deletes it 7 days after it finished"
+        ),
+        "{}",
+        warns[2]
+    );
+    // Phase control-plane: the policy (with the phase condition) and a TalosControlPlane
+    // without the annotation it applies under: blocking (the audit could run in the window).
+    let (from, to) = phase("control-plane\n    acknowledge: [etcd-audit, control-plane-anti-affinity]\n    kubeadm:\n      etcdMembers: [kube-cp-1]");
+    let s = Setup::new(&[(from, to.as_str())]);
+    s.write(
+        "objects.json",
+        management_objects(&[
+            guard,
+            policy("ValidatingAdmissionPolicy", node_ref, json!({}), &new_cel),
+            policy("ValidatingAdmissionPolicyBinding", node_ref, json!({}), "x"),
+            live_tcp(json!({"cluster.x-k8s.io/paused": "true"})),
+        ]),
+    );
+    let o = s.check(&["--management-objects", "objects.json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let e = entry(&stdout(&o), "BLOCK", "phase-leftovers");
+    assert!(
+        e.contains("lab-f-cp lacks `capstan.dev/migration-phase` in phase `control-plane`"),
+        "{e}"
+    );
+    // A file holding none of these kinds: exit 2, naming the file and the command.
+    s.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    );
+    let o = s.check(&["--management-objects", "cm.yaml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("cm.yaml: no ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, TalosControlPlane or Job found (found ConfigMap); expected `kubectl get validatingadmissionpolicies"), "{}", stderr(&o));
+}

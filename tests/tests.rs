@@ -18,6 +18,9 @@ mod migration;
 mod provider_model;
 // The life after the migration on the same model: every Day-2 operation, `capstan rehearse`.
 mod rehearse;
+// Nothing a phase adds outlives it: the nodeRef policy's CEL, the unpause Job's deletion of
+// it (against a fake kubectl), README's table of what each phase adds and what removes it.
+mod phase_leftovers;
 // The control-plane rollback's etcd steps against a real six-member etcd.
 mod etcd;
 // `capstan explain`: known migration errors to cause, check finding and fix; exit codes.

@@ -609,6 +609,9 @@ pub struct CheckArgs {
     /// The cluster's Nodes (`kubectl get nodes -o yaml`), optionally with the vSphere CPI DaemonSet in the same file: do nodes get `vsphere://` providerIDs?
     #[arg(long, value_name = "FILE")]
     pub nodes: Option<PathBuf>,
+    /// The management cluster's admission policies, control planes and Jobs (`kubectl get validatingadmissionpolicies,validatingadmissionpolicybindings,taloscontrolplanes,jobs -A -o yaml`): what an earlier phase left (phase control-plane's nodeRef policy, the pause, migration Jobs).
+    #[arg(long, value_name = "FILE")]
+    pub management_objects: Option<PathBuf>,
     /// The CNI DaemonSet, with its ConfigMap (`kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`): capabilities, cgroup and host mounts, apiserver address against what Talos allows.
     #[arg(long, value_name = "FILE")]
     pub cni_daemonset: Option<PathBuf>,

@@ -835,6 +835,16 @@ impl Phase {
             Phase::Complete => "complete",
         }
     }
+
+    /// The name of the phase's migration Job after `<cluster>-capstan-migration-` (before
+    /// its content hash).
+    pub fn job_suffix(self) -> &'static str {
+        match self {
+            Phase::Prepare => "bootstrapped",
+            Phase::ControlPlane => "scale-control-plane",
+            Phase::Workers | Phase::Complete => "unpause-control-plane",
+        }
+    }
 }
 
 /// The migration state.

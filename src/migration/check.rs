@@ -30,6 +30,10 @@ mod endpoint;
 pub use endpoint::{CONTROL_PLANE_SURGE, VIP_FAILOVER_SECONDS};
 mod identity;
 mod kubelet;
+mod leftovers;
+pub use leftovers::{
+    find_management_objects, JobState, LiveObject, ManagementObjects, MANAGEMENT_OBJECTS_COMMAND,
+};
 mod machines;
 mod network;
 mod nodes;
@@ -90,6 +94,7 @@ pub const IDS: &[&str] = &[
     "kube-proxy-replacement",
     "node-labels",
     "etcd-member-name",
+    "phase-leftovers",
     "check-inputs",
 ];
 
@@ -118,6 +123,9 @@ pub mod errors {
     pub const X509_NAME: &str = "x509: certificate is valid for …, not …";
     /// Applying a DaemonSet whose `spec.selector` changed.
     pub const FIELD_IMMUTABLE: &str = "spec.selector: Invalid value: …: field is immutable";
+    /// Cluster API setting a control-plane Machine's nodeRef under phase control-plane's
+    /// admission policy (`templates/migration/node-ref-policy.yaml`).
+    pub const NODE_REF_REFUSED: &str = "ValidatingAdmissionPolicy '…paused-node-refs.capstan.dev' … denied request: capstan: phase control-plane of …: a control-plane Machine gets its nodeRef only while TalosControlPlane … is paused";
 }
 
 /// How serious a finding is.
@@ -237,6 +245,14 @@ pub enum CheckError {
     /// The `--etcd-status` file is not `etcdctl endpoint status -w json` output.
     #[error("{file}: {problem}")]
     EtcdStatus {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The `--management-objects` file holds none of the objects it is for.
+    #[error("{file}: {problem}")]
+    ManagementObjects {
         /// The file.
         file: String,
         /// What is wrong.
@@ -443,6 +459,9 @@ pub struct CheckInputs {
     pub etcd_status: Option<Input<Vec<EtcdMemberStatus>>>,
     /// The CNI DaemonSet(s) and their ConfigMaps (`--cni-daemonset`).
     pub cni: Option<CniInput>,
+    /// The management cluster's admission policies, TalosControlPlanes and Jobs
+    /// (`--management-objects`).
+    pub management: Option<Input<ManagementObjects>>,
     /// The Secrets sealed in the cluster's `secrets/` directory: file, name and data keys
     /// (readable without a key).
     pub sealed_secrets: Vec<SealedSecretFacts>,
@@ -471,6 +490,7 @@ impl CheckInputs {
             providers: None,
             nodes: None,
             cni: None,
+            management: None,
             etcd_status: None,
             kubelet: None,
             sealed_secrets: Vec::new(),
@@ -517,6 +537,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.kube_proxy_replacement(&mut out);
     cx.node_labels(&mut out);
     cx.etcd_member_name(&mut out);
+    cx.phase_leftovers(&mut out);
     cx.check_inputs(&mut out);
     out.sort_by_key(|f| IDS.iter().position(|id| *id == f.id).unwrap_or(IDS.len()));
     out

@@ -61,6 +61,7 @@
 //! | `node-labels` | every kubeadm worker's own labels and taints are those of a worker pool |
 //! | `cni-daemonset` | the CNI DaemonSet asks for no capability Talos drops (`SYS_MODULE`, `SYS_BOOT`) and uses Talos's cgroup root |
 //! | `secrets-bundle` | the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI (CAs, service-account key) |
+//! | `phase-leftovers` | nothing an earlier phase added is left on the management cluster: phase control-plane's nodeRef policy, the pause in phase complete, the phase annotation, migration Jobs of other phases |
 
 use regex::{Regex, RegexSet, RegexSetBuilder};
 use std::sync::LazyLock;
@@ -151,6 +152,7 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("node-labels", Guard::Check, "every kubeadm worker's own labels and taints are those of a worker pool"),
     ("cni-daemonset", Guard::Check, "the CNI DaemonSet asks for no capability Talos drops (SYS_MODULE, SYS_BOOT) and uses Talos's cgroup root"),
     ("secrets-bundle", Guard::Render, "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
+    ("phase-leftovers", Guard::Check, "nothing an earlier phase added is left on the management cluster: phase control-plane's nodeRef policy, the pause in phase complete, the phase annotation, migration Jobs of other phases"),
 ];
 
 /// `etcdctl` run inside a kubeadm etcd static pod, with the kubeadm client certificate.
@@ -527,6 +529,21 @@ pub static ENTRIES: &[Entry] = &[
         procedures: &["pause", "unpause"],
     },
     Entry {
+        id: "node-ref-policy",
+        title: "capstan's phase control-plane admission policy refuses a control-plane Machine its nodeRef",
+        patterns: &[r"a control-plane machine gets its noderef only while taloscontrolplane"],
+        unless: &[],
+        source: "Cluster API Machine controller (`Reconciler error`: the Machine's status patch denied by the ValidatingAdmissionPolicy `<cluster>.<namespace>.paused-node-refs.capstan.dev`)",
+        cause: "In phase control-plane this is the guard at work: the control plane is unpaused inside the scale Job's window, and a Machine with a nodeRef then would let the provider's etcd audit remove every kubeadm member; Cluster API sets it once the Job has paused again. After the phase it is a leftover: the policy outlived its phase (a sync without prune, `kubectl apply`, or a render of capstan before the policy depended on the TalosControlPlane's `capstan.dev/migration-phase` annotation, which gave it `Prune=false`), and it refuses every new control-plane Machine its nodeRef: every rollout stops at replicas + 1, the etcd audit never runs, and no `clusterctl move` backup can be taken.",
+        caught_by: &["phase-leftovers"],
+        fix: &[
+            "in phase control-plane: nothing to do",
+            "after it: sync the phase (its Job deletes the policy and its binding before it lifts the pause), or delete them by hand: `kubectl delete validatingadmissionpolicybindings.admissionregistration.k8s.io/<cluster>.<namespace>.paused-node-refs.capstan.dev validatingadmissionpolicies.admissionregistration.k8s.io/<cluster>.<namespace>.paused-node-refs.capstan.dev --ignore-not-found`",
+            "`capstan check <cluster-dir> --management-objects objects.yaml` (with `kubectl get validatingadmissionpolicies,validatingadmissionpolicybindings,taloscontrolplanes,jobs -A -o yaml > objects.yaml`) names every leftover of an earlier phase",
+        ],
+        procedures: &["unpause"],
+    },
+    Entry {
         id: "cacppt-foreign-etcd-member",
         title: "CACPPT's etcd audit found (and removes) a kubeadm etcd member",
         patterns: &[r"found etcd member that doesn'?t exist as controlplane machine"],
@@ -565,7 +582,7 @@ pub static ENTRIES: &[Entry] = &[
         unless: &[],
         source: "CACPPT (TalosControlPlane controller) log, on every requeue of a paused control plane",
         cause: "Expected during phase control-plane: the provider must not reconcile while kubeadm etcd members exist. After it, the pause annotation that the scale Job re-asserted belongs to that Job's field manager, and server-side apply (Argo CD) never removes a field another manager owns: git dropping it does not unpause, so the kubeconfig client certificate is never rotated and, after a version bump, CAPI holds every worker MachineSet.",
-        caught_by: &["guarded-unpause"],
+        caught_by: &["guarded-unpause", "phase-leftovers"],
         fix: &[
             "in phase control-plane: nothing to do",
             "after it: lift the pause (below)",
@@ -1202,6 +1219,9 @@ mod tests {
         etcd_member_count:
             r#"E0601 12:00:00.000000       1 controller.go:324] "Reconciler error" err="error checking etcd health on machine \"lab-f-cp-abcde\": talos-cp-1: expected to have 3 members, got 5" controller="taloscontrolplane""#
             => ["cacppt-etcd-member-count"];
+        node_ref_refused:
+            r#"E1205 10:00:00.000000       1 controller.go:316] "Reconciler error" err="failed to patch Machine lab-f/lab-f-cp-7x2kq: machines.cluster.x-k8s.io \"lab-f-cp-7x2kq\" is forbidden: ValidatingAdmissionPolicy 'lab-f.lab-f.paused-node-refs.capstan.dev' with binding 'lab-f.lab-f.paused-node-refs.capstan.dev' denied request: capstan: phase control-plane of lab-f/lab-f: a control-plane Machine gets its nodeRef only while TalosControlPlane lab-f-cp is paused, or the provider's etcd audit removes every kubeadm etcd member (capstan plan)" controller="machine""#
+            => ["node-ref-policy"];
         tcp_paused:
             r#"I1205 10:00:00.000000       1 taloscontrolplane_controller.go:118] "reconciliation is paused for this object" namespace="lab-f" talosControlPlane="lab-f-cp" cluster="lab-f""#
             => ["cacppt-paused"];

@@ -23,9 +23,10 @@
 //! [`crate::procedure`], the one source `explain` and the README share.
 
 use crate::inputs::model::{ClusterConfig, EndpointStrategy, Phase, SemVer};
+use crate::migration::check::MANAGEMENT_OBJECTS_COMMAND;
 use crate::procedure::{
-    Names, ANTI_AFFINITY, REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE, ROLLBACK_CONTROL_PLANE,
-    UNPAUSE,
+    delete_node_ref_policy_command, Names, ANTI_AFFINITY, PHASE_ANNOTATION, REMOVE_KUBEADM_NODE,
+    REPLACE_TALOS_MACHINE, ROLLBACK_CONTROL_PLANE, UNPAUSE,
 };
 use std::fmt::Write as _;
 
@@ -93,7 +94,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         namespace: ns.clone(),
         cluster: name.clone(),
     };
-    let policy = format!("{name}.{ns}.bootstrapped.capstan.dev");
+    let policy = names.guard_policy();
     let guard = format!(
         "Keeps the cluster guarded against a second etcd: the admission policy `{policy}` refuses every Machine and \
          VSphereMachine of the cluster until `{tcp}` has `status.bootstrapped=true`, and the phase's Job (ServiceAccount \
@@ -119,6 +120,12 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 &guard,
                 &format!("Runs Job `{name}-capstan-migration-bootstrapped-…`: the guard alone."),
             ]);
+            let gone = removed(&names, Phase::Prepare);
+            section(
+                &mut md,
+                "What this step removes",
+                &gone.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
             let mut before = vec![
                 format!("The management cluster runs Kubernetes 1.30 or later (the admission policy is `admissionregistration.k8s.io/v1`) and the provider releases declared in `spec.migration.providers`: `capstan check clusters/{name} --providers providers.yaml` with `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml > providers.yaml`."),
                 "Config matching on the kubeadm side (`capstan check`): the service-account issuer and audiences, the encryption provider order and key name (`key2` secretbox), CIDRs, DNS domain, endpoint.".to_string(),
@@ -155,12 +162,18 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         }
         Some(Phase::ControlPlane) => {
             section(&mut md, "What the bundle does when synced", &[
-                &format!("Renders TalosControlPlane `{tcp}` with **{cp_replicas} replicas** and the annotation `cluster.x-k8s.io/paused: \"true\"`. Worker pools stay at 0."),
+                &format!("Renders TalosControlPlane `{tcp}` with **{cp_replicas} replicas**, the annotation `cluster.x-k8s.io/paused: \"true\"` and the annotation `{PHASE_ANNOTATION}: control-plane`. Worker pools stay at 0."),
                 &guard,
                 &format!("Runs Job `{name}-capstan-migration-scale-control-plane-…`: after the guard it unpauses only if no control-plane Machine exists (two agreeing reads) and the workload cluster (through `{name}-kubeconfig`) has no Talos control-plane Node, which would mean this management cluster lost its Machines. The provider then creates all {cp_replicas} Machines in seconds (one per reconcile); the Job pauses again as soon as they exist, at the first nodeRef, or after 30 seconds, and on every exit path, retried until it holds. Any failed, timed-out or unparsable `kubectl` call fails the Job with the pause kept; a killed pod is replaced by one that re-asserts it. Once any Machine exists it never unpauses again."),
-                &format!("Adds the admission policy `{name}.{ns}.paused-node-refs.capstan.dev`: a control-plane Machine gets its nodeRef only while `{tcp}` is paused, so the etcd audit (which needs every nodeRef) cannot run inside the window, even if the Job's pod is lost in it."),
+                &format!("Adds the admission policy `{}`: a control-plane Machine gets its nodeRef only while `{tcp}` is paused, so the etcd audit (which needs every nodeRef) cannot run inside the window, even if the Job's pod is lost in it. It applies only while `{tcp}` carries the annotation `{PHASE_ANNOTATION}`, which only this phase renders.", names.node_ref_policy()),
                 "The Talos machines boot, join the kubeadm etcd as learners one at a time (Talos finds the members through the `default/kubernetes` endpoints) and are promoted; their kubelets join with the imported bootstrap token.",
             ]);
+            let gone = removed(&names, Phase::ControlPlane);
+            section(
+                &mut md,
+                "What this step removes",
+                &gone.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
             section(&mut md, "Why the control plane stays paused", &[
                 "The provider's etcd audit lists the etcd members and force-removes every member whose name is not one of its Machines, on every unpaused reconcile once all its Machines have a node. With kubeadm members present that removes them all at once and can lose quorum.",
                 "It runs before scaling in the same reconcile, so raising replicas on an unpaused control plane whose machines have joined triggers it too. That is why all Talos control-plane machines are created in one window, before any has a node, and why the control plane stays paused until `etcdMembers` is empty.",
@@ -203,6 +216,12 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 &guard,
                 &format!("Scales the worker pools: {}.", pools(config, sizes)),
             ]);
+            let gone = removed(&names, Phase::Workers);
+            section(
+                &mut md,
+                "What this step removes",
+                &gone.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
             md.push_str(&UNPAUSE.markdown(&names, "##"));
             md.push('\n');
             section(&mut md, "Around the sync", &[&format!(
@@ -237,6 +256,14 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             }
             what.push("A change of a machine template's spec renames it (content hash) and rolls the machines; review it with `capstan diff`.");
             section(&mut md, "What the bundle does when synced", &what);
+            if phase.is_some() {
+                let gone = removed(&names, Phase::Complete);
+                section(
+                    &mut md,
+                    "What this step removes",
+                    &gone.iter().map(String::as_str).collect::<Vec<_>>(),
+                );
+            }
             let handover = endpoint_handover(config);
             section(
                 &mut md,
@@ -442,6 +469,47 @@ fn pools(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// What syncing `phase` removes of the phase before it (README "What each phase adds, and
+/// what removes it"), under Argo CD and under `kubectl apply`.
+fn removed(names: &Names, phase: Phase) -> Vec<String> {
+    let (ns, cluster) = (&names.namespace, &names.cluster);
+    let tcp = format!("{cluster}-cp");
+    let policy = names.node_ref_policy();
+    let delete_policy = delete_node_ref_policy_command(names);
+    let old_jobs = |suffix: &str| {
+        format!(
+            "The Job `{cluster}-capstan-migration-{suffix}-…` of the phase before: neither Argo CD (it never prunes a hook) nor `kubectl apply` removes it; Kubernetes deletes it 7 days after it finished (`ttlSecondsAfterFinished`). Now, once it has finished: `kubectl -n {ns} get jobs -o name | grep '/{cluster}-capstan-migration-{suffix}-' | xargs -r kubectl -n {ns} delete`."
+        )
+    };
+    let check = format!(
+        "Afterwards `capstan check clusters/{cluster} --management-objects objects.yaml` (with `{MANAGEMENT_OBJECTS_COMMAND} > objects.yaml`) names anything an earlier phase left (`phase-leftovers`)."
+    );
+    match phase {
+        Phase::Prepare => vec![
+            "Nothing, on the way forward.".to_string(),
+            format!("On a return from phase control-plane (the rollback): the admission policy `{policy}` and its binding are pruned by Argo CD; with a manual sync without prune or `kubectl apply`, delete them: `{delete_policy}` (they are inert meanwhile: the sync drops `{PHASE_ANNOTATION}` from `{tcp}`)."),
+            old_jobs("scale-control-plane"),
+            check,
+        ],
+        Phase::ControlPlane => vec![
+            old_jobs("bootstrapped"),
+            format!("Nothing else: this phase adds the pause, the annotation `{PHASE_ANNOTATION}` on `{tcp}` and the admission policy `{policy}`, which the next phase removes."),
+            check,
+        ],
+        Phase::Workers => vec![
+            format!("The annotation `{PHASE_ANNOTATION}` on `{tcp}`: the sync removes it (server-side apply, Argo CD being its only field manager; `kubectl apply` through the last-applied annotation). Without it the admission policy `{policy}` refuses nothing."),
+            format!("The admission policy `{policy}` and its binding: Argo CD prunes them with automated sync or a sync with prune; the Job `{cluster}-capstan-migration-unpause-control-plane-…` deletes them by name before it lifts the pause, whatever applied the bundle (a copy synced by an earlier capstan carries `Prune=false` and is never pruned). By hand: `{delete_policy}`. Left behind with the control plane unpaused, it would refuse every new control-plane Machine its nodeRef, and every rollout would stop at replicas + 1."),
+            format!("The pause `cluster.x-k8s.io/paused` on `{tcp}`: the same Job removes it (an Update) once no kubeadm etcd member is left."),
+            old_jobs("scale-control-plane"),
+            check,
+        ],
+        Phase::Complete => vec![
+            format!("Nothing of phase `workers`: its Job is this phase's. The Job again deletes a leftover admission policy `{policy}` and lifts a leftover pause, so a cluster that skipped the sync of phase `workers` ends in the same state."),
+            check,
+        ],
+    }
 }
 
 fn section(md: &mut String, title: &str, items: &[&str]) {

@@ -24,6 +24,7 @@ use crate::inputs::model::{
 };
 use crate::inputs::overlay::{self, Overlay, OverlayError};
 use crate::inputs::TemplateOverride;
+use crate::procedure::PHASE_ANNOTATION;
 use crate::resource::{self, ResId, Resource};
 use crate::yaml;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
@@ -98,6 +99,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/templates/migration/unpause-job.yaml"
+        )),
+    ),
+    (
+        "migration/cluster-rbac.yaml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/templates/migration/cluster-rbac.yaml"
         )),
     ),
     (
@@ -636,8 +644,14 @@ impl Renderer {
         if let Some(m) = &config.spec.migration {
             self.render_objects("migration/rbac.yaml", &ctx, &mut out)?;
             self.render_objects("migration/guard-policy.yaml", &ctx, &mut out)?;
-            if m.phase == Phase::ControlPlane {
-                self.render_objects("migration/node-ref-policy.yaml", &ctx, &mut out)?;
+            match m.phase {
+                Phase::ControlPlane => {
+                    self.render_objects("migration/node-ref-policy.yaml", &ctx, &mut out)?;
+                }
+                Phase::Workers | Phase::Complete => {
+                    self.render_objects("migration/cluster-rbac.yaml", &ctx, &mut out)?;
+                }
+                Phase::Prepare => {}
             }
             self.render_objects(phase_job(m.phase).1, &ctx, &mut out)?;
         }
@@ -730,11 +744,12 @@ pub struct Templated {
 /// The Job each phase of an existing cluster runs: its name suffix (after
 /// `<cluster>-capstan-migration-`) and its template.
 pub fn phase_job(phase: Phase) -> (&'static str, &'static str) {
-    match phase {
-        Phase::Prepare => ("bootstrapped", "migration/bootstrapped-job.yaml"),
-        Phase::ControlPlane => ("scale-control-plane", "migration/scale-job.yaml"),
-        Phase::Workers | Phase::Complete => ("unpause-control-plane", "migration/unpause-job.yaml"),
-    }
+    let template = match phase {
+        Phase::Prepare => "migration/bootstrapped-job.yaml",
+        Phase::ControlPlane => "migration/scale-job.yaml",
+        Phase::Workers | Phase::Complete => "migration/unpause-job.yaml",
+    };
+    (phase.job_suffix(), template)
 }
 
 /// The migration interlocks, checked on the final objects (so neither a template override
@@ -813,6 +828,9 @@ fn check_interlocks(
             ));
         }
     }
+    if let Err(message) = phase_leftovers(config, m.phase, &tcp_name, out) {
+        return fail(message);
+    }
     // Argo CD annotations on the migration objects are the templates' own: the Jobs are
     // `Sync` hooks deleted before the next; nothing else may become a hook or move waves.
     for r in out
@@ -886,6 +904,63 @@ fn check_interlocks(
             }
             _ => {}
         }
+    }
+    Ok(())
+}
+
+/// The interlocks that keep phase control-plane's nodeRef policy to its phase: in that phase
+/// the TalosControlPlane carries [`PHASE_ANNOTATION`] (the policy refuses nothing without
+/// it); in every other phase it does not (a policy a past sync left behind stays inert), no
+/// object takes the policy's name, and in `workers` and `complete` the Job may delete it
+/// (its ClusterRole and binding).
+fn phase_leftovers(
+    config: &ClusterConfig,
+    phase: Phase,
+    tcp_name: &str,
+    out: &[Resource],
+) -> Result<(), String> {
+    let policy = node_ref_policy_name(config);
+    let annotation = out
+        .iter()
+        .find(|r| r.kind() == "TalosControlPlane" && r.name() == tcp_name)
+        .and_then(|r| resource::at(&r.value, &["metadata", "annotations", PHASE_ANNOTATION]));
+    if phase == Phase::ControlPlane {
+        if annotation.and_then(Value::as_str) != Some("control-plane") {
+            return Err(format!(
+                "{tcp_name} lacks the annotation `{PHASE_ANNOTATION}: control-plane`: the admission policy \
+                 {policy} refuses control-plane Machines their nodeRef only while the TalosControlPlane carries it \
+                 (template taloscontrolplane.yaml)"
+            ));
+        }
+        return Ok(());
+    }
+    if annotation.is_some() {
+        return Err(format!(
+            "{tcp_name} carries the annotation `{PHASE_ANNOTATION}` in phase `{}`: only phase control-plane may, \
+             or the admission policy {policy} a sync of that phase left behind refuses every new control-plane \
+             Machine its nodeRef, and every control-plane rollout stops at replicas + 1",
+            phase.as_str()
+        ));
+    }
+    if let Some(r) = out.iter().find(|r| r.name() == policy) {
+        return Err(format!(
+            "{} {policy} is rendered in phase `{}`: that is phase control-plane's nodeRef policy, which would refuse \
+             every new control-plane Machine its nodeRef",
+            r.kind(),
+            phase.as_str()
+        ));
+    }
+    let role = migration_cluster_role_name(config);
+    if matches!(phase, Phase::Workers | Phase::Complete)
+        && !["ClusterRole", "ClusterRoleBinding"]
+            .iter()
+            .all(|k| out.iter().any(|r| r.kind() == *k && r.name() == role))
+    {
+        return Err(format!(
+            "phase `{}` needs the ClusterRole and ClusterRoleBinding {role} (template migration/cluster-rbac.yaml): \
+             the Job deletes the nodeRef policy {policy} left from phase control-plane before it lifts the pause",
+            phase.as_str()
+        ));
     }
     Ok(())
 }
@@ -1183,19 +1258,26 @@ fn machine_ctx(
 /// The name of a cluster's bootstrapped-guard admission policy and its binding (cluster
 /// scoped, so the namespace is part of it): `<cluster>.<namespace>.bootstrapped.capstan.dev`.
 pub fn guard_policy_name(config: &ClusterConfig) -> String {
-    format!(
-        "{}.{}.bootstrapped.capstan.dev",
-        config.metadata.name, config.metadata.namespace
-    )
+    procedure_names(config).guard_policy()
 }
 
 /// The name of phase control-plane's admission policy (and binding) that keeps control-plane
 /// Machines from getting a nodeRef while the TalosControlPlane is unpaused.
 pub fn node_ref_policy_name(config: &ClusterConfig) -> String {
-    format!(
-        "{}.{}.paused-node-refs.capstan.dev",
-        config.metadata.name, config.metadata.namespace
-    )
+    procedure_names(config).node_ref_policy()
+}
+
+/// The ClusterRole (and binding) that lets the phase `workers`/`complete` Job delete the
+/// nodeRef policy and its binding, by name only.
+pub fn migration_cluster_role_name(config: &ClusterConfig) -> String {
+    procedure_names(config).migration_cluster_role()
+}
+
+fn procedure_names(config: &ClusterConfig) -> crate::procedure::Names {
+    crate::procedure::Names {
+        namespace: config.metadata.namespace.clone(),
+        cluster: config.metadata.name.clone(),
+    }
 }
 
 /// The TalosControlPlane `apiVersion` of a flavour.
@@ -1292,6 +1374,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "migration": format!("{name}-capstan-migration"),
             "guardPolicy": guard_policy_name(config),
             "nodeRefPolicy": node_ref_policy_name(config),
+            "migrationClusterRole": migration_cluster_role_name(config),
         },
         "talos": {
             "version": s.versions.talos,
@@ -1360,6 +1443,8 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         "controlPlane": {
             "replicas": plan.cp_replicas,
             "paused": plan.cp_paused,
+            // The annotation the nodeRef policy applies under (phase control-plane only).
+            "migrationPhase": plan.cp_paused.then_some("control-plane"),
             "apiVersion": tcp_api_version(s.flavour),
             "machineTemplate": plan.names.control_plane_machine_template,
         },
@@ -2067,12 +2152,17 @@ mod tests {
                         .pointer("/metadata/annotations/cluster.x-k8s.io~1paused")
                         .map(|v| format!(" paused={v}"))
                         .unwrap_or_default();
+                    let phase = x
+                        .value
+                        .pointer("/metadata/annotations/capstan.dev~1migration-phase")
+                        .map(|v| format!(" migration-phase={v}"))
+                        .unwrap_or_default();
                     let name = if x.kind() == "Job" {
                         x.name().rsplit_once('-').unwrap().0.to_string()
                     } else {
                         x.name().to_string()
                     };
-                    format!("{} {name}{reps}{paused}", x.kind())
+                    format!("{} {name}{reps}{paused}{phase}", x.kind())
                 })
                 .filter(|l| {
                     !l.starts_with("VSphere")
@@ -2103,7 +2193,7 @@ mod tests {
             with_guard(&[
                 "ValidatingAdmissionPolicy lab-f.lab-f.paused-node-refs.capstan.dev",
                 "ValidatingAdmissionPolicyBinding lab-f.lab-f.paused-node-refs.capstan.dev",
-                "TalosControlPlane lab-f-cp replicas=3 paused=\"true\"",
+                "TalosControlPlane lab-f-cp replicas=3 paused=\"true\" migration-phase=\"control-plane\"",
                 "MachineDeployment lab-f-general replicas=0",
                 "Job lab-f-capstan-migration-scale-control-plane"
             ])
@@ -2115,7 +2205,10 @@ mod tests {
             } else {
                 &[]
             };
+            // The Job's leave to delete phase control-plane's nodeRef policy, by name.
             let mut want = vec![
+                "ClusterRole lab-f.lab-f.capstan-migration",
+                "ClusterRoleBinding lab-f.lab-f.capstan-migration",
                 "TalosControlPlane lab-f-cp replicas=3",
                 "MachineDeployment lab-f-general replicas=3",
             ];
@@ -2245,6 +2338,7 @@ mod tests {
             "migration/guard-policy.yaml",
             "migration/node-ref-policy.yaml",
             "migration/rbac.yaml",
+            "migration/cluster-rbac.yaml",
         ] {
             let e = Renderer::new(&[template(name, "templates/x", "")])
                 .err()
@@ -2404,6 +2498,64 @@ mod tests {
                 .to_string();
             assert!(e.contains(why), "{kind}: {e}");
         }
+        // Phase control-plane's nodeRef policy applies only under the TalosControlPlane's
+        // phase annotation: the phase must render it, and no other phase may.
+        let e = edit("TalosControlPlane", "lab-f-cp", &|v| {
+            v["metadata"]["annotations"]
+                .as_object_mut()
+                .unwrap()
+                .remove(PHASE_ANNOTATION);
+        });
+        assert!(
+            e.contains(
+                "lab-f-cp lacks the annotation `capstan.dev/migration-phase: control-plane`"
+            ),
+            "{e}"
+        );
+        let later = config(
+            &base
+                .replace("phase: control-plane", "phase: workers")
+                .replace("etcdMembers: [cp-1]", "etcdMembers: []"),
+        );
+        let workers = r.render("c", &later, &[]).unwrap().resources;
+        check_interlocks("c", &later, &workers).unwrap();
+        let refused =
+            |out: &[Resource]| check_interlocks("c", &later, out).unwrap_err().to_string();
+        let mut annotated = workers.clone();
+        for x in annotated
+            .iter_mut()
+            .filter(|x| x.kind() == "TalosControlPlane")
+        {
+            x.value["metadata"]["annotations"][PHASE_ANNOTATION] = json!("control-plane");
+        }
+        let e = refused(&annotated);
+        assert!(
+            e.contains(
+                "lab-f-cp carries the annotation `capstan.dev/migration-phase` in phase `workers`"
+            ),
+            "{e}"
+        );
+        let mut with_policy = workers.clone();
+        with_policy.extend(
+            good.iter()
+                .filter(|x| x.name() == "lab-f.lab-f.paused-node-refs.capstan.dev")
+                .cloned(),
+        );
+        let e = refused(&with_policy);
+        assert!(
+            e.contains("ValidatingAdmissionPolicy lab-f.lab-f.paused-node-refs.capstan.dev is rendered in phase `workers`"),
+            "{e}"
+        );
+        let no_role: Vec<Resource> = workers
+            .iter()
+            .filter(|x| x.kind() != "ClusterRoleBinding")
+            .cloned()
+            .collect();
+        let e = refused(&no_role);
+        assert!(
+            e.contains("phase `workers` needs the ClusterRole and ClusterRoleBinding lab-f.lab-f.capstan-migration"),
+            "{e}"
+        );
     }
 
     #[test]

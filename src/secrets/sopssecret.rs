@@ -184,7 +184,9 @@ pub fn from_secret(label: &str, secret: &Value, digest: &str) -> Result<Scrubbed
         crate::argocd::ANN_SYNC_WAVE.into(),
         json!(crate::argocd::sync_wave(KIND).to_string()),
     );
-    if let Some(opts) = crate::argocd::sync_options(KIND, crate::resource::group_of(API_VERSION)) {
+    if let Some(opts) =
+        crate::argocd::sync_options(KIND, crate::resource::group_of(API_VERSION), "")
+    {
         ann.insert(crate::argocd::ANN_SYNC_OPTIONS.into(), json!(opts));
     }
     ann.insert(ANN_SEALED_VALUES.into(), json!(digest));
