@@ -292,12 +292,28 @@ pub fn rehearse(
     } else {
         options.until
     };
+    // `vip-handover` of a cluster still migrating: the VIP arrives with the commit of phase
+    // complete (the plan's hand-over), so the phases before it run without a strategy.
+    let before_complete =
+        if options.then == Some(Operation::VipHandover) && current != Phase::Complete {
+            let mut c = config.clone();
+            c.spec.endpoint.strategy = None;
+            c.spec.endpoint.vip = None;
+            c
+        } else {
+            config.clone()
+        };
     if current == Phase::Complete {
         steady_state(&mut d, &first)?;
     } else {
         for phase in phases_from(Phase::Prepare, until) {
             let replayed = phase_rank(phase) < phase_rank(current);
-            run_phase(&mut d, render, config, phase, &kubeadm_cp, replayed)?;
+            let c = if phase == Phase::Complete {
+                config
+            } else {
+                &before_complete
+            };
+            run_phase(&mut d, render, c, phase, &kubeadm_cp, replayed)?;
             if d.stopped() {
                 return Ok(d.rehearsal);
             }
@@ -503,7 +519,23 @@ fn run_phase(
             else {
                 return Ok(());
             };
-            d.step(&t, Some(&objs), &mut |_| Vec::new(), &unsettled, 3600)?;
+            d.step(
+                &t,
+                Some(&objs),
+                &mut |w: &mut World| {
+                    // The VIP is up on the Talos control plane from its first machine: with
+                    // the kubeadm control plane gone, the endpoint's name moves to it now, or
+                    // a control-plane rollout before phase complete would leave the load
+                    // balancer only replaced machines' addresses.
+                    if w.endpoint.vip.is_some() && w.endpoint.holder.is_some() && !w.endpoint.on_vip {
+                        w.endpoint.on_vip = true;
+                        return vec!["the endpoint's name now resolves to the VIP (capstan plan, phase workers)".into()];
+                    }
+                    Vec::new()
+                },
+                &unsettled,
+                3600,
+            )?;
             d.step(
                 &title("drain and remove the kubeadm workers"),
                 None,
@@ -527,18 +559,49 @@ fn run_phase(
                 &t,
                 Some(&objs),
                 &mut |w: &mut World| {
-                    if w.endpoint.vip.is_some() {
-                        w.endpoint.on_vip = true;
-                        return vec!["the endpoint's name now resolves to the VIP (the hand-over in capstan plan)".into()];
-                    }
                     if !w.endpoint.pool.is_empty() {
                         w.endpoint.backends = w.endpoint.pool.clone();
                     }
-                    Vec::new()
+                    if w.endpoint.vip.is_none() || w.endpoint.on_vip {
+                        return Vec::new();
+                    }
+                    if w.endpoint.holder.is_some() {
+                        w.endpoint.on_vip = true;
+                        return vec!["the endpoint's name now resolves to the VIP (the hand-over in capstan plan)".into()];
+                    }
+                    vec!["the commit adds the VIP: the control plane rolls, the load balancer still answers".into()]
                 },
-                &unsettled,
+                &|w: &World| {
+                    if w.endpoint.vip.is_some() && !w.endpoint.on_vip {
+                        return w
+                            .endpoint
+                            .holder
+                            .is_none()
+                            .then(|| "no control-plane node holds the VIP yet".into());
+                    }
+                    unsettled(w)
+                },
                 1800,
             )?;
+            let handing_over = {
+                let w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                w.endpoint.vip.is_some() && !w.endpoint.on_vip
+            };
+            if handing_over {
+                d.step(
+                    &title("verify the API through the VIP, then point the endpoint's name at it (DNS)"),
+                    None,
+                    &mut |w: &mut World| {
+                        w.endpoint.on_vip = true;
+                        vec![format!(
+                            "`kubectl --server https://<VIP>:<port> get --raw /readyz` answered through {}",
+                            w.endpoint.holder.clone().unwrap_or_default()
+                        )]
+                    },
+                    &unsettled,
+                    3600,
+                )?;
+            }
         }
     }
     Ok(())
