@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod argo;
+pub mod clusterctl;
 pub mod drive;
 pub mod jobs;
 pub mod kubectl;

@@ -285,6 +285,9 @@ pub struct World {
     pub tcp: Option<Tcp>,
     /// `Cluster.spec.paused` (set by `clusterctl move` while it runs).
     pub cluster_paused: bool,
+    /// `Cluster.status.controlPlaneReady`: set once the control plane reports ready, and
+    /// kept [A34].
+    pub control_plane_ready: bool,
     /// MachineDeployments by name.
     pub deployments: BTreeMap<String, Md>,
     /// MachineSets, in creation order.
@@ -897,6 +900,7 @@ impl World {
             .iter()
             .filter(|m| m.deployment.is_none())
             .any(|m| self.vm(&m.name).is_some_and(|v| self.node_up(v)));
+        self.control_plane_ready |= ready;
         if let Some(t) = &mut self.tcp {
             if version.is_some() {
                 t.status_version = version;
@@ -1214,6 +1218,7 @@ impl World {
             t.status_version = Some(tcp.version.clone());
             t.ready = true;
         }
+        self.control_plane_ready = true;
         let deployments: Vec<(String, Md)> = self
             .deployments
             .iter()
