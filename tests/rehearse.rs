@@ -472,3 +472,51 @@ fn rehearse_cli() {
         stdout(&o)
     );
 }
+
+/// A Job an overlay adds (a pull request's code, annotated as an Argo CD hook) is never run
+/// by the rehearsal: only capstan's migration Jobs run against the model.
+#[test]
+fn a_job_from_an_overlay_is_never_run() {
+    let (_t, repo) = example_copy();
+    let marker = repo.join("ran");
+    let dir = repo.join("overlays/evil");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("overlay.yaml"),
+        "apiVersion: capstan.dev/v1alpha1\nkind: Overlay\nresources:\n- job.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("job.yaml"),
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: lab-f-capstan-migration-evil\n  namespace: lab-f\n  annotations:\n    argocd.argoproj.io/hook: Sync\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: x\n        image: x\n        command: [/bin/sh, -ec, \"touch {}\"]\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let file = repo.join("clusters/lab-f/cluster.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            "  - overlays/talos-vmware\n",
+            "  - overlays/talos-vmware\n  - overlays/evil\n",
+        ),
+    )
+    .unwrap();
+    let o = capstan(&["render", "clusters/lab-f"], &repo);
+    assert!(
+        stdout(&o).contains("lab-f-capstan-migration-evil"),
+        "the overlay's Job renders: {}",
+        stderr(&o)
+    );
+    let r = rehearse_dir(
+        &repo.join("clusters/lab-f"),
+        &options(None, Phase::Complete, SyncMode::ArgoPrune),
+    );
+    assert!(!marker.exists(), "the overlay's Job ran");
+    assert!(r.steps.iter().all(|s| s
+        .sync
+        .as_ref()
+        .is_none_or(|y| y.jobs.iter().all(|(n, _, _)| !n.contains("evil")))));
+}
