@@ -705,11 +705,117 @@ pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
                 "{p}: {before} → {after}: the running cluster's network cannot change in place"
             ),
         ));
+    } else if matches!(last_key(p), "nodeDrainTimeout" | "nodeDrainTimeoutSeconds") {
+        if let Delta::Value { before: b, after: a } = &f.delta {
+            drain_timeout_risk(id, p, (b.as_ref(), a.as_ref()), out);
+        }
+    } else if p.ends_with(&format!("[\"{}\"]", crate::inputs::model::SCALE_TO_ZERO_ANNOTATION)) {
+        if after != "(absent)" {
+            out.push(risk(
+                Severity::High,
+                id,
+                format!(
+                    "{p}: {before} → {after}: scaling this pool from running machines to 0 is acknowledged \
+                     (`spec.migration.acknowledge: [scale-workers-to-zero]`): capstan's admission policy lets it \
+                     through, and Cluster API drains and deletes every machine of the pool"
+                ),
+            ));
+        }
     }
     if let Delta::Certificate { certificates } = &f.delta {
         for c in certificates {
             cert_risk(id, &format!("{p}{}", c.path), c, out);
         }
+    }
+}
+
+/// A drain timeout in seconds: `nodeDrainTimeoutSeconds` (an integer) or v1beta1's
+/// `nodeDrainTimeout` (a Go duration such as `900s`, `15m`, `1h30m`). `Some(0)` for an
+/// absent field or 0 (Cluster API: no timeout), `None` when it does not parse.
+fn drain_seconds(v: Option<&Value>) -> Option<u64> {
+    match v {
+        None | Some(Value::Null) => Some(0),
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => {
+            let mut total = 0f64;
+            let mut rest = s.trim();
+            if rest == "0" {
+                return Some(0);
+            }
+            if rest.is_empty() {
+                return None;
+            }
+            while !rest.is_empty() {
+                let digits = rest
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(rest.len());
+                let number: f64 = rest[..digits].parse().ok()?;
+                rest = &rest[digits..];
+                let unit_len = rest
+                    .find(|c: char| c.is_ascii_digit() || c == '.')
+                    .unwrap_or(rest.len());
+                let scale = match &rest[..unit_len] {
+                    "h" => 3600.0,
+                    "m" => 60.0,
+                    "s" => 1.0,
+                    "ms" => 0.001,
+                    "us" | "µs" => 0.000_001,
+                    "ns" => 0.000_000_001,
+                    _ => return None,
+                };
+                total += number * scale;
+                rest = &rest[unit_len..];
+            }
+            Some(total.ceil() as u64)
+        }
+        Some(_) => None,
+    }
+}
+
+/// A drain timeout set, shortened, lengthened or removed: what Cluster API then does to a
+/// PodDisruptionBudget (cluster-api v1.10.10 `internal/controllers/machine/machine_controller.go`
+/// 642-658, 680-694: once the timeout has passed it skips the drain and deletes the machine).
+fn drain_timeout_risk(
+    id: &ObjectId,
+    p: &str,
+    (before, after): (Option<&Value>, Option<&Value>),
+    out: &mut Vec<Risk>,
+) {
+    let (b, a) = (short(before), short(after));
+    let (Some(x), Some(y)) = (drain_seconds(before), drain_seconds(after)) else {
+        out.push(risk(
+            Severity::Medium,
+            id,
+            format!("{p}: {b} → {a}: a drain timeout capstan cannot read; once it passes, Cluster API deletes the machine even where a PodDisruptionBudget still refuses an eviction"),
+        ));
+        return;
+    };
+    let pdb = "once it has passed, Cluster API stops draining and deletes the machine with the pods a \
+               PodDisruptionBudget still protects (a quorum StatefulSet whose replaced replica resyncs slower \
+               loses a second member)";
+    match (x, y) {
+        (0, 0) => {}
+        (0, y) => out.push(risk(
+            Severity::High,
+            id,
+            format!("{p}: {b} → {a}: sets a drain timeout of {y} s where the drain waited for every PodDisruptionBudget: {pdb}"),
+        )),
+        (x, 0) => out.push(risk(
+            Severity::Low,
+            id,
+            format!("{p}: {b} → {a}: no drain timeout (was {x} s): drains wait for as long as a PodDisruptionBudget refuses, so a PDB that never allows a disruption holds the machine in deletion (and a rollout) until it is fixed (`capstan plan`)"),
+        )),
+        (x, y) if y < x => out.push(risk(
+            Severity::Medium,
+            id,
+            format!("{p}: {b} → {a}: shortens the drain timeout from {x} s to {y} s: {pdb}"),
+        )),
+        (x, y) if y > x => out.push(risk(
+            Severity::Low,
+            id,
+            format!("{p}: {b} → {a}: lengthens the drain timeout from {x} s to {y} s: PodDisruptionBudgets get longer before Cluster API deletes the machine anyway"),
+        )),
+        _ => {}
     }
 }
 
