@@ -2405,7 +2405,11 @@ mod tests {
         // After the phases: only a pool declared at 0.
         for phase in ["workers", "complete"] {
             let out = render(phase, "scale-workers-to-zero", "0").unwrap();
-            assert_eq!(acked(&out), [("lab-f-spare".to_string(), Some(0))], "{phase}");
+            assert_eq!(
+                acked(&out),
+                [("lab-f-spare".to_string(), Some(0))],
+                "{phase}"
+            );
             assert!(acked(&render(phase, "", "0").unwrap()).is_empty());
             // Stale: no pool at 0 any more (moved on from the revert). Refused, so the next
             // revert must be acknowledged afresh.
@@ -2671,9 +2675,7 @@ mod tests {
             .filter(|r| !r.name().contains("keep-workers"))
             .cloned()
             .collect();
-        let e = check_interlocks("c", &c, &no_keep)
-            .unwrap_err()
-            .to_string();
+        let e = check_interlocks("c", &c, &no_keep).unwrap_err().to_string();
         assert!(
             e.contains("no ValidatingAdmissionPolicy lab-f.lab-f.keep-workers.capstan.dev")
                 && e.contains("template migration/keep-workers-policy.yaml"),

@@ -86,6 +86,18 @@ pub(super) fn replica_risks(
             }
             (n, m, format!("not in git ({how}: {m})"))
         }
+        (None, Some(0)) if !is_control_plane(&id.kind) => {
+            out.push(risk(
+                Severity::High,
+                id,
+                format!(
+                    "{what} return to git at 0: every running machine of the pool (the count the webhook or the \
+                     autoscaler set) is drained and deleted; {}",
+                    scale_to_zero_note(rb)
+                ),
+            ));
+            return;
+        }
         (None, Some(m)) => {
             out.push(risk(
                 Severity::Medium,
@@ -157,8 +169,10 @@ pub(super) fn replica_risks(
         let (sev, why) = if m == 0 {
             (
                 Severity::High,
-                "deletes every machine of the pool: its workloads are evicted with nowhere to go in this pool"
-                    .to_string(),
+                format!(
+                    "deletes every machine of the pool: its workloads are evicted with nowhere to go in this pool; {}",
+                    scale_to_zero_note(rb)
+                ),
             )
         } else if m < n {
             (
@@ -169,6 +183,24 @@ pub(super) fn replica_risks(
             (Severity::Low, format!("creates {} machine(s)", m - n))
         };
         out.push(risk(sev, id, format!("{what} {n} → {shown}: {why}")));
+    }
+}
+
+/// Whether capstan's keep-workers admission policy (an existing cluster, every phase) lets a
+/// pool with running machines go to 0: only with render's acknowledgement annotation.
+fn scale_to_zero_note(rb: Option<&Resource>) -> &'static str {
+    let ack = rb
+        .and_then(|r| {
+            r.value
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::inputs::model::SCALE_TO_ZERO_ANNOTATION))
+        })
+        .is_some();
+    if ack {
+        "acknowledged in cluster.yaml (`scale-workers-to-zero`): capstan's admission policy lets it through"
+    } else {
+        "on a migrated cluster capstan's admission policy refuses it until `spec.migration.acknowledge` lists \
+         `scale-workers-to-zero`"
     }
 }
 
@@ -706,10 +738,17 @@ pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
             ),
         ));
     } else if matches!(last_key(p), "nodeDrainTimeout" | "nodeDrainTimeoutSeconds") {
-        if let Delta::Value { before: b, after: a } = &f.delta {
+        if let Delta::Value {
+            before: b,
+            after: a,
+        } = &f.delta
+        {
             drain_timeout_risk(id, p, (b.as_ref(), a.as_ref()), out);
         }
-    } else if p.ends_with(&format!("[\"{}\"]", crate::inputs::model::SCALE_TO_ZERO_ANNOTATION)) {
+    } else if p.ends_with(&format!(
+        "[\"{}\"]",
+        crate::inputs::model::SCALE_TO_ZERO_ANNOTATION
+    )) {
         if after != "(absent)" {
             out.push(risk(
                 Severity::High,
@@ -913,9 +952,77 @@ pub(super) fn secret_risk(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
     }
 }
 
+/// A migration phase going backwards (a revert of a phase commit): what happens to the
+/// running worker pools, and whether capstan's keep-workers policy will let it.
+fn phase_regression(pa: &str, pb: &str, b: &ClusterSet) -> String {
+    let mut msg = format!("spec.migration.phase {pa} → {pb} goes backwards");
+    if matches!(pb, "prepare" | "control-plane") && matches!(pa, "workers" | "complete") {
+        let pools: Vec<&Resource> = b
+            .resources
+            .iter()
+            .filter(|r| r.kind() == "MachineDeployment")
+            .collect();
+        let acknowledged = pools.iter().any(|r| {
+            str_at(
+                Some(r),
+                &format!(
+                    "/metadata/annotations/{}",
+                    crate::inputs::model::SCALE_TO_ZERO_ANNOTATION.replace('/', "~1")
+                ),
+            )
+            .is_some()
+        });
+        msg.push_str(&format!(
+            ": phase `{pb}` renders every worker pool at 0 replicas ({}), so Cluster API would drain and delete every \
+             Talos worker, by now usually the cluster's only workers (the kubeadm workers drained and reset); {}",
+            if pools.is_empty() {
+                "none declared".to_string()
+            } else {
+                pools.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ")
+            },
+            if acknowledged {
+                "acknowledged (`spec.migration.acknowledge: [scale-workers-to-zero]`): capstan's admission policy lets \
+                 the MachineDeployments go to 0"
+                    .to_string()
+            } else {
+                let policy = b
+                    .resources
+                    .iter()
+                    .find(|r| {
+                        r.kind() == "ValidatingAdmissionPolicy"
+                            && r.name().ends_with(".keep-workers.capstan.dev")
+                    })
+                    .map_or("keep-workers", |r| r.name());
+                format!(
+                    "capstan's admission policy `{policy}` refuses the sync of those MachineDeployments while they run \
+                     machines, until `spec.migration.acknowledge` lists `scale-workers-to-zero`; to undo a phase \
+                     change, move forward again instead (`capstan plan`)"
+                )
+            }
+        ));
+    } else {
+        msg.push_str(": follow `capstan plan` for the new phase; phases are meant to move forward");
+    }
+    msg
+}
+
 /// Risks that need the whole cluster: version skew after the change, the migration phase.
 pub(super) fn cluster_risks(a: &ClusterSet, b: &ClusterSet, out: &mut Vec<Risk>) {
     if let (Some(pa), Some(pb)) = (&a.phase, &b.phase) {
+        let rank = |p: &str| {
+            ["prepare", "control-plane", "workers", "complete"]
+                .iter()
+                .position(|x| *x == p)
+        };
+        if let (Some(ra), Some(rb)) = (rank(pa), rank(pb)) {
+            if rb < ra {
+                out.push(Risk {
+                    severity: Severity::High,
+                    object: "cluster.yaml".into(),
+                    message: phase_regression(pa, pb, b),
+                });
+            }
+        }
         if pa != pb {
             out.push(Risk {
                 severity: Severity::High,
@@ -1033,6 +1140,33 @@ pub(super) fn cluster_risks(a: &ClusterSet, b: &ClusterSet, out: &mut Vec<Risk>)
                     ));
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn drain_timeouts_read_as_seconds() {
+        for (v, want) in [
+            (None, Some(0)),
+            (Some(json!(null)), Some(0)),
+            (Some(json!(900)), Some(900)),
+            (Some(json!("900s")), Some(900)),
+            (Some(json!("15m")), Some(900)),
+            (Some(json!("1h30m")), Some(5400)),
+            (Some(json!("1.5h")), Some(5400)),
+            (Some(json!("0s")), Some(0)),
+            (Some(json!("0")), Some(0)),
+            (Some(json!("10")), None),
+            (Some(json!("ten minutes")), None),
+            (Some(json!("")), None),
+            (Some(json!(true)), None),
+        ] {
+            assert_eq!(drain_seconds(v.as_ref()), want, "{v:?}");
         }
     }
 }
