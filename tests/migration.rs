@@ -125,7 +125,7 @@ fn keep_workers_policy_refuses_a_revert_to_zero_replicas() {
     phase_variant(&repo, "control-plane");
     let o = capstan(&["render", "clusters/lab-f"], &repo);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let docs: Vec<serde_json::Value> = stdout(&o).split("\n---\n").map(|d| doc_value(d)).collect();
+    let docs: Vec<serde_json::Value> = stdout(&o).split("\n---\n").map(doc_value).collect();
     let name = "lab-f.lab-f.keep-workers.capstan.dev";
     let policy = docs
         .iter()
@@ -232,7 +232,7 @@ fn keep_workers_policy_refuses_a_revert_to_zero_replicas() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let mds: Vec<serde_json::Value> = stdout(&o)
         .split("\n---\n")
-        .map(|d| doc_value(d))
+        .map(doc_value)
         .filter(|d| d["kind"] == "MachineDeployment")
         .collect();
     assert_eq!(mds.len(), 2);

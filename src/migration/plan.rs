@@ -22,8 +22,8 @@
 //! Procedures (rollback, replacing a machine, removing a kubeadm node, ...) come from
 //! [`crate::procedure`], the one source `explain` and the README share.
 
-use crate::inputs::model::{ClusterConfig, EndpointStrategy, Phase, SemVer};
 use crate::inputs::model::Acknowledgement;
+use crate::inputs::model::{ClusterConfig, EndpointStrategy, Phase, SemVer};
 use crate::procedure::{
     Names, ANTI_AFFINITY, DRAIN, DRAIN_PDB, REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE,
     ROLLBACK_CONTROL_PLANE, UNPAUSE,
@@ -612,7 +612,9 @@ mod tests {
             w.contains("with no `spec.deletion.nodeDrainTimeoutSeconds` (the default) it waits for as long as a PodDisruptionBudget refuses"),
             "{w}"
         );
-        let timed = runbook_of(&cfg("  deletion: {nodeDrainTimeoutSeconds: 600}\n  migration:\n    phase: workers\n"));
+        let timed = runbook_of(&cfg(
+            "  deletion: {nodeDrainTimeoutSeconds: 600}\n  migration:\n    phase: workers\n",
+        ));
         assert!(
             timed.contains("`spec.deletion.nodeDrainTimeoutSeconds: 600` makes it stop after 600 s and delete the machine anyway, with the pods a PodDisruptionBudget still protects"),
             "{timed}"
@@ -623,10 +625,7 @@ mod tests {
                 && w.contains("`lab-f.lab-f.keep-workers.capstan.dev` refuses it unless `spec.migration.acknowledge` lists `scale-workers-to-zero`"),
             "{w}"
         );
-        for (text, ack) in [
-            (&prepare, false),
-            (&cp, false),
-        ] {
+        for (text, ack) in [(&prepare, false), (&cp, false)] {
             assert!(
                 text.contains("reached by a revert from `workers` or `complete`")
                     && text.contains("The admission policy `lab-f.lab-f.keep-workers.capstan.dev` refuses to scale a MachineDeployment with running machines to 0")

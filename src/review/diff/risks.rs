@@ -748,18 +748,17 @@ pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
     } else if p.ends_with(&format!(
         "[\"{}\"]",
         crate::inputs::model::SCALE_TO_ZERO_ANNOTATION
-    )) {
-        if after != "(absent)" {
-            out.push(risk(
-                Severity::High,
-                id,
-                format!(
-                    "{p}: {before} → {after}: scaling this pool from running machines to 0 is acknowledged \
-                     (`spec.migration.acknowledge: [scale-workers-to-zero]`): capstan's admission policy lets it \
-                     through, and Cluster API drains and deletes every machine of the pool"
-                ),
-            ));
-        }
+    )) && after != "(absent)"
+    {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "{p}: {before} → {after}: scaling this pool from running machines to 0 is acknowledged \
+                 (`spec.migration.acknowledge: [scale-workers-to-zero]`): capstan's admission policy lets it \
+                 through, and Cluster API drains and deletes every machine of the pool"
+            ),
+        ));
     }
     if let Delta::Certificate { certificates } = &f.delta {
         for c in certificates {
