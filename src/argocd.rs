@@ -432,9 +432,13 @@ pub fn sync_wave(kind: &str) -> i32 {
 }
 
 /// The name suffix of the bootstrapped guard's admission policy and binding
-/// (`<cluster>.<namespace>.bootstrapped.capstan.dev`, `procedure::Names::guard_policy`):
-/// the only admission objects kept when git drops them.
+/// (`<cluster>.<namespace>.bootstrapped.capstan.dev`, `procedure::Names::guard_policy`).
 pub const GUARD_POLICY_SUFFIX: &str = ".bootstrapped.capstan.dev";
+
+/// The name suffix of the keep-workers policy and binding
+/// (`<cluster>.<namespace>.keep-workers.capstan.dev`): with the guard, the only admission
+/// objects kept when git drops them, both rendered in every phase of an existing cluster.
+pub const KEEP_WORKERS_POLICY_SUFFIX: &str = ".keep-workers.capstan.dev";
 
 /// The sync options of an object, by kind, API group and name, if any (see the module
 /// documentation).
@@ -442,12 +446,15 @@ pub fn sync_options(kind: &str, group: &str, name: &str) -> Option<&'static str>
     match kind {
         "Secret" if group.is_empty() => Some("Prune=false,Delete=false,ServerSideApply=true"),
         "SopsSecret" => Some("Prune=false,Delete=false,SkipDryRunOnMissingResource=true"),
-        // The bootstrapped guard lives as long as the TalosControlPlane it guards. Every
-        // other admission policy (phase control-plane's nodeRef policy, an overlay's) gets
-        // Argo CD's default: pruned when git drops it (a live `Prune=false` is never pruned,
-        // gitops-engine sync_context.go:333-342, 1453-1458).
+        // The bootstrapped guard and the keep-workers policy live as long as the cluster
+        // they guard (every phase). Every other admission policy (phase control-plane's
+        // nodeRef policy, an overlay's) gets Argo CD's default: pruned when git drops it (a
+        // live `Prune=false` is never pruned, gitops-engine sync_context.go:333-342,
+        // 1453-1458).
         "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding"
-            if group == "admissionregistration.k8s.io" && name.ends_with(GUARD_POLICY_SUFFIX) =>
+            if group == "admissionregistration.k8s.io"
+                && (name.ends_with(GUARD_POLICY_SUFFIX)
+                    || name.ends_with(KEEP_WORKERS_POLICY_SUFFIX)) =>
         {
             Some("Prune=false,Delete=false")
         }
@@ -621,7 +628,7 @@ mod tests {
         assert_eq!(sync_wave("VSphereMachineTemplate"), -1);
         assert_eq!(sync_wave("Secret"), -2);
         assert_eq!(sync_options("Role", "rbac.authorization.k8s.io", "r"), None);
-        // Only the bootstrapped guard's admission objects outlive their removal from git.
+        // Only the guard's and keep-workers' admission objects outlive their removal from git.
         let vap = "admissionregistration.k8s.io";
         for kind in [
             "ValidatingAdmissionPolicy",
@@ -629,6 +636,10 @@ mod tests {
         ] {
             assert_eq!(
                 sync_options(kind, vap, "c.ns.bootstrapped.capstan.dev"),
+                Some("Prune=false,Delete=false")
+            );
+            assert_eq!(
+                sync_options(kind, vap, "c.ns.keep-workers.capstan.dev"),
                 Some("Prune=false,Delete=false")
             );
             assert_eq!(

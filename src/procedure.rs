@@ -131,13 +131,28 @@ pub const PAUSE: Procedure = Procedure {
     why: "the provider's etcd audit force-removes every etcd member that is not one of its machines on any unpaused reconcile once all its control-plane Machines have a node.",
 };
 
+/// `kubectl drain` as the runbooks run it: evictions (so PodDisruptionBudgets hold), no
+/// `--force` (a Pod without a controller stops the drain instead of being deleted for good),
+/// a timeout after which it can be run again (the node stays cordoned).
+macro_rules! drain_command {
+    () => {
+        "kubectl drain <node> --ignore-daemonsets --delete-emptydir-data --timeout=30m"
+    };
+}
+
+/// The drain command of the runbooks ([`drain_command`]).
+pub const DRAIN: &str = drain_command!();
+
+/// What to do when a drain waits on a PodDisruptionBudget, for the runbooks.
+pub const DRAIN_PDB: &str = "The drain evicts through the Eviction API, which honours PodDisruptionBudgets: an eviction a budget refuses (`Cannot evict pod as it would violate the pod's disruption budget`) is retried until `--timeout`, and the node stays cordoned; run it again once the budget allows. A budget that allows no eviction (`kubectl get pdb -A`: ALLOWED DISRUPTIONS 0, from `maxUnavailable: 0` or `minAvailable` equal to its pods) never does: with the workload's owners, scale it up by one first (the new pod starts elsewhere and one eviction is allowed), or relax the budget for the move. Never `--disable-eviction` (it deletes past the budget) and never `--force` (a Pod without a controller is deleted for good: recreate it under a controller first).";
+
 /// Remove one kubeadm control-plane node (phase control-plane).
 pub const REMOVE_KUBEADM_NODE: Procedure = Procedure {
     id: "remove-kubeadm-node",
     title: "Remove one kubeadm control-plane node",
     steps: &[
         "Take the node out of the load balancer.",
-        "`kubectl drain <node> --delete-emptydir-data --force --ignore-daemonsets --timeout=10m`.",
+        concat!("`", drain_command!(), "`: evictions honour PodDisruptionBudgets (no `--force`, no `--disable-eviction`); if it waits on `Cannot evict pod as it would violate the pod's disruption budget`, `capstan explain` that message."),
         "On the node: `kubeadm reset --force` (it removes its etcd member).",
         "On another control-plane node: `etcdctl member list` no longer shows it, and `etcdctl endpoint health --cluster` reports every member healthy.",
         "`kubectl delete node <node>`.",

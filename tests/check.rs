@@ -844,6 +844,158 @@ fn nodes_input() {
     );
 }
 
+/// D20: the live PVs, PDBs and Pods (`kubectl get pv,pdb,pods -A -o json`) before the
+/// worker phase, against the kubeadm workers of cluster.yaml.
+fn workloads_json(web_cpu: &str) -> String {
+    let pod = |ns: &str,
+               name: &str,
+               node: &str,
+               owner: Option<&str>,
+               labels: serde_json::Value,
+               cpu: &str,
+               mem: &str,
+               claim: Option<&str>| {
+        let mut p = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"cpu": cpu, "memory": mem}}}]},
+            "status": {"phase": "Running"}});
+        if let Some(kind) = owner {
+            p["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "apps/v1", "kind": kind, "name": "o", "uid": "u", "controller": true}]);
+        }
+        if let Some(c) = claim {
+            p["spec"]["volumes"] =
+                serde_json::json!([{"name": "data", "persistentVolumeClaim": {"claimName": c}}]);
+        }
+        p
+    };
+    let pv = |name: &str, source: &str, key: &str, value: &str, claim: Option<&str>| {
+        let mut v = serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "10Gi"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": key, "operator": "In", "values": [value]}]}]}}}});
+        v["spec"][source] = serde_json::json!({"path": "/mnt/disks/d1"});
+        if let Some(c) = claim {
+            v["spec"]["claimRef"] = serde_json::json!({"namespace": "shop", "name": c});
+        }
+        v
+    };
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        pv("pv-db-0", "local", "kubernetes.io/hostname", "w-1", Some("data-db-0")),
+        pv("pv-web", "csi", "topology.kubernetes.io/zone", "zone-a", Some("data-web")),
+        pv("pv-spare", "local", "kubernetes.io/hostname", "w-2", None),
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+         "metadata": {"name": "db", "namespace": "shop"},
+         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}},
+         "status": {"disruptionsAllowed": 0, "expectedPods": 1, "currentHealthy": 1, "desiredHealthy": 1}},
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+         "metadata": {"name": "web", "namespace": "shop"},
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+         "status": {"disruptionsAllowed": 1, "expectedPods": 2, "currentHealthy": 2, "desiredHealthy": 1}},
+        pod("shop", "db-0", "w-1", Some("StatefulSet"), serde_json::json!({"app": "db"}), "2", "4Gi", Some("data-db-0")),
+        pod("shop", "web-1", "w-2", Some("ReplicaSet"), serde_json::json!({"app": "web"}), web_cpu, "4Gi", Some("data-web")),
+        pod("shop", "web-2", "talos-w-1", Some("ReplicaSet"), serde_json::json!({"app": "web"}), web_cpu, "4Gi", None),
+        pod("shop", "debug", "w-2", None, serde_json::json!({}), "100m", "64Mi", None),
+        pod("kube-system", "node-exporter-a", "w-1", Some("DaemonSet"), serde_json::json!({}), "16", "64Gi", None),
+    ]});
+    serde_json::to_string_pretty(&list).unwrap()
+}
+
+#[test]
+fn workloads_before_the_worker_phase() {
+    let s = Setup::new(&[(
+        "  provenance:",
+        "  workers:\n  - {name: general, replicas: 2, machine: {numCPUs: 4, memoryMiB: 8192}}\n  migration:\n    phase: workers\n    kubeadm:\n      workerNodes: [w-1, w-2]\n  provenance:",
+    )]);
+    // Without the input: each is listed as not compared, naming the flag.
+    let out = stdout(&s.check(&[]));
+    for id in [
+        "worker-local-volumes",
+        "worker-bare-pods",
+        "worker-pdb-no-disruption",
+        "worker-pool-capacity",
+    ] {
+        assert!(entry(&out, "INFO", id).contains("pass --workloads"), "{id}");
+    }
+    s.write("workloads.json", workloads_json("3"));
+    let args = ["--workloads", "workloads.json"];
+    let out = expect(
+        &s,
+        &args,
+        1,
+        "BLOCK",
+        "worker-local-volumes",
+        "workloads.json PersistentVolume spec.nodeAffinity vs spec.migration.kubeadm.workerNodes",
+        Some("0/… nodes are available: … node(s) had volume node affinity conflict"),
+    );
+    let e = entry(&out, "BLOCK", "worker-local-volumes");
+    // The claimed local volume on w-1 only: not the CSI volume pinned to a zone, not the
+    // unclaimed spare disk.
+    assert!(
+        e.contains("1 PersistentVolume(s) live on a kubeadm worker: pv-db-0 (local, claim shop/data-db-0 on w-1)"),
+        "{e}"
+    );
+    let e = entry(&out, "WARN", "worker-bare-pods");
+    assert!(
+        e.contains("1 Pod(s) on the kubeadm workers have no controller: shop/debug")
+            && e.contains("cluster would show: cannot delete Pods that declare no controller (use --force to override)"),
+        "{e}"
+    );
+    let e = entry(&out, "BLOCK", "worker-pdb-no-disruption");
+    assert!(
+        e.contains("1 PodDisruptionBudget(s) over the kubeadm workers' Pods allow no eviction: shop/db (maxUnavailable: 0), pods on w-1")
+            && e.contains("cluster would show: Cannot evict pod as it would violate the pod's disruption budget.")
+            && e.contains("scale it up by one"),
+        "{e}"
+    );
+    // 2 + 3 + 0.1 CPUs and 8 GiB + 64 MiB requested on the kubeadm workers (the
+    // DaemonSet's pod and the pod already on a Talos worker left out) against 2 × 4 CPUs
+    // and 8 GiB, 80% of it.
+    let e = entry(&out, "PASS", "worker-pool-capacity");
+    assert!(
+        e.contains("the 3 Pods to move from the 2 kubeadm workers request 5.1 CPUs and 8256 MiB; the Talos pools offer 6.4 CPUs and 13107 MiB (20% of each machine kept"),
+        "{e}"
+    );
+    // A pod larger than any machine, and more than the pools hold: blocking.
+    s.write("workloads.json", workloads_json("8"));
+    let out = stdout(&s.check(&args));
+    let e = entry(&out, "BLOCK", "worker-pool-capacity");
+    assert!(
+        e.contains("request 10.1 CPUs and 8256 MiB")
+            && e.contains("the evicted Pods would stay Pending")
+            && e.contains("1 Pod(s) request more than one machine of any pool offers (3.2 CPUs and 6554 MiB): shop/web-1")
+            && e.contains("cluster would show: 0/… nodes are available: … Insufficient cpu"),
+        "{e}"
+    );
+    // Once no kubeadm worker is listed, nothing is left to move; a budget that allows no
+    // eviction still holds every later drain (warning).
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "      workerNodes: [w-1, w-2]\n",
+        "",
+    );
+    let out = stdout(&s.check(&args));
+    assert!(entry(&out, "INFO", "worker-local-volumes").contains("no kubeadm worker listed"));
+    let e = entry(&out, "WARN", "worker-pdb-no-disruption");
+    assert!(
+        e.contains("shop/db (maxUnavailable: 0)") && e.contains("waits for ever"),
+        "{e}"
+    );
+    // Not the right kinds: a usage error naming the file.
+    s.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    );
+    let o = s.check(&["--workloads", "cm.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cm.yaml: no PersistentVolume, PodDisruptionBudget or Pod found (found ConfigMap); expected `kubectl get pv,pdb,pods -A -o json`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn etcd_member_name() {
     let s = Setup::new(&[(

@@ -928,6 +928,147 @@ fn migration_phase_change() {
         .is_empty());
 }
 
+/// D13: a revert of the phase commit (`workers` back to `control-plane`, the kubeadm etcd
+/// members listed again as the revert restores them) renders every pool at 0: high risk,
+/// naming the admission policy that refuses it, until cluster.yaml acknowledges it.
+#[test]
+fn phase_regression_is_high_risk() {
+    let p = Pair::new();
+    let lab_f = |side: PathBuf| side.join("clusters/lab-f/cluster.yaml");
+    // a: phase workers (no kubeadm control plane left).
+    edit(&lab_f(p.a()), "phase: prepare", "phase: workers");
+    edit(
+        &lab_f(p.a()),
+        "      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n",
+        "",
+    );
+    // b: the revert to control-plane.
+    edit(
+        &lab_f(p.b()),
+        "phase: prepare",
+        "phase: control-plane\n    acknowledge: [etcd-audit, control-plane-anti-affinity]",
+    );
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    assert!(
+        has_risk(
+            c,
+            "high",
+            "spec.migration.phase workers → control-plane goes backwards: phase `control-plane` renders every worker \
+             pool at 0 replicas (lab-f-general, lab-f-ingress), so Cluster API would drain and delete every Talos worker"
+        ) && has_risk(
+            c,
+            "high",
+            "capstan's admission policy `lab-f.lab-f.keep-workers.capstan.dev` refuses the sync"
+        ),
+        "{}",
+        o.text
+    );
+    assert!(
+        has_risk(
+            c,
+            "high",
+            "worker replicas 6 → 0: deletes every machine of the pool: its workloads are evicted with nowhere to go \
+             in this pool; on a migrated cluster capstan's admission policy refuses it until \
+             `spec.migration.acknowledge` lists `scale-workers-to-zero`"
+        ),
+        "{}",
+        o.text
+    );
+    // Forward again: no regression note.
+    let o = diff_all(&p, &["b", "a"], 1, &[], &needles);
+    assert!(!o.text.contains("goes backwards"), "{}", o.text);
+    // Acknowledged: the render marks the pools, and the notes say the policy lets it through.
+    edit(
+        &lab_f(p.b()),
+        "acknowledge: [etcd-audit, control-plane-anti-affinity]",
+        "acknowledge: [etcd-audit, control-plane-anti-affinity, scale-workers-to-zero]",
+    );
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    assert!(
+        has_risk(c, "high", "goes backwards")
+            && has_risk(
+                c,
+                "high",
+                "acknowledged (`spec.migration.acknowledge: [scale-workers-to-zero]`)"
+            )
+            && has_risk(
+                c,
+                "high",
+                "worker replicas 2 → 0: deletes every machine of the pool"
+            )
+            && has_risk(
+                c,
+                "high",
+                "acknowledged in cluster.yaml (`scale-workers-to-zero`)"
+            )
+            && has_risk(
+                c,
+                "high",
+                "metadata.annotations[\"capstan.dev/scale-to-zero\"]: (absent) → acknowledged"
+            ),
+        "{}",
+        o.text
+    );
+}
+
+/// D10: a drain timeout set where the drains waited, or shortened, is flagged with what it
+/// does to a PodDisruptionBudget; removed, the drains wait again.
+#[test]
+fn drain_timeout_changes_say_what_they_do_to_a_pdb() {
+    let p = Pair::new();
+    edit(
+        &lab_g(&p),
+        "  workers:\n",
+        "  deletion:\n    nodeDrainTimeoutSeconds: 600\n  workers:\n",
+    );
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-g");
+    for kind in ["MachineDeployment", "TalosControlPlane"] {
+        assert!(
+            c["risks"].as_array().unwrap().iter().any(|r| r["severity"] == "high"
+                && r["object"].as_str().unwrap().starts_with(kind)
+                && r["message"].as_str().unwrap().contains(
+                    "nodeDrainTimeoutSeconds: (absent) → 600: sets a drain timeout of 600 s where the drain waited \
+                     for every PodDisruptionBudget: once it has passed, Cluster API stops draining and deletes the \
+                     machine with the pods a PodDisruptionBudget still protects"
+                )),
+            "{kind}: {}",
+            o.text
+        );
+    }
+    // Removed again: the drains wait (low).
+    let o = diff_all(&p, &["b", "a"], 1, &[], &needles);
+    assert!(
+        has_risk(
+            cluster(&o.json, "lab-g"),
+            "low",
+            "no drain timeout (was 600 s): drains wait for as long as a PodDisruptionBudget refuses"
+        ),
+        "{}",
+        o.text
+    );
+    // Shortened (a: 1800 s): medium.
+    edit(
+        &p.a().join("clusters/lab-g/cluster.yaml"),
+        "  workers:\n",
+        "  deletion:\n    nodeDrainTimeoutSeconds: 1800\n  workers:\n",
+    );
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    assert!(
+        has_risk(
+            cluster(&o.json, "lab-g"),
+            "medium",
+            "shortens the drain timeout from 1800 s to 600 s"
+        ),
+        "{}",
+        o.text
+    );
+}
+
 /// Replace the first character of the `mac:` ciphertext of `secrets/lab-f-ca.yaml` with
 /// another base64 character: still well-formed, no longer the MAC of the values.
 fn corrupt_mac(repo: &Path) {

@@ -112,3 +112,138 @@ fn readme_procedures_are_the_code_s() {
         );
     }
 }
+
+/// D13: the keep-workers admission policy as rendered (lab-f reverted to phase
+/// `control-plane`, every pool at 0), its CEL evaluated with the `cel` crate as the API
+/// server would: Argo CD's apply of the revert (a server-side-apply PATCH, admitted as an
+/// UPDATE of `machinedeployments`) is refused while a pool runs machines, unless the new
+/// object carries render's acknowledgement; and the rule does not reach the scale
+/// subresource the Cluster Autoscaler writes.
+#[test]
+fn keep_workers_policy_refuses_a_revert_to_zero_replicas() {
+    let (_t, repo) = example_copy();
+    phase_variant(&repo, "control-plane");
+    let o = capstan(&["render", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let docs: Vec<serde_json::Value> = stdout(&o).split("\n---\n").map(doc_value).collect();
+    let name = "lab-f.lab-f.keep-workers.capstan.dev";
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicy" && d["metadata"]["name"] == name)
+        .expect("the keep-workers policy in phase control-plane");
+    let binding = docs
+        .iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding" && d["metadata"]["name"] == name)
+        .expect("its binding");
+    assert_eq!(binding["spec"]["policyName"], name);
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
+    assert!(binding["spec"].get("paramRef").is_none());
+    assert_eq!(policy["spec"]["failurePolicy"], "Fail");
+    // UPDATE of machinedeployments only: `machinedeployments` does not name a subresource,
+    // and `machinedeployments/scale` (the autoscaler's SetSize, a PATCH of the scale
+    // subresource) is a resource of its own for admission rules.
+    assert_eq!(
+        policy["spec"]["matchConstraints"]["resourceRules"],
+        serde_json::json!([{"apiGroups": ["cluster.x-k8s.io"], "apiVersions": ["*"],
+            "operations": ["UPDATE"], "resources": ["machinedeployments"]}])
+    );
+    let expressions = |key: &str| -> Vec<String> {
+        policy["spec"][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["expression"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (conditions, validations) = (expressions("matchConditions"), expressions("validations"));
+    assert!(!validations.is_empty());
+    let eval = |expr: &str, object: &serde_json::Value, old: &serde_json::Value| -> bool {
+        let program = cel::Program::compile(expr).unwrap_or_else(|e| panic!("{expr}: {e:?}"));
+        let mut cx = cel::Context::default();
+        cx.add_variable("object", object.clone()).unwrap();
+        cx.add_variable("oldObject", old.clone()).unwrap();
+        match program
+            .execute(&cx)
+            .unwrap_or_else(|e| panic!("{expr}: {e:?}"))
+        {
+            cel::Value::Bool(b) => b,
+            other => panic!("{expr}: not a bool: {other:?}"),
+        }
+    };
+    // Admitted: a condition false (not this policy's object), or every validation true.
+    let admitted = |object: &serde_json::Value, old: &serde_json::Value| -> bool {
+        !conditions.iter().all(|c| eval(c, object, old))
+            || validations.iter().all(|v| eval(v, object, old))
+    };
+    // The live MachineDeployment and what the rendered revert makes of it.
+    let md = |cluster: &str, replicas: Option<i64>, ack: Option<&str>| {
+        let mut v = serde_json::json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "MachineDeployment",
+            "metadata": {"name": "lab-f-general", "namespace": "lab-f",
+                         "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+            "spec": {"clusterName": cluster},
+        });
+        if let Some(n) = replicas {
+            v["spec"]["replicas"] = serde_json::json!(n);
+        }
+        if let Some(a) = ack {
+            v["metadata"]["annotations"] = serde_json::json!({"capstan.dev/scale-to-zero": a});
+        }
+        v
+    };
+    let running = md("lab-f", Some(6), None);
+    assert!(
+        !admitted(&md("lab-f", Some(0), None), &running),
+        "a revert scaling 6 running workers to 0 is refused"
+    );
+    assert!(
+        admitted(&md("lab-f", Some(0), Some("acknowledged")), &running),
+        "acknowledged in cluster.yaml: render's annotation lets it through"
+    );
+    assert!(
+        !admitted(&md("lab-f", Some(0), Some("yes")), &running),
+        "only render's value"
+    );
+    for (new, old) in [
+        (md("lab-f", Some(0), None), md("lab-f", Some(0), None)), // phases prepare/control-plane
+        (md("lab-f", Some(4), None), running.clone()),            // a scale-down, not to 0
+        (md("lab-f", Some(6), None), md("lab-f", Some(0), None)), // phase workers: scale up
+        (md("lab-f", Some(0), None), md("lab-f", None, None)),    // nothing known before
+        (md("other", Some(0), None), md("other", Some(6), None)), // another cluster's pool
+    ] {
+        assert!(admitted(&new, &old), "{new} after {old}");
+    }
+    // And render gives the annotation once cluster.yaml acknowledges it.
+    let file = repo.join("clusters/lab-f/cluster.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            "acknowledge: [etcd-audit, control-plane-anti-affinity]",
+            "acknowledge: [etcd-audit, control-plane-anti-affinity, scale-workers-to-zero]",
+        ),
+    )
+    .unwrap();
+    let o = capstan(&["render", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mds: Vec<serde_json::Value> = stdout(&o)
+        .split("\n---\n")
+        .map(doc_value)
+        .filter(|d| d["kind"] == "MachineDeployment")
+        .collect();
+    assert_eq!(mds.len(), 2);
+    for d in &mds {
+        assert_eq!(d["spec"]["replicas"], 0);
+        assert!(admitted(d, &running), "{d}");
+    }
+}
+
+/// A document of a render as JSON (capstan's output is YAML that `capstan validate` and
+/// kubectl read; the library's own reader).
+fn doc_value(doc: &str) -> serde_json::Value {
+    capstan::yaml::parse_one(doc.trim_start_matches("---\n")).unwrap()
+}

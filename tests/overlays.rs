@@ -367,13 +367,11 @@ fn each_patch_kind_and_patch_files() {
         "the name selector picked the control plane's template only"
     );
     let mds = of_kind(&objs, "MachineDeployment");
-    // The general pool keeps the rendered default (spec.deletion), the patch set ingress's.
-    assert_eq!(
-        mds[0]
-            .pointer("/spec/template/spec/nodeDrainTimeout")
-            .unwrap(),
-        "900s"
-    );
+    // The general pool keeps Cluster API's default (no drain timeout rendered), the patch
+    // set ingress's.
+    assert!(mds[0]
+        .pointer("/spec/template/spec/nodeDrainTimeout")
+        .is_none());
     assert_eq!(
         mds[1]
             .pointer("/spec/template/spec/nodeDrainTimeout")

@@ -61,7 +61,9 @@ fn lab_g_migrating(repo: &Path) -> PathBuf {
     repo.join("clusters/lab-g")
 }
 
-/// lab-f with the shipped autoscaler overlay on its pools (for the autoscaler operation).
+/// lab-f in phase complete with the shipped autoscaler overlay on its pools (for the
+/// autoscaler operation: render refuses the overlay in the phases that render explicit
+/// replicas).
 fn lab_f_autoscaled(repo: &Path) -> PathBuf {
     let file = repo.join("clusters/lab-f/cluster.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
@@ -70,7 +72,10 @@ fn lab_f_autoscaled(repo: &Path) -> PathBuf {
         text.replace(
             "  - overlays/talos-vmware\n",
             "  - overlays/talos-vmware\n  - overlays/autoscaler\n",
-        ),
+        )
+        .replace("phase: prepare", "phase: complete")
+        .replace("      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n", "")
+        .replace("      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n", ""),
     )
     .unwrap();
     repo.join("clusters/lab-f")

@@ -48,7 +48,7 @@ fn output_is_byte_identical_across_runs_and_directories() {
     let (sa, sb) = (snapshot(&a), snapshot(&b));
     assert_eq!(
         sa.len(),
-        2 * 2 + 21 + 16,
+        2 * 2 + 23 + 20,
         "files: {:?}",
         sa.iter().map(|f| &f.0).collect::<Vec<_>>()
     );
@@ -94,9 +94,9 @@ fn bundle_files_match_the_stream_in_kustomization_order() {
         .lines()
         .filter_map(|l| l.strip_prefix("- "))
         .collect();
-    assert_eq!(files.len(), 21);
+    assert_eq!(files.len(), 23);
     assert!(
-        files[5].starts_with("secret-lab-f-") && files[6].starts_with("secret-lab-f-"),
+        files[7].starts_with("secret-lab-f-") && files[8].starts_with("secret-lab-f-"),
         "{files:?}"
     );
     let joined: Vec<String> = files

@@ -885,6 +885,11 @@ fn check(args: CheckArgs) -> Result<Status> {
         let value = check::find_management_objects(&file, docs)?;
         ci.management = Some(Input { file, value });
     }
+    if let Some(p) = &args.workloads {
+        let (file, docs) = docs_of(p)?;
+        let value = check::find_workloads(&file, docs)?;
+        ci.workloads = Some(Input { file, value });
+    }
     if let Some(p) = &args.cni_daemonset {
         let (file, docs) = docs_of(p)?;
         ci.cni = Some(check::find_cni_daemonsets(&file, docs)?);

@@ -612,6 +612,9 @@ pub struct CheckArgs {
     /// The management cluster's admission policies, control planes and Jobs (`kubectl get validatingadmissionpolicies,validatingadmissionpolicybindings,taloscontrolplanes,jobs -A -o yaml`): what an earlier phase left (phase control-plane's nodeRef policy, the pause, migration Jobs).
     #[arg(long, value_name = "FILE")]
     pub management_objects: Option<PathBuf>,
+    /// The live PersistentVolumes, PodDisruptionBudgets and Pods (`kubectl get pv,pdb,pods -A -o json`), before the worker phase: volumes pinned to the kubeadm workers, Pods without a controller on them, budgets that allow no eviction, and whether the Talos pools hold what they run.
+    #[arg(long, value_name = "FILE")]
+    pub workloads: Option<PathBuf>,
     /// The CNI DaemonSet, with its ConfigMap (`kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`): capabilities, cgroup and host mounts, apiserver address against what Talos allows.
     #[arg(long, value_name = "FILE")]
     pub cni_daemonset: Option<PathBuf>,

@@ -408,15 +408,18 @@ impl Default for HealthCheck {
 }
 
 /// What Cluster API waits for when it deletes a machine (rendered as `nodeDrainTimeout`…
-/// in v1beta1, `deletion.*Seconds` in v1beta2).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// in v1beta1, `deletion.*Seconds` in v1beta2, each only when set).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Deletion {
-    /// Seconds Cluster API spends draining a node before it deletes the machine anyway
-    /// (default 900: a PodDisruptionBudget that can never be met does not hold a rollout
-    /// forever; Cluster API's own default, 0, waits without limit).
-    #[serde(default = "Deletion::default_drain")]
-    pub node_drain_timeout_seconds: u32,
+    /// Seconds Cluster API spends draining a node before it deletes the machine anyway.
+    /// Unset (the default) is Cluster API's own default: the drain waits without limit, so a
+    /// PodDisruptionBudget holds the machine's deletion until it allows the eviction. Once a
+    /// set timeout has passed, Cluster API stops draining and deletes the machine with the
+    /// pods a PodDisruptionBudget still protects (cluster-api v1.10.10
+    /// `internal/controllers/machine/machine_controller.go:642-658, 680-694`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_drain_timeout_seconds: Option<u32>,
     /// Seconds Cluster API waits for the node's volumes to detach; unset (the default)
     /// waits without limit, so a vSphere VM is never deleted with a volume still attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -427,24 +430,9 @@ pub struct Deletion {
 }
 
 impl Deletion {
-    /// The default drain timeout: 15 minutes.
-    pub const DEFAULT_DRAIN_SECONDS: u32 = 900;
-    fn default_drain() -> u32 {
-        Self::DEFAULT_DRAIN_SECONDS
-    }
     /// The defaults (the section is then not written).
     pub fn is_default(&self) -> bool {
         *self == Deletion::default()
-    }
-}
-
-impl Default for Deletion {
-    fn default() -> Self {
-        Deletion {
-            node_drain_timeout_seconds: Self::DEFAULT_DRAIN_SECONDS,
-            node_volume_detach_timeout_seconds: None,
-            node_deletion_timeout_seconds: None,
-        }
     }
 }
 
@@ -943,6 +931,14 @@ pub enum Acknowledgement {
     /// TalosControlPlane: the operator keeps the Talos control-plane VMs on separate hosts
     /// (a DRS anti-affinity rule), or one host failure loses quorum.
     ControlPlaneAntiAffinity,
+    /// A worker pool with running machines is scaled to 0: a phase regression (`workers` or
+    /// `complete` back to `control-plane` or `prepare`, which render every pool at 0, such
+    /// as a revert of a phase commit) or a pool declared with `replicas: 0`. Cluster API
+    /// drains and deletes every machine of those pools. Without it, capstan's admission
+    /// policy (every phase of an existing cluster) refuses the update that lowers a
+    /// MachineDeployment's replicas from more than 0 to 0. Accepted only while a pool is
+    /// rendered at 0, so it never outlives the change it acknowledges.
+    ScaleWorkersToZero,
 }
 
 impl Acknowledgement {
@@ -951,9 +947,19 @@ impl Acknowledgement {
         match self {
             Acknowledgement::EtcdAudit => "etcd-audit",
             Acknowledgement::ControlPlaneAntiAffinity => "control-plane-anti-affinity",
+            Acknowledgement::ScaleWorkersToZero => "scale-workers-to-zero",
         }
     }
 }
+
+/// The annotation render puts on a MachineDeployment rendered at 0 replicas when
+/// `spec.migration.acknowledge` lists `scale-workers-to-zero` (value
+/// [`SCALE_TO_ZERO_ACKNOWLEDGED`]): capstan's admission policy then lets an update lower its
+/// replicas from running machines to 0.
+pub const SCALE_TO_ZERO_ANNOTATION: &str = "capstan.dev/scale-to-zero";
+
+/// The value of [`SCALE_TO_ZERO_ANNOTATION`].
+pub const SCALE_TO_ZERO_ACKNOWLEDGED: &str = "acknowledged";
 
 impl Phase {
     /// Whether the phase migrates (kubeadm is still part of the cluster): `prepare`,

@@ -46,6 +46,7 @@ pub use kubelet::{
 mod parity;
 mod readiness;
 mod versions;
+mod workloads;
 pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, UNINITIALIZED_TAINT};
 pub use parity::{
     apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
@@ -53,6 +54,7 @@ pub use parity::{
     ETCD_PARITY_FLAGS,
 };
 pub use readiness::{full_command, CheckInput, INPUTS};
+pub use workloads::{find_workloads, quantity, WorkloadsInput, CAPACITY_RESERVE_PERCENT};
 
 /// Every finding id, in report order. Stable: `capstan explain` refers to them.
 pub const IDS: &[&str] = &[
@@ -93,6 +95,10 @@ pub const IDS: &[&str] = &[
     "cni-daemonset",
     "kube-proxy-replacement",
     "node-labels",
+    "worker-local-volumes",
+    "worker-bare-pods",
+    "worker-pdb-no-disruption",
+    "worker-pool-capacity",
     "etcd-member-name",
     "phase-leftovers",
     "check-inputs",
@@ -126,6 +132,20 @@ pub mod errors {
     /// Cluster API setting a control-plane Machine's nodeRef under phase control-plane's
     /// admission policy (`templates/migration/node-ref-policy.yaml`).
     pub const NODE_REF_REFUSED: &str = "ValidatingAdmissionPolicy '…paused-node-refs.capstan.dev' … denied request: capstan: phase control-plane of …: a control-plane Machine gets its nodeRef only while TalosControlPlane … is paused";
+    /// The scheduler, for a pod whose volume is pinned to a node that is gone.
+    pub const VOLUME_NODE_AFFINITY: &str =
+        "0/… nodes are available: … node(s) had volume node affinity conflict";
+    /// `kubectl drain` without `--force`, at a Pod no controller owns (k8s.io/kubectl
+    /// `pkg/drain/filters.go` `unmanagedFatal`).
+    pub const DRAIN_UNMANAGED: &str =
+        "cannot delete Pods that declare no controller (use --force to override)";
+    /// The Eviction API (kube-apiserver `pkg/registry/core/pod/storage/eviction.go`), which
+    /// `kubectl drain` and Cluster API's drain retry.
+    pub const PDB_EVICTION: &str =
+        "Cannot evict pod as it would violate the pod's disruption budget.";
+    /// The scheduler, for pods no node has room for.
+    pub const INSUFFICIENT: &str =
+        "0/… nodes are available: … Insufficient cpu, … Insufficient memory";
 }
 
 /// How serious a finding is.
@@ -222,6 +242,14 @@ pub enum CheckError {
         /// The file.
         file: String,
         /// What is wrong, naming the Node and field.
+        problem: String,
+    },
+    /// The `--workloads` file holds no usable PersistentVolume, PodDisruptionBudget or Pod.
+    #[error("{file}: {problem}")]
+    Workloads {
+        /// The file.
+        file: String,
+        /// What is wrong, naming the object.
         problem: String,
     },
     /// The CNI file holds no usable CNI DaemonSet.
@@ -455,6 +483,9 @@ pub struct CheckInputs {
     pub nodes: Option<Input<NodesInput>>,
     /// A kubeadm kubelet's configuration (`--kubelet-config`).
     pub kubelet: Option<Input<KubeletFacts>>,
+    /// The live PersistentVolumes, PodDisruptionBudgets and Pods (`--workloads`: `kubectl
+    /// get pv,pdb,pods -A -o json`).
+    pub workloads: Option<Input<WorkloadsInput>>,
     /// The kubeadm etcd members' status (`etcdctl endpoint status -w json`).
     pub etcd_status: Option<Input<Vec<EtcdMemberStatus>>>,
     /// The CNI DaemonSet(s) and their ConfigMaps (`--cni-daemonset`).
@@ -493,6 +524,7 @@ impl CheckInputs {
             management: None,
             etcd_status: None,
             kubelet: None,
+            workloads: None,
             sealed_secrets: Vec::new(),
             pki_dir: None,
             identity_file: None,
@@ -536,6 +568,10 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.cni(&mut out);
     cx.kube_proxy_replacement(&mut out);
     cx.node_labels(&mut out);
+    cx.worker_local_volumes(&mut out);
+    cx.worker_bare_pods(&mut out);
+    cx.worker_pdb_no_disruption(&mut out);
+    cx.worker_pool_capacity(&mut out);
     cx.etcd_member_name(&mut out);
     cx.phase_leftovers(&mut out);
     cx.check_inputs(&mut out);

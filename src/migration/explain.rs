@@ -59,6 +59,10 @@
 //! | `etcd-db-size` | the kubeadm etcd database fits the quota a Talos member runs with |
 //! | `kubelet-config` | the Talos kubelets run with the kubeadm kubelets' clusterDNS, cluster domain, pod limit, reserved resources and eviction |
 //! | `node-labels` | every kubeadm worker's own labels and taints are those of a worker pool |
+//! | `worker-local-volumes` | no PersistentVolume in use is pinned to a kubeadm worker (a local or hostPath volume, a nodeAffinity naming it) |
+//! | `worker-bare-pods` | every Pod on the kubeadm workers has a controller that recreates it elsewhere |
+//! | `worker-pdb-no-disruption` | every PodDisruptionBudget over the kubeadm workers' Pods allows an eviction |
+//! | `worker-pool-capacity` | the Talos worker pools hold the requests of the Pods the kubeadm workers run |
 //! | `cni-daemonset` | the CNI DaemonSet asks for no capability Talos drops (`SYS_MODULE`, `SYS_BOOT`) and uses Talos's cgroup root |
 //! | `secrets-bundle` | the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI (CAs, service-account key) |
 //! | `phase-leftovers` | nothing an earlier phase added is left on the management cluster: phase control-plane's nodeRef policy, the pause in phase complete, the phase annotation, migration Jobs of other phases |
@@ -150,6 +154,10 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("etcd-db-size", Guard::Check, "the kubeadm etcd database fits the quota a Talos member runs with"),
     ("kubelet-config", Guard::Check, "the Talos kubelets run with the kubeadm kubelets' clusterDNS, cluster domain, pod limit, reserved resources and eviction"),
     ("node-labels", Guard::Check, "every kubeadm worker's own labels and taints are those of a worker pool"),
+    ("worker-local-volumes", Guard::Check, "no PersistentVolume in use is pinned to a kubeadm worker (a local or hostPath volume, a nodeAffinity naming it)"),
+    ("worker-bare-pods", Guard::Check, "every Pod on the kubeadm workers has a controller that recreates it elsewhere"),
+    ("worker-pdb-no-disruption", Guard::Check, "every PodDisruptionBudget over the kubeadm workers' Pods allows an eviction"),
+    ("worker-pool-capacity", Guard::Check, "the Talos worker pools hold the requests of the Pods the kubeadm workers run"),
     ("cni-daemonset", Guard::Check, "the CNI DaemonSet asks for no capability Talos drops (SYS_MODULE, SYS_BOOT) and uses Talos's cgroup root"),
     ("secrets-bundle", Guard::Render, "the imported bundle and its sealed Secrets exist, are current and come from this cluster's PKI"),
     ("phase-leftovers", Guard::Check, "nothing an earlier phase added is left on the management cluster: phase control-plane's nodeRef policy, the pause in phase complete, the phase annotation, migration Jobs of other phases"),
@@ -920,6 +928,64 @@ pub static ENTRIES: &[Entry] = &[
         procedures: &[],
     },
     Entry {
+        id: "pdb-eviction-refused",
+        title: "A drain waits on a PodDisruptionBudget that allows no eviction",
+        patterns: &[r"Cannot evict pod as it would violate the pod.s disruption budget"],
+        unless: &[],
+        source: "`kubectl drain` (`error when evicting pods/\"…\" (will retry after 5s)`), Cluster API's Machine controller (`DrainingSucceeded` False, the Machine stays `Deleting`)",
+        cause: "Draining a node evicts its pods through the Eviction API, which refuses an eviction its PodDisruptionBudget does not allow. A budget with `maxUnavailable: 0`, or `minAvailable` equal to its pods, never allows one; one at `disruptionsAllowed: 0` for now (a pod unhealthy) allows one once its pods are healthy. `kubectl drain` retries until its `--timeout`; Cluster API's drain retries without limit unless `spec.deletion.nodeDrainTimeoutSeconds` is set, and past a set timeout it deletes the machine with the protected pods.",
+        caught_by: &["worker-pdb-no-disruption"],
+        fix: &[
+            "find it: `kubectl get pdb -A` (ALLOWED DISRUPTIONS 0) and the pods it selects on the node being drained",
+            "with the workload's owners: scale it up by one first (the new pod starts on another node and the budget then allows one eviction), or relax the budget for the move (`maxUnavailable: 1`); a budget at 0 only because a pod is unhealthy clears once it is healthy",
+            "never `kubectl drain --disable-eviction` (it deletes past the budget); before the worker phase, `capstan check <cluster-dir> --workloads workloads.json` (`kubectl get pv,pdb,pods -A -o json > workloads.json`) lists these budgets",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "drain-unmanaged-pods",
+        title: "A drain stops at Pods no controller owns",
+        patterns: &[r"cannot delete Pods that declare no controller"],
+        unless: &[],
+        source: "`kubectl drain` (k8s.io/kubectl `pkg/drain/filters.go`)",
+        cause: "A Pod created directly (no Deployment, StatefulSet, Job… owning it) is not recreated anywhere once it is deleted, so `kubectl drain` refuses to delete it unless `--force` is given; with `--force` it is gone for good.",
+        caught_by: &["worker-bare-pods"],
+        fix: &[
+            "list them: `kubectl get pods -A --field-selector spec.nodeName=<node> -o json | jq -r '.items[] | select(.metadata.ownerReferences == null) | .metadata.namespace + \"/\" + .metadata.name'`",
+            "recreate each under a controller on the other nodes, or delete it once its owner agrees; then drain again without `--force`",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "volume-node-affinity-conflict",
+        title: "A pod's volume is pinned to a node that is gone",
+        patterns: &[r"volume node affinity conflict"],
+        unless: &[],
+        source: "the scheduler, in a pending pod's events (`FailedScheduling`)",
+        cause: "The pod's PersistentVolume has a required nodeAffinity (a `local` volume, or a provisioner that pins volumes to one node) naming a node no longer there, such as a kubeadm worker drained and removed during the worker phase: the pod can never schedule, and the data stayed on the removed VM's disk.",
+        caught_by: &["worker-local-volumes"],
+        fix: &[
+            "if the node's VM still exists, bring it back (uncordon it) and move the data first",
+            "a replicated store: delete the stuck replica's PVC and pod so it is recreated on a volume the Talos workers can mount (vSphere CSI) and resyncs from the others; anything else: restore from a backup into such a volume",
+            "before the worker phase, `capstan check <cluster-dir> --workloads workloads.json` lists the volumes pinned to kubeadm workers",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "insufficient-resources",
+        title: "No node has room for a pod's requests",
+        patterns: &[r"Insufficient (cpu|memory)"],
+        unless: &[],
+        source: "the scheduler, in a pending pod's events (`FailedScheduling`)",
+        cause: "The pods evicted from the kubeadm workers need more CPU or memory (their requests) than the Talos worker pools offer, after what each node keeps for the kubelet, Talos and its DaemonSets.",
+        caught_by: &["worker-pool-capacity"],
+        fix: &[
+            "raise the pools' `replicas`, or their machines' `numCPUs`/`memoryMiB`, in cluster.yaml (or the autoscaler's maximum) and sync; uncordon a kubeadm worker not yet removed meanwhile",
+            "before the worker phase, `capstan check <cluster-dir> --workloads workloads.json` compares the kubeadm workers' requests with the pools",
+        ],
+        procedures: &[],
+    },
+    Entry {
         id: "field-is-immutable",
         title: "An update changes a field Kubernetes does not allow to change",
         patterns: &[r"field is immutable"],
@@ -1282,6 +1348,18 @@ mod tests {
         too_many_pods:
             "Warning  FailedScheduling  3s  default-scheduler  0/9 nodes are available: 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 6 Too many pods. preemption: 0/9 nodes are available: 3 Preemption is not helpful for scheduling, 6 No preemption victims found for incoming pod."
             => ["too-many-pods"];
+        pdb_eviction_refused:
+            r#"error when evicting pods/"db-0" -n "shop" (will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget."#
+            => ["pdb-eviction-refused"];
+        drain_unmanaged_pods:
+            r#"error: unable to drain node "lab-f-w-1" due to error: cannot delete cannot delete Pods that declare no controller (use --force to override): default/debug, continuing command..."#
+            => ["drain-unmanaged-pods"];
+        volume_node_affinity_conflict:
+            "Warning  FailedScheduling  4s  default-scheduler  0/9 nodes are available: 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 6 node(s) had volume node affinity conflict. preemption: 0/9 nodes are available: 9 Preemption is not helpful for scheduling."
+            => ["volume-node-affinity-conflict"];
+        insufficient_resources:
+            "Warning  FailedScheduling  2s  default-scheduler  0/9 nodes are available: 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 6 Insufficient memory. preemption: 0/9 nodes are available: 3 Preemption is not helpful for scheduling, 6 No preemption victims found for incoming pod."
+            => ["insufficient-resources"];
         service_cluster_ip_immutable:
             r#"The Service "web" is invalid: spec.clusterIPs[0]: Invalid value: []string{"10.96.0.20"}: may not change once set; spec.clusterIP: Invalid value: "10.96.0.20": field is immutable"#
             => ["field-is-immutable"];

@@ -22,11 +22,12 @@
 //! Procedures (rollback, replacing a machine, removing a kubeadm node, ...) come from
 //! [`crate::procedure`], the one source `explain` and the README share.
 
+use crate::inputs::model::Acknowledgement;
 use crate::inputs::model::{ClusterConfig, EndpointStrategy, Phase, SemVer};
 use crate::migration::check::MANAGEMENT_OBJECTS_COMMAND;
 use crate::procedure::{
-    delete_node_ref_policy_command, Names, ANTI_AFFINITY, PHASE_ANNOTATION, REMOVE_KUBEADM_NODE,
-    REPLACE_TALOS_MACHINE, ROLLBACK_CONTROL_PLANE, UNPAUSE,
+    delete_node_ref_policy_command, Names, ANTI_AFFINITY, DRAIN, DRAIN_PDB, PHASE_ANNOTATION,
+    REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE, ROLLBACK_CONTROL_PLANE, UNPAUSE,
 };
 use std::fmt::Write as _;
 
@@ -102,6 +103,51 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
          `{name}-talos` and `{name}-ca`, then sets the status, refusing while Talos control-plane Nodes run without \
          Machines (a lost management cluster: restore its Machines first)."
     );
+    // D13: the admission policy that keeps running workers from being scaled to 0 (every
+    // phase of an existing cluster), as this phase needs it said.
+    let keep_policy = format!("{name}.{ns}.keep-workers.capstan.dev");
+    let acknowledged = s
+        .migration
+        .as_ref()
+        .is_some_and(|m| m.acknowledge.contains(&Acknowledgement::ScaleWorkersToZero));
+    let keep_workers = match phase {
+        Some(Phase::Prepare | Phase::ControlPlane) => format!(
+            "Keeps running Talos workers: this phase renders every worker pool at 0 replicas, which on the first pass \
+             creates none; but reached by a revert from `workers` or `complete` (a revert of the phase commit), it would \
+             make Cluster API drain and delete every Talos worker, by then usually the cluster's only workers. The \
+             admission policy `{keep_policy}` refuses to scale a MachineDeployment with running machines to 0, so that \
+             sync fails on the MachineDeployments: move forward again instead (set the phase back and commit). {}",
+            if acknowledged {
+                "**`spec.migration.acknowledge` lists `scale-workers-to-zero`**: the pools carry \
+                 `capstan.dev/scale-to-zero: acknowledged` and the policy lets them go to 0: every Talos worker is \
+                 drained and deleted. Uncordon kubeadm workers to take their pods first, and remove the \
+                 acknowledgement in the next commit (render refuses it once no pool is at 0)."
+            } else {
+                "Only if the Talos workers must really go (every one drained and deleted), add `scale-workers-to-zero` \
+                 to `spec.migration.acknowledge`, after uncordoning kubeadm workers to take their pods."
+            }
+        ),
+        _ => format!(
+            "Keeps running Talos workers: the admission policy `{keep_policy}` refuses to scale a MachineDeployment \
+             with running machines to 0 (a revert of the phase commit renders every pool at 0, a pool set to \
+             `replicas: 0`) unless `spec.migration.acknowledge` lists `scale-workers-to-zero`; the Cluster \
+             Autoscaler's scale subresource is not affected."
+        ),
+    };
+    // D10: what Cluster API's own drains do with a PodDisruptionBudget.
+    let capi_drain = match s.deletion.node_drain_timeout_seconds.filter(|t| *t > 0) {
+        None => "Cluster API drains every machine it deletes (a rollout, a scale-down, a remediation) through the \
+                 same Eviction API, and with no `spec.deletion.nodeDrainTimeoutSeconds` (the default) it waits for as \
+                 long as a PodDisruptionBudget refuses: a budget that never allows an eviction holds that machine in \
+                 `Deleting`, and the rollout with it, until the budget is fixed."
+            .to_string(),
+        Some(t) => format!(
+            "Cluster API drains every machine it deletes (a rollout, a scale-down, a remediation) through the same \
+             Eviction API, but `spec.deletion.nodeDrainTimeoutSeconds: {t}` makes it stop after {t} s and delete the \
+             machine anyway, with the pods a PodDisruptionBudget still protects: a replica that resyncs slower than \
+             that (a quorum StatefulSet) loses a second member. Leave it unset to wait for every budget."
+        ),
+    };
     let lb_backends = match (s.endpoint.strategy, pool_addresses(config)) {
         (Some(EndpointStrategy::External), Some(addrs)) => format!(
             "Before syncing, add the control-plane pool's addresses {addrs} to the load balancer's backends, each with \
@@ -119,6 +165,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 &format!("Renders TalosControlPlane `{tcp}` and every MachineDeployment with **0 replicas**: no Talos machine is created in this phase."),
                 &guard,
                 &format!("Runs Job `{name}-capstan-migration-bootstrapped-…`: the guard alone."),
+                &keep_workers,
             ]);
             let gone = removed(&names, Phase::Prepare);
             section(
@@ -167,6 +214,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 &format!("Runs Job `{name}-capstan-migration-scale-control-plane-…`: after the guard it unpauses only if no control-plane Machine exists (two agreeing reads) and the workload cluster (through `{name}-kubeconfig`) has no Talos control-plane Node, which would mean this management cluster lost its Machines. The provider then creates all {cp_replicas} Machines in seconds (one per reconcile); the Job pauses again as soon as they exist, at the first nodeRef, or after 30 seconds, and on every exit path, retried until it holds. Any failed, timed-out or unparsable `kubectl` call fails the Job with the pause kept; a killed pod is replaced by one that re-asserts it. Once any Machine exists it never unpauses again."),
                 &format!("Adds the admission policy `{}`: a control-plane Machine gets its nodeRef only while `{tcp}` is paused, so the etcd audit (which needs every nodeRef) cannot run inside the window, even if the Job's pod is lost in it. It applies only while `{tcp}` carries the annotation `{PHASE_ANNOTATION}`, which only this phase renders.", names.node_ref_policy()),
                 "The Talos machines boot, join the kubeadm etcd as learners one at a time (Talos finds the members through the `default/kubernetes` endpoints) and are promoted; their kubelets join with the imported bootstrap token.",
+                &keep_workers,
             ]);
             let gone = removed(&names, Phase::ControlPlane);
             section(
@@ -205,6 +253,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 "Before the commit that removes the last kubeadm node (and sets phase `workers`): `etcdctl member list` shows the Talos members, all voters, and that one kubeadm member; after its `kubeadm reset`, only the Talos members.",
                 "With `etcdMembers` and `controlPlaneNodes` empty and phase `workers`, `capstan check` is clean.",
                 "The API through the load balancer answers with the Talos nodes only; service-account tokens of running workloads still authenticate (no `invalid bearer token` in the apiserver logs).",
+                &format!("The kubeadm workers can be drained: `capstan check clusters/{name} --workloads workloads.json` (`kubectl get pv,pdb,pods -A -o json > workloads.json`) reports no blocking `worker-*` finding: the next phase scales the pools and drains the kubeadm workers."),
             ]);
             section(&mut md, "Next phase", &[&format!("In the commit that removes the last kubeadm node, set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: its Job lifts the pause once the workload cluster shows no kubeadm etcd member, and the worker pools scale.")]);
             md.push_str(&ROLLBACK_CONTROL_PLANE.markdown(&names, "##"));
@@ -215,6 +264,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 &format!("Renders TalosControlPlane `{tcp}` without the pause annotation, and runs Job `{name}-capstan-migration-unpause-control-plane-…` that removes it (see below): the provider reconciles again, and its etcd audit now finds only its own machines."),
                 &guard,
                 &format!("Scales the worker pools: {}.", pools(config, sizes)),
+                &keep_workers,
             ]);
             let gone = removed(&names, Phase::Workers);
             section(
@@ -224,10 +274,17 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             );
             md.push_str(&UNPAUSE.markdown(&names, "##"));
             md.push('\n');
-            section(&mut md, "Around the sync", &[&format!(
-                "As Talos workers become Ready, drain and remove the kubeadm workers ({}) one by one: `kubectl drain <node> --delete-emptydir-data --force --ignore-daemonsets --timeout=10m`, `kubectl delete node <node>`, then `kubeadm reset --force` on it and remove it from `workerNodes` in `cluster.yaml`.",
-                list(&kubeadm.worker_nodes)
-            )]);
+            section(&mut md, "Around the sync", &[
+                &format!(
+                    "Before the first drain, and again before each: `capstan check clusters/{name} --workloads workloads.json` with `kubectl get pv,pdb,pods -A -o json > workloads.json`: no volume in use pinned to a kubeadm worker (`worker-local-volumes`), no Pod without a controller on them (`worker-bare-pods`), no PodDisruptionBudget that allows no eviction (`worker-pdb-no-disruption`), and pools that hold what the kubeadm workers run (`worker-pool-capacity`)."
+                ),
+                &format!(
+                    "As Talos workers become Ready, drain and remove the kubeadm workers ({}) one by one: `{DRAIN}`, `kubectl delete node <node>`, then `kubeadm reset --force` on it and remove it from `workerNodes` in `cluster.yaml`.",
+                    list(&kubeadm.worker_nodes)
+                ),
+                DRAIN_PDB,
+                &capi_drain,
+            ]);
             section(&mut md, "Verify before the next phase", &[
                 &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.metadata.annotations}}'` shows no `cluster.x-k8s.io/paused`."),
                 "`kubectl get nodes -o wide` shows only Talos nodes; `workerNodes` is empty.",
@@ -241,7 +298,10 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                     Some(_) => "Its runbook has the endpoint hand-over for `spec.endpoint.strategy`.",
                 })],
             );
-            section(&mut md, "Roll back", &["Scale a pool down in `cluster.yaml` (Cluster API removes Talos workers) and uncordon the kubeadm workers that are still there."]);
+            section(&mut md, "Roll back", &[
+                "Uncordon the kubeadm workers that are still there, then scale a pool down in `cluster.yaml` (Cluster API drains and removes Talos workers, one eviction at a time).",
+                &format!("Do not revert the phase commit to get back to `control-plane`: that renders every pool at 0 replicas and would drain and delete every Talos worker at once; the admission policy `{keep_policy}` refuses it unless `spec.migration.acknowledge` lists `scale-workers-to-zero`."),
+            ]);
         }
         Some(Phase::Complete) | None => {
             let job = format!("Runs Job `{name}-capstan-migration-unpause-control-plane-…`: the guard, and it lifts a pause left from phase control-plane once the workload cluster shows no kubeadm etcd member (`capstan explain 'reconciliation is paused for this object'`).");
@@ -251,6 +311,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             if phase.is_some() {
                 what.push(guard.as_str());
                 what.push(job.as_str());
+                what.push(keep_workers.as_str());
             } else {
                 what.push("Nothing guards against the Bootstrap RPC: this cluster was not imported and has no migration phase, so the control-plane provider bootstraps it as a new cluster.");
             }
@@ -274,6 +335,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 "Keep `spec.migration.phase: complete`: a management cluster rebuilt from git then cannot bootstrap a second etcd (the policy refuses machines until the Job has set `status.bootstrapped`).",
                 "The sealed secrets are the cluster's PKI: never re-import; rotate recipients with `capstan secrets rekey`.",
                 "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses. A Talos upgrade is a VM template of the new release (named with it) with `spec.versions.talos` (and `spec.talos.installImage`) in the same commit: `check` blocks a template of another release (`talos-image`); every machine rolls.",
+                &capi_drain,
                 "Rolling machines never upgrades kube-proxy or CoreDNS: Talos applies its bootstrap manifests only when they are missing. After `spec.versions.kubernetes` moves, bump their images yourself (GitOps manifests, or `talosctl upgrade-k8s` for the manifests only; see README \"Upgrades\").",
             ]);
         }
@@ -601,6 +663,48 @@ mod tests {
         assert!(
             w.contains("## Lift the pause after phase control-plane")
                 && w.contains("unpause-control-plane")
+        );
+        // D20: the drain respects PodDisruptionBudgets and says what to do with one that
+        // allows no eviction; the workloads are checked first.
+        assert!(
+            w.contains(&format!("`{}`", crate::procedure::DRAIN))
+                && !w.contains("--force --")
+                && !w.contains("drain <node> --delete-emptydir-data --force")
+                && w.contains("Never `--disable-eviction`")
+                && w.contains("scale it up by one first")
+                && w.contains("--workloads workloads.json"),
+            "{w}"
+        );
+        // D10: Cluster API's drains wait for every budget by default.
+        assert!(
+            w.contains("with no `spec.deletion.nodeDrainTimeoutSeconds` (the default) it waits for as long as a PodDisruptionBudget refuses"),
+            "{w}"
+        );
+        let timed = runbook_of(&cfg(
+            "  deletion: {nodeDrainTimeoutSeconds: 600}\n  migration:\n    phase: workers\n",
+        ));
+        assert!(
+            timed.contains("`spec.deletion.nodeDrainTimeoutSeconds: 600` makes it stop after 600 s and delete the machine anyway, with the pods a PodDisruptionBudget still protects"),
+            "{timed}"
+        );
+        // D13: reverting the phase commit is not the rollback, and the policy says so.
+        assert!(
+            w.contains("Do not revert the phase commit")
+                && w.contains("`lab-f.lab-f.keep-workers.capstan.dev` refuses it unless `spec.migration.acknowledge` lists `scale-workers-to-zero`"),
+            "{w}"
+        );
+        for (text, ack) in [(&prepare, false), (&cp, false)] {
+            assert!(
+                text.contains("reached by a revert from `workers` or `complete`")
+                    && text.contains("The admission policy `lab-f.lab-f.keep-workers.capstan.dev` refuses to scale a MachineDeployment with running machines to 0")
+                    && text.contains("lists `scale-workers-to-zero`**") == ack,
+                "{text}"
+            );
+        }
+        let reverted = runbook_of(&cfg("  workers:\n  - name: general\n    replicas: 6\n    machine: {numCPUs: 2, memoryMiB: 4096, diskGiB: 40}\n  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit, scale-workers-to-zero]\n    kubeadm:\n      etcdMembers: [cp-1]\n"));
+        assert!(
+            reverted.contains("**`spec.migration.acknowledge` lists `scale-workers-to-zero`**: the pools carry `capstan.dev/scale-to-zero: acknowledged`"),
+            "{reverted}"
         );
         let done = runbook_of(&cfg(""));
         assert!(done.contains("phase `none (not migrating)`"));

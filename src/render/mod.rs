@@ -21,6 +21,7 @@ pub mod schema;
 
 use crate::inputs::model::{
     label_route, ClusterConfig, LabelRoute, ModelError, Phase, Purpose, SemVer,
+    SCALE_TO_ZERO_ANNOTATION,
 };
 use crate::inputs::overlay::{self, Overlay, OverlayError};
 use crate::inputs::TemplateOverride;
@@ -120,6 +121,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/templates/migration/node-ref-policy.yaml"
+        )),
+    ),
+    (
+        "migration/keep-workers-policy.yaml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/templates/migration/keep-workers-policy.yaml"
         )),
     ),
     // Not a `.yaml` file, so a repository cannot override it: the migration Jobs' shell
@@ -644,6 +652,9 @@ impl Renderer {
         if let Some(m) = &config.spec.migration {
             self.render_objects("migration/rbac.yaml", &ctx, &mut out)?;
             self.render_objects("migration/guard-policy.yaml", &ctx, &mut out)?;
+            // And its running workers are never scaled to 0 unacknowledged (a phase revert
+            // renders every pool at 0), in every phase too.
+            self.render_objects("migration/keep-workers-policy.yaml", &ctx, &mut out)?;
             match m.phase {
                 Phase::ControlPlane => {
                     self.render_objects("migration/node-ref-policy.yaml", &ctx, &mut out)?;
@@ -757,9 +768,11 @@ pub fn phase_job(phase: Phase) -> (&'static str, &'static str) {
 /// validation requires one of an imported cluster), in every phase: the admission policy
 /// that refuses the cluster's machines until `status.bootstrapped` is set, bound to this
 /// TalosControlPlane, fail-closed; the phase's Job; no `init` config (the provider would
-/// mark the control plane bootstrapped and give the first machine an init config). In
-/// `prepare` the TalosControlPlane has 0 replicas; in `control-plane` replicas come with
-/// the pause; no worker pool scales before phase `workers`.
+/// mark the control plane bootstrapped and give the first machine an init config); the
+/// admission policy that refuses to scale a worker pool with running machines to 0, and its
+/// acknowledgement annotation only where cluster.yaml gives it. In `prepare` the
+/// TalosControlPlane has 0 replicas; in `control-plane` replicas come with the pause; no
+/// worker pool scales before phase `workers`.
 fn check_interlocks(
     file: &str,
     config: &ClusterConfig,
@@ -797,7 +810,7 @@ fn check_interlocks(
     }
     if let Err(message) = policy_problem(
         config,
-        &tcp_name,
+        Some(&tcp_name),
         out,
         &guard_policy_name(config),
         &[
@@ -817,7 +830,7 @@ fn check_interlocks(
     if m.phase == Phase::ControlPlane {
         if let Err(message) = policy_problem(
             config,
-            &tcp_name,
+            Some(&tcp_name),
             out,
             &node_ref_policy_name(config),
             &[("cluster.x-k8s.io", "machines/status", "UPDATE")],
@@ -830,6 +843,46 @@ fn check_interlocks(
     }
     if let Err(message) = phase_leftovers(config, m.phase, &tcp_name, out) {
         return fail(message);
+    }
+    if let Err(message) = policy_problem(
+        config,
+        None,
+        out,
+        &keep_workers_policy_name(config),
+        &[("cluster.x-k8s.io", "machinedeployments", "UPDATE")],
+    ) {
+        return fail(format!(
+            "{message}: the API server must refuse to scale a worker pool with running machines to 0 unless \
+             cluster.yaml acknowledges it, in every phase (template migration/keep-workers-policy.yaml)"
+        ));
+    }
+    // The acknowledgement that policy honours is render's to give, and only to a pool
+    // rendered at 0 (an overlay or a template override cannot hand it out).
+    let acknowledged = m
+        .acknowledge
+        .contains(&crate::inputs::model::Acknowledgement::ScaleWorkersToZero);
+    for r in out.iter().filter(|r| r.kind() == "MachineDeployment") {
+        let Some(v) = resource::at(
+            &r.value,
+            &["metadata", "annotations", SCALE_TO_ZERO_ANNOTATION],
+        ) else {
+            continue;
+        };
+        let replicas = resource::at(&r.value, &["spec", "replicas"]).and_then(Value::as_u64);
+        if !acknowledged || replicas.is_some_and(|n| n > 0) {
+            return fail(format!(
+                "MachineDeployment {} carries `{SCALE_TO_ZERO_ANNOTATION}: {}`{}: capstan's admission policy lets it \
+                 scale running machines to 0, so only render writes it, on a pool rendered at 0 replicas while \
+                 spec.migration.acknowledge lists `scale-workers-to-zero`",
+                r.name(),
+                v.as_str().unwrap_or("…"),
+                if acknowledged {
+                    format!(" with replicas {}", replicas.unwrap_or_default())
+                } else {
+                    String::new()
+                }
+            ));
+        }
     }
     // Argo CD annotations on the migration objects are the templates' own: the Jobs are
     // `Sync` hooks deleted before the next; nothing else may become a hook or move waves.
@@ -967,11 +1020,12 @@ fn phase_leftovers(
 
 /// What is wrong with a rendered admission policy of the migration (the policy named
 /// `name` and its binding), if anything: it must fail closed, take this TalosControlPlane as
-/// its parameter (missing: deny), match `rules` (group, resource, operation) in the
-/// cluster's namespace, validate, and be bound with `Deny`.
+/// its parameter (missing: deny) when `tcp_name` is given and no parameter otherwise, match
+/// `rules` (group, resource, operation) in the cluster's namespace, validate, and be bound
+/// with `Deny`.
 fn policy_problem(
     config: &ClusterConfig,
-    tcp_name: &str,
+    tcp_name: Option<&str>,
     out: &[Resource],
     name: &str,
     rules: &[(&str, &str, &str)],
@@ -997,19 +1051,34 @@ fn policy_problem(
             "ValidatingAdmissionPolicy {name} is not failurePolicy: Fail"
         ));
     }
-    let want_param = (
-        Some(tcp_api_version(config.spec.flavour).to_string()),
-        Some("TalosControlPlane".to_string()),
-    );
-    if (
-        str_at(policy, &["spec", "paramKind", "apiVersion"]),
-        str_at(policy, &["spec", "paramKind", "kind"]),
-    ) != want_param
-    {
-        return Err(format!(
-            "ValidatingAdmissionPolicy {name} does not take the TalosControlPlane ({}) as its parameter",
-            tcp_api_version(config.spec.flavour)
-        ));
+    match tcp_name {
+        Some(_) => {
+            let want_param = (
+                Some(tcp_api_version(config.spec.flavour).to_string()),
+                Some("TalosControlPlane".to_string()),
+            );
+            if (
+                str_at(policy, &["spec", "paramKind", "apiVersion"]),
+                str_at(policy, &["spec", "paramKind", "kind"]),
+            ) != want_param
+            {
+                return Err(format!(
+                    "ValidatingAdmissionPolicy {name} does not take the TalosControlPlane ({}) as its parameter",
+                    tcp_api_version(config.spec.flavour)
+                ));
+            }
+        }
+        // A policy without a parameter: one bound to a parameter that goes missing (or is
+        // denied by `parameterNotFoundAction`) would refuse or pass for the wrong reason.
+        None => {
+            if resource::at(&policy.value, &["spec", "paramKind"]).is_some()
+                || resource::at(&binding.value, &["spec", "paramRef"]).is_some()
+            {
+                return Err(format!(
+                    "ValidatingAdmissionPolicy {name} takes no parameter: its binding has no paramRef"
+                ));
+            }
+        }
     }
     let constraints = resource::at(&policy.value, &["spec", "matchConstraints"]);
     let ns_selected = constraints
@@ -1047,22 +1116,34 @@ fn policy_problem(
         ));
     }
     let b = |path: &[&str]| str_at(binding, path);
+    let param_ok = match tcp_name {
+        Some(tcp_name) => {
+            b(&["spec", "paramRef", "name"]).as_deref() == Some(tcp_name)
+                && b(&["spec", "paramRef", "namespace"]).as_deref()
+                    == Some(config.metadata.namespace.as_str())
+                && b(&["spec", "paramRef", "parameterNotFoundAction"]).as_deref() == Some("Deny")
+        }
+        None => true,
+    };
     if b(&["spec", "policyName"]).as_deref() != Some(name)
         || !list_has(
             resource::at(&binding.value, &["spec", "validationActions"]),
             "Deny",
         )
-        || b(&["spec", "paramRef", "name"]).as_deref() != Some(tcp_name)
-        || b(&["spec", "paramRef", "namespace"]).as_deref()
-            != Some(config.metadata.namespace.as_str())
-        || b(&["spec", "paramRef", "parameterNotFoundAction"]).as_deref() != Some("Deny")
+        || !param_ok
         || resource::at(&binding.value, &["spec", "matchResources"]).is_some()
     {
-        return Err(format!(
-            "ValidatingAdmissionPolicyBinding {name} must bind policy {name} with validationActions [Deny] \
-             to TalosControlPlane {}/{tcp_name} with parameterNotFoundAction: Deny, and no matchResources",
-            config.metadata.namespace
-        ));
+        return Err(match tcp_name {
+            Some(tcp_name) => format!(
+                "ValidatingAdmissionPolicyBinding {name} must bind policy {name} with validationActions [Deny] \
+                 to TalosControlPlane {}/{tcp_name} with parameterNotFoundAction: Deny, and no matchResources",
+                config.metadata.namespace
+            ),
+            None => format!(
+                "ValidatingAdmissionPolicyBinding {name} must bind policy {name} with validationActions [Deny], \
+                 and no matchResources"
+            ),
+        });
     }
     Ok(())
 }
@@ -1170,6 +1251,10 @@ impl Plan {
         // rendered paused (the scale Job unpauses it only while it has no machine); workers
         // and complete: everything as declared.
         let phase = config.spec.migration.as_ref().map(|m| m.phase);
+        let scale_to_zero = config.spec.migration.as_ref().is_some_and(|m| {
+            m.acknowledge
+                .contains(&crate::inputs::model::Acknowledgement::ScaleWorkersToZero)
+        });
         let (cp_scale, workers_scale, cp_paused) = match phase {
             None | Some(Phase::Complete) | Some(Phase::Workers) => (true, true, false),
             Some(Phase::Prepare) => (false, false, false),
@@ -1209,9 +1294,13 @@ impl Plan {
                 if !taints.is_empty() {
                     kubelet_extra.insert("registerWithTaints".into(), Value::Array(taints.clone()));
                 }
+                let replicas = if workers_scale { p.replicas } else { 0 };
                 json!({
                     "name": p.name,
-                    "replicas": if workers_scale { p.replicas } else { 0 },
+                    "replicas": replicas,
+                    // The acknowledgement capstan's admission policy needs to let this pool
+                    // go from running machines to 0.
+                    "scaleToZero": replicas == 0 && scale_to_zero,
                     "kubeletExtraConfig": kubelet_extra,
                     "machineDeployment": base,
                     "machineTemplate": base,
@@ -1259,6 +1348,16 @@ fn machine_ctx(
 /// scoped, so the namespace is part of it): `<cluster>.<namespace>.bootstrapped.capstan.dev`.
 pub fn guard_policy_name(config: &ClusterConfig) -> String {
     procedure_names(config).guard_policy()
+}
+
+/// The name of the admission policy (and binding), rendered in every phase of an existing
+/// cluster, that refuses to scale a MachineDeployment with running machines to 0 unless
+/// `spec.migration.acknowledge` lists `scale-workers-to-zero`.
+pub fn keep_workers_policy_name(config: &ClusterConfig) -> String {
+    format!(
+        "{}.{}.keep-workers.capstan.dev",
+        config.metadata.name, config.metadata.namespace
+    )
 }
 
 /// The name of phase control-plane's admission policy (and binding) that keeps control-plane
@@ -1375,6 +1474,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "guardPolicy": guard_policy_name(config),
             "nodeRefPolicy": node_ref_policy_name(config),
             "migrationClusterRole": migration_cluster_role_name(config),
+            "keepWorkersPolicy": keep_workers_policy_name(config),
         },
         "talos": {
             "version": s.versions.talos,
@@ -1603,18 +1703,40 @@ mod tests {
                 .value
                 .clone()
         };
-        // Defaults: a 15-minute drain, volumes waited for without limit.
+        // Defaults: Cluster API's own, nothing rendered: the drain waits for as long as a
+        // PodDisruptionBudget refuses (no timeout that would delete the machine anyway),
+        // volumes are waited for without limit.
         let out = r
             .render("cluster.yaml", &config(&format!("{MINIMAL}{pool}")), &[])
             .unwrap();
         let md = find(&out, "MachineDeployment");
-        assert_eq!(
-            md.pointer("/spec/template/spec/nodeDrainTimeout"),
-            Some(&json!("900s"))
-        );
-        assert!(md
-            .pointer("/spec/template/spec/nodeVolumeDetachTimeout")
+        let spec = md.pointer("/spec/template/spec").unwrap();
+        for field in [
+            "nodeDrainTimeout",
+            "nodeVolumeDetachTimeout",
+            "nodeDeletionTimeout",
+        ] {
+            assert!(spec.get(field).is_none(), "{field}: {spec}");
+        }
+        let v2 = MINIMAL.replace("flavour: v1beta1", "flavour: v1beta2");
+        let out = r
+            .render("cluster.yaml", &config(&format!("{v2}{pool}")), &[])
+            .unwrap();
+        assert!(find(&out, "MachineDeployment")
+            .pointer("/spec/template/spec/deletion")
             .is_none());
+        assert!(find(&out, "TalosControlPlane")
+            .pointer("/spec/machineTemplate/spec/deletion")
+            .is_none());
+        // Only the drain timeout given: the others stay unset.
+        let drain = "  deletion: {nodeDrainTimeoutSeconds: 1800}\n";
+        let out = r
+            .render("cluster.yaml", &config(&format!("{v2}{pool}{drain}")), &[])
+            .unwrap();
+        assert_eq!(
+            find(&out, "MachineDeployment").pointer("/spec/template/spec/deletion"),
+            Some(&json!({"nodeDrainTimeoutSeconds": 1800}))
+        );
         let set =
             "  deletion: {nodeDrainTimeoutSeconds: 600, nodeVolumeDetachTimeoutSeconds: 300}\n";
         let out = r
@@ -1633,7 +1755,6 @@ mod tests {
             md.pointer("/spec/template/spec/nodeVolumeDetachTimeout"),
             Some(&json!("300s"))
         );
-        let v2 = MINIMAL.replace("flavour: v1beta1", "flavour: v1beta2");
         let out = r
             .render("cluster.yaml", &config(&format!("{v2}{pool}{set}")), &[])
             .unwrap();
@@ -2173,9 +2294,13 @@ mod tests {
                 })
                 .collect()
         };
+        // In every phase: the bootstrapped guard, and the policy that keeps running workers
+        // from being scaled to 0 (a phase revert renders the pools at 0).
         let guard = [
             "ValidatingAdmissionPolicy lab-f.lab-f.bootstrapped.capstan.dev",
             "ValidatingAdmissionPolicyBinding lab-f.lab-f.bootstrapped.capstan.dev",
+            "ValidatingAdmissionPolicy lab-f.lab-f.keep-workers.capstan.dev",
+            "ValidatingAdmissionPolicyBinding lab-f.lab-f.keep-workers.capstan.dev",
         ];
         let with_guard = |rest: &[&str]| -> Vec<String> {
             guard.iter().chain(rest).map(|s| s.to_string()).collect()
@@ -2298,6 +2423,99 @@ mod tests {
         );
     }
 
+    /// D13: a phase regression renders every pool at 0; render marks a pool it may take to 0
+    /// only when cluster.yaml acknowledges it, and the acknowledgement cannot outlive the
+    /// change it acknowledges.
+    #[test]
+    fn scaling_workers_to_zero_needs_an_acknowledgement() {
+        let r = Renderer::new(&[]).unwrap();
+        let base = MINIMAL.to_string()
+            + "  workers:\n  - {name: general, replicas: 3, machine: {numCPUs: 4, memoryMiB: 16384}}\n  - {name: spare, replicas: REPLICAS, machine: {numCPUs: 2, memoryMiB: 4096}}\n"
+            + "  migration:\n    phase: PHASE\n    jobImage: i\n    acknowledge: [ACK]\n    kubeadm:\n      etcdMembers: [ETCD]\n"
+            + crate::inputs::model::tests::PROVIDERS;
+        let render = |phase: &str, ack: &str, spare: &str| {
+            let etcd = if matches!(phase, "prepare" | "control-plane") {
+                "cp-1"
+            } else {
+                ""
+            };
+            let ack = if phase == "control-plane" {
+                format!("etcd-audit, control-plane-anti-affinity, {ack}")
+                    .trim_end_matches(", ")
+                    .to_string()
+            } else {
+                ack.to_string()
+            };
+            r.render(
+                "c",
+                &config(
+                    &base
+                        .replace("PHASE", phase)
+                        .replace("ACK", &ack)
+                        .replace("ETCD", etcd)
+                        .replace("REPLICAS", spare),
+                ),
+                &[],
+            )
+        };
+        let acked = |out: &Rendered| -> Vec<(String, Option<u64>)> {
+            out.resources
+                .iter()
+                .filter(|x| x.kind() == "MachineDeployment")
+                .filter(|x| {
+                    x.value
+                        .pointer("/metadata/annotations/capstan.dev~1scale-to-zero")
+                        .is_some_and(|v| v == "acknowledged")
+                })
+                .map(|x| {
+                    (
+                        x.name().to_string(),
+                        x.value.pointer("/spec/replicas").and_then(Value::as_u64),
+                    )
+                })
+                .collect()
+        };
+        // A revert to control-plane or prepare without the acknowledgement: the pools are
+        // rendered at 0 and carry nothing the policy would let through.
+        for phase in ["prepare", "control-plane"] {
+            let out = render(phase, "", "1").unwrap();
+            assert!(acked(&out).is_empty(), "{phase}");
+            assert!(out
+                .resources
+                .iter()
+                .any(|x| x.name() == "lab-f.lab-f.keep-workers.capstan.dev"));
+            // Acknowledged: every pool (all at 0) carries it.
+            let out = render(phase, "scale-workers-to-zero", "1").unwrap();
+            assert_eq!(
+                acked(&out),
+                [
+                    ("lab-f-general".to_string(), Some(0)),
+                    ("lab-f-spare".to_string(), Some(0))
+                ],
+                "{phase}"
+            );
+        }
+        // After the phases: only a pool declared at 0.
+        for phase in ["workers", "complete"] {
+            let out = render(phase, "scale-workers-to-zero", "0").unwrap();
+            assert_eq!(
+                acked(&out),
+                [("lab-f-spare".to_string(), Some(0))],
+                "{phase}"
+            );
+            assert!(acked(&render(phase, "", "0").unwrap()).is_empty());
+            // Stale: no pool at 0 any more (moved on from the revert). Refused, so the next
+            // revert must be acknowledged afresh.
+            let e = render(phase, "scale-workers-to-zero", "1")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("spec.migration.acknowledge: `scale-workers-to-zero` acknowledges nothing in phase"),
+                "{e}"
+            );
+        }
+    }
+
     #[test]
     fn interlocks_survive_template_overrides() {
         let base = MINIMAL.to_string()
@@ -2357,6 +2575,7 @@ mod tests {
     fn interlocks_check_the_guard_policies_and_the_jobs() {
         let r = Renderer::new(&[]).unwrap();
         let base = MINIMAL.to_string()
+            + POOLS
             + "  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit, control-plane-anti-affinity]\n    kubeadm:\n      etcdMembers: [cp-1]\n"
             + crate::inputs::model::tests::PROVIDERS;
         let c = config(&base);
@@ -2453,6 +2672,53 @@ mod tests {
                 "paused-node-refs",
                 Box::new(|v| v["spec"]["validationActions"] = json!(["Warn"])),
                 "paused-node-refs.capstan.dev must bind",
+            ),
+            (
+                "ValidatingAdmissionPolicy",
+                "keep-workers",
+                Box::new(|v| v["spec"]["failurePolicy"] = json!("Ignore")),
+                "keep-workers.capstan.dev is not failurePolicy: Fail",
+            ),
+            (
+                "ValidatingAdmissionPolicy",
+                "keep-workers",
+                // The scale subresource instead: Argo CD's apply would pass.
+                Box::new(|v| {
+                    v["spec"]["matchConstraints"]["resourceRules"][0]["resources"] =
+                        json!(["machinedeployments/scale"])
+                }),
+                "does not match UPDATE of machinedeployments.cluster.x-k8s.io",
+            ),
+            (
+                "ValidatingAdmissionPolicy",
+                "keep-workers",
+                Box::new(|v| v["spec"]["validations"] = json!([])),
+                "keep-workers.capstan.dev has no validation",
+            ),
+            (
+                "ValidatingAdmissionPolicyBinding",
+                "keep-workers",
+                Box::new(|v| {
+                    v["spec"]["paramRef"] =
+                        json!({"name": "x", "parameterNotFoundAction": "Allow"})
+                }),
+                "keep-workers.capstan.dev takes no parameter",
+            ),
+            (
+                "ValidatingAdmissionPolicyBinding",
+                "keep-workers",
+                Box::new(|v| v["spec"]["validationActions"] = json!(["Audit"])),
+                "keep-workers.capstan.dev must bind",
+            ),
+            (
+                // The acknowledgement handed out by an overlay or an override: refused.
+                "MachineDeployment",
+                "general",
+                Box::new(|v| {
+                    v["metadata"]["annotations"] =
+                        json!({"capstan.dev/scale-to-zero": "acknowledged"})
+                }),
+                "MachineDeployment lab-f-general carries `capstan.dev/scale-to-zero: acknowledged`: capstan's admission policy",
             ),
             (
                 "ValidatingAdmissionPolicyBinding",
@@ -2554,6 +2820,17 @@ mod tests {
         let e = refused(&no_role);
         assert!(
             e.contains("phase `workers` needs the ClusterRole and ClusterRoleBinding lab-f.lab-f.capstan-migration"),
+            "{e}"
+        );
+        let no_keep: Vec<Resource> = good
+            .iter()
+            .filter(|r| !r.name().contains("keep-workers"))
+            .cloned()
+            .collect();
+        let e = check_interlocks("c", &c, &no_keep).unwrap_err().to_string();
+        assert!(
+            e.contains("no ValidatingAdmissionPolicy lab-f.lab-f.keep-workers.capstan.dev")
+                && e.contains("template migration/keep-workers-policy.yaml"),
             "{e}"
         );
     }

@@ -335,7 +335,7 @@ impl ClusterConfig {
                     for (path, value) in [
                         (
                             "spec.deletion.nodeDrainTimeoutSeconds",
-                            Some(d.node_drain_timeout_seconds),
+                            d.node_drain_timeout_seconds,
                         ),
                         (
                             "spec.deletion.nodeVolumeDetachTimeoutSeconds",
@@ -519,6 +519,26 @@ impl ClusterConfig {
                                 .into(),
                         );
                     }
+                }
+            }
+            if m.acknowledge.contains(&Acknowledgement::ScaleWorkersToZero) {
+                // Only while a pool is rendered at 0 (every pool before phase `workers`, a
+                // pool declared at 0 after): a stale acknowledgement would let a later
+                // revert scale the running workers to 0 unasked.
+                let at_zero = match m.phase {
+                    Phase::Prepare | Phase::ControlPlane => !s.workers.is_empty(),
+                    Phase::Workers | Phase::Complete => s.workers.iter().any(|p| p.replicas == 0),
+                };
+                if !at_zero {
+                    v.push(
+                        "spec.migration.acknowledge",
+                        format!(
+                            "`scale-workers-to-zero` acknowledges nothing in phase `{}`: no worker pool is rendered \
+                             with 0 replicas. Remove it, so that the next scale-down of running workers to 0 (a \
+                             phase revert, a pool set to `replicas: 0`) is refused until it is acknowledged again",
+                            m.phase.as_str()
+                        ),
+                    );
                 }
             }
             for (field, names) in [

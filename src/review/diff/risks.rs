@@ -86,6 +86,18 @@ pub(super) fn replica_risks(
             }
             (n, m, format!("not in git ({how}: {m})"))
         }
+        (None, Some(0)) if !is_control_plane(&id.kind) => {
+            out.push(risk(
+                Severity::High,
+                id,
+                format!(
+                    "{what} return to git at 0: every running machine of the pool (the count the webhook or the \
+                     autoscaler set) is drained and deleted; {}",
+                    scale_to_zero_note(rb)
+                ),
+            ));
+            return;
+        }
         (None, Some(m)) => {
             out.push(risk(
                 Severity::Medium,
@@ -157,8 +169,10 @@ pub(super) fn replica_risks(
         let (sev, why) = if m == 0 {
             (
                 Severity::High,
-                "deletes every machine of the pool: its workloads are evicted with nowhere to go in this pool"
-                    .to_string(),
+                format!(
+                    "deletes every machine of the pool: its workloads are evicted with nowhere to go in this pool; {}",
+                    scale_to_zero_note(rb)
+                ),
             )
         } else if m < n {
             (
@@ -169,6 +183,24 @@ pub(super) fn replica_risks(
             (Severity::Low, format!("creates {} machine(s)", m - n))
         };
         out.push(risk(sev, id, format!("{what} {n} → {shown}: {why}")));
+    }
+}
+
+/// Whether capstan's keep-workers admission policy (an existing cluster, every phase) lets a
+/// pool with running machines go to 0: only with render's acknowledgement annotation.
+fn scale_to_zero_note(rb: Option<&Resource>) -> &'static str {
+    let ack = rb
+        .and_then(|r| {
+            r.value
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::inputs::model::SCALE_TO_ZERO_ANNOTATION))
+        })
+        .is_some();
+    if ack {
+        "acknowledged in cluster.yaml (`scale-workers-to-zero`): capstan's admission policy lets it through"
+    } else {
+        "on a migrated cluster capstan's admission policy refuses it until `spec.migration.acknowledge` lists \
+         `scale-workers-to-zero`"
     }
 }
 
@@ -705,11 +737,123 @@ pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
                 "{p}: {before} → {after}: the running cluster's network cannot change in place"
             ),
         ));
+    } else if matches!(last_key(p), "nodeDrainTimeout" | "nodeDrainTimeoutSeconds") {
+        if let Delta::Value {
+            before: b,
+            after: a,
+        } = &f.delta
+        {
+            drain_timeout_risk(id, p, (b.as_ref(), a.as_ref()), out);
+        }
+    } else if p.ends_with(&format!(
+        "[\"{}\"]",
+        crate::inputs::model::SCALE_TO_ZERO_ANNOTATION
+    )) && after != "(absent)"
+    {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "{p}: {before} → {after}: scaling this pool from running machines to 0 is acknowledged \
+                 (`spec.migration.acknowledge: [scale-workers-to-zero]`): capstan's admission policy lets it \
+                 through, and Cluster API drains and deletes every machine of the pool"
+            ),
+        ));
     }
     if let Delta::Certificate { certificates } = &f.delta {
         for c in certificates {
             cert_risk(id, &format!("{p}{}", c.path), c, out);
         }
+    }
+}
+
+/// A drain timeout in seconds: `nodeDrainTimeoutSeconds` (an integer) or v1beta1's
+/// `nodeDrainTimeout` (a Go duration such as `900s`, `15m`, `1h30m`). `Some(0)` for an
+/// absent field or 0 (Cluster API: no timeout), `None` when it does not parse.
+fn drain_seconds(v: Option<&Value>) -> Option<u64> {
+    match v {
+        None | Some(Value::Null) => Some(0),
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => {
+            let mut total = 0f64;
+            let mut rest = s.trim();
+            if rest == "0" {
+                return Some(0);
+            }
+            if rest.is_empty() {
+                return None;
+            }
+            while !rest.is_empty() {
+                let digits = rest
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(rest.len());
+                let number: f64 = rest[..digits].parse().ok()?;
+                rest = &rest[digits..];
+                let unit_len = rest
+                    .find(|c: char| c.is_ascii_digit() || c == '.')
+                    .unwrap_or(rest.len());
+                let scale = match &rest[..unit_len] {
+                    "h" => 3600.0,
+                    "m" => 60.0,
+                    "s" => 1.0,
+                    "ms" => 0.001,
+                    "us" | "µs" => 0.000_001,
+                    "ns" => 0.000_000_001,
+                    _ => return None,
+                };
+                total += number * scale;
+                rest = &rest[unit_len..];
+            }
+            Some(total.ceil() as u64)
+        }
+        Some(_) => None,
+    }
+}
+
+/// A drain timeout set, shortened, lengthened or removed: what Cluster API then does to a
+/// PodDisruptionBudget (cluster-api v1.10.10 `internal/controllers/machine/machine_controller.go`
+/// 642-658, 680-694: once the timeout has passed it skips the drain and deletes the machine).
+fn drain_timeout_risk(
+    id: &ObjectId,
+    p: &str,
+    (before, after): (Option<&Value>, Option<&Value>),
+    out: &mut Vec<Risk>,
+) {
+    let (b, a) = (short(before), short(after));
+    let (Some(x), Some(y)) = (drain_seconds(before), drain_seconds(after)) else {
+        out.push(risk(
+            Severity::Medium,
+            id,
+            format!("{p}: {b} → {a}: a drain timeout capstan cannot read; once it passes, Cluster API deletes the machine even where a PodDisruptionBudget still refuses an eviction"),
+        ));
+        return;
+    };
+    let pdb = "once it has passed, Cluster API stops draining and deletes the machine with the pods a \
+               PodDisruptionBudget still protects (a quorum StatefulSet whose replaced replica resyncs slower \
+               loses a second member)";
+    match (x, y) {
+        (0, 0) => {}
+        (0, y) => out.push(risk(
+            Severity::High,
+            id,
+            format!("{p}: {b} → {a}: sets a drain timeout of {y} s where the drain waited for every PodDisruptionBudget: {pdb}"),
+        )),
+        (x, 0) => out.push(risk(
+            Severity::Low,
+            id,
+            format!("{p}: {b} → {a}: no drain timeout (was {x} s): drains wait for as long as a PodDisruptionBudget refuses, so a PDB that never allows a disruption holds the machine in deletion (and a rollout) until it is fixed (`capstan plan`)"),
+        )),
+        (x, y) if y < x => out.push(risk(
+            Severity::Medium,
+            id,
+            format!("{p}: {b} → {a}: shortens the drain timeout from {x} s to {y} s: {pdb}"),
+        )),
+        (x, y) if y > x => out.push(risk(
+            Severity::Low,
+            id,
+            format!("{p}: {b} → {a}: lengthens the drain timeout from {x} s to {y} s: PodDisruptionBudgets get longer before Cluster API deletes the machine anyway"),
+        )),
+        _ => {}
     }
 }
 
@@ -807,9 +951,77 @@ pub(super) fn secret_risk(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
     }
 }
 
+/// A migration phase going backwards (a revert of a phase commit): what happens to the
+/// running worker pools, and whether capstan's keep-workers policy will let it.
+fn phase_regression(pa: &str, pb: &str, b: &ClusterSet) -> String {
+    let mut msg = format!("spec.migration.phase {pa} → {pb} goes backwards");
+    if matches!(pb, "prepare" | "control-plane") && matches!(pa, "workers" | "complete") {
+        let pools: Vec<&Resource> = b
+            .resources
+            .iter()
+            .filter(|r| r.kind() == "MachineDeployment")
+            .collect();
+        let acknowledged = pools.iter().any(|r| {
+            str_at(
+                Some(r),
+                &format!(
+                    "/metadata/annotations/{}",
+                    crate::inputs::model::SCALE_TO_ZERO_ANNOTATION.replace('/', "~1")
+                ),
+            )
+            .is_some()
+        });
+        msg.push_str(&format!(
+            ": phase `{pb}` renders every worker pool at 0 replicas ({}), so Cluster API would drain and delete every \
+             Talos worker, by now usually the cluster's only workers (the kubeadm workers drained and reset); {}",
+            if pools.is_empty() {
+                "none declared".to_string()
+            } else {
+                pools.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ")
+            },
+            if acknowledged {
+                "acknowledged (`spec.migration.acknowledge: [scale-workers-to-zero]`): capstan's admission policy lets \
+                 the MachineDeployments go to 0"
+                    .to_string()
+            } else {
+                let policy = b
+                    .resources
+                    .iter()
+                    .find(|r| {
+                        r.kind() == "ValidatingAdmissionPolicy"
+                            && r.name().ends_with(".keep-workers.capstan.dev")
+                    })
+                    .map_or("keep-workers", |r| r.name());
+                format!(
+                    "capstan's admission policy `{policy}` refuses the sync of those MachineDeployments while they run \
+                     machines, until `spec.migration.acknowledge` lists `scale-workers-to-zero`; to undo a phase \
+                     change, move forward again instead (`capstan plan`)"
+                )
+            }
+        ));
+    } else {
+        msg.push_str(": follow `capstan plan` for the new phase; phases are meant to move forward");
+    }
+    msg
+}
+
 /// Risks that need the whole cluster: version skew after the change, the migration phase.
 pub(super) fn cluster_risks(a: &ClusterSet, b: &ClusterSet, out: &mut Vec<Risk>) {
     if let (Some(pa), Some(pb)) = (&a.phase, &b.phase) {
+        let rank = |p: &str| {
+            ["prepare", "control-plane", "workers", "complete"]
+                .iter()
+                .position(|x| *x == p)
+        };
+        if let (Some(ra), Some(rb)) = (rank(pa), rank(pb)) {
+            if rb < ra {
+                out.push(Risk {
+                    severity: Severity::High,
+                    object: "cluster.yaml".into(),
+                    message: phase_regression(pa, pb, b),
+                });
+            }
+        }
         if pa != pb {
             out.push(Risk {
                 severity: Severity::High,
@@ -927,6 +1139,33 @@ pub(super) fn cluster_risks(a: &ClusterSet, b: &ClusterSet, out: &mut Vec<Risk>)
                     ));
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn drain_timeouts_read_as_seconds() {
+        for (v, want) in [
+            (None, Some(0)),
+            (Some(json!(null)), Some(0)),
+            (Some(json!(900)), Some(900)),
+            (Some(json!("900s")), Some(900)),
+            (Some(json!("15m")), Some(900)),
+            (Some(json!("1h30m")), Some(5400)),
+            (Some(json!("1.5h")), Some(5400)),
+            (Some(json!("0s")), Some(0)),
+            (Some(json!("0")), Some(0)),
+            (Some(json!("10")), None),
+            (Some(json!("ten minutes")), None),
+            (Some(json!("")), None),
+            (Some(json!(true)), None),
+        ] {
+            assert_eq!(drain_seconds(v.as_ref()), want, "{v:?}");
         }
     }
 }
