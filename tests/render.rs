@@ -48,7 +48,7 @@ fn output_is_byte_identical_across_runs_and_directories() {
     let (sa, sb) = (snapshot(&a), snapshot(&b));
     assert_eq!(
         sa.len(),
-        2 * 2 + 21 + 16,
+        2 * 2 + 21 + 18,
         "files: {:?}",
         sa.iter().map(|f| &f.0).collect::<Vec<_>>()
     );
