@@ -15,8 +15,11 @@
 //!   member that is not one of its machines on any unpaused reconcile once all its machines
 //!   have a node: so the control plane stays paused until the kubeadm members are removed
 //!   by hand, one at a time. etcd has 6 voters (quorum 4) meanwhile;
-//! - `workers`: no kubeadm etcd member is left; a Job lifts the pause (server-side apply
-//!   cannot: the scale Job's annotate owns it) and the worker pools scale;
+//! - `workers`: no kubeadm etcd member is left; a Job deletes phase control-plane's nodeRef
+//!   policy (inert anyway once git drops the TalosControlPlane's phase annotation, but a
+//!   copy an older render gave `Prune=false` is never pruned) and lifts the pause
+//!   (server-side apply cannot: the scale Job's annotate owns it); the worker pools scale.
+//!   Each phase's runbook says what the step removes of the phase before;
 //! - `complete`: no kubeadm node is left; Cluster API manages the cluster, still guarded.
 //!
 //! Procedures (rollback, replacing a machine, removing a kubeadm node, ...) come from

@@ -478,3 +478,51 @@ fn duration(secs: u64) -> String {
         s => format!("{s} seconds"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_lists_and_refuses_what_it_cannot_use() {
+        let docs = vec![json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "n", "finalizers": [HOOK_FINALIZER]},
+             "spec": {"ttlSecondsAfterFinished": 60}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "p"},
+             "spec": {"validations": [{"expression": "true"}]}},
+        ]})];
+        let m = find_management_objects("f.yaml", docs).unwrap();
+        assert_eq!(m.objects.len(), 2);
+        assert_eq!(m.objects[0].job, Some(JobState::Succeeded));
+        assert_eq!(m.objects[0].ttl, Some(60));
+        assert_eq!(m.objects[0].finalizers, [HOOK_FINALIZER]);
+        assert_eq!(m.objects[1].validations, ["true"]);
+        let e = find_management_objects(
+            "f.yaml",
+            vec![json!({"kind": "Job", "metadata": {"name": "j", "annotations": {"a": 1}}})],
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "f.yaml: Job #1 metadata.annotations.a: expected a string"
+        );
+        let e = find_management_objects(
+            "f.yaml",
+            vec![json!({"kind": "Secret", "metadata": {"name": "s"}})],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("f.yaml: no ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, TalosControlPlane or Job found (found Secret)"), "{e}");
+    }
+
+    #[test]
+    fn durations_read_as_an_operator_says_them() {
+        assert_eq!(duration(604_800), "7 days");
+        assert_eq!(duration(86_400), "1 day");
+        assert_eq!(duration(7_200), "2 hours");
+        assert_eq!(duration(90), "90 seconds");
+    }
+}
