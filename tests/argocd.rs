@@ -175,7 +175,7 @@ fn decrypt_mode_equals_render_decrypt_plus_sync_annotations() {
 /// `workers`/`complete` ClusterRole, get Argo CD's default, so a sync with prune removes
 /// them when git drops them (a live `Prune=false` is never pruned).
 #[test]
-fn only_the_bootstrapped_guard_outlives_its_phase() {
+fn only_the_guard_and_keep_workers_policies_outlive_their_phase() {
     for phase in ["control-plane", "workers", "complete"] {
         let (_t, repo) = example_copy();
         crate::migration::phase_variant(&repo, phase);
@@ -236,6 +236,8 @@ fn only_the_bootstrapped_guard_outlives_its_phase() {
             [
                 "ValidatingAdmissionPolicy lab-f.lab-f.bootstrapped.capstan.dev",
                 "ValidatingAdmissionPolicyBinding lab-f.lab-f.bootstrapped.capstan.dev",
+                "ValidatingAdmissionPolicy lab-f.lab-f.keep-workers.capstan.dev",
+                "ValidatingAdmissionPolicyBinding lab-f.lab-f.keep-workers.capstan.dev",
                 "Cluster lab-f",
                 "VSphereCluster lab-f",
                 "TalosControlPlane lab-f-cp",

@@ -74,8 +74,14 @@ fn lab_f_autoscaled(repo: &Path) -> PathBuf {
             "  - overlays/talos-vmware\n  - overlays/autoscaler\n",
         )
         .replace("phase: prepare", "phase: complete")
-        .replace("      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n", "")
-        .replace("      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n", ""),
+        .replace(
+            "      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n",
+            "",
+        )
+        .replace(
+            "      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n",
+            "",
+        ),
     )
     .unwrap();
     repo.join("clusters/lab-f")

@@ -287,6 +287,7 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 ),
                 DRAIN_PDB,
                 &capi_drain,
+                &workers_endpoint(config),
             ]);
             section(&mut md, "Verify before the next phase", &[
                 &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.metadata.annotations}}'` shows no `cluster.x-k8s.io/paused`."),
@@ -358,6 +359,25 @@ fn pool_addresses(config: &ClusterConfig) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", "),
     )
+}
+
+/// Phase `workers`: where the endpoint stands until phase `complete`, and what a
+/// control-plane rollout before then would do to it.
+fn workers_endpoint(config: &ClusterConfig) -> String {
+    let e = &config.spec.endpoint;
+    if e.active_pool().is_some() {
+        return "The load balancer lists the control plane's own pool (strategy `external`): a control-plane rollout in this phase keeps it serving.".into();
+    }
+    match e.active_vip() {
+        Some(vip) if e.host != vip.address => format!(
+            "The Talos control-plane nodes hold the VIP `{}` already: with no kubeadm control-plane node left, point `{}` at it now (DNS, the hand-over of phase `complete`'s runbook) and verify `kubectl --server https://{}:{} get --raw /readyz`. Until then the load balancer lists the Talos control-plane machines by address, and a control-plane rollout (a Talos or Kubernetes change, its template or patches) would leave it none (`capstan rehearse --until workers --then rollout` shows it).",
+            vip.address,
+            e.host,
+            if vip.address.contains(':') { format!("[{}]", vip.address) } else { vip.address.clone() },
+            e.port
+        ),
+        _ => "Until phase `complete` hands the endpoint over, the load balancer lists the Talos control-plane machines by address: change nothing that rolls the control plane (Talos or Kubernetes version, its template, its patches) before then, or swap each replaced machine's address in the load balancer as it goes (`capstan rehearse --until workers --then rollout` shows what happens otherwise).".into(),
+    }
 }
 
 /// Phase `complete`: how the endpoint is handed over to the strategy and what keeps it
