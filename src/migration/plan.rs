@@ -261,9 +261,13 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 "The sealed secrets are the cluster's PKI: never re-import; rotate recipients with `capstan secrets rekey`.",
                 "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses. A Talos upgrade is a VM template of the new release (named with it) with `spec.versions.talos` (and `spec.talos.installImage`) in the same commit: `check` blocks a template of another release (`talos-image`); every machine rolls.",
                 "Rolling machines never upgrades kube-proxy or CoreDNS: Talos applies its bootstrap manifests only when they are missing. After `spec.versions.kubernetes` moves, bump their images yourself (GitOps manifests, or `talosctl upgrade-k8s` for the manifests only; see README \"Upgrades\").",
-                &match s.control_plane.as_ref().and_then(|c| c.anti_affinity.as_ref()) {
-                    Some(a) => format!("Every rollout replaces the control-plane VMs: CAPV tags each new one `{}`, and the compute policy on the tag keeps them apart; after a rollout, `capstan check clusters/{name} --vsphere-inventory vms.json` (`govc vm.info -json '<folder>/*' > vms.json`) shows no host with 2 of them.", a.tag_id),
-                    None => format!("Every rollout replaces the control-plane VMs and nothing keeps the new ones apart (CAPV makes no anti-affinity for a TalosControlPlane): set `spec.controlPlane.antiAffinity.tagID` with a compute policy on the tag (procedure \"{}\", README), and check placement with `capstan check clusters/{name} --vsphere-inventory vms.json`.", ANTI_AFFINITY.title),
+                &{
+                    let folder = s.vsphere.as_ref().map_or("<folder>", |v| v.folder.as_str());
+                    let inventory = format!("`govc vm.info -json '{folder}/*' > vms.json`, then `capstan check clusters/{name} --vsphere-inventory vms.json`");
+                    match s.control_plane.as_ref().and_then(|c| c.anti_affinity.as_ref()) {
+                        Some(a) => format!("Every rollout replaces the control-plane VMs: CAPV tags each new one `{}`, and the compute policy on the tag keeps them apart; after a rollout, {inventory} shows that no host runs 2 of them (`control-plane-hosts`).", a.tag_id),
+                        None => format!("Every rollout replaces the control-plane VMs and nothing keeps the new ones apart (CAPV makes no anti-affinity for a TalosControlPlane): set `spec.controlPlane.antiAffinity.tagID` with a compute policy on the tag (procedure \"{}\", README); after a rollout, {inventory} shows where they run.", ANTI_AFFINITY.title),
+                    }
                 },
                 "Take etcd snapshots on a schedule, off the cluster: `talosctl -e <node-ip> -n <node-ip> etcd snapshot <file>` (one node; any healthy control-plane node holds the same data); `capstan check --etcd-snapshot <file>` verifies one. They are what the quorum recovery below restores.",
             ]);
