@@ -151,11 +151,12 @@ impl Cx<'_> {
         let tcp = format!("{name}-cp");
         let tag = cp.anti_affinity.as_ref().map(|a| a.tag_id.as_str());
         let procedure = crate::procedure::ANTI_AFFINITY.title;
-        let no_tag = format!(
-            "nothing keeps new control-plane VMs apart: CAPV makes no anti-affinity cluster module for a \
-             TalosControlPlane and the control-plane provider picks failure domains at random, so after a rollout \
-             they can share a host; set `spec.controlPlane.antiAffinity.tagID` and a compute policy on the tag \
-             (README procedure \"{procedure}\")"
+        let no_tag = "nothing keeps new control-plane VMs apart: CAPV makes no anti-affinity cluster module for a \
+                      TalosControlPlane and the control-plane provider picks failure domains at random, so after a \
+                      rollout they can share a host";
+        let set_tag = format!(
+            "set `spec.controlPlane.antiAffinity.tagID` (a vSphere tag CAPV attaches to every control-plane VM) and \
+             create a VM-VM anti-affinity compute policy on the tag: README procedure \"{procedure}\""
         );
         let folder = s.vsphere.as_ref().map_or("<folder>", |v| v.folder.as_str());
         let command = format!("govc vm.info -json '{folder}/*' > vms.json");
@@ -177,7 +178,7 @@ impl Cx<'_> {
                         "spec.controlPlane.antiAffinity",
                         format!("{no_tag}; placement not checked (`--vsphere-inventory`)"),
                     )
-                    .fix(format!("README procedure \"{procedure}\"")),
+                    .fix(set_tag),
                 ),
                 None => out.push(Finding::new(
                     id,
@@ -328,7 +329,7 @@ impl Cx<'_> {
                     field,
                     format!("the {n} etcd voters run on separate hosts now, but {no_tag}{notes}"),
                 )
-                .fix(format!("README procedure \"{procedure}\"")),
+                .fix(set_tag),
             );
         } else {
             out.push(Finding::new(
