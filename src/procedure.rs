@@ -1,7 +1,8 @@
 //! The operator procedures of the migration, written once: `plan` prints them with the
 //! cluster's names, `explain` and `check` with placeholders, and the README carries the same
 //! text (a test keeps it in step, [`readme_section`]). The etcd steps of the control-plane
-//! rollback are run as written against a real six-member etcd (`tests/etcd.rs`).
+//! rollback are run as written against a real six-member etcd, and the snapshot's
+//! `etcdctl snapshot save` against a member in kubeadm's TLS layout (`tests/etcd.rs`).
 //!
 //! A step is Markdown text; `{ns}`, `{cluster}` and `{tcp}` are replaced by the namespace,
 //! the cluster name and the TalosControlPlane's name, or by `<namespace>`, `<cluster>` and
@@ -172,7 +173,7 @@ pub const RECOVER_TALOS_QUORUM: Procedure = Procedure {
         "Pause the control plane (Pause the control plane now), so the provider neither replaces nor removes machines meanwhile.",
         "Confirm quorum is lost: `talosctl -e <node-ip> -n <node-ip> etcd members` and `talosctl -e <node-ip> -n <node-ip> service etcd` on every control-plane node.",
         "Take a snapshot from a node whose etcd still runs: `talosctl -e <node-ip> -n <node-ip> etcd snapshot db.snapshot`. If that fails, copy its data file instead: `talosctl -e <node-ip> -n <node-ip> cp /var/lib/etcd/member/snap/db .` (a copy of the data directory has no SHA-256: recover it with `--recover-skip-hash-check` below, and only it). The snapshot taken before phase control-plane also restores, but loses every write since.",
-        "In phase control-plane: take every kubeadm control-plane node still there out of the load balancer and move its `/etc/kubernetes/manifests/etcd.yaml` out of the manifests directory: its member is not in the recovered cluster. Remove those nodes afterwards as usual, one commit each (Remove one kubeadm control-plane node; its `kubeadm reset` may warn that it cannot remove the member, and `talosctl etcd members` replaces the `etcdctl` checks).",
+        "In phase control-plane: take every kubeadm control-plane node still there out of the load balancer and move its `/etc/kubernetes/manifests/etcd.yaml` out of the manifests directory: its member is not in the recovered cluster. Remove those nodes afterwards as usual, one commit each (Remove one kubeadm control-plane node; its `kubeadm reset` may warn that it cannot remove the member, and `talosctl -e <node-ip> -n <node-ip> etcd members` replaces the `etcdctl` checks).",
         "Wipe etcd's data on every Talos control-plane node, one after another: `talosctl -e <node-ip> -n <node-ip> reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL` (`--graceful=false`: no etcd leave, which needs the quorum that is gone). Each reboots with its etcd service `Preparing`: `talosctl -e <node-ip> -n <node-ip> service etcd`.",
         "On one of them: `talosctl -e <node-ip> -n <node-ip> bootstrap --recover-from=db.snapshot` (for the copied data file: `--recover-from=db --recover-skip-hash-check`). Its etcd starts as a cluster of one with every key of the snapshot, then its apiserver; with `vip` it announces the shared address again once its etcd is healthy.",
         "The other control-plane nodes join by themselves once the endpoint answers: `talosctl -e <node-ip> -n <node-ip> etcd members` lists them all, and `kubectl get --raw /readyz` through the endpoint answers `ok`.",
@@ -306,6 +307,80 @@ mod tests {
             .unwrap();
         assert!(remove < health && health < delete);
         assert!(ROLLBACK_CONTROL_PLANE.why.contains("6 voters, quorum 4"));
+    }
+
+    /// The backticked commands of a procedure's steps that start with `tool`.
+    fn commands(p: &Procedure, tool: &str) -> Vec<String> {
+        p.steps(&Names::placeholders())
+            .iter()
+            .flat_map(|s| {
+                s.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|c| c.starts_with(tool))
+            .collect()
+    }
+
+    #[test]
+    fn the_talos_recovery_goes_to_node_addresses_in_talos_s_order() {
+        // talosctl's flags as Talos v1.10.0 to v1.13.9 define them:
+        // cmd/talosctl/cmd/talos/root.go:74-75 (-n/--nodes, -e/--endpoints),
+        // bootstrap.go:82-83 (--recover-from, --recover-skip-hash-check), etcd.go
+        // (`etcd snapshot <path>`, `etcd members`), reset.go:188-193.
+        let talosctl = commands(&RECOVER_TALOS_QUORUM, "talosctl ");
+        assert!(talosctl.len() >= 7, "{talosctl:?}");
+        for c in &talosctl {
+            assert!(c.starts_with("talosctl -e <node-ip> -n <node-ip> "), "{c}");
+        }
+        let at = |needle: &str| {
+            talosctl
+                .iter()
+                .position(|c| c.contains(needle))
+                .unwrap_or_else(|| panic!("{needle}"))
+        };
+        assert!(at("etcd snapshot db.snapshot") < at("reset --graceful=false"));
+        assert!(at("reset --graceful=false") < at("bootstrap --recover-from=db.snapshot"));
+        assert!(talosctl[at("reset")].contains("--system-labels-to-wipe=EPHEMERAL"));
+        // The hash check is skipped only for a copy of the data directory.
+        for s in RECOVER_TALOS_QUORUM.steps {
+            if s.contains("--recover-skip-hash-check") {
+                assert!(
+                    s.contains("member/snap/db") || s.contains("--recover-from=db "),
+                    "{s}"
+                );
+            }
+        }
+        assert!(!talosctl[at("bootstrap --recover-from=db.snapshot")].contains("skip"));
+        // The rollback and the kubeadm-side restore send the operator here.
+        assert!(ROLLBACK_CONTROL_PLANE.steps[0].contains(RECOVER_TALOS_QUORUM.title));
+        assert!(RESTORE_QUORUM.steps[0].contains(RECOVER_TALOS_QUORUM.title));
+        assert!(RECOVER_TALOS_QUORUM.why.contains("VIP"));
+    }
+
+    #[test]
+    fn the_snapshot_runs_in_the_etcd_pod_with_kubeadm_s_client_certificate() {
+        let save = commands(
+            &ETCD_SNAPSHOT,
+            "kubectl -n kube-system exec etcd-<node> -- etcdctl ",
+        );
+        assert_eq!(save.len(), 1, "{save:?}");
+        for flag in [
+            "--endpoints=https://127.0.0.1:2379",
+            "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+            "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
+            "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key",
+            "snapshot save /var/lib/etcd/",
+        ] {
+            assert!(save[0].contains(flag), "{flag}");
+        }
+        // Checked by the flag the check-inputs readiness list names.
+        assert!(ETCD_SNAPSHOT
+            .steps
+            .iter()
+            .any(|s| s.contains("--etcd-snapshot etcd-snapshot.db")));
     }
 
     #[test]

@@ -203,7 +203,7 @@ impl Cx<'_> {
         let kubeadm: Vec<&VmPlacement> = input
             .value
             .iter()
-            .filter(|v| members.iter().any(|m| *m == v.name))
+            .filter(|v| members.contains(&v.name))
             .collect();
         let missing: Vec<&str> = members
             .iter()
