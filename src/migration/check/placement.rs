@@ -46,10 +46,17 @@ fn host_of(vm: &Value) -> Option<String> {
         .and_then(|s| field(s, &["runtime", "Runtime"]))
         .and_then(|r| field(r, &["host", "Host"]));
     let h = runtime_host.or(summary_host)?;
+    // A host id is printed in the report: control characters are written escaped.
     field(h, &["value", "Value"])
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-        .map(str::to_string)
+        .map(|s| {
+            if s.chars().any(char::is_control) {
+                s.escape_default().to_string()
+            } else {
+                s.to_string()
+            }
+        })
 }
 
 /// The VMs of `govc vm.info -json` output.
@@ -529,6 +536,13 @@ mod tests {
                     host: None
                 },
             ]
+        );
+        let esc = r#"{"virtualMachines":[{"name":"a","runtime":{"host":{"value":"h\u001b[2J"}}}]}"#;
+        assert_eq!(
+            parse_vm_inventory("vms.json", esc).unwrap()[0]
+                .host
+                .as_deref(),
+            Some("h\\u{1b}[2J")
         );
         let old = r#"{"VirtualMachines":[{"Name":"a","Runtime":{"Host":{"Type":"HostSystem","Value":"host-9"}}}]}"#;
         assert_eq!(
