@@ -1,7 +1,8 @@
 //! The operator procedures of the migration, written once: `plan` prints them with the
 //! cluster's names, `explain` and `check` with placeholders, and the README carries the same
 //! text (a test keeps it in step, [`readme_section`]). The etcd steps of the control-plane
-//! rollback are run as written against a real six-member etcd (`tests/etcd.rs`).
+//! rollback are run as written against a real six-member etcd, and the snapshot's
+//! `etcdctl snapshot save` against a member in kubeadm's TLS layout (`tests/etcd.rs`).
 //!
 //! A step is Markdown text; `{ns}`, `{cluster}` and `{tcp}` are replaced by the namespace,
 //! the cluster name and the TalosControlPlane's name, or by `<namespace>`, `<cluster>` and
@@ -166,7 +167,7 @@ pub const ROLLBACK_CONTROL_PLANE: Procedure = Procedure {
     id: "rollback-control-plane",
     title: "Roll back phase control-plane",
     steps: &[
-        "Only before the first kubeadm member was removed; after that, restore quorum on the Talos side instead. Keep the TalosControlPlane paused throughout.",
+        "Only before the first kubeadm member was removed. After that the Talos members are the majority: finish the phase (remove the kubeadm nodes) rather than roll back, and if etcd loses quorum, restore it on the Talos side (Restore etcd quorum on the Talos control plane). Keep the TalosControlPlane paused throughout.",
         "Take the Talos control-plane nodes out of the load balancer, so no client depends on them.",
         "On a kubeadm control-plane node, note the Talos members' ids: `etcdctl member list -w table`.",
         "Remove one Talos member: `etcdctl member remove <member-id>` (or `talosctl -n <talos-ip> etcd leave`).",
@@ -198,7 +199,7 @@ pub const RESTORE_QUORUM: Procedure = Procedure {
     id: "restore-quorum",
     title: "Restore etcd quorum from one kubeadm member",
     steps: &[
-        "If the lost members' VMs still exist, power them on: quorum returns by itself; stop here.",
+        "For phase control-plane before the first kubeadm member was removed (after that, or in phases workers and complete: Restore etcd quorum on the Talos control plane). If the lost members' VMs still exist, power them on: quorum returns by itself; stop here.",
         "Pause the control plane (Pause the control plane now) and take every control-plane node out of the load balancer.",
         "On every kubeadm control-plane node stop etcd: move `/etc/kubernetes/manifests/etcd.yaml` out of the manifests directory.",
         "On one kubeadm node (the one with the newest data): copy `/var/lib/etcd` aside, add `--force-new-cluster` to the etcd command in its `etcd.yaml` and move the manifest back: etcd starts as a one-member cluster that keeps every key.",
@@ -207,6 +208,39 @@ pub const RESTORE_QUORUM: Procedure = Procedure {
         "Put the kubeadm nodes back into the load balancer. The deleted Talos machines are gone: roll phase control-plane back (Roll back phase control-plane) and start it again.",
     ],
     why: "etcd accepts no write and no membership change without a majority of its voters, so no `member remove` can shrink a cluster that lost quorum. `--force-new-cluster` rewrites one member's own data to a membership of itself alone, keeping every key; the others come back as new, empty members that copy it.",
+};
+
+/// Take an etcd snapshot of the kubeadm cluster before phase control-plane (D11).
+pub const ETCD_SNAPSHOT: Procedure = Procedure {
+    id: "etcd-snapshot",
+    title: "Take an etcd snapshot before phase control-plane",
+    steps: &[
+        "Right before the commit that sets phase control-plane is synced, pick a kubeadm control-plane node whose etcd is healthy: `kubectl -n kube-system get pods -l component=etcd -o wide`.",
+        "`kubectl -n kube-system exec etcd-<node> -- etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt --key=/etc/kubernetes/pki/etcd/healthcheck-client.key snapshot save /var/lib/etcd/capstan-snapshot.db` (it prints `Snapshot saved at /var/lib/etcd/capstan-snapshot.db`).",
+        "Copy it off the node and remove it there: `ssh <node> sudo cat /var/lib/etcd/capstan-snapshot.db > etcd-snapshot.db` and `ssh <node> sudo rm /var/lib/etcd/capstan-snapshot.db` (`kubeadm reset` empties `/var/lib/etcd`, so a copy left there goes with the node). It holds every object of the cluster, Secrets included (encrypted only as the EncryptionConfiguration says): keep it like a Secret (`chmod 600`, never in git).",
+        "Check it: `capstan check clusters/{cluster} --etcd-snapshot etcd-snapshot.db` with the other inputs (phase control-plane's full command names it; `check-inputs` blocks without it): `etcd-snapshot` passes for a whole etcd snapshot, a bbolt database followed by the SHA-256 etcd appends to it.",
+    ],
+    why: "phase control-plane adds the Talos members to the kubeadm etcd and then removes the kubeadm ones: if quorum is lost and no member's data can be used, this snapshot is the state to go back to (`etcdutl snapshot restore` on a kubeadm node, or `talosctl bootstrap --recover-from` on a Talos node; both check the SHA-256). It runs inside the etcd Pod: kubeadm installs no etcdctl on the host, the etcd image carries one, and kubeadm mounts the etcd certificates and the data directory into the Pod at their host paths, so the client certificate is found and the file lands on the node's disk.",
+};
+
+/// Restore etcd quorum on the Talos control plane from a snapshot (D11): in phase
+/// control-plane once a kubeadm member was removed, and in phases workers and complete.
+pub const RECOVER_TALOS_QUORUM: Procedure = Procedure {
+    id: "recover-talos-quorum",
+    title: "Restore etcd quorum on the Talos control plane",
+    steps: &[
+        "When the Talos members hold the cluster: in phase control-plane once the first kubeadm member was removed, in phases workers and complete. If the lost members' VMs still exist, power them on: quorum returns by itself; stop here.",
+        "Talk to the nodes at their own addresses, never through the endpoint: with `vip` the shared address is gone with quorum. Get the talosconfig: `kubectl -n {ns} get secret {cluster}-talosconfig -o jsonpath='{.data.talosconfig}' | base64 -d > talosconfig`, and give every `talosctl` below `--talosconfig talosconfig -e <node-ip> -n <node-ip>` (`-e` overrides the endpoints in the talosconfig).",
+        "Pause the control plane (Pause the control plane now), so the provider neither replaces nor removes machines meanwhile.",
+        "Confirm quorum is lost: `talosctl -e <node-ip> -n <node-ip> etcd members` and `talosctl -e <node-ip> -n <node-ip> service etcd` on every control-plane node.",
+        "Take a snapshot from a node whose etcd still runs: `talosctl -e <node-ip> -n <node-ip> etcd snapshot db.snapshot`. If that fails, copy its data file instead: `talosctl -e <node-ip> -n <node-ip> cp /var/lib/etcd/member/snap/db .` (a copy of the data directory has no SHA-256: recover it with `--recover-skip-hash-check` below, and only it). The snapshot taken before phase control-plane also restores, but loses every write since.",
+        "In phase control-plane: take every kubeadm control-plane node still there out of the load balancer and move its `/etc/kubernetes/manifests/etcd.yaml` out of the manifests directory: its member is not in the recovered cluster. Remove those nodes afterwards as usual, one commit each (Remove one kubeadm control-plane node; its `kubeadm reset` may warn that it cannot remove the member, and `talosctl -e <node-ip> -n <node-ip> etcd members` replaces the `etcdctl` checks).",
+        "Wipe etcd's data on every Talos control-plane node, one after another: `talosctl -e <node-ip> -n <node-ip> reset --graceful=false --reboot --system-labels-to-wipe=EPHEMERAL` (`--graceful=false`: no etcd leave, which needs the quorum that is gone). Each reboots with its etcd service `Preparing`: `talosctl -e <node-ip> -n <node-ip> service etcd`.",
+        "On one of them: `talosctl -e <node-ip> -n <node-ip> bootstrap --recover-from=db.snapshot` (for the copied data file: `--recover-from=db --recover-skip-hash-check`). Its etcd starts as a cluster of one with every key of the snapshot, then its apiserver; with `vip` it announces the shared address again once its etcd is healthy.",
+        "The other control-plane nodes join by themselves once the endpoint answers: `talosctl -e <node-ip> -n <node-ip> etcd members` lists them all, and `kubectl get --raw /readyz` through the endpoint answers `ok`.",
+        "In phases workers and complete lift the pause (`kubectl -n {ns} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} cluster.x-k8s.io/paused-`) and check that every control-plane Machine has its node: `kubectl -n {ns} get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane`. In phase control-plane keep it paused and go on removing the kubeadm nodes.",
+    ],
+    why: "etcd makes no membership change without a majority, and Talos rebuilds a lost etcd only through its bootstrap API: `talosctl bootstrap --recover-from` uploads the snapshot and the node restores it with etcd's snapshot library (checking the SHA-256 unless told to skip it) as a one-member cluster. Talos refuses that bootstrap while the node's etcd data directory holds anything (`etcd data directory is not empty`), hence the wipe of the EPHEMERAL partition that holds it. A Talos VIP is announced only by a node whose etcd is healthy, and the holder drops it when its etcd session ends: without quorum the endpoint is gone, so every command goes to a node address.",
 };
 
 /// Lift the pause in phase workers (B3).
@@ -221,16 +255,18 @@ pub const UNPAUSE: Procedure = Procedure {
     why: "the scale Job's `kubectl annotate` owns the pause annotation (a server-side-apply field manager), and server-side apply, as Argo CD syncs, never removes a field another manager owns: git dropping the annotation leaves the control plane paused, with no kubeconfig rotation, no remediation and, after a version bump, worker MachineSets held by CAPI's preflight checks. An Update removes a field whoever owns it. The nodeRef policy goes first: a sync of phase control-plane by capstan before the policy depended on the TalosControlPlane's `capstan.dev/migration-phase` annotation gave it `Prune=false`, and with the control plane unpaused it would refuse every new control-plane Machine its nodeRef, so every later rollout would stop at replicas + 1.",
 };
 
-/// Keep the Talos control-plane VMs on separate hosts (M2).
+/// Keep the control-plane VMs on separate hosts, through every rollout (M2, D12).
 pub const ANTI_AFFINITY: Procedure = Procedure {
     id: "anti-affinity",
-    title: "Keep the Talos control-plane VMs on separate ESXi hosts",
+    title: "Keep the control-plane VMs on separate ESXi hosts",
     steps: &[
-        "As soon as the scale Job has created the machines, list their VMs: `kubectl -n {ns} get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane` (the VM names are the Machine names).",
-        "In vCenter, create a DRS VM/VM rule of type \"Separate Virtual Machines\" over them (`govc cluster.rule.create -name {cluster}-cp -enable -anti-affinity <vm>...`), and add every later control-plane VM to it.",
-        "Check that DRS moved them apart before removing the first kubeadm node.",
+        "Once, in vCenter: a tag category for virtual machines and a tag for this control plane: `govc tags.category.create -t VirtualMachine k8s-anti-affinity`, then `govc tags.create -c k8s-anti-affinity {cluster}-control-plane`, which prints the tag's ID (`urn:vmomi:InventoryServiceTag:<uuid>:GLOBAL`; `govc tags.info {cluster}-control-plane` shows it again).",
+        "Set it in `clusters/{cluster}/cluster.yaml` as `spec.controlPlane.antiAffinity.tagID` and commit, best in phase prepare (no machine exists yet; later, the template's content hash changes once and the control plane rolls when it is not paused): the control-plane VSphereMachineTemplate carries it in `tagIDs`, and CAPV attaches it to every control-plane VM it creates, in every later rollout too.",
+        "Create a VM-VM anti-affinity compute policy for that tag in the vSphere Client (Policies and Profiles, Compute Policies, Add: \"VM anti affinity\", VM tag `k8s-anti-affinity` / `{cluster}-control-plane`); govc has no command for compute policies. vCenter asks DRS to keep the tagged VMs on separate hosts; that behaviour is vCenter's and cannot be read from source here, so check the result (next step).",
+        "After the scale Job has created the machines, before the first kubeadm node is removed, and after every control-plane rollout: `govc vm.info -json '<spec.vsphere.folder>/*' <each kubeadm control-plane VM's path> > vms.json`, then `capstan check clusters/{cluster} --vsphere-inventory vms.json`: `control-plane-hosts` blocks while one host holds more etcd voters than etcd can lose (during phase control-plane the kubeadm members count too: 6 voters, quorum 4, so not 3 on one host; afterwards not 2 of 3). Move a VM with `govc vm.migrate -host <host> <vm>` if DRS does not.",
+        "Without compute policies (no DRS, vCenter before 7.0): a DRS VM/VM rule of type \"Separate Virtual Machines\" over the control-plane VMs (named like their Machines: `kubectl -n {ns} get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name={cluster},cluster.x-k8s.io/control-plane`), `govc cluster.rule.create -name {cluster}-cp -enable -anti-affinity <vm>...`. It names VMs, so every rollout leaves it stale: after each one, rebuild it over the new VMs.",
     ],
-    why: "CAPV makes vSphere cluster modules (anti-affinity) only for KubeadmControlPlane and MachineDeployments, never for a TalosControlPlane. During phase control-plane one host holding the three Talos VMs takes 3 of 6 voters down: quorum (4) is lost. After the migration it takes 3 of 3.",
+    why: "CAPV makes vSphere cluster modules (anti-affinity) only for KubeadmControlPlane and MachineDeployments, never for a TalosControlPlane, and the Talos control-plane provider picks a failure domain at random for each machine, so nothing in Cluster API keeps the control-plane VMs apart, and every rollout (a Talos or Kubernetes upgrade, any template change) replaces them with new VMs that a VM-named DRS rule does not know. A tag follows the template: CAPV copies `tagIDs` into each VM's spec and attaches the tags on every reconcile. One host holding 2 of 3 control-plane VMs takes etcd's quorum down with it; during phase control-plane etcd has the kubeadm and the Talos members, 3 of 6 on one host.",
 };
 
 /// Move the kubeadm encryption key to the name Talos uses (two steps, so apiservers restarted one at a time always read each other's writes).
@@ -265,11 +301,13 @@ pub const ALL: &[&Procedure] = &[
     &ROTATE_KEY_NAME,
     &SET_BOOTSTRAPPED,
     &PAUSE,
+    &ETCD_SNAPSHOT,
     &ANTI_AFFINITY,
     &REMOVE_KUBEADM_NODE,
     &REPLACE_TALOS_MACHINE,
     &ROLLBACK_CONTROL_PLANE,
     &RESTORE_QUORUM,
+    &RECOVER_TALOS_QUORUM,
     &UNPAUSE,
 ];
 
@@ -333,6 +371,80 @@ mod tests {
             .unwrap();
         assert!(remove < health && health < delete);
         assert!(ROLLBACK_CONTROL_PLANE.why.contains("6 voters, quorum 4"));
+    }
+
+    /// The backticked commands of a procedure's steps that start with `tool`.
+    fn commands(p: &Procedure, tool: &str) -> Vec<String> {
+        p.steps(&Names::placeholders())
+            .iter()
+            .flat_map(|s| {
+                s.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|c| c.starts_with(tool))
+            .collect()
+    }
+
+    #[test]
+    fn the_talos_recovery_goes_to_node_addresses_in_talos_s_order() {
+        // talosctl's flags as Talos v1.10.0 to v1.13.9 define them:
+        // cmd/talosctl/cmd/talos/root.go:74-75 (-n/--nodes, -e/--endpoints),
+        // bootstrap.go:82-83 (--recover-from, --recover-skip-hash-check), etcd.go
+        // (`etcd snapshot <path>`, `etcd members`), reset.go:188-193.
+        let talosctl = commands(&RECOVER_TALOS_QUORUM, "talosctl ");
+        assert!(talosctl.len() >= 7, "{talosctl:?}");
+        for c in &talosctl {
+            assert!(c.starts_with("talosctl -e <node-ip> -n <node-ip> "), "{c}");
+        }
+        let at = |needle: &str| {
+            talosctl
+                .iter()
+                .position(|c| c.contains(needle))
+                .unwrap_or_else(|| panic!("{needle}"))
+        };
+        assert!(at("etcd snapshot db.snapshot") < at("reset --graceful=false"));
+        assert!(at("reset --graceful=false") < at("bootstrap --recover-from=db.snapshot"));
+        assert!(talosctl[at("reset")].contains("--system-labels-to-wipe=EPHEMERAL"));
+        // The hash check is skipped only for a copy of the data directory.
+        for s in RECOVER_TALOS_QUORUM.steps {
+            if s.contains("--recover-skip-hash-check") {
+                assert!(
+                    s.contains("member/snap/db") || s.contains("--recover-from=db "),
+                    "{s}"
+                );
+            }
+        }
+        assert!(!talosctl[at("bootstrap --recover-from=db.snapshot")].contains("skip"));
+        // The rollback and the kubeadm-side restore send the operator here.
+        assert!(ROLLBACK_CONTROL_PLANE.steps[0].contains(RECOVER_TALOS_QUORUM.title));
+        assert!(RESTORE_QUORUM.steps[0].contains(RECOVER_TALOS_QUORUM.title));
+        assert!(RECOVER_TALOS_QUORUM.why.contains("VIP"));
+    }
+
+    #[test]
+    fn the_snapshot_runs_in_the_etcd_pod_with_kubeadm_s_client_certificate() {
+        let save = commands(
+            &ETCD_SNAPSHOT,
+            "kubectl -n kube-system exec etcd-<node> -- etcdctl ",
+        );
+        assert_eq!(save.len(), 1, "{save:?}");
+        for flag in [
+            "--endpoints=https://127.0.0.1:2379",
+            "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+            "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
+            "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key",
+            "snapshot save /var/lib/etcd/",
+        ] {
+            assert!(save[0].contains(flag), "{flag}");
+        }
+        // Checked by the flag the check-inputs readiness list names.
+        assert!(ETCD_SNAPSHOT
+            .steps
+            .iter()
+            .any(|s| s.contains("--etcd-snapshot etcd-snapshot.db")));
     }
 
     #[test]

@@ -29,8 +29,12 @@ spec:
   controlPlane:
     replicas: 3
     machine: {numCPUs: 4, memoryMiB: 8192}
+    antiAffinity: {tagID: \"urn:vmomi:InventoryServiceTag:3f6c1f0e-8d2a-4c1b-9e57-2b0d6a4e71c5:GLOBAL\"}
   provenance: {bootstrapTokenId: abcdef, etcdVersion: 3.5.26-0}
 ";
+
+/// The tag `CLUSTER` gives its control plane.
+const TAG: &str = "urn:vmomi:InventoryServiceTag:3f6c1f0e-8d2a-4c1b-9e57-2b0d6a4e71c5:GLOBAL";
 
 struct Setup {
     _tmp: tempfile::TempDir,
@@ -1575,9 +1579,20 @@ fn drifted_kubeadm_cluster() {
         entry(&out, "BLOCK", "talos-image").contains("`talos-v1.10.5-vmware` (Talos v1.10.5)"),
         "{out}"
     );
-    for id in ["clone-disk-size", "vsphere-identity", "air-gap"] {
+    for id in [
+        "clone-disk-size",
+        "vsphere-identity",
+        "air-gap",
+        "control-plane-hosts",
+    ] {
         entry(&out, "WARN", id);
     }
+    // Anti-affinity that survives rollouts: the tag CAPV attaches to every control-plane VM.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "machine: {numCPUs: 4, memoryMiB: 8192, diskGiB: 40}}",
+        &format!("machine: {{numCPUs: 4, memoryMiB: 8192, diskGiB: 40}}, antiAffinity: {{tagID: \"{TAG}\"}}}}"),
+    );
     s.edit(
         "clusters/lab-f/cluster.yaml",
         "talos-v1.10.5-vmware",
@@ -1941,4 +1956,149 @@ fn phase_leftovers_are_named() {
     let o = s.check(&["--management-objects", "cm.yaml"]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stderr(&o).contains("cm.yaml: no ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, TalosControlPlane or Job found (found ConfigMap); expected `kubectl get validatingadmissionpolicies"), "{}", stderr(&o));
+}
+
+/// `govc vm.info -json` output (govmomi v0.56 `cli/vm/info.go`: every property of each VM,
+/// `runtime.host` a reference to its ESXi host), trimmed to a few properties per VM.
+fn govc_vms(vms: &[(&str, &str)]) -> String {
+    let items: Vec<serde_json::Value> = vms
+        .iter()
+        .enumerate()
+        .map(|(i, (name, host))| {
+            serde_json::json!({
+                "self": {"type": "VirtualMachine", "value": format!("vm-{}", 100 + i)},
+                "parent": {"type": "Folder", "value": "group-v42"},
+                "overallStatus": "green",
+                "name": name,
+                "config": {"name": name, "guestId": "otherLinux64Guest", "hardware": {"numCPU": 4, "memoryMB": 8192}},
+                "runtime": {"host": {"type": "HostSystem", "value": host}, "connectionState": "connected", "powerState": "poweredOn"},
+                "guest": {"ipAddress": format!("10.20.30.{}", 150 + i)},
+                "summary": {"runtime": {"host": {"type": "HostSystem", "value": host}, "powerState": "poweredOn"}, "config": {"name": name}},
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&serde_json::json!({"virtualMachines": items})).unwrap()
+}
+
+#[test]
+fn control_plane_hosts_from_a_govc_inventory() {
+    let s = Setup::new(&[]);
+    let inv = ["--vsphere-inventory", "vms.json"];
+    // After the migration: two of the three control-plane VMs on one host lose quorum with it.
+    s.write(
+        "vms.json",
+        govc_vms(&[
+            ("lab-f-cp-x7k2p", "host-10"),
+            ("lab-f-cp-b4n9q", "host-10"),
+            ("lab-f-cp-zz2m4", "host-11"),
+            ("lab-f-general-7d9f8c6b5x-x7k2p", "host-10"),
+            ("lab-g-cp-x7k2p", "host-12"),
+        ]),
+    );
+    let e = expect(
+        &s,
+        &inv,
+        1,
+        "BLOCK",
+        "control-plane-hosts",
+        "vms.json (--vsphere-inventory)",
+        Some("etcdserver: no leader"),
+    );
+    let e = entry(&e, "BLOCK", "control-plane-hosts");
+    assert!(
+        e.contains("`host-10` runs 2 of the 3 etcd voters (`lab-f-cp-x7k2p`, `lab-f-cp-b4n9q`)")
+            && e.contains(TAG),
+        "{e}"
+    );
+    // Apart: passes (a worker sharing a host is no voter).
+    s.write(
+        "vms.json",
+        govc_vms(&[
+            ("lab-f-cp-x7k2p", "host-10"),
+            ("lab-f-cp-b4n9q", "host-12"),
+            ("lab-f-cp-zz2m4", "host-11"),
+            ("lab-f-general-7d9f8c6b5x-x7k2p", "host-10"),
+        ]),
+    );
+    expect(
+        &s,
+        &inv,
+        0,
+        "PASS",
+        "control-plane-hosts",
+        "the 3 etcd voters (3 Talos control-plane VMs) run on separate ESXi hosts",
+        None,
+    );
+    // govc before v0.32 printed Go's field names.
+    s.write(
+        "vms.json",
+        r#"{"VirtualMachines":[{"Name":"lab-f-cp-x7k2p","Runtime":{"Host":{"Type":"HostSystem","Value":"host-1"}}},{"Name":"lab-f-cp-b4n9q","Runtime":{"Host":{"Type":"HostSystem","Value":"host-1"}}},{"Name":"lab-f-cp-zz2m4","Runtime":{"Host":{"Type":"HostSystem","Value":"host-2"}}}]}"#,
+    );
+    expect(
+        &s,
+        &inv,
+        1,
+        "BLOCK",
+        "control-plane-hosts",
+        "`host-1` runs 2 of the 3",
+        Some("etcdserver: no leader"),
+    );
+    // During phase control-plane the kubeadm members vote too: 6 voters, 3 on one host.
+    let cp = Setup::new(&[(
+        "  provenance:",
+        "  migration:\n    phase: control-plane\n    kubeadm: {etcdMembers: [kube-cp-1, kube-cp-2, kube-cp-3], controlPlaneNodes: [kube-cp-1, kube-cp-2, kube-cp-3]}\n  provenance:",
+    )]);
+    cp.write(
+        "vms.json",
+        govc_vms(&[
+            ("kube-cp-1", "host-10"),
+            ("kube-cp-2", "host-11"),
+            ("kube-cp-3", "host-12"),
+            ("lab-f-cp-x7k2p", "host-10"),
+            ("lab-f-cp-b4n9q", "host-10"),
+            ("lab-f-cp-zz2m4", "host-11"),
+        ]),
+    );
+    let out = stdout(&cp.check(&inv));
+    let e = entry(&out, "BLOCK", "control-plane-hosts");
+    assert!(
+        e.contains("`host-10` runs 3 of the 6 etcd voters (`lab-f-cp-x7k2p`, `lab-f-cp-b4n9q`, `kube-cp-1`)"),
+        "{e}"
+    );
+    // Not govc's output: exit 2, naming the file.
+    s.write("vms.json", "kind: List\nitems: []\n");
+    let o = s.check(&inv);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("vms.json: not JSON"), "{}", stderr(&o));
+}
+
+#[test]
+fn etcd_snapshot_input() {
+    let s = Setup::new(&[(
+        "  provenance:",
+        "  migration:\n    phase: control-plane\n    kubeadm: {etcdMembers: [kube-cp-1]}\n  provenance:",
+    )]);
+    // Phase control-plane needs it: check-inputs names it and its full command has it.
+    let out = stdout(&s.check(&[]));
+    let inputs = entry(&out, "BLOCK", "check-inputs");
+    assert!(
+        inputs.contains("--etcd-snapshot etcd-snapshot.db"),
+        "{inputs}"
+    );
+    // Something else than a snapshot: blocking, with what etcd's restore would say.
+    s.write("snap.db", vec![0u8; 8192]);
+    expect(
+        &s,
+        &["--etcd-snapshot", "snap.db"],
+        1,
+        "BLOCK",
+        "etcd-snapshot",
+        "snap.db (--etcd-snapshot)",
+        None,
+    );
+    // A directory is refused before anything is read.
+    std::fs::create_dir_all(s.dir.join("snapdir")).unwrap();
+    let o = s.check(&["--etcd-snapshot", "snapdir"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("snapdir"), "{}", stderr(&o));
 }

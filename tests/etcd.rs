@@ -4,10 +4,19 @@
 //! stops. The etcd steps of the documented rollback (`capstan::procedure`), run as written,
 //! keep quorum; deleting the three Talos machines first (the instruction capstan gave
 //! before, B1) loses it, and `etcdctl member remove` cannot restore it.
+//!
+//! The snapshot taken before phase control-plane (D11): the documented `etcdctl snapshot
+//! save` runs as written against a member serving TLS with client certificates in kubeadm's
+//! layout (the test's own certificates, kubeadm's paths and usages), the file passes
+//! `capstan check --etcd-snapshot` and restores (`etcdutl`, or etcd 3.4's `etcdctl`) into a
+//! member with every key; a member's data file is blocked by check with the error the
+//! restore prints for it.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::util;
 
 struct Member {
     name: String,
@@ -452,4 +461,338 @@ impl Cluster {
             })
             .to_string()
     }
+}
+
+/// kubeadm's etcd PKI layout (`/etc/kubernetes/pki/etcd/`, kubeadm
+/// `cmd/kubeadm/app/phases/certs/certlist.go`: `etcd/ca`, `etcd/server` for serving with
+/// client and server usages, `etcd/healthcheck-client` for clients) written under `root`,
+/// for an etcd serving TLS on 127.0.0.1 with client certificates required, as kubeadm runs it.
+fn kubeadm_etcd_pki(root: &std::path::Path) -> std::path::PathBuf {
+    use capstan::secrets::pki::encode_certificate_pem;
+    use capstan::secrets::pki::testkit::{ca_params, days_from_now, Alg, TestKey};
+    let dir = root.join("etc/kubernetes/pki/etcd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca_key = TestKey::new(Alg::P256, 0);
+    let ca = ca_params("etcd-ca", days_from_now(-1), days_from_now(3650));
+    let issuer = rcgen::Issuer::from_params(&ca, &ca_key);
+    std::fs::write(
+        dir.join("ca.crt"),
+        encode_certificate_pem(ca.self_signed(&ca_key).unwrap().der()),
+    )
+    .unwrap();
+    let leaf = |name: &str, cn: &str, usages: Vec<rcgen::ExtendedKeyUsagePurpose>| {
+        let key = TestKey::new(Alg::P256, 0);
+        let mut p = ca_params(cn, days_from_now(-1), days_from_now(365));
+        p.is_ca = rcgen::IsCa::ExplicitNoCa;
+        p.key_usages = vec![
+            rcgen::KeyUsagePurpose::DigitalSignature,
+            rcgen::KeyUsagePurpose::KeyEncipherment,
+        ];
+        p.extended_key_usages = usages;
+        p.subject_alt_names = vec![
+            rcgen::SanType::DnsName("localhost".try_into().unwrap()),
+            rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()),
+        ];
+        let cert = p.signed_by(&key, &issuer).unwrap();
+        std::fs::write(
+            dir.join(format!("{name}.crt")),
+            encode_certificate_pem(cert.der()),
+        )
+        .unwrap();
+        std::fs::write(dir.join(format!("{name}.key")), &*key.pkcs8_pem()).unwrap();
+    };
+    use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+    leaf("server", "kubeadm-1", vec![ServerAuth, ClientAuth]);
+    leaf(
+        "healthcheck-client",
+        "kube-etcd-healthcheck-client",
+        vec![ClientAuth],
+    );
+    dir
+}
+
+/// The one backticked command of a procedure's steps that contains `needle`.
+fn command_with(steps: &[String], needle: &str) -> String {
+    let found: Vec<&str> = steps
+        .iter()
+        .flat_map(|s| s.split('`').skip(1).step_by(2))
+        .filter(|c| c.contains(needle))
+        .collect();
+    assert_eq!(found.len(), 1, "{needle}: {found:?}");
+    found[0].to_string()
+}
+
+#[test]
+fn the_documented_snapshot_is_taken_restored_and_passes_check() {
+    if skip_notice() {
+        return;
+    }
+    let steps = capstan::procedure::ETCD_SNAPSHOT.steps(&capstan::procedure::Names::placeholders());
+    let save = command_with(&steps, "snapshot save");
+    // Run inside the kubeadm etcd Pod, whose image carries etcdctl, with the certificate
+    // paths kubeadm mounts into it (the host's).
+    let args: Vec<&str> = save
+        .strip_prefix("kubectl -n kube-system exec etcd-<node> -- etcdctl ")
+        .unwrap_or_else(|| panic!("not run in the etcd Pod: {save}"))
+        .split_whitespace()
+        .collect();
+    for flag in [
+        "--endpoints=https://127.0.0.1:2379",
+        "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+        "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
+        "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key",
+    ] {
+        assert!(args.contains(&flag), "{flag} in {save}");
+    }
+    let on_node = args.last().unwrap().to_string();
+    assert!(on_node.starts_with("/var/lib/etcd/"), "{save}");
+    // The copy off the node and the check name the same file.
+    let copy = command_with(&steps, "sudo cat");
+    let local = copy.rsplit("> ").next().unwrap().to_string();
+    assert!(copy.contains(&on_node), "{copy}");
+    let check = command_with(&steps, "--etcd-snapshot");
+    assert!(
+        check.ends_with(&format!("--etcd-snapshot {local}")),
+        "{check}"
+    );
+
+    // A kubeadm-style member: TLS on 127.0.0.1, client certificates required.
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("node");
+    let pki = kubeadm_etcd_pki(&node);
+    let client = format!("https://127.0.0.1:{}", free_port());
+    let peer = format!("http://127.0.0.1:{}", free_port());
+    let mut c = Cluster {
+        dir: tempfile::tempdir().unwrap(),
+        members: vec![Member {
+            name: "kubeadm-1".into(),
+            client: client.clone(),
+            peer: peer.clone(),
+            child: None,
+        }],
+    };
+    let p = |f: &str| pki.join(f).display().to_string();
+    c.start_with(
+        0,
+        &format!("kubeadm-1={peer}"),
+        "new",
+        &[
+            "--cert-file",
+            &p("server.crt"),
+            "--key-file",
+            &p("server.key"),
+            "--trusted-ca-file",
+            &p("ca.crt"),
+            "--client-cert-auth",
+        ],
+    );
+    let tls = |args: &[&str]| {
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={client}"))
+            .arg(format!("--cacert={}", p("ca.crt")))
+            .arg(format!("--cert={}", p("healthcheck-client.crt")))
+            .arg(format!("--key={}", p("healthcheck-client.key")))
+            .arg("--command-timeout=5s")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    wait_until("the TLS member to be healthy", || {
+        tls(&["endpoint", "health"]).status.success()
+    });
+    // Without a client certificate the member refuses: the flags matter.
+    let bare = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={client}"))
+        .arg(format!("--cacert={}", p("ca.crt")))
+        .args(["--command-timeout=3s", "--dial-timeout=2s", "get", "x"])
+        .output()
+        .unwrap();
+    assert!(!bare.status.success(), "client-cert-auth is on");
+    for i in 0..200 {
+        let o = tls(&[
+            "put",
+            &format!("/registry/secrets/ns/s{i}"),
+            &format!("v{i}"),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    // The documented command, with the node's paths under the test's root.
+    let var = node.join("var/lib/etcd");
+    std::fs::create_dir_all(&var).unwrap();
+    let node_path = |a: &str| {
+        a.replace("https://127.0.0.1:2379", &client)
+            .replace(
+                "/etc/kubernetes/",
+                &format!("{}/etc/kubernetes/", node.display()),
+            )
+            .replace("/var/lib/etcd/", &format!("{}/", var.display()))
+    };
+    let run: Vec<String> = args.iter().map(|a| node_path(a)).collect();
+    let o = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(&run)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{save}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("Snapshot saved at"), "{said}");
+    let saved = std::path::PathBuf::from(node_path(&on_node));
+    // Copied off the node (`ssh … sudo cat … > file`): the same bytes.
+    let off = dir.path().join(&local);
+    std::fs::copy(&saved, &off).unwrap();
+
+    // `capstan check --etcd-snapshot` passes it.
+    let cluster = util::example().join("clusters/lab-f");
+    let o = util::capstan(
+        &[
+            "check",
+            cluster.to_str().unwrap(),
+            "--etcd-snapshot",
+            off.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        &util::root(),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let finding = |report: &serde_json::Value| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "etcd-snapshot")
+            .cloned()
+            .unwrap()
+    };
+    let f = finding(&report);
+    assert_eq!(f["severity"], "pass", "{f:#}");
+
+    // It restores (`etcdutl` from etcd 3.5 on; etcd 3.4 has it in `etcdctl`), as a new
+    // one-member cluster with every key.
+    let restored = dir.path().join("restored");
+    let rpeer = format!("http://127.0.0.1:{}", free_port());
+    let rclient = format!("http://127.0.0.1:{}", free_port());
+    let etcdutl = Command::new("etcdutl")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut restore = Command::new(if etcdutl { "etcdutl" } else { "etcdctl" });
+    restore.env("ETCDCTL_API", "3").args([
+        "snapshot",
+        "restore",
+        off.to_str().unwrap(),
+        "--name",
+        "restored",
+        "--data-dir",
+        restored.to_str().unwrap(),
+        "--initial-cluster",
+        &format!("restored={rpeer}"),
+        "--initial-advertise-peer-urls",
+        &rpeer,
+    ]);
+    let o = restore.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = std::fs::File::create(dir.path().join("restored.log")).unwrap();
+    let mut etcd = Command::new("etcd")
+        .args([
+            "--name",
+            "restored",
+            "--data-dir",
+            restored.to_str().unwrap(),
+            "--listen-client-urls",
+            &rclient,
+            "--advertise-client-urls",
+            &rclient,
+            "--listen-peer-urls",
+            &rpeer,
+            "--initial-advertise-peer-urls",
+            &rpeer,
+        ])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let plain = |args: &[&str]| {
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={rclient}"))
+            .arg("--command-timeout=3s")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    wait_until("the restored member to be healthy", || {
+        plain(&["endpoint", "health"]).status.success()
+    });
+    let got = plain(&["get", "/registry/secrets/ns/s199", "--print-value-only"]);
+    let count = plain(&[
+        "get",
+        "/registry/secrets/",
+        "--prefix",
+        "--keys-only",
+        "-w",
+        "json",
+    ]);
+    let members = plain(&["member", "list"]);
+    let _ = etcd.kill();
+    let _ = etcd.wait();
+    assert_eq!(String::from_utf8_lossy(&got.stdout).trim(), "v199");
+    assert!(
+        String::from_utf8_lossy(&count.stdout).contains("\"count\":200"),
+        "{}",
+        String::from_utf8_lossy(&count.stdout)
+    );
+    assert_eq!(String::from_utf8_lossy(&members.stdout).lines().count(), 1);
+
+    // A member's data file is no snapshot: check blocks it with the error etcd's restore
+    // prints for it, and the restore indeed refuses it without --skip-hash-check.
+    let data_file = c.dir.path().join("kubeadm-1/member/snap/db");
+    let copied = dir.path().join("db");
+    std::fs::copy(&data_file, &copied).unwrap();
+    let o = util::capstan(
+        &[
+            "check",
+            cluster.to_str().unwrap(),
+            "--etcd-snapshot",
+            copied.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        &util::root(),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = finding(&report);
+    assert_eq!(f["severity"], "blocking", "{f:#}");
+    let error = f["clusterError"].as_str().unwrap().to_string();
+    let mut refuse = Command::new(if etcdutl { "etcdutl" } else { "etcdctl" });
+    let o = refuse
+        .env("ETCDCTL_API", "3")
+        .args([
+            "snapshot",
+            "restore",
+            copied.to_str().unwrap(),
+            "--data-dir",
+            dir.path().join("refused").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&error),
+        "{error} in {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    drop(c);
 }

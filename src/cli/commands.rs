@@ -904,6 +904,20 @@ fn check(args: CheckArgs) -> Result<Status> {
         let value = check::parse_etcd_status(&file, &docs)?;
         ci.etcd_status = Some(Input { file, value });
     }
+    if let Some(p) = &args.etcd_snapshot {
+        let f = inputs::read_etcd_snapshot(p)?;
+        let value = check::etcd_snapshot_facts(&f);
+        ci.etcd_snapshot = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.vsphere_inventory {
+        let text = inputs::read_input_text(p, inputs::InputKind::Yaml)?;
+        let file = p.display().to_string();
+        let value = check::parse_vm_inventory(&file, &text)?;
+        ci.vsphere_inventory = Some(Input { file, value });
+    }
     if let Some(v) = &args.etcd_version {
         if check::parse_etcd_version(v).is_none() {
             return Err(check::CheckError::EtcdVersion {

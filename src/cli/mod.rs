@@ -624,6 +624,12 @@ pub struct CheckArgs {
     /// The kubeadm etcd members' status (`etcdctl endpoint status --cluster -w json`): database size against the quota Talos members run with.
     #[arg(long, value_name = "FILE")]
     pub etcd_status: Option<PathBuf>,
+    /// The etcd snapshot taken before phase control-plane (`etcdctl snapshot save`): a whole bbolt database with etcd's SHA-256 after it (required in phase control-plane).
+    #[arg(long, value_name = "FILE")]
+    pub etcd_snapshot: Option<PathBuf>,
+    /// The cluster's VMs (`govc vm.info -json '<folder>/*' <kubeadm control-plane VMs>`): does one ESXi host run more etcd voters than etcd can lose?
+    #[arg(long, value_name = "FILE")]
+    pub vsphere_inventory: Option<PathBuf>,
     /// The etcd version the kubeadm cluster runs (`etcdctl version`), e.g. `3.5.15`.
     #[arg(long, value_name = "VERSION")]
     pub etcd_version: Option<String>,

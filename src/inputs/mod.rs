@@ -239,6 +239,8 @@ pub enum InputKind {
     Moved,
     /// A backup (all of a `clusterctl move` directory, encrypted).
     Backup,
+    /// An etcd snapshot (`check --etcd-snapshot`): streamed, never held whole.
+    EtcdSnapshot,
 }
 
 impl InputKind {
@@ -251,6 +253,8 @@ impl InputKind {
             InputKind::Yaml => 64 << 20,
             InputKind::Moved => MAX_MOVED_FILE,
             InputKind::Backup => 1 << 30,
+            // etcd's largest suggested backend quota is 8 GiB; twice that, streamed.
+            InputKind::EtcdSnapshot => 16 << 30,
         }
     }
 
@@ -267,6 +271,7 @@ impl InputKind {
             InputKind::Yaml => "a YAML input",
             InputKind::Moved => "an object of a `clusterctl move` directory",
             InputKind::Backup => "a backup",
+            InputKind::EtcdSnapshot => "an etcd snapshot",
         }
     }
 }
@@ -744,6 +749,95 @@ fn require_pki_dir(pki: &Path) -> Result<(), InputError> {
             std::io::ErrorKind::NotFound,
             "not a directory (expected the kubeadm pki directory)",
         ),
+    })
+}
+
+/// An etcd snapshot as `check` needs it, read once as a stream (it can be gigabytes): its
+/// length, its first bytes (bbolt's two meta pages are at the start) and the SHA-256 of
+/// everything but its last 32 bytes, with those bytes (where `etcdctl snapshot save` puts the
+/// SHA-256 of the database).
+#[derive(Debug, Clone)]
+pub struct SnapshotFile {
+    /// The path as named.
+    pub label: String,
+    /// Its length in bytes.
+    pub len: u64,
+    /// Its first bytes: at most [`SnapshotFile::HEAD`].
+    pub head: Vec<u8>,
+    /// SHA-256 of all but the last 32 bytes, and those 32 bytes (`None` when shorter).
+    pub trailer: Option<([u8; 32], [u8; 32])>,
+}
+
+impl SnapshotFile {
+    /// How much of the start is kept: two bbolt pages of the largest page size (64 KiB).
+    pub const HEAD: usize = 128 << 10;
+}
+
+/// Read an etcd snapshot named on the command line (a regular file, at most
+/// [`InputKind::EtcdSnapshot`]'s cap), hashing it as it streams.
+pub fn read_etcd_snapshot(path: &Path) -> Result<SnapshotFile, InputError> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let file = open_nofollow(path, true).map_err(io(path))?;
+    let meta = file.metadata().map_err(io(path))?;
+    if !meta.file_type().is_file() {
+        return Err(InputError::NotRegular {
+            path: path.display().to_string(),
+            found: file_type_name(meta.file_type()),
+        });
+    }
+    let kind = InputKind::EtcdSnapshot;
+    let len = meta.len();
+    if len > kind.cap() {
+        return Err(InputError::TooLarge {
+            path: path.display().to_string(),
+            cap: kind.cap(),
+            what: kind.what(),
+        });
+    }
+    let truncated = || {
+        io(path)(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the file changed while it was read",
+        ))
+    };
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file.take(len));
+    let body_len = len.saturating_sub(32);
+    let mut head = Vec::with_capacity((len as usize).min(SnapshotFile::HEAD));
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut done: u64 = 0;
+    while done < body_len {
+        let want = ((body_len - done) as usize).min(buf.len());
+        let n = reader.read(&mut buf[..want]).map_err(io(path))?;
+        if n == 0 {
+            return Err(truncated());
+        }
+        if head.len() < SnapshotFile::HEAD {
+            let take = n.min(SnapshotFile::HEAD - head.len());
+            head.extend_from_slice(&buf[..take]);
+        }
+        hasher.update(&buf[..n]);
+        done += n as u64;
+    }
+    let mut last = Vec::with_capacity(32);
+    reader.read_to_end(&mut last).map_err(io(path))?;
+    if done + last.len() as u64 != len {
+        return Err(truncated());
+    }
+    let trailer = if len >= 32 {
+        let mut t = [0u8; 32];
+        t.copy_from_slice(&last);
+        Some((hasher.finalize().into(), t))
+    } else {
+        head.extend_from_slice(&last);
+        None
+    };
+    Ok(SnapshotFile {
+        label: path.display().to_string(),
+        len,
+        head,
+        trailer,
     })
 }
 

@@ -648,7 +648,29 @@ pub struct ControlPlane {
     pub replicas: u32,
     /// Their size.
     pub machine: Machine,
+    /// What keeps the control-plane VMs on separate ESXi hosts through every rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anti_affinity: Option<AntiAffinity>,
 }
+
+/// Anti-affinity of the control-plane VMs that survives rollouts: a vSphere tag CAPV
+/// attaches to every control-plane VM it creates (the VSphereMachineTemplate's `tagIDs`,
+/// CAPV v1.13.1 `apis/v1beta1/types.go:189-192`, attached by `pkg/services/govmomi/service.go:754-767`
+/// on every VM reconcile), which a VM-VM anti-affinity compute policy in vCenter matches.
+/// CAPV makes cluster modules only for KubeadmControlPlane and MachineDeployments
+/// (`controllers/clustermodule_reconciler.go:244-320`), and CACPPT picks failure domains at
+/// random, so without it nothing spreads the control plane after a rollout.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AntiAffinity {
+    /// The tag's ID in URN notation (`urn:vmomi:InventoryServiceTag:<uuid>:GLOBAL`, as
+    /// `govc tags.create` prints it); CAPV takes IDs, not display names.
+    #[serde(rename = "tagID")]
+    pub tag_id: String,
+}
+
+/// How a vSphere tag ID starts (URN notation; CAPV's `tagIDs` takes no display names).
+pub const TAG_ID_PREFIX: &str = "urn:vmomi:InventoryServiceTag:";
 
 /// A pool of worker machines (one MachineDeployment).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -928,8 +950,12 @@ pub enum Acknowledgement {
     EtcdAudit,
     /// During phase `control-plane` etcd has the kubeadm and the Talos members (3 + 3 = 6
     /// voters, quorum 4), and CAPV makes no vSphere cluster module (anti-affinity) for a
-    /// TalosControlPlane: the operator keeps the Talos control-plane VMs on separate hosts
-    /// (a DRS anti-affinity rule), or one host failure loses quorum.
+    /// TalosControlPlane: the operator keeps the control-plane VMs on separate hosts, or one
+    /// host failure loses quorum. `spec.controlPlane.antiAffinity` renders only the tag;
+    /// the compute policy that acts on it lives in vCenter, where neither git nor `render`
+    /// sees it, and the kubeadm VMs carry no tag: the acknowledgement says the policy (or a
+    /// DRS rule) exists and the placement is checked (`check --vsphere-inventory`) before
+    /// the first kubeadm node is removed.
     ControlPlaneAntiAffinity,
     /// A worker pool with running machines is scaled to 0: a phase regression (`workers` or
     /// `complete` back to `control-plane` or `prepare`, which render every pool at 0, such

@@ -44,7 +44,9 @@ pub use kubelet::{
     KUBELET_PARITY_KEYS,
 };
 mod parity;
+mod placement;
 mod readiness;
+mod snapshot;
 mod versions;
 mod workloads;
 pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, UNINITIALIZED_TAINT};
@@ -53,7 +55,9 @@ pub use parity::{
     parse_etcd_status, talos_named_sans, EtcdMemberStatus, FlagDifference, ETCD_DEFAULT_QUOTA,
     ETCD_PARITY_FLAGS,
 };
+pub use placement::{is_control_plane_machine, parse_vm_inventory, VmPlacement};
 pub use readiness::{full_command, CheckInput, INPUTS};
+pub use snapshot::{etcd_snapshot_facts, BboltMeta, EtcdSnapshotFacts};
 pub use workloads::{find_workloads, quantity, WorkloadsInput, CAPACITY_RESERVE_PERCENT};
 
 /// Every finding id, in report order. Stable: `capstan explain` refers to them.
@@ -63,6 +67,7 @@ pub const IDS: &[&str] = &[
     "kubernetes-version",
     "etcd-version-skew",
     "control-plane-replicas",
+    "control-plane-hosts",
     "cloud-provider",
     "service-account-issuer",
     "service-account-audiences",
@@ -83,6 +88,7 @@ pub const IDS: &[&str] = &[
     "pod-security",
     "etcd-args",
     "etcd-db-size",
+    "etcd-snapshot",
     "kubelet-config",
     "clone-disk-size",
     "talos-image",
@@ -146,6 +152,12 @@ pub mod errors {
     /// The scheduler, for pods no node has room for.
     pub const INSUFFICIENT: &str =
         "0/… nodes are available: … Insufficient cpu, … Insufficient memory";
+    /// etcd without a majority of its voters (etcd `server/etcdserver/errors.go` ErrNoLeader).
+    pub const ETCD_NO_LEADER: &str = "etcdserver: no leader";
+    /// `etcdutl snapshot restore` (and Talos's recovery) of a file without etcd's SHA-256.
+    pub const SNAPSHOT_MISSING_HASH: &str = "snapshot missing hash but --skip-hash-check=false";
+    /// `etcdutl snapshot restore` of a file whose SHA-256 does not match.
+    pub const SNAPSHOT_SHA_MISMATCH: &str = "expected sha256 […], got […]";
 }
 
 /// How serious a finding is.
@@ -281,6 +293,14 @@ pub enum CheckError {
     /// The `--management-objects` file holds none of the objects it is for.
     #[error("{file}: {problem}")]
     ManagementObjects {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The `--vsphere-inventory` file is not `govc vm.info -json` output.
+    #[error("{file}: {problem}")]
+    VmInventory {
         /// The file.
         file: String,
         /// What is wrong.
@@ -493,6 +513,10 @@ pub struct CheckInputs {
     /// The management cluster's admission policies, TalosControlPlanes and Jobs
     /// (`--management-objects`).
     pub management: Option<Input<ManagementObjects>>,
+    /// The etcd snapshot taken before phase control-plane (`--etcd-snapshot`).
+    pub etcd_snapshot: Option<Input<EtcdSnapshotFacts>>,
+    /// The VMs and their ESXi hosts (`--vsphere-inventory`, `govc vm.info -json`).
+    pub vsphere_inventory: Option<Input<Vec<VmPlacement>>>,
     /// The Secrets sealed in the cluster's `secrets/` directory: file, name and data keys
     /// (readable without a key).
     pub sealed_secrets: Vec<SealedSecretFacts>,
@@ -523,6 +547,8 @@ impl CheckInputs {
             cni: None,
             management: None,
             etcd_status: None,
+            etcd_snapshot: None,
+            vsphere_inventory: None,
             kubelet: None,
             workloads: None,
             sealed_secrets: Vec::new(),
@@ -542,6 +568,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.kubernetes_version(&mut out);
     cx.etcd_version_skew(&mut out);
     cx.control_plane_replicas(&mut out);
+    cx.control_plane_hosts(&mut out);
     cx.cloud_provider(&mut out);
     cx.service_account_issuer(&mut out);
     cx.service_account_audiences(&mut out);
@@ -557,6 +584,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.pod_security(&mut out);
     cx.etcd_args(&mut out);
     cx.etcd_db_size(&mut out);
+    cx.etcd_snapshot(&mut out);
     cx.kubelet_config(&mut out);
     cx.clone_disk(&mut out);
     cx.talos_image(&mut out);
@@ -1503,7 +1531,9 @@ mod tests {
             let f = blocking_with(&inputs(&phase(p)), "check-inputs", None);
             assert!(f.summary.contains(&format!("phase `{p}`")), "{f:#?}");
             for i in INPUTS {
-                assert!(f.summary.contains(i.flag), "{} not in {f:#?}", i.flag);
+                // The etcd snapshot is phase control-plane's own input (D11).
+                let wanted = i.flag != "--etcd-snapshot" || p == "control-plane";
+                assert_eq!(f.summary.contains(i.flag), wanted, "{} in {f:#?}", i.flag);
             }
             let fix = f.fix.unwrap();
             assert!(fix.starts_with("run `capstan check . --apiserver-manifest kube-apiserver.yaml --kubeadm-config kubeadm-config.yaml"), "{fix}");

@@ -57,6 +57,8 @@
 //! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
 //! | `cloud-provider` | the vSphere CPI initialises nodes, so Talos nodes get the `vsphere://` providerID Cluster API matches Machines by |
 //! | `etcd-db-size` | the kubeadm etcd database fits the quota a Talos member runs with |
+//! | `etcd-snapshot` | a whole etcd snapshot (a bbolt database with etcd's SHA-256 after it) of the kubeadm cluster exists before phase `control-plane` |
+//! | `control-plane-hosts` | no ESXi host runs more etcd voters (control-plane VMs, and the kubeadm members during phase `control-plane`) than etcd can lose (`govc vm.info -json`), and a vSphere tag keeps new control-plane VMs apart |
 //! | `kubelet-config` | the Talos kubelets run with the kubeadm kubelets' clusterDNS, cluster domain, pod limit, reserved resources and eviction |
 //! | `node-labels` | every kubeadm worker's own labels and taints are those of a worker pool |
 //! | `worker-local-volumes` | no PersistentVolume in use is pinned to a kubeadm worker (a local or hostPath volume, a nodeAffinity naming it) |
@@ -152,6 +154,8 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
     ("cloud-provider", Guard::Check, "the vSphere CPI runs and initialises nodes, so Talos nodes get the vsphere:// providerID Cluster API matches Machines by"),
     ("etcd-db-size", Guard::Check, "the kubeadm etcd database fits the quota a Talos member runs with"),
+    ("etcd-snapshot", Guard::Check, "a whole etcd snapshot (a bbolt database with etcd's SHA-256 after it) of the kubeadm cluster exists before phase control-plane"),
+    ("control-plane-hosts", Guard::Check, "no ESXi host runs more etcd voters (control-plane VMs, and the kubeadm members during phase control-plane) than etcd can lose, and a vSphere tag keeps new control-plane VMs apart"),
     ("kubelet-config", Guard::Check, "the Talos kubelets run with the kubeadm kubelets' clusterDNS, cluster domain, pod limit, reserved resources and eviction"),
     ("node-labels", Guard::Check, "every kubeadm worker's own labels and taints are those of a worker pool"),
     ("worker-local-volumes", Guard::Check, "no PersistentVolume in use is pinned to a kubeadm worker (a local or hostPath volume, a nodeAffinity naming it)"),
@@ -621,13 +625,32 @@ pub static ENTRIES: &[Entry] = &[
         ],
         unless: &[],
         source: "kube-apiserver and etcd logs, `etcdctl endpoint health`",
-        cause: "Fewer than a majority of etcd voters are up. During phase control-plane etcd has the kubeadm and the Talos members (3 + 3 = 6 voters, quorum 4): deleting the Talos control-plane Machines before removing their members (Talos does not leave etcd when powered off), or one ESXi host holding several control-plane VMs, takes 3 of 6 down.",
-        caught_by: &[],
+        cause: "Fewer than a majority of etcd voters are up. During phase control-plane etcd has the kubeadm and the Talos members (3 + 3 = 6 voters, quorum 4): deleting the Talos control-plane Machines before removing their members (Talos does not leave etcd when powered off), or one ESXi host holding several control-plane VMs, takes 3 of 6 down. After the migration one host holding 2 of 3 control-plane VMs is enough; with a Talos VIP the endpoint goes too (only a node with a healthy etcd announces it).",
+        caught_by: &["control-plane-hosts"],
         fix: &[
-            "restore quorum (below); then roll the phase back in the documented order",
-            "afterwards keep the Talos control-plane VMs on separate hosts (below)",
+            "in phase control-plane before the first kubeadm member was removed: restore quorum from one kubeadm member, then roll the phase back in the documented order (below)",
+            "once a kubeadm member was removed, and in phases workers and complete: restore quorum on the Talos side from a snapshot, talking to the nodes at their own addresses (below)",
+            "afterwards keep the control-plane VMs on separate hosts (below; `capstan check --vsphere-inventory` shows where they run)",
         ],
-        procedures: &["restore-quorum", "rollback-control-plane", "anti-affinity"],
+        procedures: &["restore-quorum", "rollback-control-plane", "recover-talos-quorum", "anti-affinity"],
+    },
+    Entry {
+        id: "etcd-snapshot-unusable",
+        title: "An etcd snapshot that etcd will not restore",
+        patterns: &[
+            r"snapshot missing hash but --skip-hash-check=false",
+            r"expected sha256 \[[^\]]*\], got \[",
+            r"sha256 checksum not found",
+        ],
+        unless: &[],
+        source: "`etcdutl snapshot restore`, `etcdctl snapshot restore`, `talosctl bootstrap --recover-from` (the node's log), `talosctl etcd snapshot`",
+        cause: "etcd's snapshot is the database followed by its SHA-256, and the restore checks it. A file without it is a copy of a member's data file (`member/snap/db`, what `talosctl cp` copies when the snapshot API fails) or was cut off; a SHA-256 that does not match means the file was damaged or truncated on its way off the node.",
+        caught_by: &["etcd-snapshot"],
+        fix: &[
+            "a copy of the data file: restore it with `--skip-hash-check` (`etcdutl`) or `--recover-skip-hash-check` (`talosctl bootstrap`), and only such a copy",
+            "otherwise take the snapshot again (below) and check it before you rely on it: `capstan check <cluster directory> --etcd-snapshot <file>`",
+        ],
+        procedures: &["etcd-snapshot", "recover-talos-quorum"],
     },
     // ---- control-plane endpoint -------------------------------------------------------
     Entry {
@@ -1297,6 +1320,15 @@ mod tests {
         apiserver_etcd_request_timed_out:
             r#"E1205 10:00:00.000000       1 status.go:71] apiserver received an error that is not an metav1.Status: &errors.errorString{s:"etcdserver: request timed out"}: etcdserver: request timed out"#
             => ["etcd-quorum-lost"];
+        etcdutl_missing_hash:
+            "Error: snapshot missing hash but --skip-hash-check=false"
+            => ["etcd-snapshot-unusable"];
+        etcdutl_sha_mismatch:
+            "Error: expected sha256 [12 34 56], got [65 43 21]"
+            => ["etcd-snapshot-unusable"];
+        talosctl_snapshot_no_checksum:
+            "error: sha256 checksum not found (size 4096)"
+            => ["etcd-snapshot-unusable"];
         etcd_no_leader:
             r#"{"level":"warn","ts":"2026-12-05T10:00:00.000Z","caller":"etcdserver/util.go:170","msg":"apply request took too long","error":"etcdserver: no leader"}"#
             => ["etcd-quorum-lost"];

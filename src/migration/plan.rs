@@ -29,8 +29,9 @@ use crate::inputs::model::Acknowledgement;
 use crate::inputs::model::{ClusterConfig, EndpointStrategy, Phase, SemVer};
 use crate::migration::check::MANAGEMENT_OBJECTS_COMMAND;
 use crate::procedure::{
-    delete_node_ref_policy_command, Names, ANTI_AFFINITY, DRAIN, DRAIN_PDB, PHASE_ANNOTATION,
-    REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE, ROLLBACK_CONTROL_PLANE, UNPAUSE,
+    delete_node_ref_policy_command, Names, ANTI_AFFINITY, DRAIN, DRAIN_PDB, ETCD_SNAPSHOT,
+    PHASE_ANNOTATION, RECOVER_TALOS_QUORUM, REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE,
+    ROLLBACK_CONTROL_PLANE, UNPAUSE,
 };
 use std::fmt::Write as _;
 
@@ -186,6 +187,10 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 },
                 format!("The vSphere cloud controller manager (kubernetes/cloud-provider-vsphere) runs in the cluster: Talos nodes run kubelet `--cloud-provider=external` and stay tainted `node.cloudprovider.kubernetes.io/uninitialized`, without the `vsphere://` providerID Cluster API matches Machines by, until it initialises them (`capstan check clusters/{name} --nodes nodes.yaml` with `kubectl get nodes -o yaml > nodes.yaml`)."),
                 "Fix the kube-proxy DaemonSet labels (`tier: node`, `k8s-app: kube-proxy`) if `capstan check` reports them.".to_string(),
+                match s.control_plane.as_ref().and_then(|c| c.anti_affinity.as_ref()) {
+                    Some(a) => format!("The control-plane VMs will carry the vSphere tag `{}` (`spec.controlPlane.antiAffinity`): create the VM-VM anti-affinity compute policy on it in vCenter now (procedure \"{}\" in the next phase's runbook).", a.tag_id, ANTI_AFFINITY.title),
+                    None => format!("Set `spec.controlPlane.antiAffinity.tagID` now, while no machine exists (procedure \"{}\" in the next phase's runbook): CAPV makes no anti-affinity for a TalosControlPlane, and a DRS rule over VM names is stale after the first rollout.", ANTI_AFFINITY.title),
+                },
             ];
             if talos_etcd36 {
                 before.push(format!(
@@ -206,11 +211,16 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 "On a kubeadm control-plane node: `etcdctl member list` shows only the kubeadm members, all started.",
             ]);
             section(&mut md, "Next phase", &[&format!(
-                "In `clusters/{name}/cluster.yaml` set `spec.migration.phase: control-plane`, add `acknowledge: [etcd-audit, control-plane-anti-affinity]` after reading the next phase's runbook (`capstan plan` after the edit), keep `etcdMembers` listing every kubeadm etcd member. The TalosControlPlane will get {cp_replicas} replicas at once."
+                "In `clusters/{name}/cluster.yaml` set `spec.migration.phase: control-plane`, add `acknowledge: [etcd-audit, control-plane-anti-affinity]` after reading the next phase's runbook (`capstan plan` after the edit), keep `etcdMembers` listing every kubeadm etcd member. The TalosControlPlane will get {cp_replicas} replicas at once. Right before that commit is synced, take an etcd snapshot of the kubeadm cluster (\"{}\", below): `capstan check` blocks phase control-plane without it.",
+                ETCD_SNAPSHOT.title
             )]);
+            md.push_str(&ETCD_SNAPSHOT.markdown(&names, "##"));
+            md.push('\n');
             section(&mut md, "Roll back", &[&format!("Nothing runs on the workload cluster yet: remove the Application (or `kubectl delete -k` the bundle); the admission policy `{policy}` and its binding are kept by Argo CD (`Delete=false`, like the TalosControlPlane): delete them by hand with the TalosControlPlane. A `status.bootstrapped` already set does no harm while no Talos machine exists.")]);
         }
         Some(Phase::ControlPlane) => {
+            md.push_str(&ETCD_SNAPSHOT.markdown(&names, "##"));
+            md.push('\n');
             section(&mut md, "What the bundle does when synced", &[
                 &format!("Renders TalosControlPlane `{tcp}` with **{cp_replicas} replicas**, the annotation `cluster.x-k8s.io/paused: \"true\"` and the annotation `{PHASE_ANNOTATION}: control-plane`. Worker pools stay at 0."),
                 &guard,
@@ -234,8 +244,8 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             let voters = kubeadm_n + cp_replicas as usize;
             section(&mut md, "Quorum during this phase", &[
                 &format!("etcd has {kubeadm_n} kubeadm and {cp_replicas} Talos members: {voters} voters, quorum {}, so it survives {} members down, and no more: the new Talos VMs may share an ESXi host, and every kubeadm node drained, rebooted or removed counts. Remove the kubeadm members promptly, one at a time.", voters / 2 + 1, voters - (voters / 2 + 1)),
-                "CAPV makes no vSphere cluster module (anti-affinity) for a TalosControlPlane: keep the Talos control-plane VMs on separate hosts (below).",
-                "If etcd loses quorum anyway (`etcdserver: no leader`, `request timed out`): `capstan explain 'etcdserver: no leader'` prints how to restore it from one kubeadm member.",
+                "CAPV makes no vSphere cluster module (anti-affinity) for a TalosControlPlane: keep the control-plane VMs on separate hosts (below), and check where they run before the first kubeadm node is removed (`capstan check --vsphere-inventory`, `control-plane-hosts`).",
+                "If etcd loses quorum anyway (`etcdserver: no leader`, `request timed out`): before the first kubeadm member is removed, restore it from one kubeadm member (`capstan explain 'etcdserver: no leader'`); after, on the Talos side from a snapshot (\"Restore etcd quorum on the Talos control plane\", below).",
             ]);
             md.push_str(&ANTI_AFFINITY.markdown(&names, "##"));
             md.push('\n');
@@ -260,6 +270,8 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
             ]);
             section(&mut md, "Next phase", &[&format!("In the commit that removes the last kubeadm node, set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: its Job lifts the pause once the workload cluster shows no kubeadm etcd member, and the worker pools scale.")]);
             md.push_str(&ROLLBACK_CONTROL_PLANE.markdown(&names, "##"));
+            md.push('\n');
+            md.push_str(&RECOVER_TALOS_QUORUM.markdown(&names, "##"));
             md.push('\n');
         }
         Some(Phase::Workers) => {
@@ -306,6 +318,8 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 "Uncordon the kubeadm workers that are still there, then scale a pool down in `cluster.yaml` (Cluster API drains and removes Talos workers, one eviction at a time).",
                 &format!("Do not revert the phase commit to get back to `control-plane`: that renders every pool at 0 replicas and would drain and delete every Talos worker at once; the admission policy `{keep_policy}` refuses it unless `spec.migration.acknowledge` lists `scale-workers-to-zero`."),
             ]);
+            md.push_str(&RECOVER_TALOS_QUORUM.markdown(&names, "##"));
+            md.push('\n');
         }
         Some(Phase::Complete) | None => {
             let job = format!("Runs Job `{name}-capstan-migration-unpause-control-plane-…`: the guard, and it lifts a pause left from phase control-plane once the workload cluster shows no kubeadm etcd member (`capstan explain 'reconciliation is paused for this object'`).");
@@ -341,7 +355,18 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses. A Talos upgrade is a VM template of the new release (named with it) with `spec.versions.talos` (and `spec.talos.installImage`) in the same commit: `check` blocks a template of another release (`talos-image`); every machine rolls.",
                 &capi_drain,
                 "Rolling machines never upgrades kube-proxy or CoreDNS: Talos applies its bootstrap manifests only when they are missing. After `spec.versions.kubernetes` moves, bump their images yourself (GitOps manifests, or `talosctl upgrade-k8s` for the manifests only; see README \"Upgrades\").",
+                &{
+                    let folder = s.vsphere.as_ref().map_or("<folder>", |v| v.folder.as_str());
+                    let inventory = format!("`govc vm.info -json '{folder}/*' > vms.json`, then `capstan check clusters/{name} --vsphere-inventory vms.json`");
+                    match s.control_plane.as_ref().and_then(|c| c.anti_affinity.as_ref()) {
+                        Some(a) => format!("Every rollout replaces the control-plane VMs: CAPV tags each new one `{}`, and the compute policy on the tag keeps them apart; after a rollout, {inventory} shows that no host runs 2 of them (`control-plane-hosts`).", a.tag_id),
+                        None => format!("Every rollout replaces the control-plane VMs and nothing keeps the new ones apart (CAPV makes no anti-affinity for a TalosControlPlane): set `spec.controlPlane.antiAffinity.tagID` with a compute policy on the tag (procedure \"{}\", README); after a rollout, {inventory} shows where they run.", ANTI_AFFINITY.title),
+                    }
+                },
+                "Take etcd snapshots on a schedule, off the cluster: `talosctl -e <node-ip> -n <node-ip> etcd snapshot <file>` (one node; any healthy control-plane node holds the same data); `capstan check --etcd-snapshot <file>` verifies one. They are what the quorum recovery below restores.",
             ]);
+            md.push_str(&RECOVER_TALOS_QUORUM.markdown(&names, "##"));
+            md.push('\n');
         }
     }
     md
@@ -678,7 +703,22 @@ mod tests {
                 < rollback.find("delete machines.cluster.x-k8s.io").unwrap()
         );
         assert!(cp.contains("etcd has 1 kubeadm and 3 Talos members: 4 voters, quorum 3"));
-        assert!(cp.contains("## Keep the Talos control-plane VMs on separate ESXi hosts"));
+        assert!(cp.contains("## Keep the control-plane VMs on separate ESXi hosts"));
+        // D11: the snapshot comes before anything the sync does, with kubeadm's certificates;
+        // the Talos-side recovery follows the rollback.
+        let snapshot = cp
+            .find("## Take an etcd snapshot before phase control-plane")
+            .unwrap();
+        assert!(snapshot < cp.find("## What the bundle does when synced").unwrap());
+        assert!(cp.contains("--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt"));
+        assert!(
+            cp.find("## Roll back phase control-plane").unwrap()
+                < cp.find("## Restore etcd quorum on the Talos control plane")
+                    .unwrap()
+        );
+        assert!(
+            cp.contains("talosctl -e <node-ip> -n <node-ip> bootstrap --recover-from=db.snapshot")
+        );
         assert!(cp.contains(
             "## Replace a failed Talos control-plane machine during phase control-plane"
         ));
@@ -729,8 +769,20 @@ mod tests {
             reverted.contains("**`spec.migration.acknowledge` lists `scale-workers-to-zero`**: the pools carry `capstan.dev/scale-to-zero: acknowledged`"),
             "{reverted}"
         );
+        assert!(w.contains("## Restore etcd quorum on the Talos control plane"));
+        let prepare_snapshot = prepare.find("## Take an etcd snapshot before phase control-plane");
+        assert!(
+            prepare_snapshot.is_some()
+                && prepare.contains("Set `spec.controlPlane.antiAffinity.tagID` now")
+        );
         let done = runbook_of(&cfg(""));
         assert!(done.contains("phase `none (not migrating)`"));
+        let complete = runbook_of(&cfg("  migration:\n    phase: complete\n"));
+        assert!(
+            complete.contains("## Restore etcd quorum on the Talos control plane")
+                && complete.contains("etcd snapshot <file>")
+                && complete.contains("nothing keeps the new ones apart")
+        );
     }
 
     #[test]

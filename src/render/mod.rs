@@ -608,6 +608,11 @@ impl Renderer {
                 &vsphere_template,
             );
             let mut machine = machine;
+            if let Some(a) = &cp.anti_affinity {
+                // CAPV attaches these tags to every VM cloned from the template, so a
+                // tag-based compute policy keeps every later control-plane VM apart.
+                machine["tagIDs"] = json!([a.tag_id]);
+            }
             let mut labels = json_ctx["labels"].clone();
             if let Some(pool) = json_ctx["endpoint"]["pool"]["name"].as_str() {
                 // Strategy `external`: the control plane's addresses come from its own pool.
@@ -1341,6 +1346,9 @@ fn machine_ctx(
         "template": m.template.clone().unwrap_or_else(|| default_template.to_string()),
         // The control plane's own address pool (strategy `external`), set by the caller.
         "addressPool": Value::Null,
+        // vSphere tag IDs CAPV attaches to the VMs (the control plane's anti-affinity tag),
+        // set by the caller.
+        "tagIDs": Value::Null,
     })
 }
 
@@ -1781,6 +1789,66 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("spec.deletion.nodeDrainTimeoutSeconds"), "{e}");
+    }
+
+    #[test]
+    fn the_anti_affinity_tag_reaches_the_control_plane_template_only() {
+        let r = Renderer::new(&[]).unwrap();
+        let pool = "  workers:\n  - name: general\n    replicas: 1\n    machine: {numCPUs: 2, memoryMiB: 4096}\n";
+        let tag = "urn:vmomi:InventoryServiceTag:3f6c1f0e-8d2a-4c1b-9e57-2b0d6a4e71c5:GLOBAL";
+        let with_tag = |text: &str| {
+            text.replace(
+                "    replicas: 3\n",
+                &format!("    replicas: 3\n    antiAffinity: {{tagID: \"{tag}\"}}\n"),
+            )
+        };
+        for flavour in ["v1beta1", "v1beta2"] {
+            let base = MINIMAL.replace("flavour: v1beta1", &format!("flavour: {flavour}")) + pool;
+            let plain = r.render("cluster.yaml", &config(&base), &[]).unwrap();
+            let tagged = r
+                .render("cluster.yaml", &config(&with_tag(&base)), &[])
+                .unwrap();
+            let templates = |out: &Rendered| -> Vec<(String, Option<Value>)> {
+                out.resources
+                    .iter()
+                    .filter(|x| x.kind() == "VSphereMachineTemplate")
+                    .map(|x| {
+                        (
+                            x.name().to_string(),
+                            x.value.pointer("/spec/template/spec/tagIDs").cloned(),
+                        )
+                    })
+                    .collect()
+            };
+            let (p, t) = (templates(&plain), templates(&tagged));
+            assert!(p.iter().all(|(_, tags)| tags.is_none()), "{flavour}: {p:?}");
+            assert_eq!(t[0].1, Some(json!([tag])), "{flavour}: the control plane's");
+            assert!(
+                t[0].0.starts_with("cluster-cp-") || t[0].0.contains("-cp-"),
+                "{t:?}"
+            );
+            assert_eq!(t[1].1, None, "{flavour}: not the workers'");
+            // The spec changed: the control-plane template is renamed (the machines roll), the
+            // workers' is not.
+            assert_ne!(p[0].0, t[0].0);
+            assert_eq!(p[1].0, t[1].0);
+        }
+        // A display name is refused with the field and what to use instead.
+        let e = r
+            .render(
+                "cluster.yaml",
+                &config(&MINIMAL.replace(
+                    "    replicas: 3\n",
+                    "    replicas: 3\n    antiAffinity: {tagID: lab-f-control-plane}\n",
+                )),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.controlPlane.antiAffinity.tagID") && e.contains("govc tags.create"),
+            "{e}"
+        );
     }
 
     #[test]

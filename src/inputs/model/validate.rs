@@ -351,6 +351,9 @@ impl ClusterConfig {
                         }
                     }
                     v.machine("spec.controlPlane.machine", &cp.machine);
+                    if let Some(a) = &cp.anti_affinity {
+                        v.tag_id("spec.controlPlane.antiAffinity.tagID", &a.tag_id);
+                    }
                 }
             }
         }
@@ -484,8 +487,10 @@ impl ClusterConfig {
                             "spec.migration.acknowledge",
                             "phase `control-plane` requires `control-plane-anti-affinity`: etcd then has the kubeadm \
                              and the Talos members (3 + 3 = 6 voters, quorum 4) and CAPV makes no anti-affinity \
-                             cluster module for a TalosControlPlane, so the Talos control-plane VMs need a DRS \
-                             anti-affinity rule or one ESXi host failure loses quorum (read `capstan plan`)"
+                             cluster module for a TalosControlPlane, so the control-plane VMs need a vCenter compute \
+                             policy on `spec.controlPlane.antiAffinity`'s tag (or a DRS rule), checked with \
+                             `capstan check --vsphere-inventory` before the first kubeadm node is removed, or one ESXi \
+                             host failure loses quorum (read `capstan plan`)"
                                 .into(),
                         );
                     }
@@ -725,6 +730,28 @@ impl Validator {
             );
         }
     }
+    /// A vSphere tag ID in URN notation, as CAPV's `tagIDs` takes it (the v1beta2 CRD
+    /// allows 1 to 1024 characters).
+    fn tag_id(&mut self, path: &str, id: &str) {
+        let prefix = super::TAG_ID_PREFIX;
+        let rest = id.strip_prefix(prefix).unwrap_or("");
+        if rest.is_empty()
+            || id.len() > 1024
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b":-_.".contains(&b))
+        {
+            self.push(
+                path,
+                format!(
+                    "expected a tag ID in URN notation, `{prefix}<uuid>:GLOBAL` (what `govc tags.create` prints, \
+                     or `govc tags.info <tag>` shows as ID), found `{id}`: CAPV attaches tags by ID, and a display \
+                     name fails every VM reconcile"
+                ),
+            );
+        }
+    }
+
     fn machine(&mut self, path: &str, m: &Machine) {
         if m.num_cpus < 2 {
             self.push(

@@ -60,6 +60,11 @@ pub const INPUTS: &[CheckInput] = &[
         source: "`etcdctl endpoint status --cluster -w json` on a kubeadm control-plane node",
     },
     CheckInput {
+        flag: "--etcd-snapshot",
+        placeholder: "etcd-snapshot.db",
+        source: "`etcdctl snapshot save` inside a kubeadm node's etcd Pod, copied off the node (README procedure \"Take an etcd snapshot before phase control-plane\"; phase `control-plane` only)",
+    },
+    CheckInput {
         flag: "--cni-daemonset",
         placeholder: "cni.yaml",
         source: "the CNI's DaemonSet and ConfigMap, e.g. `kubectl -n kube-system get ds/cilium cm/cilium-config -o yaml`",
@@ -102,9 +107,16 @@ pub fn full_command(
 }
 
 /// Inputs `cluster.yaml` alone says the cluster does not need: the kube-proxy DaemonSet
-/// when the cluster runs none.
+/// when the cluster runs none; the etcd snapshot outside phase `control-plane` (it is taken
+/// right before that phase is synced, and is its safety net).
 fn not_needed_by(config: &ClusterConfig, flag: &str) -> bool {
-    flag == "--kube-proxy" && config.spec.kube_proxy.disabled
+    match flag {
+        "--kube-proxy" => config.spec.kube_proxy.disabled,
+        "--etcd-snapshot" => {
+            config.spec.migration.as_ref().map(|m| m.phase) != Some(Phase::ControlPlane)
+        }
+        _ => false,
+    }
 }
 
 impl Cx<'_> {
@@ -124,6 +136,7 @@ impl Cx<'_> {
             "--nodes" => i.nodes.as_ref().map(|x| x.file.clone()),
             "--cni-daemonset" => i.cni.as_ref().map(|x| x.file.clone()),
             "--etcd-status" => i.etcd_status.as_ref().map(|x| x.file.clone()),
+            "--etcd-snapshot" => i.etcd_snapshot.as_ref().map(|x| x.file.clone()),
             "--kubelet-config" => i.kubelet.as_ref().map(|x| x.file.clone()),
             "--providers" => i.providers.as_ref().map(|x| x.file.clone()),
             "--identity" => i
