@@ -190,6 +190,8 @@ pub struct Driver {
     pub rehearsal: Rehearsal,
     /// The longest API gap tolerated (a VIP's failover; none for a load balancer).
     pub gap_tolerance: u64,
+    /// The next step injects a failure: it may end with etcd tolerating none.
+    pub degraded_step: bool,
     step_start: u64,
     gaps_seen: usize,
 }
@@ -221,6 +223,7 @@ impl Driver {
                 steps: Vec::new(),
             },
             gap_tolerance,
+            degraded_step: false,
             step_start: 0,
             gaps_seen: 0,
         }
@@ -270,6 +273,9 @@ impl Driver {
         notes.extend(action(&mut lock(&self.world)));
         if stop.is_none() {
             stop = self.run_until(settled, deadline);
+        }
+        if stop.is_none() && !std::mem::take(&mut self.degraded_step) {
+            stop = quorum_risk(&lock(&self.world));
         }
         let snapshot = snapshot(&lock(&self.world), self.gaps_seen);
         let seconds = snapshot.t - self.step_start;
@@ -331,6 +337,24 @@ fn sync_stop(r: &SyncResult) -> Stop {
         ),
         fix: "the sync failed: read the Job's log (`kubectl logs job/<name>`), fix what it names and sync again (capstan plan)".into(),
     }
+}
+
+/// A step that ends one failure from losing etcd's quorum (two voters or more, as many up
+/// as the quorum): the next machine lost takes the API down.
+fn quorum_risk(w: &World) -> Option<Stop> {
+    let (voters, up, _) = w.etcd_counts();
+    if voters < 2 || up > voters / 2 + 1 {
+        return None;
+    }
+    Some(Stop {
+        kind: "quorum",
+        object: "etcd".into(),
+        condition: format!(
+            "the step ends with etcd tolerating no failure: {voters} voters, {up} up, quorum {}",
+            voters / 2 + 1
+        ),
+        fix: "bring the missing members back (or remove the dead ones and let the control plane replace them) before the next step; `talosctl -n <node IP> etcd members`".into(),
+    })
 }
 
 /// A stop that does not wait for the deadline: quorum lost, the API gone longer than the
@@ -645,4 +669,45 @@ pub fn phases_from(phase: Phase, until: Phase) -> Vec<Phase> {
         .copied()
         .filter(|p| rank(*p) >= rank(phase) && rank(*p) <= rank(until))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rehearse::model::{Facts, World};
+
+    fn world(voters: &[&str], down: &[&str]) -> World {
+        let nodes: Vec<String> = voters
+            .iter()
+            .filter(|n| !down.contains(n))
+            .map(|n| n.to_string())
+            .collect();
+        let mut w = World::kubeadm(Facts::default(), &nodes, &[]);
+        for d in down {
+            w.members.push(crate::rehearse::model::Member {
+                name: d.to_string(),
+                kubeadm: true,
+                learner: false,
+            });
+        }
+        w
+    }
+
+    #[test]
+    fn a_step_one_failure_from_losing_quorum_is_a_stop() {
+        assert_eq!(quorum_risk(&world(&["a", "b", "c"], &[])), None);
+        let stop = quorum_risk(&world(&["a", "b", "c"], &["c"])).unwrap();
+        assert_eq!(stop.kind, "quorum");
+        assert!(
+            stop.condition.contains("3 voters, 2 up, quorum 2"),
+            "{stop:?}"
+        );
+        // Five voters, one down: still one failure to spare.
+        assert_eq!(
+            quorum_risk(&world(&["a", "b", "c", "d", "e"], &["e"])),
+            None
+        );
+        // A single voter tolerates nothing by design: not a risk a step took.
+        assert_eq!(quorum_risk(&world(&["a"], &[])), None);
+    }
 }

@@ -716,6 +716,7 @@ fn operation(
     }
     match op {
         Operation::ReplaceControlPlane => {
+            d.degraded_step = true;
             d.step(
                 &format!("{title}: a control-plane VM fails"),
                 Some(&objs),

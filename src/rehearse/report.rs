@@ -51,8 +51,10 @@ fn etcd_line(s: &Snapshot) -> String {
             )
         })
         .collect();
+    let tolerates = up.saturating_sub(quorum);
     format!(
-        "{voters} voters ({up} up, quorum {quorum}), {learners} learners: {}",
+        "{voters} voters ({up} up, quorum {quorum}, tolerates {tolerates} failure{}), {learners} learners: {}",
+        if tolerates == 1 { "" } else { "s" },
         if members.is_empty() {
             "none".to_string()
         } else {
@@ -145,6 +147,7 @@ fn snapshot_json(s: &Snapshot) -> Value {
         "t": s.t,
         "etcd": {
             "voters": voters, "up": up, "learners": learners, "quorum": voters / 2 + 1,
+            "tolerates": up.saturating_sub(voters / 2 + 1),
             "members": s.members.iter().map(|(n, k, r, alive)| json!({"name": n, "kind": k, "role": r, "up": alive})).collect::<Vec<_>>(),
         },
         "machines": s.machines.iter().map(|(n, have, want, refs, v)| json!({"group": n, "machines": have, "replicas": want, "nodeRefs": refs, "versions": v})).collect::<Vec<_>>(),
