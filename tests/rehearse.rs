@@ -531,3 +531,20 @@ fn a_job_from_an_overlay_is_never_run() {
         .as_ref()
         .is_none_or(|y| y.jobs.iter().all(|(n, _, _)| !n.contains("evil")))));
 }
+
+/// Every operation is on the command line and in README's `--then` table.
+#[test]
+fn every_operation_is_documented_and_on_the_command_line() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let o = capstan(&["rehearse", "--help"], &root());
+    for op in Operation::ALL {
+        let name = op.as_str();
+        assert!(
+            readme.contains(&format!("| `{name}`"))
+                || readme.contains(&format!("`{name}`, `"))
+                || readme.contains(&format!(", `{name}` |")),
+            "README's --then table lacks {name}"
+        );
+        assert!(stdout(&o).contains(name), "--help lacks {name}");
+    }
+}
