@@ -9,6 +9,7 @@
 //! - `../shared/crds/bootstrap.cluster.x-k8s.io_talosconfigtemplates.yaml`
 //! - `../shared/crds/cluster.x-k8s.io_clusters.yaml`
 //! - `../shared/crds/cluster.x-k8s.io_machinedeployments.yaml`
+//! - `../shared/crds/cluster.x-k8s.io_machinehealthchecks.yaml`
 //! - `../shared/crds/controlplane.cluster.x-k8s.io_taloscontrolplanes.yaml`
 //! - `../shared/crds/infrastructure.cluster.x-k8s.io_vsphereclusters.yaml`
 //! - `../shared/crds/infrastructure.cluster.x-k8s.io_vspheremachinetemplates.yaml`
