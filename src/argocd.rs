@@ -594,6 +594,7 @@ mod tests {
             value: json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "metadata": {"name": "c"}}),
             origin: "t".into(),
             raw: None,
+            template: false,
         };
         annotate(&mut r);
         assert_eq!(
@@ -613,6 +614,7 @@ mod tests {
             value: json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {ANN_HOOK: "Sync", ANN_SYNC_WAVE: "5"}}}),
             origin: "t".into(),
             raw: None,
+            template: false,
         };
         annotate(&mut hook);
         assert_eq!(

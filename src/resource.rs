@@ -90,6 +90,10 @@ pub struct Resource {
     /// The exact text to emit instead of serializing `value` (sealed SOPS files pass through
     /// verbatim: re-serializing would break nothing in SOPS, but byte-identity is the point).
     pub raw: Option<Verbatim>,
+    /// Rendered from a template (built in, or an override of a template capstan knows);
+    /// `origin` is then `template <name>`. A file's origin is its path, which a repository
+    /// names as it likes: only this flag says an object came from a template.
+    pub template: bool,
 }
 
 /// A document's text, emitted as it was read.
@@ -182,6 +186,21 @@ pub fn group_of(api_version: &str) -> &str {
 }
 
 impl Resource {
+    /// The template it was rendered from (`v1beta1/cluster.yaml`), if it was.
+    pub fn from_template(&self) -> Option<&str> {
+        if !self.template {
+            return None;
+        }
+        self.origin.strip_prefix("template ")
+    }
+
+    /// One of capstan's migration objects: rendered from `templates/migration/`, which no
+    /// override can replace.
+    pub fn migration_object(&self) -> bool {
+        self.from_template()
+            .is_some_and(|t| t.starts_with("migration/"))
+    }
+
     /// `apiVersion`, or `""`.
     pub fn api_version(&self) -> &str {
         field(&self.value, "apiVersion")
@@ -434,6 +453,7 @@ mod tests {
             value: json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": "ns"}}),
             origin: "t".into(),
             raw: None,
+            template: false,
         };
         let mut v = vec![
             r("MachineDeployment", "cluster.x-k8s.io/v1beta2", "a"),

@@ -108,6 +108,7 @@ fn run_capstan(case: &Case) -> Value {
         value: case.object.clone(),
         origin: "corpus".into(),
         raw: None,
+        template: false,
     }];
     let budget = capstan::inputs::overlay::Budget::new();
     let cluster = capstan::inputs::overlay::ClusterContext {

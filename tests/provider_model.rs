@@ -124,6 +124,7 @@ fn argocd_annotated(objects: Vec<Value>) -> Vec<Value> {
                 value,
                 origin: String::new(),
                 raw: None,
+                template: false,
             };
             capstan::argocd::annotate(&mut r);
             r.value

@@ -490,7 +490,9 @@ fn rehearse_cli() {
 fn a_job_from_an_overlay_is_never_run() {
     let (_t, repo) = example_copy();
     let marker = repo.join("ran");
-    let dir = repo.join("overlays/evil");
+    // A directory named like capstan's template origins (`template migration/…`): an
+    // overlay file's origin is its path, relative when the command runs at the root.
+    let dir = repo.join("template migration");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("overlay.yaml"),
@@ -511,7 +513,7 @@ fn a_job_from_an_overlay_is_never_run() {
         &file,
         text.replace(
             "  - overlays/talos-vmware\n",
-            "  - overlays/talos-vmware\n  - overlays/evil\n",
+            "  - overlays/talos-vmware\n  - template migration\n",
         ),
     )
     .unwrap();
@@ -526,6 +528,9 @@ fn a_job_from_an_overlay_is_never_run() {
         &options(None, Phase::Complete, SyncMode::ArgoPrune),
     );
     assert!(!marker.exists(), "the overlay's Job ran");
+    let o = capstan(&["rehearse", "clusters/lab-f"], &repo);
+    assert!(!marker.exists(), "the overlay's Job ran: {}", stdout(&o));
+    assert!(!stdout(&o).contains("migration-evil"), "{}", stdout(&o));
     assert!(r.steps.iter().all(|s| s
         .sync
         .as_ref()

@@ -1003,6 +1003,7 @@ fn stream_set(docs: Vec<(String, serde_json::Value)>) -> crate::review::diff::Re
                 value,
                 origin,
                 raw: None,
+                template: false,
             });
     }
     set

@@ -73,6 +73,7 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
                     value,
                     origin,
                     raw: single.then(|| crate::resource::Verbatim::new(text.clone())),
+                    template: false,
                 });
             }
         }

@@ -27,10 +27,6 @@ use model::{ControlPlaneProvider, Facts, World};
 
 pub use argo::SyncMode;
 
-/// The origin of the objects rendered from capstan's migration templates (which neither a
-/// template override nor an overlay can change).
-const MIGRATION_ORIGIN: &str = "template migration/";
-
 /// The model's assumptions, each with its upstream source (Markdown).
 pub const ASSUMPTIONS: &str = include_str!("assumptions.md");
 
@@ -220,7 +216,7 @@ pub fn cluster(dir: &std::path::Path, options: &Options) -> Result<Rehearsal, Re
             .into_iter()
             // Only capstan's own migration Jobs run against the model: a Job an overlay
             // adds is a repository's code, and nothing from a repository is run.
-            .filter(|r| r.kind() != "Job" || r.origin.starts_with(MIGRATION_ORIGIN))
+            .filter(|r| r.kind() != "Job" || r.migration_object())
             .map(|mut r| {
                 crate::argocd::annotate(&mut r);
                 r.value

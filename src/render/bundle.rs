@@ -851,6 +851,7 @@ mod tests {
                 // What the reader computed over the text it read.
                 sha256: Some(sha256_hex(text.as_bytes())),
             }),
+            template: false,
         };
         let r = Rendered {
             name: "c1".into(),
@@ -941,6 +942,7 @@ mod tests {
                 value: json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("m{i}")}}),
                 origin: "t".into(),
                 raw: None,
+                template: false,
             })
             .collect();
         Rendered {

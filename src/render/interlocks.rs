@@ -127,10 +127,7 @@ pub(super) fn check_interlocks(
     }
     // Argo CD annotations on the migration objects are the templates' own: the Jobs are
     // `Sync` hooks deleted before the next; nothing else may become a hook or move waves.
-    for r in out
-        .iter()
-        .filter(|r| r.origin.starts_with("template migration/"))
-    {
+    for r in out.iter().filter(|r| r.migration_object()) {
         let ann = resource::at(&r.value, &["metadata", "annotations"]).and_then(Value::as_object);
         for (k, v) in ann.into_iter().flatten() {
             if !k.starts_with("argocd.argoproj.io/") {

@@ -508,6 +508,7 @@ impl Renderer {
                 value: doc,
                 origin: format!("template {name}"),
                 raw: None,
+                template: true,
             });
         }
         Ok(())

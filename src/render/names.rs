@@ -127,6 +127,7 @@ mod tests {
             value: v,
             origin: "test".into(),
             raw: None,
+            template: false,
         }
     }
 

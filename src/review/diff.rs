@@ -1351,6 +1351,7 @@ mod tests {
             value: v,
             origin: "t".into(),
             raw: None,
+            template: false,
         }
     }
 

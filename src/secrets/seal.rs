@@ -551,6 +551,7 @@ pub fn sealed_resources(
                 text: s.text.clone(),
                 sha256: s.sha256.clone(),
             }),
+            template: false,
         });
     }
     Ok(out)

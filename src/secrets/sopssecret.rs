@@ -248,6 +248,7 @@ pub fn check(
         value: doc,
         origin: path.to_string(),
         raw: Some(crate::resource::Verbatim::new(text.to_string())),
+        template: false,
     })
 }
 

@@ -216,6 +216,7 @@ pub fn build(
             value: doc,
             origin,
             raw: None,
+            template: false,
         });
     }
     let mut patches = Vec::with_capacity(spec.patches.len());
@@ -656,7 +657,7 @@ fn undeletable(r: &Resource) -> Option<String> {
     if r.raw.is_some() || matches!(r.kind(), "Secret" | "SopsSecret") {
         return Some("it is a sealed Secret (from `capstan secrets seal`)".into());
     }
-    r.origin.strip_prefix("template ").map(|t| {
+    r.from_template().map(|t| {
         format!(
             "it is rendered from capstan's template `{t}`, and an overlay may delete only objects \
              that overlays add (their `resources`)"
@@ -818,10 +819,7 @@ fn apply_patch(
     let id = before.to_string();
     // capstan's migration objects (the Jobs that guard the bootstrap and the etcd audit,
     // and their RBAC) are checked as a whole afterwards: kept to compare with.
-    let migration = r
-        .origin
-        .starts_with("template migration/")
-        .then(|| r.value.clone());
+    let migration = r.migration_object().then(|| r.value.clone());
     let fail = |operation: Option<String>, message: String| OverlayError::Patch {
         file: overlay.file.clone(),
         patch: p.index,
@@ -1081,6 +1079,7 @@ mod tests {
             value: v,
             origin: "t".into(),
             raw: None,
+            template: false,
         }
     }
 
