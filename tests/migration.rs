@@ -148,7 +148,9 @@ fn keep_workers_policy_refuses_a_revert_to_zero_replicas() {
     assert_eq!(
         policy["spec"]["matchConstraints"]["resourceRules"],
         serde_json::json!([{"apiGroups": ["cluster.x-k8s.io"], "apiVersions": ["*"],
-            "operations": ["UPDATE"], "resources": ["machinedeployments"]}])
+            "operations": ["UPDATE"], "resources": ["machinedeployments"]},
+            {"apiGroups": ["controlplane.cluster.x-k8s.io"], "apiVersions": ["*"],
+            "operations": ["UPDATE"], "resources": ["taloscontrolplanes"]}])
     );
     let expressions = |key: &str| -> Vec<String> {
         policy["spec"][key]
@@ -195,6 +197,36 @@ fn keep_workers_policy_refuses_a_revert_to_zero_replicas() {
         }
         v
     };
+    // The TalosControlPlane: a running, unpaused control plane is never scaled to 0 (a revert
+    // of both phase commits to prepare); a paused one may be (the control-plane rollback).
+    let tcp = |name: &str, replicas: i64, paused: bool| {
+        let mut v = serde_json::json!({
+            "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha3",
+            "kind": "TalosControlPlane",
+            "metadata": {"name": name, "namespace": "lab-f", "annotations": {}},
+            "spec": {"replicas": replicas},
+        });
+        if paused {
+            v["metadata"]["annotations"]["cluster.x-k8s.io/paused"] = "true".into();
+        }
+        v
+    };
+    assert!(
+        !admitted(&tcp("lab-f-cp", 0, false), &tcp("lab-f-cp", 3, false)),
+        "an unpaused control plane of 3 scaled to 0 is refused"
+    );
+    assert!(
+        admitted(&tcp("lab-f-cp", 0, false), &tcp("lab-f-cp", 3, true)),
+        "a paused one may go to 0 (the rollback)"
+    );
+    assert!(admitted(
+        &tcp("lab-f-cp", 5, false),
+        &tcp("lab-f-cp", 3, false)
+    ));
+    assert!(
+        admitted(&tcp("other-cp", 0, false), &tcp("other-cp", 3, false)),
+        "another cluster's control plane"
+    );
     let running = md("lab-f", Some(6), None);
     assert!(
         !admitted(&md("lab-f", Some(0), None), &running),

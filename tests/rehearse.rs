@@ -553,3 +553,65 @@ fn every_operation_is_documented_and_on_the_command_line() {
         assert!(stdout(&o).contains(name), "--help lacks {name}");
     }
 }
+
+/// Review findings: the model's cost is bounded (a pull request cannot make it run for
+/// ever), a MachineHealthCheck's count is read as a count, and a large pool's rollout is
+/// progress, not a stall.
+#[test]
+fn costs_counts_and_large_pools() {
+    let (_t, repo) = example_copy();
+    let file = repo.join("clusters/lab-g/cluster.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let without_autoscaler = text.replace("  - overlays/autoscaler\n", "");
+    // More Machines than the model runs: exit 2, naming the file, at once.
+    std::fs::write(
+        &file,
+        without_autoscaler.replace("    replicas: 4\n", "    replicas: 2147483647\n"),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let o = capstan(&["rehearse", "clusters/lab-g"], &repo);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("clusters/lab-g/cluster.yaml: a rehearsal models at most 300 Machines"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    // maxUnhealthy 0 (a count): one failed worker is never remediated, and the rehearsal
+    // says so.
+    std::fs::write(
+        &file,
+        without_autoscaler.replace("    maxUnhealthy: 1\n", "    maxUnhealthy: 0\n"),
+    )
+    .unwrap();
+    let r = rehearse_dir(
+        &repo.join("clusters/lab-g"),
+        &options(
+            Some(Operation::MhcRemediation),
+            Phase::Complete,
+            SyncMode::ArgoPrune,
+        ),
+    );
+    let stop = r.stop().expect("no remediation at maxUnhealthy 0");
+    assert!(
+        stop.object == "MachineHealthCheck/lab-g-general"
+            && stop.condition.contains("maxUnhealthy 0 allows 0"),
+        "{stop:?}"
+    );
+    // A pool of 45 rolls one machine at a time for hours of model time: done, not a stall.
+    std::fs::write(
+        &file,
+        without_autoscaler.replace("    replicas: 4\n", "    replicas: 45\n"),
+    )
+    .unwrap();
+    let r = rehearse_dir(
+        &repo.join("clusters/lab-g"),
+        &options(
+            Some(Operation::WorkerRollout),
+            Phase::Complete,
+            SyncMode::ArgoPrune,
+        ),
+    );
+    assert_done(&r, "lab-g, 45 workers rolled");
+}

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::admission::Policy;
 use super::jobs::{self, PodRun};
-use super::model::{Md, Mhc, Tcp, World, MANAGER_ARGO};
+use super::model::{MaxUnhealthy, Md, Mhc, Tcp, World, MANAGER_ARGO};
 use super::RehearseError;
 
 /// How git is applied.
@@ -329,6 +329,12 @@ impl World {
                 old["spec"]["replicas"] = Value::from(md.replicas);
             }
         }
+        if kind(o) == "TalosControlPlane" {
+            if let Some(t) = &self.tcp {
+                old["spec"]["replicas"] = Value::from(t.replicas);
+                old["metadata"]["annotations"] = serde_json::json!(t.annotations);
+            }
+        }
         Some(old)
     }
 }
@@ -409,19 +415,25 @@ fn read_object(w: &mut World, o: &Value, mode: SyncMode) {
             let startup = s
                 .get("nodeStartupTimeout")
                 .or_else(|| s.pointer("/checks/nodeStartupTimeoutSeconds"));
-            let max = s
+            // An int-or-string: a count, or a percentage of the Machines (rounded down).
+            let max = match s
                 .get("maxUnhealthy")
                 .or_else(|| s.pointer("/remediation/triggerIf/unhealthyLessThanOrEqualTo"))
-                .and_then(Value::as_str)
-                .and_then(|p| p.trim_end_matches('%').parse().ok())
-                .unwrap_or(100);
+            {
+                Some(Value::Number(n)) => MaxUnhealthy::Count(n.as_u64().unwrap_or(0)),
+                Some(Value::String(t)) => match t.strip_suffix('%') {
+                    Some(p) => MaxUnhealthy::Percent(p.parse().unwrap_or(100)),
+                    None => MaxUnhealthy::Count(t.parse().unwrap_or(0)),
+                },
+                _ => MaxUnhealthy::Percent(100),
+            };
             w.health_checks.insert(
                 name,
                 Mhc {
                     deployment,
                     unhealthy: seconds(unhealthy).unwrap_or(300),
                     startup: seconds(startup).unwrap_or(600),
-                    max_unhealthy_percent: max,
+                    max_unhealthy: max,
                     short_circuit: None,
                 },
             );

@@ -192,6 +192,7 @@ pub struct Driver {
     pub gap_tolerance: u64,
     /// The next step injects a failure: it may end with etcd tolerating none.
     pub degraded_step: bool,
+    started: std::time::Instant,
     step_start: u64,
     gaps_seen: usize,
 }
@@ -224,6 +225,7 @@ impl Driver {
             },
             gap_tolerance,
             degraded_step: false,
+            started: std::time::Instant::now(),
             step_start: 0,
             gaps_seen: 0,
         }
@@ -272,7 +274,7 @@ impl Driver {
         }
         notes.extend(action(&mut lock(&self.world)));
         if stop.is_none() {
-            stop = self.run_until(settled, deadline);
+            stop = self.run_until(settled, deadline)?;
         }
         if stop.is_none() && !std::mem::take(&mut self.degraded_step) {
             stop = quorum_risk(&lock(&self.world));
@@ -291,21 +293,64 @@ impl Driver {
     }
 
     /// Advance until settled, or a stop.
-    fn run_until(&self, settled: &dyn Fn(&World) -> Option<String>, deadline: u64) -> Option<Stop> {
+    /// Advance until settled, a stop, or no progress: a step stalls when nothing a
+    /// controller changes (Machines, nodeRefs, deletions, members, MachineSet sizes) moved
+    /// for [`NO_PROGRESS`] seconds, or at `deadline` (raised to what the cluster's size
+    /// needs: one machine's replacement per 600 s).
+    fn run_until(
+        &self,
+        settled: &dyn Fn(&World) -> Option<String>,
+        deadline: u64,
+    ) -> Result<Option<Stop>, RehearseError> {
         let mut w = lock(&self.world);
-        let end = w.t + deadline;
+        let end = w.t + deadline.max(600 * w.machines.len() as u64);
+        let mut last = (progress(&w), w.t);
         loop {
             if let Some(s) = hazard(&w, self.gaps_seen, self.gap_tolerance) {
-                return Some(s);
+                return Ok(Some(s));
             }
-            let missing = settled(&w);
-            let missing = missing?;
-            if w.t >= end {
-                return Some(diagnose(&w, &missing));
+            let Some(missing) = settled(&w) else {
+                return Ok(None);
+            };
+            let now = progress(&w);
+            if now != last.0 {
+                last = (now, w.t);
+            }
+            if w.t >= end || w.t >= last.1 + NO_PROGRESS {
+                return Ok(Some(diagnose(&w, &missing)));
+            }
+            if self.started.elapsed() > REAL_TIME_BUDGET {
+                return Err(RehearseError::Budget {
+                    seconds: REAL_TIME_BUDGET.as_secs(),
+                });
             }
             w.advance(10);
         }
     }
+}
+
+/// Seconds of model time without progress after which a step has stalled.
+pub const NO_PROGRESS: u64 = 1800;
+
+/// The most real time one rehearsal may take.
+pub const REAL_TIME_BUDGET: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// What moves while a cluster makes progress.
+fn progress(w: &World) -> (usize, usize, usize, Vec<(String, bool)>, u64, usize) {
+    (
+        w.machines.len(),
+        w.machines.iter().filter(|m| m.node_ref.is_some()).count(),
+        w.machines.iter().filter(|m| m.deleting.is_some()).count(),
+        w.members
+            .iter()
+            .map(|m| (m.name.clone(), m.learner))
+            .collect(),
+        w.machine_sets.iter().map(|m| m.replicas).sum(),
+        w.vms
+            .iter()
+            .filter(|v| v.address.is_some() && !v.gone)
+            .count(),
+    )
 }
 
 fn sync_stop(r: &SyncResult) -> Stop {
@@ -513,7 +558,9 @@ pub fn diagnose(w: &World, missing: &str) -> Stop {
 /// the control plane and every pool run as declared, etcd members are the control-plane
 /// Machines, and nothing waits.
 pub fn unsettled(w: &World) -> Option<String> {
-    let tcp = w.tcp.as_ref()?;
+    let Some(tcp) = w.tcp.as_ref() else {
+        return Some("no TalosControlPlane".into());
+    };
     if tcp.annotations.contains_key(ANN_PAUSED) {
         return Some("the control plane is paused".into());
     }

@@ -45,6 +45,22 @@ pub enum RehearseError {
     /// Compiling the templates.
     #[error(transparent)]
     Render(#[from] crate::render::RenderError),
+    /// The cluster is larger than the model runs.
+    #[error("{file}: a rehearsal models at most {max} Machines; this cluster's render declares {machines} (control-plane and worker replicas)")]
+    TooLarge {
+        /// `cluster.yaml`.
+        file: String,
+        /// The Machines the render declares.
+        machines: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The rehearsal took longer than its real-time budget.
+    #[error("the rehearsal ran for over {seconds} s of real time and was stopped")]
+    Budget {
+        /// The budget.
+        seconds: u64,
+    },
     /// The operation does not apply to this cluster.
     #[error("{file}: --then {operation}: {why}")]
     NotApplicable {
@@ -237,8 +253,56 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// The most Machines (control plane and workers, as rendered) a rehearsal models: its cost
+/// grows with their square (every controller looks at every Machine each second).
+pub const MAX_MACHINES: u64 = 300;
+
+/// The Machines a render declares: the TalosControlPlane's replicas and every
+/// MachineDeployment's (the autoscaler's maximum when it sizes the pool).
+pub fn declared_machines(objects: &[Value]) -> u64 {
+    objects
+        .iter()
+        .map(|o| match o["kind"].as_str() {
+            Some("TalosControlPlane") => o["spec"]["replicas"].as_u64().unwrap_or(1),
+            Some("MachineDeployment") => o["spec"]["replicas"].as_u64().unwrap_or_else(|| {
+                crate::resource::autoscaler_sizes(o)
+                    .and_then(|(_, max)| max.parse().ok())
+                    .unwrap_or(1)
+            }),
+            _ => 0,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 /// The rehearsal of a cluster from its configuration.
 pub fn rehearse(
+    file: &str,
+    config: &ClusterConfig,
+    render: &mut Render<'_>,
+    options: &Options,
+) -> Result<Rehearsal, RehearseError> {
+    let too_large = std::cell::Cell::new(None);
+    let mut bounded = |c: &ClusterConfig| -> Result<Vec<Value>, String> {
+        let objects = render(c)?;
+        let n = declared_machines(&objects);
+        if n > MAX_MACHINES {
+            too_large.set(Some(n));
+            return Err(format!("{n} Machines declared, more than the model runs"));
+        }
+        Ok(objects)
+    };
+    let r = rehearse_bounded(file, config, &mut bounded, options)?;
+    match too_large.get() {
+        Some(machines) => Err(RehearseError::TooLarge {
+            file: file.to_string(),
+            machines,
+            max: MAX_MACHINES,
+        }),
+        None => Ok(r),
+    }
+}
+
+fn rehearse_bounded(
     file: &str,
     config: &ClusterConfig,
     render: &mut Render<'_>,
@@ -546,7 +610,7 @@ fn run_phase(
                 &mut |w: &mut World| {
                     let n = w.kubeadm_workers.len();
                     w.kubeadm_workers.clear();
-                    vec![format!("{n} kubeadm workers drained (kubectl drain respects PodDisruptionBudgets) and removed")]
+                    vec![format!("{n} kubeadm workers assumed drained and removed: the model sees no PodDisruptionBudget or Pod (run `capstan check --workloads` before each drain)")]
                 },
                 &unsettled,
                 600,
@@ -633,7 +697,7 @@ fn operation(
     }
     let mut config = phase_config(base, phase, kubeadm_cp);
     let title = format!("--then {}", op.as_str());
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     match op {
         Operation::TalosUpgrade => {
             let old = config.spec.versions.talos.clone();
@@ -884,7 +948,23 @@ fn operation(
                     }
                     _ => {}
                 }
+                let mut n = std::mem::take(&mut notes);
+                n.append(&mut step.notes);
+                step.notes = n;
             }
+            // Going forward again (reverting the revert) is how a revert is undone: the
+            // phase's Job lifts what the reverted render re-applied (the pause), and the
+            // cluster must settle as before.
+            let forward = format!(
+                "{title}: reverted again, git says phase {} once more",
+                phase.as_str()
+            );
+            let Some(objs) =
+                render_or_stop(d, render, &forward, &phase_config(base, phase, kubeadm_cp))
+            else {
+                return Ok(());
+            };
+            d.step(&forward, Some(&objs), &mut |_| Vec::new(), &unsettled, 3600)?;
         }
         _ => {
             d.step(&title, Some(&objs), &mut |_| Vec::new(), &unsettled, 7200)?;

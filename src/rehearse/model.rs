@@ -209,6 +209,40 @@ pub struct Ms {
     pub hold: Option<String>,
 }
 
+/// A MachineHealthCheck's `maxUnhealthy` (`unhealthyLessThanOrEqualTo` in v1beta2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnhealthy {
+    /// A number of Machines.
+    Count(u64),
+    /// A percentage of the Machines it targets, rounded down [A18].
+    Percent(u64),
+}
+
+impl Default for MaxUnhealthy {
+    fn default() -> MaxUnhealthy {
+        MaxUnhealthy::Percent(100)
+    }
+}
+
+impl MaxUnhealthy {
+    /// How many of `machines` may be unhealthy.
+    pub fn allowed(self, machines: u64) -> u64 {
+        match self {
+            MaxUnhealthy::Count(n) => n,
+            MaxUnhealthy::Percent(p) => p * machines / 100,
+        }
+    }
+}
+
+impl std::fmt::Display for MaxUnhealthy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaxUnhealthy::Count(n) => write!(f, "{n}"),
+            MaxUnhealthy::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
 /// A MachineHealthCheck (workers only, as capstan renders them).
 #[derive(Debug, Clone, Default)]
 pub struct Mhc {
@@ -218,8 +252,8 @@ pub struct Mhc {
     pub unhealthy: u64,
     /// Seconds a Machine may wait for its node.
     pub startup: u64,
-    /// `maxUnhealthy` in percent.
-    pub max_unhealthy_percent: u64,
+    /// `maxUnhealthy`.
+    pub max_unhealthy: MaxUnhealthy,
     /// Why its last check did not remediate (more unhealthy Machines than allowed).
     pub short_circuit: Option<String>,
 }
@@ -294,8 +328,10 @@ pub struct World {
     pub machine_sets: Vec<Ms>,
     /// Machines, in creation order.
     pub machines: Vec<Machine>,
-    /// VMs, in creation order.
+    /// VMs, in creation order (add them with [`World::push_vm`]: it keeps the index).
     pub vms: Vec<Vm>,
+    /// Each VM's position in `vms`, by name.
+    pub vm_index: std::collections::HashMap<String, usize>,
     /// Secrets that exist in the cluster's namespace.
     pub secrets: BTreeSet<String>,
     /// Admission policies by name.
@@ -430,7 +466,19 @@ impl World {
 
     /// The VM of a name.
     pub fn vm(&self, name: &str) -> Option<&Vm> {
-        self.vms.iter().find(|v| v.name == name)
+        self.vm_index.get(name).and_then(|&i| self.vms.get(i))
+    }
+
+    /// The VM of a name, to change.
+    pub fn vm_mut(&mut self, name: &str) -> Option<&mut Vm> {
+        let i = *self.vm_index.get(name)?;
+        self.vms.get_mut(i)
+    }
+
+    /// Add a VM.
+    pub fn push_vm(&mut self, vm: Vm) {
+        self.vm_index.insert(vm.name.clone(), self.vms.len());
+        self.vms.push(vm);
     }
 
     /// Whether a VM's kubelet has registered its Node and runs.
@@ -757,7 +805,7 @@ impl World {
             }
         }
         for name in gone {
-            if let Some(v) = self.vms.iter_mut().find(|v| v.name == name) {
+            if let Some(v) = self.vm_mut(&name) {
                 v.gone = true;
             }
             self.machines.retain(|m| m.name != name);
@@ -951,7 +999,7 @@ impl World {
         let Some(first) = names.first().cloned() else {
             return;
         };
-        if let Some(v) = self.vms.iter_mut().find(|v| v.name == first) {
+        if let Some(v) = self.vm_mut(&first) {
             v.own_etcd = true;
         }
         self.note(format!("Bootstrap RPC to {first}"));
@@ -1041,7 +1089,7 @@ impl World {
         }
         let node_after = self.node_after + 3 * (self.vms.len() as u64 % 3);
         let vip_config = control_plane && self.tcp.as_ref().is_some_and(|t| t.vip_config);
-        self.vms.push(Vm {
+        self.push_vm(Vm {
             name: name.clone(),
             control_plane,
             created: self.t,
@@ -1120,9 +1168,10 @@ impl World {
 
     /// A VM fails: powered off, its etcd member (if any) down, its node NotReady.
     pub fn fail_vm(&mut self, name: &str) {
-        if let Some(v) = self.vms.iter_mut().find(|v| v.name == name) {
+        let t = self.t;
+        if let Some(v) = self.vm_mut(name) {
             v.failed = true;
-            v.failed_at = self.t;
+            v.failed_at = t;
         }
         self.note(format!("VM {name} failed"));
     }
@@ -1295,7 +1344,7 @@ impl World {
         } else {
             Some(format!("dhcp:{name}"))
         };
-        self.vms.push(Vm {
+        self.push_vm(Vm {
             name: name.to_string(),
             control_plane,
             created: past,

@@ -227,13 +227,13 @@ impl World {
                 .map(|m| m.name.clone())
                 .collect();
             // maxUnhealthy as a percentage of the Machines, rounded down.
-            let allowed = c.max_unhealthy_percent * mine.len() as u64 / 100;
+            let allowed = c.max_unhealthy.allowed(mine.len() as u64);
             let short = (!unhealthy.is_empty() && unhealthy.len() as u64 > allowed).then(|| {
                 format!(
-                    "remediation short-circuited: {} of {} Machines unhealthy, maxUnhealthy {}% allows {allowed}",
+                    "remediation short-circuited: {} of {} Machines unhealthy, maxUnhealthy {} allows {allowed}",
                     unhealthy.len(),
                     mine.len(),
-                    c.max_unhealthy_percent
+                    c.max_unhealthy
                 )
             });
             if let Some(m) = self

@@ -90,7 +90,14 @@ pub(super) fn check_interlocks(
         None,
         out,
         &keep_workers_policy_name(config),
-        &[("cluster.x-k8s.io", "machinedeployments", "UPDATE")],
+        &[
+            ("cluster.x-k8s.io", "machinedeployments", "UPDATE"),
+            (
+                "controlplane.cluster.x-k8s.io",
+                "taloscontrolplanes",
+                "UPDATE",
+            ),
+        ],
     ) {
         return fail(format!(
             "{message}: the API server must refuse to scale a worker pool with running machines to 0 unless \

@@ -207,14 +207,20 @@ impl Cx<'_> {
             .iter()
             .filter(|v| is_control_plane_machine(&tcp, &v.name))
             .collect();
+        // A VM's name and its node's need not match exactly: vSphere keeps the case it
+        // was given, and an FQDN names the same machine as its short name.
+        let same = |member: &str, vm: &str| {
+            let short = |n: &str| n.split('.').next().unwrap_or(n).to_ascii_lowercase();
+            short(member) == short(vm)
+        };
         let kubeadm: Vec<&VmPlacement> = input
             .value
             .iter()
-            .filter(|v| members.contains(&v.name))
+            .filter(|v| members.iter().any(|m| same(m, &v.name)))
             .collect();
         let missing: Vec<&str> = members
             .iter()
-            .filter(|m| !input.value.iter().any(|v| v.name == **m))
+            .filter(|m| !input.value.iter().any(|v| same(m, &v.name)))
             .map(String::as_str)
             .collect();
         if talos.is_empty() && kubeadm.is_empty() {
@@ -327,6 +333,20 @@ impl Cx<'_> {
                     ),
                 )
                 .fix(fix),
+            );
+        } else if !missing.is_empty() || !hostless.is_empty() {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    format!(
+                        "the {n} etcd voters' hosts are not all known{notes}: whether one host runs more of them than etcd can lose ({tol}) is not checked"
+                    ),
+                )
+                .fix(format!(
+                    "give the inventory of every etcd voter's VM, the kubeadm control-plane VMs included (`govc vm.info -json <vm>…`), so that each shows its `runtime.host`; then {fix}"
+                )),
             );
         } else if tag.is_none() && cp.replicas > 1 {
             out.push(
@@ -488,7 +508,8 @@ mod tests {
                 && f.summary.contains("once the kubeadm members are removed"),
             "{f:#?}"
         );
-        // A member the inventory lacks still votes (here 6 voters, one unknown host).
+        // A member the inventory lacks still votes (here 6 voters, one unknown host), and
+        // its host is unknown: not a pass (review finding).
         let partial = [
             ("cp-1", "host-1"),
             ("cp-2", "host-2"),
@@ -498,9 +519,25 @@ mod tests {
         ];
         let f = finding(&inputs(CP, true, Some(&partial)));
         assert!(
-            f.severity == Severity::Pass
-                && f.summary.contains("the 6 etcd voters")
+            f.severity == Severity::Warning
+                && f.summary
+                    .contains("the 6 etcd voters' hosts are not all known")
                 && f.summary.contains("`cp-3`"),
+            "{f:#?}"
+        );
+        // VM names in another case, or as FQDNs, are the kubeadm members all the same: three
+        // on one host block.
+        let renamed = [
+            ("CP-1", "host-1"),
+            ("cp-2.example.internal", "host-1"),
+            ("cp-3", "host-1"),
+            ("lab-f-cp-x7k2p", "host-3"),
+            ("lab-f-cp-b4n9q", "host-4"),
+            ("lab-f-cp-zz2m4", "host-5"),
+        ];
+        let f = finding(&inputs(CP, true, Some(&renamed)));
+        assert!(
+            f.severity == Severity::Blocking && f.summary.contains("runs 3 of the 6 etcd voters"),
             "{f:#?}"
         );
         // Nothing of the cluster in the file.
