@@ -115,11 +115,13 @@ impl World {
                 "TalosControlPlane {cp} is upgrading (\"ControlPlaneIsStable\" preflight check failed)"
             ));
         }
-        let (ms_v, cp_v) = (semver(&ms.template.2), semver(status));
+        // The skew is against the control plane's spec.version (`contract.ControlPlane().
+        // Version()`), minor against minor, as upstream compares them.
+        let (ms_v, cp_v) = (semver(&ms.template.2), semver(&tcp.version));
         if ms_v.1 > cp_v.1 {
             return Some(format!(
-                "MachineSet version ({}) and ControlPlane version ({status}) do not conform to the kubernetes version skew policy (\"KubernetesVersionSkew\" preflight check failed)",
-                ms.template.2
+                "MachineSet version ({}) and ControlPlane version ({}) do not conform to the kubernetes version skew policy as MachineSet version is higher than ControlPlane version (\"KubernetesVersionSkew\" preflight check failed)",
+                ms.template.2, tcp.version
             ));
         }
         None
