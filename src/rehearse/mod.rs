@@ -192,6 +192,9 @@ fn render_or_stop(
     title: &str,
     config: &ClusterConfig,
 ) -> Option<Vec<Value>> {
+    if d.stopped() {
+        return None;
+    }
     match render(config) {
         Ok(v) => Some(v),
         Err(why) => {
@@ -484,17 +487,16 @@ fn run_phase(
     match phase {
         Phase::Prepare => {
             let t = title("phase prepare: commit synced");
-            let Some(objs) =
-                render_or_stop(d, render, &t, &phase_config(config, phase, kubeadm_cp))
-            else {
-                return Ok(());
-            };
-            d.step(
+            commit_step(
+                d,
+                render,
                 &t,
-                Some(&objs),
+                &phase_config(config, phase, kubeadm_cp),
                 &mut |_| Vec::new(),
                 &|w: &World| {
-                    let t = w.tcp.as_ref()?;
+                    let Some(t) = w.tcp.as_ref() else {
+                        return Some("no TalosControlPlane".into());
+                    };
                     if !t.bootstrapped {
                         return Some("status.bootstrapped is not set".into());
                     }
@@ -506,14 +508,11 @@ fn run_phase(
         }
         Phase::ControlPlane => {
             let t = title("phase control-plane: commit synced (the scale Job opens the window)");
-            let Some(objs) =
-                render_or_stop(d, render, &t, &phase_config(config, phase, kubeadm_cp))
-            else {
-                return Ok(());
-            };
-            d.step(
+            commit_step(
+                d,
+                render,
                 &t,
-                Some(&objs),
+                &phase_config(config, phase, kubeadm_cp),
                 &mut |w: &mut World| {
                     let pool = w.endpoint.pool.clone();
                     if pool.is_empty() {
@@ -523,15 +522,27 @@ fn run_phase(
                     vec!["the load balancer lists the control plane's pool addresses beside the kubeadm nodes (capstan plan)".into()]
                 },
                 &|w: &World| {
-                    let t = w.tcp.as_ref()?;
-                    let cp: Vec<_> = w.machines.iter().filter(|m| m.deployment.is_none()).collect();
+                    let Some(t) = w.tcp.as_ref() else {
+                        return Some("no TalosControlPlane".into());
+                    };
+                    let cp: Vec<_> = w
+                        .machines
+                        .iter()
+                        .filter(|m| m.deployment.is_none())
+                        .collect();
                     if (cp.len() as u64) < t.replicas {
-                        return Some(format!("{} of {} control-plane Machines", cp.len(), t.replicas));
+                        return Some(format!(
+                            "{} of {} control-plane Machines",
+                            cp.len(),
+                            t.replicas
+                        ));
                     }
                     if let Some(m) = cp.iter().find(|m| m.node_ref.is_none()) {
                         return Some(format!("Machine {} has no nodeRef", m.name));
                     }
-                    if w.members.iter().any(|m| m.learner) || (w.talos_members() as u64) < t.replicas {
+                    if w.members.iter().any(|m| m.learner)
+                        || (w.talos_members() as u64) < t.replicas
+                    {
                         return Some("the Talos members are not all voters yet".into());
                     }
                     None
@@ -582,20 +593,18 @@ fn run_phase(
         }
         Phase::Workers => {
             let t = title("phase workers: commit synced (the unpause Job lifts the pause)");
-            let Some(objs) =
-                render_or_stop(d, render, &t, &phase_config(config, phase, kubeadm_cp))
-            else {
-                return Ok(());
-            };
-            d.step(
+            commit_step(
+                d,
+                render,
                 &t,
-                Some(&objs),
+                &phase_config(config, phase, kubeadm_cp),
                 &mut |w: &mut World| {
                     // The VIP is up on the Talos control plane from its first machine: with
                     // the kubeadm control plane gone, the endpoint's name moves to it now, or
                     // a control-plane rollout before phase complete would leave the load
                     // balancer only replaced machines' addresses.
-                    if w.endpoint.vip.is_some() && w.endpoint.holder.is_some() && !w.endpoint.on_vip {
+                    if w.endpoint.vip.is_some() && w.endpoint.holder.is_some() && !w.endpoint.on_vip
+                    {
                         w.endpoint.on_vip = true;
                         return vec!["the endpoint's name now resolves to the VIP (capstan plan, phase workers)".into()];
                     }
@@ -618,14 +627,11 @@ fn run_phase(
         }
         Phase::Complete => {
             let t = title("phase complete: commit synced, the endpoint handed over");
-            let Some(objs) =
-                render_or_stop(d, render, &t, &phase_config(config, phase, kubeadm_cp))
-            else {
-                return Ok(());
-            };
-            d.step(
+            commit_step(
+                d,
+                render,
                 &t,
-                Some(&objs),
+                &phase_config(config, phase, kubeadm_cp),
                 &mut |w: &mut World| {
                     if !w.endpoint.pool.is_empty() {
                         w.endpoint.backends = w.endpoint.pool.clone();
@@ -672,6 +678,24 @@ fn run_phase(
             }
         }
     }
+    Ok(())
+}
+
+/// A step that syncs a commit: the configuration rendered (a refusal stops the rehearsal),
+/// then [`Driver::step`].
+fn commit_step(
+    d: &mut Driver,
+    render: &mut Render<'_>,
+    title: &str,
+    config: &ClusterConfig,
+    action: &mut dyn FnMut(&mut World) -> Vec<String>,
+    settled: &dyn Fn(&World) -> Option<String>,
+    deadline: u64,
+) -> Result<(), RehearseError> {
+    let Some(objs) = render_or_stop(d, render, title, config) else {
+        return Ok(());
+    };
+    d.step(title, Some(&objs), action, settled, deadline)?;
     Ok(())
 }
 
