@@ -126,26 +126,9 @@ pub fn facts(config: &ClusterConfig, objects: &[Value]) -> (Facts, Vec<String>, 
     let pool = objects
         .iter()
         .find(|o| o["kind"] == "InClusterIPPool" && o["metadata"]["name"] == pool_name.as_str())
-        .map(|o| {
-            let strings = |k: &str| -> Vec<String> {
-                o["spec"][k]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            };
-            let ipam = crate::inputs::model::IpamPool {
-                addresses: strings("addresses"),
-                prefix: o["spec"]["prefix"].as_u64().unwrap_or(32) as u32,
-                gateway: o["spec"]["gateway"].as_str().unwrap_or_default().into(),
-                excluded: strings("excludedAddresses"),
-                allocate_reserved: o["spec"]["allocateReservedIPAddresses"].as_bool() == Some(true),
-            };
-            ipam.allocatable()
-                .map(|a| a.iter().map(ToString::to_string).collect())
-                .unwrap_or_default()
-        })
+        .and_then(|o| crate::render::endpoint::pool_spec(o, "the render").ok())
+        .and_then(|ipam| ipam.allocatable().ok())
+        .map(|a| a.iter().map(ToString::to_string).collect())
         .unwrap_or_default();
     let vip = config
         .spec

@@ -236,8 +236,20 @@ const POOL_KINDS: &[&str] = &["InClusterIPPool", "GlobalInClusterIPPool"];
 /// A rendered pool's spec as the IPAM provider reads it; a spec it cannot read is an error
 /// (an unreadable pool cannot be shown not to hand out an address).
 fn pool_view(p: &Resource) -> Result<IpamPool, String> {
-    let spec = &p.value["spec"];
-    let fail = |m: String| format!("{} {} (from {}): {m}", p.kind(), p.name(), p.origin);
+    pool_spec(&p.value, &p.origin)
+}
+
+/// A rendered pool object's spec as the IPAM provider reads it (`origin` names where the
+/// object came from, for the error).
+pub fn pool_spec(pool: &Value, origin: &str) -> Result<IpamPool, String> {
+    let spec = &pool["spec"];
+    let fail = |m: String| {
+        format!(
+            "{} {} (from {origin}): {m}",
+            pool["kind"].as_str().unwrap_or_default(),
+            pool["metadata"]["name"].as_str().unwrap_or_default()
+        )
+    };
     let strings = |k: &str| -> Result<Vec<String>, String> {
         match spec.get(k) {
             None => Ok(Vec::new()),
