@@ -44,21 +44,8 @@ fn admits(w: &World, object: &Value, old: Option<&Value>, rule: (&str, &str, &st
 }
 
 fn machine(name: &str, control_plane: bool) -> Machine {
-    Machine {
-        name: name.into(),
-        deployment: (!control_plane).then(|| "lab-f-general".to_string()),
-        machine_set: None,
-        provider_id: format!("vsphere://{name}"),
-        node_ref: None,
-        addresses: false,
-        version: "v1.30.4".into(),
-        infra_template: String::new(),
-        config: String::new(),
-        created: 0,
-        deleting: None,
-        remediate: false,
-        status_refused: None,
-    }
+    let owner = (!control_plane).then_some(("lab-f-general", "lab-f-general-1"));
+    Machine::new(name, owner, ("v1.30.4", "", ""), 0)
 }
 
 fn run_pod(world: &Arc<Mutex<World>>, script: &str) -> PodRun {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::admission::Policy;
 use super::jobs::{self, PodRun};
-use super::model::{MaxUnhealthy, Md, Mhc, Tcp, World, MANAGER_ARGO};
+use super::model::{lock, MaxUnhealthy, Md, Mhc, Tcp, World, MANAGER_ARGO};
 use super::RehearseError;
 
 /// How git is applied.
@@ -98,10 +98,6 @@ fn sync_options(v: &Value) -> &str {
     v.pointer("/metadata/annotations/argocd.argoproj.io~1sync-options")
         .and_then(Value::as_str)
         .unwrap_or_default()
-}
-
-fn lock(world: &Arc<Mutex<World>>) -> std::sync::MutexGuard<'_, World> {
-    world.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A canonical digest of a JSON value (for "did the config change").

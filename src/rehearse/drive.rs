@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::argo::{self, SyncMode, SyncResult};
-use super::model::{World, ANN_PAUSED, VIP_FAILOVER};
+use super::model::{lock, World, ANN_PAUSED, VIP_FAILOVER};
 use super::RehearseError;
 use crate::inputs::model::Phase;
 
@@ -195,10 +195,6 @@ pub struct Driver {
     started: std::time::Instant,
     step_start: u64,
     gaps_seen: usize,
-}
-
-fn lock(world: &Arc<Mutex<World>>) -> std::sync::MutexGuard<'_, World> {
-    world.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The fix for the leftover nodeRef policy (D1).

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::kubectl::Reply;
-use super::model::World;
+use super::model::{lock, World};
 use super::RehearseError;
 
 const SHIM: &str = r#"#!/bin/sh
@@ -44,10 +44,6 @@ fn job_io(what: &str) -> impl Fn(std::io::Error) -> RehearseError + '_ {
     move |e| RehearseError::Job {
         message: format!("{what}: {e}"),
     }
-}
-
-fn lock(world: &Arc<Mutex<World>>) -> std::sync::MutexGuard<'_, World> {
-    world.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Run one Job script (one pod) against the model.

@@ -181,7 +181,7 @@ fn render_or_stop(
     match render(config) {
         Ok(v) => Some(v),
         Err(why) => {
-            let snapshot = drive::snapshot(&d.world.lock().unwrap_or_else(|e| e.into_inner()), 0);
+            let snapshot = drive::snapshot(&model::lock(&d.world), 0);
             d.rehearsal.steps.push(drive::Step {
                 title: title.to_string(),
                 seconds: 0,
@@ -443,7 +443,7 @@ fn steady_state(d: &mut Driver, objects: &[Value]) -> Result<(), RehearseError> 
         .collect();
     d.sync(&plain)?;
     {
-        let mut w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = model::lock(&d.world);
         w.settle_as_declared();
         w.endpoint.on_vip = w.endpoint.vip.is_some();
     }
@@ -533,7 +533,7 @@ fn run_phase(
                 1800,
             )?;
             {
-                let mut w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                let mut w = model::lock(&d.world);
                 if w.endpoint.pool.is_empty() {
                     let addrs: Vec<String> = w
                         .vms
@@ -558,7 +558,7 @@ fn run_phase(
                     }
                 };
                 let node = node.clone();
-                let start = d.world.lock().unwrap_or_else(|e| e.into_inner()).t;
+                let start = model::lock(&d.world).t;
                 d.step(
                     &t,
                     objs.as_deref(),
@@ -641,7 +641,7 @@ fn run_phase(
                 1800,
             )?;
             let handing_over = {
-                let w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                let w = model::lock(&d.world);
                 w.endpoint.vip.is_some() && !w.endpoint.on_vip
             };
             if handing_over {
@@ -775,7 +775,7 @@ fn operation(
         });
     }
     {
-        let mut w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = model::lock(&d.world);
         w.count_workers_from_now();
         if op == Operation::VipHandover {
             w.endpoint.on_vip = true;
@@ -868,7 +868,7 @@ fn operation(
         }
         Operation::AutoscalerScaleUp => {
             let before: Vec<(String, u64)> = {
-                let w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                let w = model::lock(&d.world);
                 w.deployments
                     .iter()
                     .map(|(k, v)| (k.clone(), v.replicas))
@@ -908,13 +908,13 @@ fn operation(
         }
         Operation::PhaseRevert => {
             let declared: Vec<(String, u64)> = {
-                let w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                let w = model::lock(&d.world);
                 w.deployments
                     .iter()
                     .map(|(k, v)| (k.clone(), v.replicas))
                     .collect()
             };
-            let start = d.world.lock().unwrap_or_else(|e| e.into_inner()).t;
+            let start = model::lock(&d.world).t;
             d.step(
                 &title,
                 Some(&objs),
@@ -923,7 +923,7 @@ fn operation(
                 900,
             )?;
             let dropped: Vec<String> = {
-                let w = d.world.lock().unwrap_or_else(|e| e.into_inner());
+                let w = model::lock(&d.world);
                 declared
                     .iter()
                     .filter_map(|(pool, want)| {

@@ -144,6 +144,41 @@ pub struct Machine {
     pub status_refused: Option<String>,
 }
 
+impl Machine {
+    /// A new Machine (no status yet) of a pool's MachineSet, or of the control plane
+    /// (`owner` `None`), stamped from a template: (version, infrastructure template,
+    /// config).
+    pub fn new(
+        name: &str,
+        owner: Option<(&str, &str)>,
+        (version, infra_template, config): (&str, &str, &str),
+        created: u64,
+    ) -> Machine {
+        Machine {
+            name: name.to_string(),
+            deployment: owner.map(|(d, _)| d.to_string()),
+            machine_set: owner.map(|(_, ms)| ms.to_string()),
+            provider_id: format!("vsphere://{name}"),
+            node_ref: None,
+            addresses: false,
+            version: version.to_string(),
+            infra_template: infra_template.to_string(),
+            config: config.to_string(),
+            created,
+            deleting: None,
+            remediate: false,
+            status_refused: None,
+        }
+    }
+
+    /// The same Machine after Cluster API found its node.
+    fn with_node(mut self) -> Machine {
+        self.node_ref = Some(self.name.clone());
+        self.addresses = true;
+        self
+    }
+}
+
 /// The TalosControlPlane as the management cluster holds it.
 #[derive(Debug, Clone, Default)]
 pub struct Tcp {
@@ -397,6 +432,11 @@ pub struct World {
     pub lowest_workers: BTreeMap<String, u64>,
     /// Events, in order.
     pub log: Vec<String>,
+}
+
+/// The model behind its mutex (a Job's thread that panicked leaves it usable).
+pub(super) fn lock(world: &std::sync::Mutex<World>) -> std::sync::MutexGuard<'_, World> {
+    world.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub(super) fn semver(v: &str) -> (u64, u64, u64) {
@@ -1105,21 +1145,12 @@ impl World {
             vip_config,
             origin: (infra.clone(), config.clone()),
         });
-        self.machines.push(Machine {
-            name: name.clone(),
-            deployment: worker.map(|(d, _)| d.to_string()),
-            machine_set: worker.map(|(_, ms)| ms.name.clone()),
-            provider_id: format!("vsphere://{name}"),
-            node_ref: None,
-            addresses: false,
-            version,
-            infra_template: infra,
-            config,
-            created: self.t,
-            deleting: None,
-            remediate: false,
-            status_refused: None,
-        });
+        self.machines.push(Machine::new(
+            &name,
+            worker.map(|(d, ms)| (d, ms.name.as_str())),
+            (&version, &infra, &config),
+            self.t,
+        ));
         self.note(format!("created Machine {name}"));
         true
     }
@@ -1199,21 +1230,12 @@ impl World {
             .cloned()
             .collect();
         for vm in vms {
-            self.machines.push(Machine {
-                name: vm.name.clone(),
-                deployment: None,
-                machine_set: None,
-                provider_id: format!("vsphere://{}", vm.name),
-                node_ref: None,
-                addresses: false,
-                version: vm.kubernetes.clone(),
-                infra_template: vm.origin.0.clone(),
-                config: vm.origin.1.clone(),
-                created: self.t,
-                deleting: None,
-                remediate: false,
-                status_refused: None,
-            });
+            self.machines.push(Machine::new(
+                &vm.name,
+                None,
+                (&vm.kubernetes, &vm.origin.0, &vm.origin.1),
+                self.t,
+            ));
         }
     }
 
@@ -1241,21 +1263,15 @@ impl World {
                 tcp.vip_config,
                 past,
             );
-            self.machines.push(Machine {
-                name: name.clone(),
-                deployment: None,
-                machine_set: None,
-                provider_id: format!("vsphere://{name}"),
-                node_ref: Some(name.clone()),
-                addresses: true,
-                version: tcp.version.clone(),
-                infra_template: tcp.infra_template.clone(),
-                config: tcp.config.clone(),
-                created: past,
-                deleting: None,
-                remediate: false,
-                status_refused: None,
-            });
+            self.machines.push(
+                Machine::new(
+                    &name,
+                    None,
+                    (&tcp.version, &tcp.infra_template, &tcp.config),
+                    past,
+                )
+                .with_node(),
+            );
             self.members.push(Member {
                 name,
                 kubeadm: false,
@@ -1299,21 +1315,15 @@ impl World {
                     false,
                     past,
                 );
-                self.machines.push(Machine {
-                    name: name.clone(),
-                    deployment: Some(d.clone()),
-                    machine_set: Some(ms.name.clone()),
-                    provider_id: format!("vsphere://{name}"),
-                    node_ref: Some(name),
-                    addresses: true,
-                    version: md.version.clone(),
-                    infra_template: md.infra_template.clone(),
-                    config: md.bootstrap_template.clone(),
-                    created: past,
-                    deleting: None,
-                    remediate: false,
-                    status_refused: None,
-                });
+                self.machines.push(
+                    Machine::new(
+                        &name,
+                        Some((&d, &ms.name)),
+                        (&md.version, &md.infra_template, &md.bootstrap_template),
+                        past,
+                    )
+                    .with_node(),
+                );
             }
             self.machine_sets.push(ms);
         }
