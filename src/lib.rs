@@ -6,7 +6,8 @@
 //!
 //! - shared vocabulary: [`yaml`] (the one YAML crate boundary), [`digest`], [`resource`]
 //!   (Kubernetes objects), [`argocd`] (the Argo CD contract) and [`procedure`] (the
-//!   operator procedures that messages name);
+//!   operator procedures that messages name), [`printable`] (untrusted text escaped for
+//!   printing);
 //! - [`inputs`]: the only reader of project files, and what it reads: `cluster.yaml`
 //!   ([`inputs::model`]), overlays, provider inventories and the kubeadm files;
 //! - [`secrets`]: age, the PKI, the Talos secrets bundle, SOPS files and sealing;
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod digest;
 pub mod inputs;
 pub mod migration;
+pub mod printable;
 pub mod procedure;
 pub mod rehearse;
 pub mod render;

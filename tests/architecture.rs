@@ -17,7 +17,7 @@ fn sources() -> Vec<PathBuf> {
 
 /// The domains, bottom to top. A module imports only from its own domain, the domains
 /// below it, and the shared vocabulary (the top-level modules that are not domains:
-/// `yaml`, `digest`, `resource`, `argocd`, `procedure`), which imports only itself.
+/// `yaml`, `digest`, `resource`, `argocd`, `printable`, `procedure`), which imports only itself.
 const DOMAINS: [&str; 8] = [
     "inputs",
     "secrets",

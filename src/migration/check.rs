@@ -694,18 +694,19 @@ pub fn report_text(inputs: &CheckInputs, findings: &[Finding], colour: bool) -> 
         out.push_str(&paint(code, &format!("{title} ({})", items.len())));
         out.push('\n');
         for f in items {
+            // Findings quote their inputs (names from kubectl, govc, the repository): escaped.
             out.push_str(&format!(
                 "  {} {}  {}\n      {}\n",
                 paint(code, tag),
                 paint("1", f.id),
-                f.field,
-                f.summary
+                crate::printable::escape(&f.field),
+                crate::printable::escape(&f.summary)
             ));
             if let Some(e) = f.cluster_error {
                 out.push_str(&format!("      cluster would show: {e}\n"));
             }
             if let Some(fix) = &f.fix {
-                out.push_str(&format!("      fix: {fix}\n"));
+                out.push_str(&format!("      fix: {}\n", crate::printable::escape(fix)));
             }
         }
     }
@@ -2303,6 +2304,29 @@ mod tests {
         assert_eq!(
             worst(&members("lab-f-general-abc"), "etcd-member-name"),
             Severity::Warning
+        );
+    }
+
+    #[test]
+    fn what_a_finding_quotes_is_printed_escaped() {
+        let i = inputs(MINIMAL);
+        let evil = "a\u{1b}[2J\rPASS \u{202e}x";
+        let fs = vec![Finding::new(
+            "etcd-snapshot",
+            Severity::Blocking,
+            evil.to_string(),
+            evil.to_string(),
+        )
+        .fix(evil)];
+        let plain = report_text(&i, &fs, false);
+        assert!(
+            !plain.contains('\u{1b}') && !plain.contains('\r') && !plain.contains('\u{202e}'),
+            "{plain:?}"
+        );
+        assert_eq!(
+            plain.matches("a\\u{1b}[2J\\u{d}PASS \\u{202e}x").count(),
+            3,
+            "{plain}"
         );
     }
 

@@ -39,12 +39,7 @@ pub fn error_message(text: &str) -> String {
                 let _ = write!(out, "… ({} more characters)", total - shown);
                 break;
             }
-            let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-            if (c.is_control() && c != '\t') || bidi {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            } else {
-                out.push(c);
-            }
+            crate::printable::push(&mut out, c);
         }
     }
     if lines.len() > ERROR_LINES_LIMIT {
