@@ -1254,3 +1254,41 @@ fn what_clusterctl_move_really_saves() {
         w.log.join("\n")
     );
 }
+
+/// A revert of both phase commits after the migration (git says `prepare`: 0 replicas, no
+/// pause) must not scale the running control plane down before the prepare Job can pause
+/// it: the keep-workers policy refuses an unpaused TalosControlPlane going to 0, the sync
+/// fails, and the control plane keeps its machines and its members.
+#[test]
+fn a_revert_to_prepare_never_scales_the_running_control_plane_down() {
+    let world = established();
+    {
+        let mut w = world.lock().unwrap();
+        for n in KUBEADM {
+            w.remove_kubeadm_node(n);
+        }
+    }
+    for phase in ["workers", "complete"] {
+        let runs = argo_sync(&world, &render_phase(phase, &[], &[]));
+        assert!(last_ok(&runs), "{}", show(&runs));
+        world.lock().unwrap().advance(900);
+    }
+    let members = world.lock().unwrap().members.len();
+    let plain: Vec<Value> = render_phase("prepare", &KUBEADM, &[])
+        .into_iter()
+        .filter(|o| !is_hook(o))
+        .collect();
+    let r = argo::sync(&world, &plain, SyncMode::ArgoPrune).unwrap();
+    assert!(
+        r.refused
+            .iter()
+            .any(|e| e.starts_with("TalosControlPlane/lab-f-cp") && e.contains("keep-workers")),
+        "{:?}",
+        r.refused
+    );
+    let mut w = world.lock().unwrap();
+    w.advance(600);
+    assert_eq!(w.tcp.as_ref().unwrap().replicas, 3);
+    assert_eq!((w.cp_machines(), w.members.len()), (3, members));
+    assert_safe(&w, "revert to prepare");
+}
