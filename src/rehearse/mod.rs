@@ -984,3 +984,56 @@ fn operation(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// Every row of the assumptions table is cited by the model's code as `[A<n>]`, and
+    /// every citation names a row.
+    #[test]
+    fn every_assumption_is_cited_and_every_citation_is_a_row() {
+        let rows: BTreeSet<u32> = super::ASSUMPTIONS
+            .lines()
+            .filter_map(|l| l.strip_prefix("| A")?.split(' ').next()?.parse().ok())
+            .collect();
+        let sources = [
+            include_str!("model.rs"),
+            include_str!("workers.rs"),
+            include_str!("admission.rs"),
+            include_str!("argo.rs"),
+            include_str!("kubectl.rs"),
+            include_str!("jobs.rs"),
+            include_str!("clusterctl.rs"),
+        ];
+        let mut cited = BTreeSet::new();
+        for src in sources {
+            for part in src.split('[').skip(1) {
+                let Some(inner) = part.split(']').next() else {
+                    continue;
+                };
+                for item in inner.split(", ") {
+                    let Some(item) = item.strip_prefix('A') else {
+                        continue;
+                    };
+                    let bounds: Vec<u32> =
+                        item.split("-A").filter_map(|n| n.parse().ok()).collect();
+                    match bounds.as_slice() {
+                        [n] => {
+                            cited.insert(*n);
+                        }
+                        [a, b] => cited.extend(*a..=*b),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert_eq!(rows, (1..=34).collect::<BTreeSet<u32>>());
+        let uncited: Vec<&u32> = rows.difference(&cited).collect();
+        let unknown: Vec<&u32> = cited.difference(&rows).collect();
+        assert!(
+            uncited.is_empty() && unknown.is_empty(),
+            "uncited rows {uncited:?}, citations of no row {unknown:?}"
+        );
+    }
+}
