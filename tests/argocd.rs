@@ -619,13 +619,8 @@ fn plugin_yaml_matches_the_cmp_schema() {
         &["capstan", "argocd", "generate"].map(Value::from).to_vec()
     );
     assert!(p["spec"].get("init").is_none());
-    // discover: a cluster directory (the glob is joined to the Application's path).
-    let glob = p["spec"]["discover"]["fileName"].as_str().unwrap();
-    assert!(example().join("clusters/lab-f").join(glob).is_file());
-    assert!(
-        !example().join(glob).exists(),
-        "the repository root is not a cluster directory"
-    );
+    // discover: tried as the cmp server tries it (below).
+    assert!(p["spec"]["discover"]["find"]["glob"].is_string());
     let params = p["spec"]["parameters"]["static"].as_array().unwrap();
     assert_eq!(params.len(), 1);
     assert_eq!(params[0]["name"], cli::PARAM_SECRETS);
@@ -649,6 +644,109 @@ fn plugin_yaml_matches_the_cmp_schema() {
             "spec.{k} is not a ConfigManagementPlugin field"
         );
     }
+}
+
+/// What Argo CD's cmp server answers for a plugin whose config is `plugin` and an
+/// Application at `app` (a directory of the repository copy), as argo-cd v3.5.1 decides it:
+/// - `matchRepository` (cmpserver/plugin/plugin.go:324-377): `discover.fileName` is joined to
+///   the app path and matched with Go's `filepath.Glob` (one directory level, `*` within a
+///   name); else `discover.find.glob` the same way with mattn/go-zglob, where `**/` is zero
+///   or more directories (zglob v0.0.6 zglob.go:105-107, its walk from the pattern's static
+///   prefix 220-283); a `find.command` is not modelled (capstan's plugin has none).
+/// - `cmpSupports` (util/app/discovery/discovery.go:159-216): a plugin without a discover
+///   rule supports every Application that names it; with one, a named plugin is used only
+///   when the rule matches (`could not find cmp-server plugin with name "capstan"
+///   supporting the given repository`), exactly as an unnamed one.
+fn cmp_supports(plugin: &Value, app: &Path, named: bool) -> bool {
+    let discover = &plugin["spec"]["discover"];
+    let matches_rel = |pattern: &str, rel: &str, deep: bool| -> bool {
+        // A segment-wise glob: `**` (zglob only) is any number of segments, `*` any run of
+        // characters but `/`, everything else literal (capstan's patterns use no `?`/`[]`).
+        fn seg(p: &str, s: &str) -> bool {
+            match p.split_once('*') {
+                None => p == s,
+                Some((head, tail)) => {
+                    s.starts_with(head)
+                        && (0..=s.len() - head.len()).any(|i| {
+                            s.is_char_boundary(head.len() + i) && seg(tail, &s[head.len() + i..])
+                        })
+                }
+            }
+        }
+        fn segs(p: &[&str], s: &[&str], deep: bool) -> bool {
+            match p.split_first() {
+                None => s.is_empty(),
+                Some((&"**", rest)) if deep => (0..=s.len()).any(|i| segs(rest, &s[i..], deep)),
+                Some((first, rest)) => {
+                    !s.is_empty() && seg(first, s[0]) && segs(rest, &s[1..], deep)
+                }
+            }
+        }
+        let p: Vec<&str> = pattern
+            .split('/')
+            .filter(|x| !x.is_empty() && *x != ".")
+            .collect();
+        let s: Vec<&str> = rel.split('/').collect();
+        segs(&p, &s, deep)
+    };
+    let found = |pattern: &str, deep: bool| -> bool {
+        walkdir::WalkDir::new(app)
+            .follow_links(false)
+            .min_depth(1)
+            .into_iter()
+            .filter_map(Result::ok)
+            .any(|e| {
+                let rel = e
+                    .path()
+                    .strip_prefix(app)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                matches_rel(pattern, &rel, deep)
+            })
+    };
+    let rule = if let Some(f) = discover["fileName"].as_str() {
+        Some(found(f, false))
+    } else {
+        discover["find"]["glob"].as_str().map(|g| found(g, true))
+    };
+    match rule {
+        None => named,
+        Some(matched) => matched,
+    }
+}
+
+#[test]
+fn argo_cd_uses_the_named_plugin_wherever_generate_renders() {
+    let plugin = parse_file(&deploy().join("plugin.yaml"));
+    let (_t, repo) = example_copy();
+    // The ApplicationSet's Applications (a cluster directory each) and the README's "a
+    // directory of clusters" (the fleet, the repository root): supported and rendered.
+    for app in ["clusters/lab-f", "clusters/lab-g", "clusters", "."] {
+        assert!(
+            cmp_supports(&plugin, &repo.join(app), true),
+            "Argo CD refuses the named plugin for an Application at `{app}`"
+        );
+        ok(&generate(&repo, app, &[(cli::ENV_ARGOCD_SECRETS, "omit")]));
+    }
+    // A directory without clusters: Argo CD refuses it before the plugin runs, as
+    // `generate` would.
+    for app in ["overlays", "testdata"] {
+        assert!(!cmp_supports(&plugin, &repo.join(app), true), "{app}");
+        failed(
+            &generate(&repo, app, &[(cli::ENV_ARGOCD_SECRETS, "omit")]),
+            "cluster",
+        );
+    }
+    // The model tells the old rule from the new: `fileName: ./cluster.yaml` matched only
+    // a cluster directory, so the directory of clusters the README promised was refused.
+    let old: Value = serde_json::json!({"spec": {"discover": {"fileName": "./cluster.yaml"}}});
+    assert!(cmp_supports(&old, &repo.join("clusters/lab-f"), true));
+    assert!(!cmp_supports(&old, &repo.join("clusters"), true));
+    // Without any rule a named plugin is always used (and an unnamed one never).
+    let none: Value = serde_json::json!({"spec": {}});
+    assert!(cmp_supports(&none, &repo.join("overlays"), true));
+    assert!(!cmp_supports(&none, &repo.join("clusters"), false));
 }
 
 #[test]
