@@ -67,7 +67,13 @@ fn edit(path: &Path, from: &str, to: &str) {
 fn run(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
     let mut c = assert_cmd::Command::cargo_bin("capstan").unwrap();
     c.args(args).current_dir(cwd);
-    for v in ["CAPSTAN_AGE_KEY_FILE", "SOPS_AGE_KEY_FILE", "SOPS_AGE_KEY"] {
+    // `CI` too: `--compare-sealed` is refused where it is set.
+    for v in [
+        "CAPSTAN_AGE_KEY_FILE",
+        "SOPS_AGE_KEY_FILE",
+        "SOPS_AGE_KEY",
+        "CI",
+    ] {
         c.env_remove(v);
     }
     c.env("NO_COLOR", "1");
@@ -504,6 +510,272 @@ fn resealed_secret_with_unchanged_plaintext() {
         c,
         "low",
         "without an identity capstan cannot tell"
+    ));
+}
+
+/// Decrypt a sealed file of lab-f in `repo` (the test plays the key holder, to know what a
+/// right guess is).
+fn open_sealed(
+    repo: &Path,
+    identity: &str,
+    file: &str,
+) -> (
+    capstan::secrets::sops::SopsFile,
+    capstan::secrets::sops::Plain,
+) {
+    let path = repo.join("clusters/lab-f/secrets").join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let ids = capstan::secrets::parse_identities("id", &std::fs::read_to_string(identity).unwrap())
+        .unwrap();
+    let sealed = capstan::secrets::sops::SopsFile::parse(file, &text).unwrap();
+    let plain = sealed.decrypt(file, &ids).unwrap();
+    (sealed, plain)
+}
+
+/// What a pull request's author without the key does: seal a guess of the Talos bundle's
+/// etcd encryption key (`secrets.secretboxencryptionsecret`) into `lab-f-talos.yaml` as
+/// `sops` does, with the recipients only (a new data key: every value's ciphertext
+/// changes). `right`: the guess is the sealed value.
+fn seal_bundle_guess(repo: &Path, identity: &str, right: bool) {
+    let (sealed, plain) = open_sealed(repo, identity, "lab-f-talos.yaml");
+    let mut tree = plain.tree().clone();
+    let bundle = B64
+        .decode(tree["data"]["bundle"].as_str().unwrap())
+        .unwrap();
+    let bundle = String::from_utf8(bundle).unwrap();
+    let field = "secretboxencryptionsecret: ";
+    assert_eq!(bundle.matches(field).count(), 1, "one etcd encryption key");
+    let at = bundle.find(field).unwrap() + field.len();
+    let end = at + bundle[at..].find('\n').unwrap();
+    let guess = if right {
+        bundle[at..end].to_string()
+    } else {
+        B64.encode([7u8; 32])
+    };
+    assert_eq!(guess.len(), end - at, "a guess of the same shape");
+    let guessed = format!("{}{guess}{}", &bundle[..at], &bundle[end..]);
+    assert_eq!(guessed == bundle, right);
+    tree["data"]["bundle"] = serde_json::Value::String(B64.encode(guessed.as_bytes()));
+    let recipients: Vec<age::x25519::Recipient> = sealed
+        .recipients()
+        .iter()
+        .map(|r| r.parse().unwrap())
+        .collect();
+    let meta = sealed.metadata();
+    let text = capstan::secrets::sops::encrypt(
+        "lab-f-talos.yaml",
+        &tree,
+        &recipients,
+        meta.rule.clone(),
+        meta.mac_only_encrypted,
+        "2027-01-01T00:00:00Z",
+        None,
+    )
+    .unwrap();
+    std::fs::write(repo.join("clusters/lab-f/secrets/lab-f-talos.yaml"), text).unwrap();
+}
+
+/// What a pull request's author without the key does for the vSphere credentials: `capstan
+/// secrets vsphere-identity` with the username it can guess and a password guess on stdin.
+fn seal_password_guess(p: &Pair, right: bool) {
+    let (_, plain) = open_sealed(&p.a(), &p.identity(), "lab-f-vsphere.yaml");
+    let value = |k: &str| {
+        let v = plain.tree()["data"][k].as_str().unwrap().to_string();
+        String::from_utf8(B64.decode(v).unwrap()).unwrap()
+    };
+    let password = if right {
+        value("password")
+    } else {
+        "not-the-password".to_string()
+    };
+    assert_eq!(password == value("password"), right);
+    let o = assert_cmd::Command::cargo_bin("capstan")
+        .unwrap()
+        .args([
+            "secrets",
+            "vsphere-identity",
+            "b/clusters/lab-f",
+            "--username",
+            &value("username"),
+        ])
+        .current_dir(p.dir())
+        .write_stdin(format!("{password}\n"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// Every report a pull request's author can read (Markdown, text, JSON, each with its exit
+/// code; with the identity CI holds, and without), from the files and from `--git`.
+fn readable_reports(p: &Pair) -> Vec<(String, Option<i32>, String)> {
+    let id = p.identity();
+    let mut out = Vec::new();
+    for format in ["markdown", "text", "json"] {
+        for with in [true, false] {
+            let mut args = vec!["diff", "--verbose", "--format", format];
+            if with {
+                args.extend(["-i", id.as_str()]);
+            }
+            args.extend(["a", "b"]);
+            let o = run(&args, p.dir(), &[]);
+            out.push((args.join(" "), o.status.code(), stdout(&o) + &stderr(&o)));
+        }
+    }
+    // The same through git: side B committed over side A.
+    let repo = p.dir().join("a");
+    git(&["init", "-q", "-b", "main"], &repo);
+    git(&["config", "user.email", "t@example.invalid"], &repo);
+    git(&["config", "user.name", "t"], &repo);
+    commit(&repo, "base");
+    let b = p.b().join("clusters/lab-f/secrets");
+    for f in ["lab-f-talos.yaml", "lab-f-vsphere.yaml"] {
+        std::fs::copy(b.join(f), repo.join("clusters/lab-f/secrets").join(f)).unwrap();
+    }
+    commit(&repo, "guess");
+    for format in ["markdown", "json"] {
+        let args = [
+            "diff",
+            "--git",
+            "HEAD~1..HEAD",
+            "--format",
+            format,
+            "-i",
+            id.as_str(),
+        ];
+        let o = run(&args, &repo, &[]);
+        out.push((args.join(" "), o.status.code(), stdout(&o) + &stderr(&o)));
+    }
+    out
+}
+
+/// Issue 38: a pull request's author without the key re-seals a guess of a sealed value;
+/// no report it can read, nor its exit code, tells a right guess from a wrong one.
+#[test]
+fn a_resealed_guess_reads_the_same_right_or_wrong() {
+    for (what, seal) in [
+        ("the Talos bundle's etcd encryption key", 0),
+        ("the vSphere password", 1),
+    ] {
+        let reports: Vec<_> = [true, false]
+            .into_iter()
+            .map(|right| {
+                let p = Pair::new();
+                match seal {
+                    0 => seal_bundle_guess(&p.b(), &p.identity(), right),
+                    _ => seal_password_guess(&p, right),
+                }
+                readable_reports(&p)
+            })
+            .collect();
+        for ((args, code, right), (_, code_wrong, wrong)) in reports[0].iter().zip(&reports[1]) {
+            assert_eq!(
+                code,
+                &Some(1),
+                "{what}: {args}: a re-seal is a difference\n{right}"
+            );
+            assert_eq!(code, code_wrong, "{what}: {args}: exit codes differ");
+            assert!(
+                right == wrong,
+                "{what}: {args}: the report tells a right guess from a wrong one:\n--- right\n{right}\n--- wrong\n{wrong}"
+            );
+            assert!(right.contains("re-sealed"), "{what}: {args}: {right}");
+            assert!(!right.contains("re-encrypted)"), "{what}: {args}: {right}");
+        }
+    }
+}
+
+/// `--compare-sealed`, a key holder's terminal: the plaintexts compared (a right guess is
+/// re-encrypted, exit 0; a wrong one changed, with the bundle field and its risk); refused
+/// with `--format markdown`, under `$CI` and without an identity.
+#[test]
+fn compare_sealed_tells_them_apart_and_never_writes_markdown() {
+    let mut texts = Vec::new();
+    for right in [true, false] {
+        let p = Pair::new();
+        let id = p.identity();
+        seal_bundle_guess(&p.b(), &id, right);
+        let needles = secret_needles(&[p.a(), p.b()], &id);
+        // Text and JSON (Markdown is refused), each with the exit code, and no value shown.
+        let mut out = Vec::new();
+        for format in ["text", "json"] {
+            let args = [
+                "diff",
+                "--compare-sealed",
+                "-i",
+                &id,
+                "--format",
+                format,
+                "a",
+                "b",
+            ];
+            let o = run(&args, p.dir(), &[]);
+            assert_eq!(
+                o.status.code(),
+                Some(if right { 0 } else { 1 }),
+                "{format}: {}",
+                stderr(&o)
+            );
+            let all = stdout(&o) + &stderr(&o);
+            for n in &needles {
+                assert!(
+                    !all.contains(n.as_str()),
+                    "{format} output leaks a secret value: {n}"
+                );
+            }
+            out.push(stdout(&o));
+        }
+        let json: serde_json::Value = serde_json::from_str(&out[1]).unwrap();
+        assert_eq!(json["sealed"], "compared");
+        let talos = object(cluster(&json, "lab-f"), "Secret", "lab-f-talos").clone();
+        texts.push((out[0].clone(), json, talos));
+        for (args, env, needle) in [
+            (
+                vec![
+                    "diff",
+                    "--compare-sealed",
+                    "-i",
+                    &id,
+                    "--format",
+                    "markdown",
+                    "a",
+                    "b",
+                ],
+                vec![],
+                "--compare-sealed is refused with --format markdown",
+            ),
+            (
+                vec!["diff", "--compare-sealed", "-i", &id, "a", "b"],
+                vec![("CI", "true")],
+                "--compare-sealed is refused where $CI is set",
+            ),
+            (
+                vec!["diff", "--compare-sealed", "--git", "HEAD", "a"],
+                vec![],
+                "--compare-sealed decrypts the sealed values: give an identity",
+            ),
+        ] {
+            let o = run(&args, p.dir(), &env);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stdout(&o));
+            assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+            assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        }
+    }
+    let (right, _, talos) = &texts[0];
+    assert_eq!(talos["status"], "reencrypted", "{talos}");
+    assert!(
+        right.contains("data[\"bundle\"]: unchanged (re-encrypted)"),
+        "{right}"
+    );
+    let (_, wrong, talos) = &texts[1];
+    assert_eq!(talos["status"], "changed", "{talos}");
+    assert_eq!(
+        talos["secret_keys"][0]["fields"][0],
+        "secrets.secretboxencryptionsecret"
+    );
+    assert!(has_risk(
+        cluster(wrong, "lab-f"),
+        "high",
+        "data[\"bundle\"] secrets.secretboxencryptionsecret: the etcd encryption key changes"
     ));
 }
 

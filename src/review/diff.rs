@@ -1310,7 +1310,11 @@ fn certs_of(bytes: Option<&Secret>) -> Vec<CertInfo> {
 /// Talos secrets bundle. With `fields`, every changed fixed field of the bundle is named
 /// too ([`SealedValues::Compared`]); without, only the bundle's `…crt` fields are read, so
 /// nothing returned depends on a secret field.
-fn value_changes(pa: Option<&Secret>, pb: Option<&Secret>, fields: bool) -> (Vec<String>, Vec<CertChange>) {
+fn value_changes(
+    pa: Option<&Secret>,
+    pb: Option<&Secret>,
+    fields: bool,
+) -> (Vec<String>, Vec<CertChange>) {
     let (mut names, mut certificates) = (Vec::new(), Vec::new());
     let (ca, cb) = (certs_of(pa), certs_of(pb));
     if ca != cb {

@@ -1005,29 +1005,34 @@ pub(super) fn secret_risk(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
 /// secrets bundle (its etcd encryption key, service-account key, CA keys, cluster secret)
 /// and the cluster CA, medium for any other value (as a changed value is).
 pub(super) fn resealed_risk(id: &ObjectId, key: &str) -> (Severity, String) {
-    const CONFIRM: &str = "the report reads the same whatever the value is; a key holder compares the values \
-                           with `capstan diff --compare-sealed` (same arguments, on their own terminal)";
+    const CONFIRM: &str =
+        "the report reads the same for any value; a key holder compares the values with \
+                           `capstan diff --compare-sealed` on their own terminal";
     if id.name.ends_with("-talos") {
         (
             Severity::High,
             format!(
-                "{key}: the Talos secrets bundle is re-sealed: if its etcd encryption key, service-account key, a CA \
-                 key or the cluster secret changed, data written with the old encryption key becomes unreadable, \
-                 issued tokens fail with `invalid bearer token` and nodes of the old identity no longer join; {CONFIRM}"
+                "{key}: the Talos secrets bundle is re-sealed, its values not compared: if its etcd encryption key, \
+                 service-account key, a CA key or the cluster secret changed, data written with the old encryption key \
+                 becomes unreadable, issued tokens fail with `invalid bearer token` and nodes of the old identity no \
+                 longer join; {CONFIRM}"
             ),
         )
     } else if id.name.ends_with("-ca") {
         (
             Severity::High,
             format!(
-                "{key}: the cluster CA is re-sealed: if its key changed, certificates it signs no longer match the CA \
-                 certificate (a changed certificate is decoded and reported when an identity is given); {CONFIRM}"
+                "{key}: the cluster CA is re-sealed, its values not compared: if its key changed, certificates it signs \
+                 no longer match the CA certificate (a changed certificate is decoded and reported when an identity is \
+                 given); {CONFIRM}"
             ),
         )
     } else {
         (
             Severity::Medium,
-            format!("{key}: re-sealed: if the value changed, whatever reads it gets the new one; {CONFIRM}"),
+            format!(
+                "{key}: re-sealed, its value not compared: if it changed, whatever reads it gets the new one; {CONFIRM}"
+            ),
         )
     }
 }
