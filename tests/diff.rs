@@ -481,36 +481,81 @@ fn resealed_secret_with_unchanged_plaintext() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let needles = secret_needles(&[p.a(), p.b()], &id);
-    // With an identity (flag or environment): unchanged, exit 0.
-    let o = diff_all(&p, &["-i", &id, "a", "b"], 0, &[], &needles);
-    let c = cluster(&o.json, "lab-f");
-    assert_eq!(c["status"], "unchanged");
-    let ca = object(c, "Secret", "lab-f-ca");
-    assert_eq!(ca["status"], "reencrypted");
-    for k in ca["secret_keys"].as_array().unwrap() {
-        assert_eq!(k["status"], "reencrypted", "{k}");
+    // By default, with an identity (flag or environment) or without: every value whose
+    // ciphertext changed is re-sealed, a difference (exit 1), whatever it holds; the CA's
+    // certificate, decoded with the identity, is the same (no rotation risk).
+    for (args, env) in [
+        (vec!["-i", id.as_str(), "a", "b"], vec![]),
+        (vec!["a", "b"], vec![("SOPS_AGE_KEY_FILE", id.as_str())]),
+        (vec!["a", "b"], vec![]),
+    ] {
+        let o = diff_all(&p, &args, 1, &env, &needles);
+        let c = cluster(&o.json, "lab-f");
+        assert_eq!(c["status"], "changed");
+        let ca = object(c, "Secret", "lab-f-ca");
+        assert_eq!(ca["status"], "changed");
+        for k in ca["secret_keys"].as_array().unwrap() {
+            assert_eq!(k["status"], "re-sealed", "{k}");
+            assert!(k.get("certificates").is_none(), "{k}");
+        }
+        assert!(
+            o.text.contains(
+                "data[\"tls.key\"]: re-sealed (new ciphertext; values are not compared here"
+            ),
+            "{}",
+            o.text
+        );
+        assert!(
+            has_risk(c, "high", "data[\"tls.key\"]: the cluster CA is re-sealed"),
+            "{c}"
+        );
+        assert!(
+            has_risk(
+                c,
+                "high",
+                "data.bundle: the Talos secrets bundle is re-sealed"
+            ),
+            "{c}"
+        );
+        assert!(!has_risk(c, "high", "CA certificate rotated"), "{c}");
+        assert!(!o.text.contains("re-encrypted)"), "{}", o.text);
     }
-    assert!(
-        o.text
-            .contains("data[\"tls.key\"]: unchanged (re-encrypted)"),
-        "{}",
-        o.text
-    );
-    assert!(c["risks"].as_array().unwrap().is_empty());
-    diff_all(&p, &["a", "b"], 0, &[("SOPS_AGE_KEY_FILE", &id)], &needles);
-    // Without: the ciphertext differs, and the report says what an identity would tell.
-    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
-    let c = cluster(&o.json, "lab-f");
-    let ca = object(c, "Secret", "lab-f-ca");
-    assert_eq!(ca["secret_keys"][0]["status"], "ciphertext-differs");
-    assert!(o.text.contains(
-        "data[\"tls.crt\"]: changed (ciphertext differs; pass an identity to tell re-encryption from a new value)"
-    ));
-    assert!(has_risk(
-        c,
-        "low",
-        "without an identity capstan cannot tell"
-    ));
+    // A key holder's terminal: the plaintexts are equal, so the Secrets are re-encrypted,
+    // not a difference (exit 0).
+    for format in ["text", "json"] {
+        let o = run(
+            &[
+                "diff",
+                "--compare-sealed",
+                "-i",
+                &id,
+                "--format",
+                format,
+                "a",
+                "b",
+            ],
+            p.dir(),
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        if format == "text" {
+            assert!(
+                stdout(&o).contains("data[\"tls.key\"]: unchanged (re-encrypted)"),
+                "{}",
+                stdout(&o)
+            );
+            continue;
+        }
+        let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let c = cluster(&json, "lab-f");
+        assert_eq!(c["status"], "unchanged");
+        let ca = object(c, "Secret", "lab-f-ca");
+        assert_eq!(ca["status"], "reencrypted");
+        for k in ca["secret_keys"].as_array().unwrap() {
+            assert_eq!(k["status"], "reencrypted", "{k}");
+        }
+        assert!(c["risks"].as_array().unwrap().is_empty());
+    }
 }
 
 /// Decrypt a sealed file of lab-f in `repo` (the test plays the key holder, to know what a
@@ -763,7 +808,7 @@ fn compare_sealed_tells_them_apart_and_never_writes_markdown() {
     let (right, _, talos) = &texts[0];
     assert_eq!(talos["status"], "reencrypted", "{talos}");
     assert!(
-        right.contains("data[\"bundle\"]: unchanged (re-encrypted)"),
+        right.contains("data.bundle: unchanged (re-encrypted)"),
         "{right}"
     );
     let (_, wrong, talos) = &texts[1];
@@ -775,7 +820,7 @@ fn compare_sealed_tells_them_apart_and_never_writes_markdown() {
     assert!(has_risk(
         cluster(wrong, "lab-f"),
         "high",
-        "data[\"bundle\"] secrets.secretboxencryptionsecret: the etcd encryption key changes"
+        "data.bundle secrets.secretboxencryptionsecret: the etcd encryption key changes"
     ));
 }
 
@@ -820,14 +865,31 @@ fn secret_with_one_changed_key() {
     reseal_ca(&p.b(), &id, &[("tls.key", key.to_vec())]);
     let mut needles = secret_needles(&[p.a(), p.b()], &id);
     needles.push(B64.encode(&key[..]));
-    let o = diff_all(&p, &["-i", &id, "a", "b"], 1, &[], &needles);
-    let c = cluster(&o.json, "lab-f");
+    // By default the changed key is re-sealed, like any value whose ciphertext changed,
+    // with or without an identity; the other keeps its ciphertext.
+    for args in [vec!["-i", id.as_str(), "a", "b"], vec!["a", "b"]] {
+        let o = diff_all(&p, &args, 1, &[], &needles);
+        let c = cluster(&o.json, "lab-f");
+        let ca = object(c, "Secret", "lab-f-ca");
+        assert_eq!(ca["status"], "changed");
+        let keys = ca["secret_keys"].as_array().unwrap();
+        assert_eq!(keys[0]["key"], "data[\"tls.crt\"]");
+        assert_eq!(keys[0]["status"], "unchanged");
+        assert_eq!(keys[1]["key"], "data[\"tls.key\"]");
+        assert_eq!(keys[1]["status"], "re-sealed");
+        assert!(
+            has_risk(c, "high", "data[\"tls.key\"]: the cluster CA is re-sealed"),
+            "{c}"
+        );
+        assert!(!has_risk(c, "medium", "the secret value changes"), "{c}");
+    }
+    // A key holder's terminal: the plaintext changed.
+    let (text, json) = compare_sealed(&p, &["-i", &id, "a", "b"], 1, &needles);
+    let c = cluster(&json, "lab-f");
     let ca = object(c, "Secret", "lab-f-ca");
     assert_eq!(ca["status"], "changed");
     let keys = ca["secret_keys"].as_array().unwrap();
-    assert_eq!(keys[0]["key"], "data[\"tls.crt\"]");
     assert_eq!(keys[0]["status"], "unchanged");
-    assert_eq!(keys[1]["key"], "data[\"tls.key\"]");
     assert_eq!(keys[1]["status"], "changed");
     assert!(ca["fields"].as_array().unwrap().is_empty());
     assert!(has_risk(
@@ -835,17 +897,46 @@ fn secret_with_one_changed_key() {
         "medium",
         "data[\"tls.key\"]: the secret value changes"
     ));
-    assert!(
-        o.text.contains("data[\"tls.key\"]: changed\n"),
-        "{}",
-        o.text
-    );
-    assert!(o.text.contains("data[\"tls.crt\"]: unchanged\n"));
-    // Without an identity the unchanged key keeps its ciphertext, the changed one differs.
-    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
-    let keys = object(cluster(&o.json, "lab-f"), "Secret", "lab-f-ca")["secret_keys"].clone();
-    assert_eq!(keys[0]["status"], "unchanged");
-    assert_eq!(keys[1]["status"], "ciphertext-differs");
+    assert!(text.contains("data[\"tls.key\"]: changed\n"), "{text}");
+    assert!(text.contains("data[\"tls.crt\"]: unchanged\n"));
+}
+
+/// `diff --compare-sealed ARGS` as text and JSON (Markdown is refused), each with exit
+/// `code` and no needle in any output: the text and the JSON.
+fn compare_sealed(
+    p: &Pair,
+    args: &[&str],
+    code: i32,
+    needles: &[String],
+) -> (String, serde_json::Value) {
+    let mut out = Vec::new();
+    for format in ["text", "json"] {
+        let mut full = vec!["diff", "--verbose", "--compare-sealed", "--format", format];
+        full.extend_from_slice(args);
+        let o = run(&full, p.dir(), &[]);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{format}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        let all = stdout(&o) + &stderr(&o);
+        for n in needles {
+            assert!(
+                !all.contains(n.as_str()),
+                "{format} output leaks a secret value: {n}"
+            );
+        }
+        assert!(
+            !all.contains("ENC[") && !all.contains("PRIVATE KEY"),
+            "{format}: {all}"
+        );
+        out.push(stdout(&o));
+    }
+    let json: serde_json::Value = serde_json::from_str(&out[1]).unwrap();
+    assert_eq!(json["sealed"], "compared");
+    (out[0].clone(), json)
 }
 
 #[test]
@@ -868,8 +959,9 @@ fn rotated_ca_certificate_is_summarized() {
     let o = diff_all(&p, &["-i", &id, "a", "b"], 1, &[], &needles);
     let c = cluster(&o.json, "lab-f");
     let ca = object(c, "Secret", "lab-f-ca");
+    // Re-sealed (its value not compared), yet its certificate, public, decoded and compared.
     let crt_key = &ca["secret_keys"][0];
-    assert_eq!(crt_key["status"], "changed");
+    assert_eq!(crt_key["status"], "re-sealed");
     let cert = &crt_key["certificates"][0];
     assert_eq!(cert["after"]["subject"], "CN=rotated-ca");
     assert_eq!(cert["after"]["is_ca"], true);
@@ -1198,6 +1290,33 @@ fn migration_phase_change() {
         .as_array()
         .unwrap()
         .is_empty());
+}
+
+/// Issue 38: in phase `prepare` the control plane has 0 replicas, so a change of its machine
+/// configuration rolls nothing (it said "the provider rolls the control-plane machines").
+#[test]
+fn a_control_plane_config_change_in_prepare_rolls_nothing() {
+    let p = Pair::new();
+    edit(
+        &p.b().join("clusters/lab-f/cluster.yaml"),
+        "timeServers: [ntp1.example.internal, ntp2.example.internal]",
+        "timeServers: [ntp3.example.internal]",
+    );
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    assert!(
+        !has_risk(c, "medium", "rolls the control-plane machines"),
+        "{c}"
+    );
+    assert!(
+        has_risk(
+            c,
+            "low",
+            "no control-plane machine is rolled (replicas 0 → 0, phase `prepare`)"
+        ),
+        "{c}"
+    );
 }
 
 /// D13: a revert of the phase commit (`workers` back to `control-plane`, the kubeadm etcd

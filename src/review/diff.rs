@@ -251,6 +251,7 @@ pub enum SealedValues {
     /// report a pull request's author can read must do: any output that depends on both
     /// sides' plaintexts tells that author whether a value they re-sealed is the old one.
     #[default]
+    #[serde(rename = "re-sealed")]
     Resealed,
     /// By plaintext (`--compare-sealed`, a key holder's terminal): re-encrypted or changed,
     /// the changed fields of a Talos secrets bundle and their risks.
@@ -265,6 +266,7 @@ pub enum SecretStatus {
     Unchanged,
     /// A sealed value with another ciphertext, its plaintext not compared
     /// ([`SealedValues::Resealed`]): a difference, whatever the plaintexts.
+    #[serde(rename = "re-sealed")]
     Resealed,
     /// Different ciphertext, same plaintext ([`SealedValues::Compared`], or a plaintext
     /// Secret written differently).
@@ -1606,6 +1608,83 @@ mod tests {
             "{:?}",
             c.risks
         );
+    }
+
+    #[test]
+    fn a_control_plane_config_change_rolls_nothing_at_0_replicas() {
+        let with_patch = |replicas: i64, ntp: &str| {
+            let mut v = tcp(replicas, "v1.30.4", "v1.10.6", "t");
+            v["spec"]["controlPlaneConfig"]["controlplane"]["strategicPatches"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!(format!("machine:\n  time:\n    servers: [{ntp}]\n")));
+            v
+        };
+        let phase = |mut s: ResourceSet, p: &str| {
+            s.clusters.get_mut("c").unwrap().phase = Some(p.into());
+            s
+        };
+        let rolls = |c: &ClusterDiff| {
+            c.risks
+                .iter()
+                .filter(|r| r.message.contains("rolls the control-plane machines"))
+                .count()
+        };
+        // Phase prepare renders the control plane at 0 replicas: nothing to roll.
+        let c = run(
+            phase(set(vec![with_patch(0, "a")]), "prepare"),
+            phase(set(vec![with_patch(0, "b")]), "prepare"),
+        );
+        assert_eq!(rolls(&c), 0, "{:?}", c.risks);
+        assert!(
+            c.risks.iter().any(|r| r.severity == Severity::Low
+                && r.message.contains(
+                    "no control-plane machine is rolled (replicas 0 → 0, phase `prepare`)"
+                )),
+            "{:?}",
+            c.risks
+        );
+        // Running machines on both sides: they roll.
+        let c = run(set(vec![with_patch(3, "a")]), set(vec![with_patch(3, "b")]));
+        assert_eq!(rolls(&c), 1, "{:?}", c.risks);
+        assert!(c.risks.iter().any(|r| r.severity == Severity::Medium));
+    }
+
+    #[test]
+    fn sealed_values_are_resealed_unless_compared() {
+        // A plaintext Secret's values are in the repository: compared as ever.
+        let plain = |v: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "c"},
+                "stringData": {"token": v}})
+        };
+        let c = run(set(vec![plain("a")]), set(vec![plain("b")]));
+        assert_eq!(c.objects[0].secret_keys[0].status, SecretStatus::Changed);
+        // A sealed one (a `sops` block on either side) is re-sealed, a difference, with one
+        // risk from its name: high for the provider Secrets, medium for any other.
+        for (name, severity) in [("c-talos", Severity::High), ("c-vsphere", Severity::Medium)] {
+            let sealed = |v: &str| {
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "c"},
+                    "data": {"k": v}, "sops": {"mac": "x"}})
+            };
+            let d = diff(
+                &set(vec![sealed("ENC[a]")]),
+                &set(vec![sealed("ENC[b]")]),
+                &Options::default(),
+            );
+            assert!(d.has_differences());
+            let c = &d.clusters[0];
+            assert_eq!(c.objects[0].status, ObjectStatus::Changed);
+            assert_eq!(c.objects[0].secret_keys[0].status, SecretStatus::Resealed);
+            // (The made-up file is also broken: that risk is its own.)
+            let resealed: Vec<&Risk> = c
+                .risks
+                .iter()
+                .filter(|r| r.message.contains("re-sealed"))
+                .collect();
+            assert_eq!(resealed.len(), 1, "{:?}", c.risks);
+            assert_eq!(resealed[0].severity, severity);
+            assert!(resealed[0].message.contains("--compare-sealed"));
+        }
     }
 
     #[test]

@@ -437,11 +437,10 @@ fn sealed_line(diff: &Diff) -> String {
              terminal, never a pull request); values are never shown"
             .into(),
         (SealedValues::Resealed, true) => "sealed values compared by ciphertext: a changed one is re-sealed, whatever \
-             it holds (the identity verifies the new side and decodes certificates); values are never shown"
+             it holds (the identity verifies MACs and decodes certificates); values are never shown"
             .into(),
         (SealedValues::Resealed, false) => "sealed values compared by ciphertext: a changed one is re-sealed, whatever \
-             it holds (no identity given: the new side is not verified, certificates not decoded); values are never \
-             shown"
+             it holds (no identity given: MACs not verified, certificates not decoded); values are never shown"
             .into(),
     }
 }
@@ -639,7 +638,13 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     for l in scope_lines(diff) {
         let _ = writeln!(head, "_{}_\n", md_escape(&l));
     }
-    let _ = writeln!(head, "_{}_\n", md_escape(&sealed_line(diff)));
+    let sealed = sealed_line(diff);
+    let _ = writeln!(
+        head,
+        "_{}{}_\n",
+        sealed[..1].to_ascii_uppercase(),
+        md_escape(&sealed[1..])
+    );
     let _ = writeln!(
         head,
         "| cluster | status | changed | replaced | added | removed | re-encrypted | risks |\n|---|---|--:|--:|--:|--:|--:|---|"
