@@ -67,7 +67,13 @@ fn edit(path: &Path, from: &str, to: &str) {
 fn run(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
     let mut c = assert_cmd::Command::cargo_bin("capstan").unwrap();
     c.args(args).current_dir(cwd);
-    for v in ["CAPSTAN_AGE_KEY_FILE", "SOPS_AGE_KEY_FILE", "SOPS_AGE_KEY"] {
+    // `CI` too: `--compare-sealed` is refused where it is set.
+    for v in [
+        "CAPSTAN_AGE_KEY_FILE",
+        "SOPS_AGE_KEY_FILE",
+        "SOPS_AGE_KEY",
+        "CI",
+    ] {
         c.env_remove(v);
     }
     c.env("NO_COLOR", "1");
@@ -475,35 +481,346 @@ fn resealed_secret_with_unchanged_plaintext() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let needles = secret_needles(&[p.a(), p.b()], &id);
-    // With an identity (flag or environment): unchanged, exit 0.
-    let o = diff_all(&p, &["-i", &id, "a", "b"], 0, &[], &needles);
-    let c = cluster(&o.json, "lab-f");
-    assert_eq!(c["status"], "unchanged");
-    let ca = object(c, "Secret", "lab-f-ca");
-    assert_eq!(ca["status"], "reencrypted");
-    for k in ca["secret_keys"].as_array().unwrap() {
-        assert_eq!(k["status"], "reencrypted", "{k}");
+    // By default, with an identity (flag or environment) or without: every value whose
+    // ciphertext changed is re-sealed, a difference (exit 1), whatever it holds; the CA's
+    // certificate, decoded with the identity, is the same (no rotation risk).
+    for (args, env) in [
+        (vec!["-i", id.as_str(), "a", "b"], vec![]),
+        (vec!["a", "b"], vec![("SOPS_AGE_KEY_FILE", id.as_str())]),
+        (vec!["a", "b"], vec![]),
+    ] {
+        let o = diff_all(&p, &args, 1, &env, &needles);
+        let c = cluster(&o.json, "lab-f");
+        assert_eq!(c["status"], "changed");
+        let ca = object(c, "Secret", "lab-f-ca");
+        assert_eq!(ca["status"], "changed");
+        for k in ca["secret_keys"].as_array().unwrap() {
+            assert_eq!(k["status"], "re-sealed", "{k}");
+            assert!(k.get("certificates").is_none(), "{k}");
+        }
+        assert!(
+            o.text.contains(
+                "data[\"tls.key\"]: re-sealed (new ciphertext; values are not compared here"
+            ),
+            "{}",
+            o.text
+        );
+        assert!(
+            has_risk(c, "high", "data[\"tls.key\"]: the cluster CA is re-sealed"),
+            "{c}"
+        );
+        assert!(
+            has_risk(
+                c,
+                "high",
+                "data.bundle: the Talos secrets bundle is re-sealed"
+            ),
+            "{c}"
+        );
+        assert!(!has_risk(c, "high", "CA certificate rotated"), "{c}");
+        assert!(!o.text.contains("re-encrypted)"), "{}", o.text);
     }
+    // A key holder's terminal: the plaintexts are equal, so the Secrets are re-encrypted,
+    // not a difference (exit 0).
+    for format in ["text", "json"] {
+        let o = run(
+            &[
+                "diff",
+                "--compare-sealed",
+                "-i",
+                &id,
+                "--format",
+                format,
+                "a",
+                "b",
+            ],
+            p.dir(),
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        if format == "text" {
+            assert!(
+                stdout(&o).contains("data[\"tls.key\"]: unchanged (re-encrypted)"),
+                "{}",
+                stdout(&o)
+            );
+            continue;
+        }
+        let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let c = cluster(&json, "lab-f");
+        assert_eq!(c["status"], "unchanged");
+        let ca = object(c, "Secret", "lab-f-ca");
+        assert_eq!(ca["status"], "reencrypted");
+        for k in ca["secret_keys"].as_array().unwrap() {
+            assert_eq!(k["status"], "reencrypted", "{k}");
+        }
+        assert!(c["risks"].as_array().unwrap().is_empty());
+    }
+}
+
+/// Decrypt a sealed file of lab-f in `repo` (the test plays the key holder, to know what a
+/// right guess is).
+fn open_sealed(
+    repo: &Path,
+    identity: &str,
+    file: &str,
+) -> (
+    capstan::secrets::sops::SopsFile,
+    capstan::secrets::sops::Plain,
+) {
+    let path = repo.join("clusters/lab-f/secrets").join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let ids = capstan::secrets::parse_identities("id", &std::fs::read_to_string(identity).unwrap())
+        .unwrap();
+    let sealed = capstan::secrets::sops::SopsFile::parse(file, &text).unwrap();
+    let plain = sealed.decrypt(file, &ids).unwrap();
+    (sealed, plain)
+}
+
+/// What a pull request's author without the key does: seal a guess of the Talos bundle's
+/// etcd encryption key (`secrets.secretboxencryptionsecret`) into `lab-f-talos.yaml` as
+/// `sops` does, with the recipients only (a new data key: every value's ciphertext
+/// changes). `right`: the guess is the sealed value.
+fn seal_bundle_guess(repo: &Path, identity: &str, right: bool) {
+    let (sealed, plain) = open_sealed(repo, identity, "lab-f-talos.yaml");
+    let mut tree = plain.tree().clone();
+    let bundle = B64
+        .decode(tree["data"]["bundle"].as_str().unwrap())
+        .unwrap();
+    let bundle = String::from_utf8(bundle).unwrap();
+    let field = "secretboxencryptionsecret: ";
+    assert_eq!(bundle.matches(field).count(), 1, "one etcd encryption key");
+    let at = bundle.find(field).unwrap() + field.len();
+    let end = at + bundle[at..].find('\n').unwrap();
+    let guess = if right {
+        bundle[at..end].to_string()
+    } else {
+        B64.encode([7u8; 32])
+    };
+    assert_eq!(guess.len(), end - at, "a guess of the same shape");
+    let guessed = format!("{}{guess}{}", &bundle[..at], &bundle[end..]);
+    assert_eq!(guessed == bundle, right);
+    tree["data"]["bundle"] = serde_json::Value::String(B64.encode(guessed.as_bytes()));
+    let recipients: Vec<age::x25519::Recipient> = sealed
+        .recipients()
+        .iter()
+        .map(|r| r.parse().unwrap())
+        .collect();
+    let meta = sealed.metadata();
+    let text = capstan::secrets::sops::encrypt(
+        "lab-f-talos.yaml",
+        &tree,
+        &recipients,
+        meta.rule.clone(),
+        meta.mac_only_encrypted,
+        "2027-01-01T00:00:00Z",
+        None,
+    )
+    .unwrap();
+    std::fs::write(repo.join("clusters/lab-f/secrets/lab-f-talos.yaml"), text).unwrap();
+}
+
+/// What a pull request's author without the key does for the vSphere credentials: `capstan
+/// secrets vsphere-identity` with the username it can guess and a password guess on stdin.
+fn seal_password_guess(p: &Pair, right: bool) {
+    let (_, plain) = open_sealed(&p.a(), &p.identity(), "lab-f-vsphere.yaml");
+    let value = |k: &str| {
+        let v = plain.tree()["data"][k].as_str().unwrap().to_string();
+        String::from_utf8(B64.decode(v).unwrap()).unwrap()
+    };
+    let password = if right {
+        value("password")
+    } else {
+        "not-the-password".to_string()
+    };
+    assert_eq!(password == value("password"), right);
+    let o = assert_cmd::Command::cargo_bin("capstan")
+        .unwrap()
+        .args([
+            "secrets",
+            "vsphere-identity",
+            "b/clusters/lab-f",
+            "--username",
+            &value("username"),
+        ])
+        .current_dir(p.dir())
+        .write_stdin(format!("{password}\n"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// Every report a pull request's author can read (Markdown, text, JSON, each with its exit
+/// code; with the identity CI holds, and without), from the files and from `--git`.
+fn readable_reports(p: &Pair) -> Vec<(String, Option<i32>, String)> {
+    let id = p.identity();
+    let mut out = Vec::new();
+    for format in ["markdown", "text", "json"] {
+        for with in [true, false] {
+            let mut args = vec!["diff", "--verbose", "--format", format];
+            if with {
+                args.extend(["-i", id.as_str()]);
+            }
+            args.extend(["a", "b"]);
+            let o = run(&args, p.dir(), &[]);
+            out.push((args.join(" "), o.status.code(), stdout(&o) + &stderr(&o)));
+        }
+    }
+    // The same through git: side B committed over side A.
+    let repo = p.dir().join("a");
+    git(&["init", "-q", "-b", "main"], &repo);
+    git(&["config", "user.email", "t@example.invalid"], &repo);
+    git(&["config", "user.name", "t"], &repo);
+    commit(&repo, "base");
+    let b = p.b().join("clusters/lab-f/secrets");
+    for f in ["lab-f-talos.yaml", "lab-f-vsphere.yaml"] {
+        std::fs::copy(b.join(f), repo.join("clusters/lab-f/secrets").join(f)).unwrap();
+    }
+    commit(&repo, "guess");
+    for format in ["markdown", "json"] {
+        let args = [
+            "diff",
+            "--git",
+            "HEAD~1..HEAD",
+            "--format",
+            format,
+            "-i",
+            id.as_str(),
+        ];
+        let o = run(&args, &repo, &[]);
+        out.push((args.join(" "), o.status.code(), stdout(&o) + &stderr(&o)));
+    }
+    out
+}
+
+/// Issue 38: a pull request's author without the key re-seals a guess of a sealed value;
+/// no report it can read, nor its exit code, tells a right guess from a wrong one.
+#[test]
+fn a_resealed_guess_reads_the_same_right_or_wrong() {
+    for (what, seal) in [
+        ("the Talos bundle's etcd encryption key", 0),
+        ("the vSphere password", 1),
+    ] {
+        let reports: Vec<_> = [true, false]
+            .into_iter()
+            .map(|right| {
+                let p = Pair::new();
+                match seal {
+                    0 => seal_bundle_guess(&p.b(), &p.identity(), right),
+                    _ => seal_password_guess(&p, right),
+                }
+                readable_reports(&p)
+            })
+            .collect();
+        for ((args, code, right), (_, code_wrong, wrong)) in reports[0].iter().zip(&reports[1]) {
+            assert_eq!(
+                code,
+                &Some(1),
+                "{what}: {args}: a re-seal is a difference\n{right}"
+            );
+            assert_eq!(code, code_wrong, "{what}: {args}: exit codes differ");
+            assert!(
+                right == wrong,
+                "{what}: {args}: the report tells a right guess from a wrong one:\n--- right\n{right}\n--- wrong\n{wrong}"
+            );
+            assert!(right.contains("re-sealed"), "{what}: {args}: {right}");
+            assert!(!right.contains("re-encrypted)"), "{what}: {args}: {right}");
+        }
+    }
+}
+
+/// `--compare-sealed`, a key holder's terminal: the plaintexts compared (a right guess is
+/// re-encrypted, exit 0; a wrong one changed, with the bundle field and its risk); refused
+/// with `--format markdown`, under `$CI` and without an identity.
+#[test]
+fn compare_sealed_tells_them_apart_and_never_writes_markdown() {
+    let mut texts = Vec::new();
+    for right in [true, false] {
+        let p = Pair::new();
+        let id = p.identity();
+        seal_bundle_guess(&p.b(), &id, right);
+        let needles = secret_needles(&[p.a(), p.b()], &id);
+        // Text and JSON (Markdown is refused), each with the exit code, and no value shown.
+        let mut out = Vec::new();
+        for format in ["text", "json"] {
+            let args = [
+                "diff",
+                "--compare-sealed",
+                "-i",
+                &id,
+                "--format",
+                format,
+                "a",
+                "b",
+            ];
+            let o = run(&args, p.dir(), &[]);
+            assert_eq!(
+                o.status.code(),
+                Some(if right { 0 } else { 1 }),
+                "{format}: {}",
+                stderr(&o)
+            );
+            let all = stdout(&o) + &stderr(&o);
+            for n in &needles {
+                assert!(
+                    !all.contains(n.as_str()),
+                    "{format} output leaks a secret value: {n}"
+                );
+            }
+            out.push(stdout(&o));
+        }
+        let json: serde_json::Value = serde_json::from_str(&out[1]).unwrap();
+        assert_eq!(json["sealed"], "compared");
+        let talos = object(cluster(&json, "lab-f"), "Secret", "lab-f-talos").clone();
+        texts.push((out[0].clone(), json, talos));
+        for (args, env, needle) in [
+            (
+                vec![
+                    "diff",
+                    "--compare-sealed",
+                    "-i",
+                    &id,
+                    "--format",
+                    "markdown",
+                    "a",
+                    "b",
+                ],
+                vec![],
+                "--compare-sealed is refused with --format markdown",
+            ),
+            (
+                vec!["diff", "--compare-sealed", "-i", &id, "a", "b"],
+                vec![("CI", "true")],
+                "--compare-sealed is refused where $CI is set",
+            ),
+            (
+                vec!["diff", "--compare-sealed", "--git", "HEAD", "a"],
+                vec![],
+                "--compare-sealed decrypts the sealed values: give an identity",
+            ),
+        ] {
+            let o = run(&args, p.dir(), &env);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stdout(&o));
+            assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+            assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        }
+    }
+    let (right, _, talos) = &texts[0];
+    assert_eq!(talos["status"], "reencrypted", "{talos}");
     assert!(
-        o.text
-            .contains("data[\"tls.key\"]: unchanged (re-encrypted)"),
-        "{}",
-        o.text
+        right.contains("data.bundle: unchanged (re-encrypted)"),
+        "{right}"
     );
-    assert!(c["risks"].as_array().unwrap().is_empty());
-    diff_all(&p, &["a", "b"], 0, &[("SOPS_AGE_KEY_FILE", &id)], &needles);
-    // Without: the ciphertext differs, and the report says what an identity would tell.
-    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
-    let c = cluster(&o.json, "lab-f");
-    let ca = object(c, "Secret", "lab-f-ca");
-    assert_eq!(ca["secret_keys"][0]["status"], "ciphertext-differs");
-    assert!(o.text.contains(
-        "data[\"tls.crt\"]: changed (ciphertext differs; pass an identity to tell re-encryption from a new value)"
-    ));
+    let (_, wrong, talos) = &texts[1];
+    assert_eq!(talos["status"], "changed", "{talos}");
+    assert_eq!(
+        talos["secret_keys"][0]["fields"][0],
+        "secrets.secretboxencryptionsecret"
+    );
     assert!(has_risk(
-        c,
-        "low",
-        "without an identity capstan cannot tell"
+        cluster(wrong, "lab-f"),
+        "high",
+        "data.bundle secrets.secretboxencryptionsecret: the etcd encryption key changes"
     ));
 }
 
@@ -548,14 +865,31 @@ fn secret_with_one_changed_key() {
     reseal_ca(&p.b(), &id, &[("tls.key", key.to_vec())]);
     let mut needles = secret_needles(&[p.a(), p.b()], &id);
     needles.push(B64.encode(&key[..]));
-    let o = diff_all(&p, &["-i", &id, "a", "b"], 1, &[], &needles);
-    let c = cluster(&o.json, "lab-f");
+    // By default the changed key is re-sealed, like any value whose ciphertext changed,
+    // with or without an identity; the other keeps its ciphertext.
+    for args in [vec!["-i", id.as_str(), "a", "b"], vec!["a", "b"]] {
+        let o = diff_all(&p, &args, 1, &[], &needles);
+        let c = cluster(&o.json, "lab-f");
+        let ca = object(c, "Secret", "lab-f-ca");
+        assert_eq!(ca["status"], "changed");
+        let keys = ca["secret_keys"].as_array().unwrap();
+        assert_eq!(keys[0]["key"], "data[\"tls.crt\"]");
+        assert_eq!(keys[0]["status"], "unchanged");
+        assert_eq!(keys[1]["key"], "data[\"tls.key\"]");
+        assert_eq!(keys[1]["status"], "re-sealed");
+        assert!(
+            has_risk(c, "high", "data[\"tls.key\"]: the cluster CA is re-sealed"),
+            "{c}"
+        );
+        assert!(!has_risk(c, "medium", "the secret value changes"), "{c}");
+    }
+    // A key holder's terminal: the plaintext changed.
+    let (text, json) = compare_sealed(&p, &["-i", &id, "a", "b"], 1, &needles);
+    let c = cluster(&json, "lab-f");
     let ca = object(c, "Secret", "lab-f-ca");
     assert_eq!(ca["status"], "changed");
     let keys = ca["secret_keys"].as_array().unwrap();
-    assert_eq!(keys[0]["key"], "data[\"tls.crt\"]");
     assert_eq!(keys[0]["status"], "unchanged");
-    assert_eq!(keys[1]["key"], "data[\"tls.key\"]");
     assert_eq!(keys[1]["status"], "changed");
     assert!(ca["fields"].as_array().unwrap().is_empty());
     assert!(has_risk(
@@ -563,17 +897,46 @@ fn secret_with_one_changed_key() {
         "medium",
         "data[\"tls.key\"]: the secret value changes"
     ));
-    assert!(
-        o.text.contains("data[\"tls.key\"]: changed\n"),
-        "{}",
-        o.text
-    );
-    assert!(o.text.contains("data[\"tls.crt\"]: unchanged\n"));
-    // Without an identity the unchanged key keeps its ciphertext, the changed one differs.
-    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
-    let keys = object(cluster(&o.json, "lab-f"), "Secret", "lab-f-ca")["secret_keys"].clone();
-    assert_eq!(keys[0]["status"], "unchanged");
-    assert_eq!(keys[1]["status"], "ciphertext-differs");
+    assert!(text.contains("data[\"tls.key\"]: changed\n"), "{text}");
+    assert!(text.contains("data[\"tls.crt\"]: unchanged\n"));
+}
+
+/// `diff --compare-sealed ARGS` as text and JSON (Markdown is refused), each with exit
+/// `code` and no needle in any output: the text and the JSON.
+fn compare_sealed(
+    p: &Pair,
+    args: &[&str],
+    code: i32,
+    needles: &[String],
+) -> (String, serde_json::Value) {
+    let mut out = Vec::new();
+    for format in ["text", "json"] {
+        let mut full = vec!["diff", "--verbose", "--compare-sealed", "--format", format];
+        full.extend_from_slice(args);
+        let o = run(&full, p.dir(), &[]);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{format}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        let all = stdout(&o) + &stderr(&o);
+        for n in needles {
+            assert!(
+                !all.contains(n.as_str()),
+                "{format} output leaks a secret value: {n}"
+            );
+        }
+        assert!(
+            !all.contains("ENC[") && !all.contains("PRIVATE KEY"),
+            "{format}: {all}"
+        );
+        out.push(stdout(&o));
+    }
+    let json: serde_json::Value = serde_json::from_str(&out[1]).unwrap();
+    assert_eq!(json["sealed"], "compared");
+    (out[0].clone(), json)
 }
 
 #[test]
@@ -596,8 +959,9 @@ fn rotated_ca_certificate_is_summarized() {
     let o = diff_all(&p, &["-i", &id, "a", "b"], 1, &[], &needles);
     let c = cluster(&o.json, "lab-f");
     let ca = object(c, "Secret", "lab-f-ca");
+    // Re-sealed (its value not compared), yet its certificate, public, decoded and compared.
     let crt_key = &ca["secret_keys"][0];
-    assert_eq!(crt_key["status"], "changed");
+    assert_eq!(crt_key["status"], "re-sealed");
     let cert = &crt_key["certificates"][0];
     assert_eq!(cert["after"]["subject"], "CN=rotated-ca");
     assert_eq!(cert["after"]["is_ca"], true);
@@ -926,6 +1290,33 @@ fn migration_phase_change() {
         .as_array()
         .unwrap()
         .is_empty());
+}
+
+/// Issue 38: in phase `prepare` the control plane has 0 replicas, so a change of its machine
+/// configuration rolls nothing (it said "the provider rolls the control-plane machines").
+#[test]
+fn a_control_plane_config_change_in_prepare_rolls_nothing() {
+    let p = Pair::new();
+    edit(
+        &p.b().join("clusters/lab-f/cluster.yaml"),
+        "timeServers: [ntp1.example.internal, ntp2.example.internal]",
+        "timeServers: [ntp3.example.internal]",
+    );
+    let needles = secret_needles(&[p.a()], &p.identity());
+    let o = diff_all(&p, &["a", "b"], 1, &[], &needles);
+    let c = cluster(&o.json, "lab-f");
+    assert!(
+        !has_risk(c, "medium", "rolls the control-plane machines"),
+        "{c}"
+    );
+    assert!(
+        has_risk(
+            c,
+            "low",
+            "no control-plane machine is rolled (replicas 0 → 0, phase `prepare`)"
+        ),
+        "{c}"
+    );
 }
 
 /// D13: a revert of the phase commit (`workers` back to `control-plane`, the kubeadm etcd

@@ -1078,9 +1078,45 @@ fn load_side(
     Ok(stream_set(docs))
 }
 
+/// `--compare-sealed` where a pull request's author could read the result: refused.
+/// GitHub Actions sets `CI=true` in every step
+/// (<https://docs.github.com/en/actions/reference/variables-reference>, "CI: Always set to
+/// true"), GitLab in every job
+/// (<https://docs.gitlab.com/ci/variables/predefined_variables/>, "CI: Available for all
+/// jobs executed in CI/CD. `true` when available").
+fn compare_sealed_mode(
+    args: &DiffArgs,
+    ids: Option<&[age::x25519::Identity]>,
+) -> Result<crate::review::diff::SealedValues> {
+    use crate::review::diff::SealedValues;
+    if !args.compare_sealed {
+        return Ok(SealedValues::Resealed);
+    }
+    anyhow::ensure!(
+        args.format != DiffFormat::Markdown,
+        "--compare-sealed is refused with --format markdown: it tells whether a re-sealed value is the one \
+         sealed before, which a pull request's author must never read (they could re-seal guesses until one \
+         reads `unchanged`); run it on your own terminal with --format text or json"
+    );
+    anyhow::ensure!(
+        std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+        "--compare-sealed is refused where $CI is set: a CI job's report reaches the pull request's author, \
+         who could re-seal guesses of a sealed value until one reads `unchanged`; run it on a key holder's \
+         terminal (unset CI there if a tool set it)"
+    );
+    use crate::inputs::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
+    anyhow::ensure!(
+        ids.is_some(),
+        "--compare-sealed decrypts the sealed values: give an identity (-i FILE, or ${ENV_AGE_KEY_FILE}, \
+         ${ENV_SOPS_AGE_KEY_FILE}, ${ENV_SOPS_AGE_KEY})"
+    );
+    Ok(SealedValues::Compared)
+}
+
 fn diff(args: DiffArgs) -> Result<Status> {
     use std::io::IsTerminal;
     let ids = optional_identities(args.identity.as_deref())?;
+    let sealed = compare_sealed_mode(&args, ids.as_deref())?;
     let templates = args.templates.as_ref();
     let d = match &args.git {
         Some(range) => {
@@ -1096,6 +1132,7 @@ fn diff(args: DiffArgs) -> Result<Status> {
                 templates,
                 &crate::review::revisions::ReviewOptions {
                     identities: ids.as_deref(),
+                    sealed,
                     clusters: args.clusters.clone(),
                 },
             )?
@@ -1135,6 +1172,7 @@ fn diff(args: DiffArgs) -> Result<Status> {
                     a: pa.display().to_string(),
                     b: pb.display().to_string(),
                     identities: ids.as_deref(),
+                    sealed,
                     ..Default::default()
                 },
             );

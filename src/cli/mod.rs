@@ -152,10 +152,19 @@ pub struct DiffArgs {
     /// Only this cluster; repeatable.
     #[arg(long = "cluster", value_name = "NAME")]
     pub clusters: Vec<String>,
-    /// age identity file to compare secret plaintexts (default: $CAPSTAN_AGE_KEY_FILE,
-    /// $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY; without any, ciphertexts are compared).
+    /// age identity file (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then
+    /// $SOPS_AGE_KEY): verifies side B's sealed files and decodes their certificates. A
+    /// sealed value whose ciphertext changed is `re-sealed` whatever it holds; only
+    /// --compare-sealed compares plaintexts.
     #[arg(long, short = 'i', value_name = "FILE")]
     pub identity: Option<PathBuf>,
+    /// Decrypt re-sealed values and compare them: `unchanged (re-encrypted)` or `changed`,
+    /// the Talos secrets bundle's changed fields and their risks. For a key holder's
+    /// terminal, never CI: it tells whoever reads the report whether a value re-sealed in
+    /// the change is the one sealed before. Needs an identity; refused with `--format
+    /// markdown` (the pull-request comment) and where $CI is set.
+    #[arg(long)]
+    pub compare_sealed: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,

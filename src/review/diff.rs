@@ -10,12 +10,14 @@
 //! - Field changes are YAML paths (`spec.template.spec.numCPUs`) with before/after values;
 //!   multi-line strings get a unified diff (`similar`), certificates a decoded summary.
 //! - Secret values are never part of the model. For each key of a Secret it records only
-//!   whether the value changed: identical strings are unchanged; otherwise, with identities,
-//!   the SOPS files are decrypted and the plaintexts compared (equal means re-encrypted);
-//!   without, a different ciphertext is reported as such. Decoded certificates (public) are
-//!   summarized; of a Talos secrets bundle only the names of its fixed fields that changed.
-//!   Values elsewhere that look secret (private keys, SOPS ciphertext, `token:` lines) are
-//!   masked.
+//!   whether the value changed: identical strings are unchanged. A sealed (SOPS) value whose
+//!   ciphertext changed is *re-sealed* ([`SealedValues::Resealed`], the default): the same
+//!   report whatever the plaintexts, so a pull request's author who re-seals a guess learns
+//!   nothing from it; an identity still verifies side B's MAC and decodes certificates
+//!   (public). Only [`SealedValues::Compared`] (a key holder's terminal) compares the
+//!   plaintexts (equal means re-encrypted) and names the changed fixed fields of a Talos
+//!   secrets bundle. Values elsewhere that look secret (private keys, SOPS ciphertext,
+//!   `token:` lines) are masked.
 //! - [`Risk`] notes (high/medium/low, one line of why) cover replica and etcd-quorum
 //!   changes, template rotations, version changes and skew, issuer/audience/encryption/
 //!   network changes inside the Talos patches, `status.bootstrapped`, pausing, the migration
@@ -240,17 +242,38 @@ pub struct FieldChange {
     pub delta: Delta,
 }
 
+/// How sealed (SOPS) values whose ciphertext changed are compared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SealedValues {
+    /// Never by plaintext: each is [`SecretStatus::Resealed`], the same report whatever the
+    /// plaintexts are, with or without an identity. What `diff` does by default, and what a
+    /// report a pull request's author can read must do: any output that depends on both
+    /// sides' plaintexts tells that author whether a value they re-sealed is the old one.
+    #[default]
+    #[serde(rename = "re-sealed")]
+    Resealed,
+    /// By plaintext (`--compare-sealed`, a key holder's terminal): re-encrypted or changed,
+    /// the changed fields of a Talos secrets bundle and their risks.
+    Compared,
+}
+
 /// What is known about one Secret value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SecretStatus {
     /// Identical value (identical ciphertext, or identical plaintext).
     Unchanged,
-    /// Different ciphertext, same plaintext.
+    /// A sealed value with another ciphertext, its plaintext not compared
+    /// ([`SealedValues::Resealed`]): a difference, whatever the plaintexts.
+    #[serde(rename = "re-sealed")]
+    Resealed,
+    /// Different ciphertext, same plaintext ([`SealedValues::Compared`], or a plaintext
+    /// Secret written differently).
     Reencrypted,
     /// The plaintext differs.
     Changed,
-    /// Different ciphertext, and no identity to tell why.
+    /// Different ciphertext, and no identity to tell why ([`SealedValues::Compared`]).
     CiphertextDiffers,
     /// Only on side B.
     Added,
@@ -263,6 +286,9 @@ impl SecretStatus {
     pub fn describe(self) -> &'static str {
         match self {
             SecretStatus::Unchanged => "unchanged",
+            SecretStatus::Resealed => {
+                "re-sealed (new ciphertext; values are not compared here: a key holder runs `capstan diff --compare-sealed`)"
+            }
             SecretStatus::Reencrypted => "unchanged (re-encrypted)",
             SecretStatus::Changed => "changed",
             SecretStatus::CiphertextDiffers => {
@@ -286,7 +312,8 @@ pub struct SecretKey {
     pub key: String,
     /// What changed.
     pub status: SecretStatus,
-    /// Names of the changed fields inside a Talos secrets bundle (never their values).
+    /// Names of the changed fields inside a Talos secrets bundle (never their values;
+    /// [`SealedValues::Compared`] only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<String>,
     /// Certificates in the value, decoded (needs the plaintext).
@@ -366,8 +393,11 @@ pub struct Diff {
     pub a: String,
     /// Side B's label.
     pub b: String,
-    /// Whether identities were given (secret plaintexts compared).
+    /// Whether identities were given (MACs verified, certificates decoded; plaintexts
+    /// compared only with [`SealedValues::Compared`]).
     pub decrypted: bool,
+    /// How sealed values whose ciphertext changed were compared.
+    pub sealed: SealedValues,
     /// Every cluster on either side, by name.
     pub clusters: Vec<ClusterDiff>,
     /// What `diff --git` rendered (`None` when the sides were given whole).
@@ -410,6 +440,8 @@ pub struct Options<'a> {
     pub b: String,
     /// age identities to decrypt SOPS-encrypted Secrets with.
     pub identities: Option<&'a [age::x25519::Identity]>,
+    /// How sealed values whose ciphertext changed are compared.
+    pub sealed: SealedValues,
     /// What was rendered, when only the clusters whose inputs changed were.
     pub scope: Option<Scope>,
     /// Cluster name → the changed input paths that made it render.
@@ -434,6 +466,7 @@ pub fn diff(a: &ResourceSet, b: &ResourceSet, opts: &Options<'_>) -> Diff {
             ca.unwrap_or(&empty),
             cb.unwrap_or(&empty),
             opts.identities,
+            opts.sealed,
         );
         d.inputs = opts.inputs.get(name).cloned().unwrap_or_default();
         d.status = match (ca, cb) {
@@ -474,6 +507,7 @@ pub fn diff(a: &ResourceSet, b: &ResourceSet, opts: &Options<'_>) -> Diff {
         a: opts.a.clone(),
         b: opts.b.clone(),
         decrypted: opts.identities.is_some(),
+        sealed: opts.sealed,
         clusters,
         scope: opts.scope.clone(),
     }
@@ -535,6 +569,7 @@ fn diff_cluster(
     a: &ClusterSet,
     b: &ClusterSet,
     ids: Option<&[age::x25519::Identity]>,
+    sealed: SealedValues,
 ) -> ClusterDiff {
     let index = |rs: &[Resource]| -> HashMap<ResId, usize> {
         rs.iter().enumerate().map(|(i, r)| (r.id(), i)).collect()
@@ -582,7 +617,7 @@ fn diff_cluster(
     }
 
     for (ra, rb) in pairs {
-        let Some(od) = diff_object(ra, rb, ids) else {
+        let Some(od) = diff_object(ra, rb, ids, sealed) else {
             continue;
         };
         let mut od = od;
@@ -591,7 +626,7 @@ fn diff_cluster(
                 od.referenced_by = references_to(&b.resources, &rb.id());
             }
         }
-        object_risks(&od, ra, rb, b, &mut risks);
+        object_risks(&od, ra, rb, (a, b), &mut risks);
         let rank = kind_rank(&od.id.kind);
         let order = rb
             .map(|r| ib.get(&r.id()).copied().unwrap_or(0))
@@ -670,6 +705,7 @@ fn diff_object(
     a: Option<&Resource>,
     b: Option<&Resource>,
     ids: Option<&[age::x25519::Identity]>,
+    sealed: SealedValues,
 ) -> Option<ObjectDiff> {
     let any = b.or(a)?;
     let secret = a.is_some_and(is_secret) || b.is_some_and(is_secret);
@@ -719,7 +755,7 @@ fn diff_object(
         if let (Some(e), true) = (sa.as_ref().and_then(|v| v.broken.as_ref()), sb.is_some()) {
             notes.push(format!("the file before could not be opened ({e})"));
         }
-        secret_keys = compare_secrets(sa.as_ref(), sb.as_ref());
+        secret_keys = compare_secrets(sa.as_ref(), sb.as_ref(), sealed);
         broken = sb.as_ref().and_then(|v| v.broken.clone());
         if let (Some(va), Some(vb), None) = (&sa, &sb, &broken) {
             broken = unverifiable_mac(va, vb);
@@ -1271,7 +1307,52 @@ fn certs_of(bytes: Option<&Secret>) -> Vec<CertInfo> {
         .unwrap_or_default()
 }
 
-fn compare_secrets(a: Option<&SecretView>, b: Option<&SecretView>) -> Vec<SecretKey> {
+/// The certificates of two values that differ, decoded (public material: a CA certificate
+/// is in every kubeconfig and TLS handshake): of the value itself, and of each field of a
+/// Talos secrets bundle. With `fields`, every changed fixed field of the bundle is named
+/// too ([`SealedValues::Compared`]); without, only the bundle's `…crt` fields are read, so
+/// nothing returned depends on a secret field.
+fn value_changes(
+    pa: Option<&Secret>,
+    pb: Option<&Secret>,
+    fields: bool,
+) -> (Vec<String>, Vec<CertChange>) {
+    let (mut names, mut certificates) = (Vec::new(), Vec::new());
+    let (ca, cb) = (certs_of(pa), certs_of(pb));
+    if ca != cb {
+        certificates = zip_certs("", ca, cb);
+    }
+    let bundles = (
+        pa.and_then(|p| parse_bundle(p)),
+        pb.and_then(|p| parse_bundle(p)),
+    );
+    if let (Some(mut ba), Some(mut bb)) = bundles {
+        for (path, mut x, mut y) in bundle_changes(&ba, &bb) {
+            let public = fields || path.rsplit('.').next() == Some("crt");
+            if public {
+                let cx = x.as_deref().map(certificates_in).unwrap_or_default();
+                let cy = y.as_deref().map(certificates_in).unwrap_or_default();
+                if (!cx.is_empty() || !cy.is_empty()) && cx != cy {
+                    certificates.extend(zip_certs(&path, cx, cy));
+                }
+            }
+            x.iter_mut().for_each(zeroize::Zeroize::zeroize);
+            y.iter_mut().for_each(zeroize::Zeroize::zeroize);
+            if fields {
+                names.push(path);
+            }
+        }
+        scrub(&mut ba);
+        scrub(&mut bb);
+    }
+    (names, certificates)
+}
+
+fn compare_secrets(
+    a: Option<&SecretView>,
+    b: Option<&SecretView>,
+    sealed: SealedValues,
+) -> Vec<SecretKey> {
     let empty = Vec::new();
     let sa = a.map_or(&empty, |v| &v.stored);
     let sb = b.map_or(&empty, |v| &v.stored);
@@ -1281,6 +1362,10 @@ fn compare_secrets(a: Option<&SecretView>, b: Option<&SecretView>) -> Vec<Secret
             keys.push(k);
         }
     }
+    // A value sealed on either side is never compared by plaintext unless asked: a
+    // plaintext Secret's values are in the repository already, a sealed one's are not.
+    let resealed = sealed == SealedValues::Resealed
+        && (a.is_some_and(|v| v.sops.is_some()) || b.is_some_and(|v| v.sops.is_some()));
     let plain_a = |k: &str| a.and_then(|v| v.plain.get(k));
     let plain_b = |k: &str| b.and_then(|v| v.plain.get(k));
     let mut out = Vec::new();
@@ -1298,43 +1383,23 @@ fn compare_secrets(a: Option<&SecretView>, b: Option<&SecretView>) -> Vec<Secret
             (None, Some(_)) => SecretStatus::Added,
             (Some(_), None) => SecretStatus::Removed,
             (Some(x), Some(y)) if x == y => SecretStatus::Unchanged,
+            _ if resealed => SecretStatus::Resealed,
             _ => match (pa, pb) {
                 (Some(p), Some(q)) if p.as_slice() == q.as_slice() => SecretStatus::Reencrypted,
                 (Some(_), Some(_)) => SecretStatus::Changed,
                 _ => SecretStatus::CiphertextDiffers,
             },
         };
-        if matches!(
-            entry.status,
-            SecretStatus::Changed | SecretStatus::Added | SecretStatus::Removed
-        ) {
-            let (ca, cb) = (certs_of(pa), certs_of(pb));
-            if !ca.is_empty() || !cb.is_empty() {
-                let changed = ca != cb;
-                if changed {
-                    entry.certificates = zip_certs("", ca, cb);
-                }
+        match entry.status {
+            SecretStatus::Changed | SecretStatus::Added | SecretStatus::Removed => {
+                (entry.fields, entry.certificates) = value_changes(pa, pb, true);
             }
-            let bundles = (
-                pa.and_then(|p| parse_bundle(p)),
-                pb.and_then(|p| parse_bundle(p)),
-            );
-            if let (Some(mut ba), Some(mut bb)) = bundles {
-                for (path, x, y) in bundle_changes(&ba, &bb) {
-                    let cx = x.as_deref().map(certificates_in).unwrap_or_default();
-                    let cy = y.as_deref().map(certificates_in).unwrap_or_default();
-                    if (!cx.is_empty() || !cy.is_empty()) && cx != cy {
-                        entry.certificates.extend(zip_certs(&path, cx, cy));
-                    }
-                    let mut x = x;
-                    let mut y = y;
-                    x.iter_mut().for_each(zeroize::Zeroize::zeroize);
-                    y.iter_mut().for_each(zeroize::Zeroize::zeroize);
-                    entry.fields.push(path);
-                }
-                scrub(&mut ba);
-                scrub(&mut bb);
+            // Certificates only, and only when both sides were opened: "no certificate
+            // before" is not a rotation.
+            SecretStatus::Resealed if pa.is_some() && pb.is_some() => {
+                (_, entry.certificates) = value_changes(pa, pb, false);
             }
+            _ => {}
         }
         out.push(entry);
     }
@@ -1543,6 +1608,83 @@ mod tests {
             "{:?}",
             c.risks
         );
+    }
+
+    #[test]
+    fn a_control_plane_config_change_rolls_nothing_at_0_replicas() {
+        let with_patch = |replicas: i64, ntp: &str| {
+            let mut v = tcp(replicas, "v1.30.4", "v1.10.6", "t");
+            v["spec"]["controlPlaneConfig"]["controlplane"]["strategicPatches"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!(format!("machine:\n  time:\n    servers: [{ntp}]\n")));
+            v
+        };
+        let phase = |mut s: ResourceSet, p: &str| {
+            s.clusters.get_mut("c").unwrap().phase = Some(p.into());
+            s
+        };
+        let rolls = |c: &ClusterDiff| {
+            c.risks
+                .iter()
+                .filter(|r| r.message.contains("rolls the control-plane machines"))
+                .count()
+        };
+        // Phase prepare renders the control plane at 0 replicas: nothing to roll.
+        let c = run(
+            phase(set(vec![with_patch(0, "a")]), "prepare"),
+            phase(set(vec![with_patch(0, "b")]), "prepare"),
+        );
+        assert_eq!(rolls(&c), 0, "{:?}", c.risks);
+        assert!(
+            c.risks.iter().any(|r| r.severity == Severity::Low
+                && r.message.contains(
+                    "no control-plane machine is rolled (replicas 0 → 0, phase `prepare`)"
+                )),
+            "{:?}",
+            c.risks
+        );
+        // Running machines on both sides: they roll.
+        let c = run(set(vec![with_patch(3, "a")]), set(vec![with_patch(3, "b")]));
+        assert_eq!(rolls(&c), 1, "{:?}", c.risks);
+        assert!(c.risks.iter().any(|r| r.severity == Severity::Medium));
+    }
+
+    #[test]
+    fn sealed_values_are_resealed_unless_compared() {
+        // A plaintext Secret's values are in the repository: compared as ever.
+        let plain = |v: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "c"},
+                "stringData": {"token": v}})
+        };
+        let c = run(set(vec![plain("a")]), set(vec![plain("b")]));
+        assert_eq!(c.objects[0].secret_keys[0].status, SecretStatus::Changed);
+        // A sealed one (a `sops` block on either side) is re-sealed, a difference, with one
+        // risk from its name: high for the provider Secrets, medium for any other.
+        for (name, severity) in [("c-talos", Severity::High), ("c-vsphere", Severity::Medium)] {
+            let sealed = |v: &str| {
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "c"},
+                    "data": {"k": v}, "sops": {"mac": "x"}})
+            };
+            let d = diff(
+                &set(vec![sealed("ENC[a]")]),
+                &set(vec![sealed("ENC[b]")]),
+                &Options::default(),
+            );
+            assert!(d.has_differences());
+            let c = &d.clusters[0];
+            assert_eq!(c.objects[0].status, ObjectStatus::Changed);
+            assert_eq!(c.objects[0].secret_keys[0].status, SecretStatus::Resealed);
+            // (The made-up file is also broken: that risk is its own.)
+            let resealed: Vec<&Risk> = c
+                .risks
+                .iter()
+                .filter(|r| r.message.contains("re-sealed"))
+                .collect();
+            assert_eq!(resealed.len(), 1, "{:?}", c.risks);
+            assert_eq!(resealed[0].severity, severity);
+            assert!(resealed[0].message.contains("--compare-sealed"));
+        }
     }
 
     #[test]

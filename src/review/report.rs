@@ -57,6 +57,7 @@ pub fn json(diff: &Diff, verbose: bool) -> String {
         a: &'a str,
         b: &'a str,
         decrypted: bool,
+        sealed: crate::review::diff::SealedValues,
         #[serde(skip_serializing_if = "Option::is_none")]
         scope: Option<&'a crate::review::diff::Scope>,
         unchanged: usize,
@@ -68,6 +69,7 @@ pub fn json(diff: &Diff, verbose: bool) -> String {
         a: &diff.a,
         b: &diff.b,
         decrypted: diff.decrypted,
+        sealed: diff.sealed,
         scope: diff.scope.as_ref(),
         unchanged: diff.clusters.iter().filter(|c| quiet(c)).count(),
         clusters: diff
@@ -427,6 +429,22 @@ fn summary_line(diff: &Diff) -> String {
     )
 }
 
+/// How sealed values were compared, in one sentence (values are never shown either way).
+fn sealed_line(diff: &Diff) -> String {
+    use crate::review::diff::SealedValues;
+    match (diff.sealed, diff.decrypted) {
+        (SealedValues::Compared, _) => "sealed values decrypted and compared (--compare-sealed: for a key holder's \
+             terminal, never a pull request); values are never shown"
+            .into(),
+        (SealedValues::Resealed, true) => "sealed values compared by ciphertext: a changed one is re-sealed, whatever \
+             it holds (the identity verifies MACs and decodes certificates); values are never shown"
+            .into(),
+        (SealedValues::Resealed, false) => "sealed values compared by ciphertext: a changed one is re-sealed, whatever \
+             it holds (no identity given: MACs not verified, certificates not decoded); values are never shown"
+            .into(),
+    }
+}
+
 /// Terminal text; ANSI colours only when `color`. Unchanged clusters are counted, and
 /// named only when `verbose`.
 pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
@@ -441,13 +459,7 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
     for l in scope_lines(diff) {
         let _ = writeln!(s, "{}", p.dim(&l));
     }
-    if !diff.decrypted {
-        let _ = writeln!(
-            s,
-            "{}",
-            p.dim("secrets compared by ciphertext (no identity given); values are never shown")
-        );
-    }
+    let _ = writeln!(s, "{}", p.dim(&sealed_line(diff)));
     let unchanged: Vec<&str> = diff
         .clusters
         .iter()
@@ -626,12 +638,13 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     for l in scope_lines(diff) {
         let _ = writeln!(head, "_{}_\n", md_escape(&l));
     }
-    if !diff.decrypted {
-        let _ = writeln!(
-            head,
-            "_Secrets compared by ciphertext (no identity given); secret values are never shown._\n"
-        );
-    }
+    let sealed = sealed_line(diff);
+    let _ = writeln!(
+        head,
+        "_{}{}_\n",
+        sealed[..1].to_ascii_uppercase(),
+        md_escape(&sealed[1..])
+    );
     let _ = writeln!(
         head,
         "| cluster | status | changed | replaced | added | removed | re-encrypted | risks |\n|---|---|--:|--:|--:|--:|--:|---|"
@@ -878,6 +891,7 @@ mod tests {
             a: "a".into(),
             b: "b".into(),
             decrypted: false,
+            sealed: Default::default(),
             clusters,
             scope: None,
         }

@@ -31,8 +31,11 @@ const BATCH: usize = 64;
 /// What [`review`] compares with, and what it keeps.
 #[derive(Default)]
 pub struct ReviewOptions<'a> {
-    /// age identities to compare secret plaintexts with.
+    /// age identities: side B's MACs verified, certificates decoded (and, with
+    /// [`diff::SealedValues::Compared`], sealed plaintexts compared).
     pub identities: Option<&'a [age::x25519::Identity]>,
+    /// How sealed values whose ciphertext changed are compared.
+    pub sealed: diff::SealedValues,
     /// Only these clusters (all when empty).
     pub clusters: Vec<String>,
 }
@@ -647,6 +650,7 @@ pub fn review(
                 a: rev_a.to_string(),
                 b: label_b.clone(),
                 identities: opts.identities,
+                sealed: opts.sealed,
                 scope: None,
                 inputs: inputs_of,
             },
@@ -673,6 +677,7 @@ pub fn review(
         a: rev_a.to_string(),
         b: label_b,
         decrypted: opts.identities.is_some(),
+        sealed: opts.sealed,
         clusters,
         scope: Some(Scope {
             clusters: all.len(),

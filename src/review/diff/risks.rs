@@ -403,7 +403,7 @@ pub(super) fn object_risks(
     od: &ObjectDiff,
     ra: Option<&Resource>,
     rb: Option<&Resource>,
-    cb: &ClusterSet,
+    (ca, cb): (&ClusterSet, &ClusterSet),
     out: &mut Vec<Risk>,
 ) {
     let id = &od.id;
@@ -592,14 +592,7 @@ pub(super) fn object_risks(
                     }
                 }
                 if other > 0 && id.kind == "TalosControlPlane" {
-                    out.push(risk(
-                        Severity::Medium,
-                        id,
-                        format!(
-                            "the control-plane machine configuration changes ({other} patch field(s)): the provider \
-                             rolls the control-plane machines to apply it"
-                        ),
-                    ));
+                    out.push(control_plane_config_risk(id, other, (ra, rb), (ca, cb)));
                 }
             }
         }
@@ -627,6 +620,47 @@ pub(super) fn object_risks(
             ),
         ));
     }
+}
+
+/// A change of the control plane's machine configuration (patch fields no other rule
+/// names): the provider rolls the control-plane machines only when there are some before
+/// and after. With 0 replicas on either side (phase `prepare` renders 0; a scale from or to
+/// 0 has its own replica risk) no machine is rolled, and the machines created later get the
+/// new configuration.
+fn control_plane_config_risk(
+    id: &ObjectId,
+    other: usize,
+    (ra, rb): (Option<&Resource>, Option<&Resource>),
+    (ca, cb): (&ClusterSet, &ClusterSet),
+) -> Risk {
+    let (na, nb) = (replicas(ra), replicas(rb));
+    if na == Some(0) || nb == Some(0) {
+        let phase = match (ca.phase.as_deref(), cb.phase.as_deref()) {
+            (Some(pa), Some(pb)) if pa == pb => format!(", phase `{pb}`"),
+            (Some(pa), Some(pb)) => format!(", phase `{pa}` → `{pb}`"),
+            _ => String::new(),
+        };
+        let (na, nb) = (
+            na.map_or("?".into(), |n| n.to_string()),
+            nb.map_or("?".into(), |n| n.to_string()),
+        );
+        return risk(
+            Severity::Low,
+            id,
+            format!(
+                "the control-plane machine configuration changes ({other} patch field(s)): no control-plane machine \
+                 is rolled (replicas {na} → {nb}{phase}); the machines created later get it"
+            ),
+        );
+    }
+    risk(
+        Severity::Medium,
+        id,
+        format!(
+            "the control-plane machine configuration changes ({other} patch field(s)): the provider rolls the \
+             control-plane machines to apply it"
+        ),
+    )
 }
 
 pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
@@ -934,6 +968,19 @@ pub(super) fn secret_risk(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
                 ));
             }
         }
+        SecretStatus::Resealed => {
+            // Certificates are public: decoded and compared as always.
+            for c in &k.certificates {
+                let what = if c.path.is_empty() {
+                    k.key.clone()
+                } else {
+                    format!("{} {}", k.key, c.path)
+                };
+                cert_risk(id, &what, c, out);
+            }
+            let (severity, message) = resealed_risk(id, &k.key);
+            out.push(risk(severity, id, message));
+        }
         SecretStatus::CiphertextDiffers => out.push(risk(
             Severity::Low,
             id,
@@ -948,6 +995,45 @@ pub(super) fn secret_risk(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
             format!("{}: a secret value is removed", k.key),
         )),
         _ => {}
+    }
+}
+
+/// The one risk of a re-sealed value ([`SecretStatus::Resealed`]): from the Secret's name and
+/// key alone (the provider Secrets `secrets::seal` names `<cluster>-talos` and `<cluster>-ca`),
+/// never from a plaintext, so it reads the same for any value. Its severity is that of the
+/// worst change the value could carry, which the report cannot rule out: high for the Talos
+/// secrets bundle (its etcd encryption key, service-account key, CA keys, cluster secret)
+/// and the cluster CA, medium for any other value (as a changed value is).
+pub(super) fn resealed_risk(id: &ObjectId, key: &str) -> (Severity, String) {
+    const CONFIRM: &str =
+        "the report reads the same for any value; a key holder compares the values with \
+                           `capstan diff --compare-sealed` on their own terminal";
+    if id.name.ends_with("-talos") {
+        (
+            Severity::High,
+            format!(
+                "{key}: the Talos secrets bundle is re-sealed, its values not compared: if its etcd encryption key, \
+                 service-account key, a CA key or the cluster secret changed, data written with the old encryption key \
+                 becomes unreadable, issued tokens fail with `invalid bearer token` and nodes of the old identity no \
+                 longer join; {CONFIRM}"
+            ),
+        )
+    } else if id.name.ends_with("-ca") {
+        (
+            Severity::High,
+            format!(
+                "{key}: the cluster CA is re-sealed, its values not compared: if its key changed, certificates it signs \
+                 no longer match the CA certificate (a changed certificate is decoded and reported when an identity is \
+                 given); {CONFIRM}"
+            ),
+        )
+    } else {
+        (
+            Severity::Medium,
+            format!(
+                "{key}: re-sealed, its value not compared: if it changed, whatever reads it gets the new one; {CONFIRM}"
+            ),
+        )
     }
 }
 
