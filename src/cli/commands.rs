@@ -950,7 +950,7 @@ fn check(args: CheckArgs) -> Result<Status> {
         CheckFormat::Json => {
             let mut text = serde_json::to_string_pretty(&check::report_json(&ci, &findings))?;
             text.push('\n');
-            out.write_all(text.as_bytes())?;
+            out.write_all(crate::printable::json(&text).as_bytes())?;
         }
         CheckFormat::Text => {
             let colour = std::io::stdout().is_terminal()

@@ -5,6 +5,7 @@
 //!
 //! Pure: strings in, strings out. Nothing here sees a secret value: the model has none.
 
+use crate::printable::{line, md_code, md_fence, md_text};
 use crate::review::diff::{
     CertChange, CertInfo, ClusterDiff, ClusterStatus, Delta, Diff, ObjectDiff, ObjectStatus,
     Severity,
@@ -83,7 +84,7 @@ pub fn json(diff: &Diff, verbose: bool) -> String {
     };
     let mut s = serde_json::to_string_pretty(&view).unwrap_or_else(|_| "{}".into());
     s.push('\n');
-    s
+    crate::printable::json(&s).into_owned()
 }
 
 /// A cluster that is only counted: unchanged, nothing re-encrypted, no input changed.
@@ -435,11 +436,15 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
     let _ = writeln!(
         s,
         "{}",
-        p.bold(&format!("capstan diff {} → {}", diff.a, diff.b))
+        p.bold(&format!(
+            "capstan diff {} → {}",
+            line(&diff.a),
+            line(&diff.b)
+        ))
     );
     let _ = writeln!(s, "{}", summary_line(diff));
     for l in scope_lines(diff) {
-        let _ = writeln!(s, "{}", p.dim(&l));
+        let _ = writeln!(s, "{}", p.dim(&line(&l)));
     }
     if !diff.decrypted {
         let _ = writeln!(
@@ -468,9 +473,9 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
         } else {
             format!("cluster {}: {}", c.name, c.status.as_str())
         };
-        let _ = writeln!(s, "{}", p.bold(&head));
+        let _ = writeln!(s, "{}", p.bold(&line(&head)));
         if let Some(l) = inputs_line(c) {
-            let _ = writeln!(s, "  {}", p.dim(&l));
+            let _ = writeln!(s, "  {}", p.dim(&line(&l)));
         }
         if !c.risks.is_empty() {
             let _ = writeln!(s, "  risks:");
@@ -478,13 +483,18 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
                 let obj = if r.object.is_empty() {
                     String::new()
                 } else {
-                    format!("{}: ", r.object)
+                    format!("{}: ", line(&r.object))
                 };
-                let _ = writeln!(s, "    {} {obj}{}", p.severity(r.severity), r.message);
+                let _ = writeln!(
+                    s,
+                    "    {} {obj}{}",
+                    p.severity(r.severity),
+                    line(&r.message)
+                );
             }
         }
         for o in &c.objects {
-            let title = object_title(o);
+            let title = line(&object_title(o)).into_owned();
             let title = match o.status {
                 ObjectStatus::Added => p.green(&title),
                 ObjectStatus::Removed => p.red(&title),
@@ -496,9 +506,10 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
             for l in object_lines(o) {
                 match l {
                     Line::Plain(t) => {
-                        let _ = writeln!(s, "      {t}");
+                        let _ = writeln!(s, "      {}", line(&t));
                     }
                     Line::Diff(t) => {
+                        let t = line(&t).into_owned();
                         let t = match t.chars().next() {
                             Some('+') => p.green(&t),
                             Some('-') => p.red(&t),
@@ -521,30 +532,9 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
                 unchanged.len()
             )
         };
-        let _ = writeln!(s, "{}", p.dim(&line));
+        let _ = writeln!(s, "{}", p.dim(&crate::printable::line(&line)));
     }
     s
-}
-
-fn md_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('|', "\\|")
-}
-
-fn fence_for(body: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for ch in body.chars() {
-        if ch == '`' {
-            run += 1;
-            longest = longest.max(run);
-        } else {
-            run = 0;
-        }
-    }
-    "`".repeat((longest + 1).max(3))
 }
 
 fn md_risks(c: &ClusterDiff) -> Vec<String> {
@@ -554,12 +544,12 @@ fn md_risks(c: &ClusterDiff) -> Vec<String> {
             let obj = if r.object.is_empty() {
                 String::new()
             } else {
-                format!("`{}` ", r.object)
+                format!("{} ", md_code(&r.object))
             };
             format!(
                 "- **{}** {obj}{}\n",
                 r.severity.as_str(),
-                md_escape(&r.message)
+                md_text(&r.message)
             )
         })
         .collect()
@@ -571,17 +561,17 @@ fn md_object(o: &ObjectDiff) -> String {
         match l {
             Line::Plain(t) => {
                 body.push_str("  ");
-                body.push_str(&t);
+                body.push_str(&line(&t));
             }
-            Line::Diff(t) => body.push_str(&t),
+            Line::Diff(t) => body.push_str(&line(&t)),
         }
         body.push('\n');
     }
-    let summary = md_escape(&object_title(o));
+    let summary = md_text(&object_title(o)).into_owned();
     if body.is_empty() {
         return format!("- <code>{summary}</code>\n");
     }
-    let fence = fence_for(&body);
+    let fence = md_fence(&body);
     format!("<details><summary><code>{summary}</code></summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n")
 }
 
@@ -618,13 +608,13 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     let _ = writeln!(head, "## capstan diff\n");
     let _ = writeln!(
         head,
-        "`{}` → `{}` · {}\n",
-        md_escape(&diff.a),
-        md_escape(&diff.b),
-        md_escape(&summary_line(diff))
+        "{} → {} · {}\n",
+        md_code(&diff.a),
+        md_code(&diff.b),
+        md_text(&summary_line(diff))
     );
     for l in scope_lines(diff) {
-        let _ = writeln!(head, "_{}_\n", md_escape(&l));
+        let _ = writeln!(head, "_{}_\n", md_text(&l));
     }
     if !diff.decrypted {
         let _ = writeln!(
@@ -671,7 +661,7 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     for (label, c) in &ordered {
         let row = format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            md_escape(label),
+            md_text(label),
             c.status.as_str(),
             c.count(ObjectStatus::Changed),
             c.count(ObjectStatus::Replaced),
@@ -705,16 +695,16 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
         let mut h = if g.names.len() > 1 {
             format!(
                 "\n### {} ({}: the same change in {} clusters, shown for {})\n\n",
-                md_escape(&group_names(g, 5)),
+                md_text(&group_names(g, 5)),
                 c.status.as_str(),
                 g.names.len(),
-                md_escape(&c.name)
+                md_text(&c.name)
             )
         } else {
-            format!("\n### {} ({})\n\n", md_escape(&c.name), c.status.as_str())
+            format!("\n### {} ({})\n\n", md_text(&c.name), c.status.as_str())
         };
         if let Some(l) = inputs_line(c) {
-            let _ = write!(h, "_{}_\n\n", md_escape(&l));
+            let _ = write!(h, "_{}_\n\n", md_text(&l));
         }
         if used + h.len() > budget {
             headings.push(None);
