@@ -204,8 +204,9 @@ mod tests {
         ));
         let t = md_text("x\n# forged | cell ```fence``` [a](http://e) <b>@team *b* \u{1b}");
         assert!(!t.contains('\n'), "{t}");
+        let bare = t.replace("&#", "");
         for raw in ["#", "|", "`", "[", "<", "*", "\u{1b}"] {
-            assert!(!t.contains(raw), "{raw} in {t}");
+            assert!(!bare.contains(raw), "{raw} in {t}");
         }
         assert!(t.contains("@&#8203;team"), "{t}");
         assert_eq!(md_text("a|b"), "a&#124;b");
