@@ -230,7 +230,11 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
         store.url(),
         newest.map(|i| (i.id.as_str(), i.created.as_str())),
     );
-    std::io::stdout().lock().write_all(md.as_bytes())?;
+    // Values from the bucket and the repository are escaped where the runbook quotes them;
+    // whatever else it quotes carries no control character to the terminal.
+    std::io::stdout()
+        .lock()
+        .write_all(printable::escape(&md).as_bytes())?;
     Ok(Status::Success)
 }
 

@@ -883,6 +883,142 @@ mod tests {
         assert!(big.contains("Cut to stay under GitHub's 65536-character comment limit"));
     }
 
+    /// What a pull request can put in a name or a value: a screen clear, a window title
+    /// (OSC), a carriage return, a line break that starts a forged line, a right-to-left
+    /// override, a fence, a heading, a table cell break, HTML, a link and a mention.
+    const HOSTILE: &str =
+        "x\u{1b}[2J\u{1b}]0;t\u{7}\r\n# forged\n```\n|cell|<b>[l](http://e)@team\u{202e}";
+
+    /// Every place a name or a value reaches: cluster, object, field path, values, a text
+    /// diff, a note, a risk, the changed inputs and the scope.
+    fn hostile_diff() -> Diff {
+        let mut d = sample(1);
+        let c = &mut d.clusters[0];
+        c.name = format!("c{HOSTILE}");
+        c.inputs = vec![format!("clusters/{HOSTILE}/cluster.yaml")];
+        let o = &mut c.objects[0];
+        o.id.name = HOSTILE.into();
+        o.id.namespace = HOSTILE.into();
+        o.fields[0].path = format!("metadata.labels[\"{HOSTILE}\"]");
+        o.fields[0].delta = Delta::Value {
+            before: Some(json!(HOSTILE)),
+            after: Some(json!("a\u{1b}[31mb")),
+        };
+        o.fields.push(FieldChange {
+            path: "data.script".into(),
+            delta: Delta::Text {
+                // A unified diff of a value with the hostile lines in it, as diff writes it.
+                diff: format!("@@ -1 +1,4 @@\n-a\n+{}\n", HOSTILE.replace('\n', "\n+")),
+            },
+        });
+        o.notes = vec![HOSTILE.into()];
+        c.risks[0].object = format!("MachineDeployment {HOSTILE}");
+        c.risks[0].message = format!("worker replicas 1 → 2 {HOSTILE}");
+        d.scope = Some(crate::review::diff::Scope {
+            rendered: 1,
+            clusters: 1,
+            skipped: 0,
+            everything: Some(HOSTILE.into()),
+            unused: vec![HOSTILE.into()],
+        });
+        d
+    }
+
+    fn assert_terminal_safe(what: &str, out: &str) {
+        for c in ['\u{1b}', '\r', '\u{7}', '\u{202e}'] {
+            assert!(!out.contains(c), "{what}: {c:?} reached the output:\n{out}");
+        }
+        for l in out.lines() {
+            assert!(
+                !l.starts_with("# forged") && !l.starts_with("|cell"),
+                "{what}: the input started a line: {l}"
+            );
+        }
+    }
+
+    /// A Markdown line without its code spans (a backtick run up to the next run of the
+    /// same length), where nothing is read as HTML, a link or a mention.
+    fn outside_code_spans(l: &str) -> String {
+        let mut out = String::new();
+        let mut rest = l;
+        while let Some(i) = rest.find('`') {
+            out.push_str(&rest[..i]);
+            let run = rest[i..].len() - rest[i..].trim_start_matches('`').len();
+            let after = &rest[i + run..];
+            let fence = "`".repeat(run);
+            match after.find(&fence) {
+                Some(j) => rest = &after[j + run..],
+                None => {
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    #[test]
+    fn hostile_names_and_values_reach_no_printer_raw() {
+        let d = hostile_diff();
+        for color in [false, true] {
+            let t = text(&d, color, true);
+            // With colour, capstan's own SGR codes are the only escapes: taken out first.
+            let t = if color {
+                let mut plain = String::new();
+                let mut rest = t.as_str();
+                while let Some(i) = rest.find("\u{1b}[") {
+                    plain.push_str(&rest[..i]);
+                    let after = &rest[i + 2..];
+                    let end = after.find('m').expect("an SGR code");
+                    assert!(
+                        after[..end].chars().all(|c| c.is_ascii_digit() || c == ';'),
+                        "only SGR codes: {t}"
+                    );
+                    rest = &after[end + 1..];
+                }
+                plain.push_str(rest);
+                plain
+            } else {
+                t
+            };
+            assert_terminal_safe("text", &t);
+        }
+        let md = markdown(&d, GITHUB_COMMENT_LIMIT, true);
+        assert_terminal_safe("markdown", &md);
+        // Every fence opened is closed by a fence of its own length, and no line the input
+        // made is a heading, a table row, HTML or a mention.
+        let mut open: Option<&str> = None;
+        for l in md.lines() {
+            let ticks = l.len() - l.trim_start_matches('`').len();
+            match open {
+                None if ticks >= 3 => open = Some(&l[..ticks]),
+                Some(f) if l == f => open = None,
+                Some(f) => assert!(
+                    !l.trim_start().starts_with(f),
+                    "a body line closes the fence: {l}"
+                ),
+                None => {
+                    let l = outside_code_spans(l);
+                    assert!(!l.contains("<b>") && !l.contains("](http"), "{l}");
+                    assert!(!l.contains("@team"), "a mention: {l}");
+                }
+            }
+        }
+        assert!(open.is_none(), "every fence closed:\n{md}");
+        let table_rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+        for r in &table_rows {
+            assert_eq!(
+                r.matches('|').count() - r.matches("\\|").count(),
+                9,
+                "the row keeps its 8 cells: {r}"
+            );
+        }
+        let j = json(&d, true);
+        assert_terminal_safe("json", &j);
+        let back: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(back["clusters"][0]["name"], json!(format!("c{HOSTILE}")));
+    }
+
     #[test]
     fn text_without_colour_has_no_escapes() {
         let t = text(&sample(1), false, false);
