@@ -376,7 +376,8 @@ fn render_refuses_missing_foreign_and_plaintext_secrets() {
 /// printing anything, without a key.
 #[test]
 fn render_refuses_a_sealed_file_whose_age_armor_is_broken() {
-    let cases: [(&str, fn(&str) -> String); 2] = [
+    type Corrupt = fn(&str) -> String;
+    let cases: [(&str, Corrupt); 2] = [
         ("line cut short", |l| l[..l.len() - 4].to_string()),
         ("not base64", |l| format!("{}!{}", &l[..10], &l[11..])),
     ];

@@ -567,7 +567,10 @@ fn md_object(o: &ObjectDiff) -> String {
         }
         body.push('\n');
     }
-    let summary = md_text(&object_title(o)).into_owned();
+    // The sigil is capstan's own (`~` would read as strikethrough if escaped text had it).
+    let title = object_title(o);
+    let rest = title.strip_prefix(sigil(o.status)).unwrap_or(&title);
+    let summary = format!("{}{}", sigil(o.status), md_text(rest));
     if body.is_empty() {
         return format!("- <code>{summary}</code>\n");
     }
