@@ -315,11 +315,13 @@ impl Context {
     /// A prefix for error messages naming the Application and revision, when known.
     pub fn label(&self) -> String {
         let mut parts = Vec::new();
+        // The environment's values, escaped: a name with a line break stays on the line.
         if let Some(n) = &self.app_name {
-            parts.push(format!("application {n}"));
+            parts.push(format!("application {}", crate::printable::line(n)));
         }
         if let Some(r) = &self.revision {
-            parts.push(format!("revision {}", r.get(..12).unwrap_or(r)));
+            let r = r.get(..12).unwrap_or(r);
+            parts.push(format!("revision {}", crate::printable::line(r)));
         }
         if parts.is_empty() {
             "argocd generate".into()

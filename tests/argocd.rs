@@ -1115,3 +1115,41 @@ fn an_unusable_environment_still_names_the_application() {
         stderr(&o)
     );
 }
+
+/// An `ARGOCD_APP_NAME` (or revision) with a line break, an ANSI escape, a carriage return
+/// or a bidirectional override: the error stays one line on stderr, every such character
+/// escaped, nothing on stdout; whether the environment is unusable or the render fails.
+#[test]
+fn generate_errors_stay_one_escaped_line_whatever_the_application_name() {
+    let (_t, repo) = example_copy();
+    let hostile = "lab\nerror: forged\u{1b}[2J\u{1b}]0;x\u{7}\r\u{202e}";
+    let cases: [(&[(&str, &str)], &str); 2] = [
+        (
+            &[(cli::ENV_ARGOCD_APP_NAME, hostile)],
+            "error: argocd generate (application lab\\u{a}error: forged\\u{1b}[2J\\u{1b}]0;x\\u{7}\\u{d}\\u{202e}, revision 5bfdacf1c6a0): ",
+        ),
+        (
+            &[
+                (cli::ENV_ARGOCD_APP_NAME, hostile),
+                (cli::ENV_ARGOCD_APP_PARAMETERS, "not json"),
+            ],
+            "error: argocd generate (application lab\\u{a}error: forged\\u{1b}[2J\\u{1b}]0;x\\u{7}\\u{d}\\u{202e}): ",
+        ),
+    ];
+    for (env, prefix) in cases {
+        let o = generate(&repo, "clusters/lab-f", env);
+        let err = stderr(&o);
+        assert_eq!(
+            (o.status.code(), stdout(&o).as_str()),
+            (Some(2), ""),
+            "{err}"
+        );
+        assert!(err.starts_with(prefix), "{err}");
+        assert_eq!(err.matches('\n').count(), 1, "one line: {err}");
+        assert!(err.ends_with('\n'));
+        assert!(
+            !err.contains(['\u{1b}', '\r', '\u{7}', '\u{202e}']),
+            "escaped: {err}"
+        );
+    }
+}

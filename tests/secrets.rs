@@ -371,6 +371,40 @@ fn render_refuses_missing_foreign_and_plaintext_secrets() {
     }
 }
 
+/// A sealed file whose age armor is broken (a line cut short, a character outside base64)
+/// could never be unwrapped: render refuses it as it refuses any corrupt ciphertext, before
+/// printing anything, without a key.
+#[test]
+fn render_refuses_a_sealed_file_whose_age_armor_is_broken() {
+    type Corrupt = fn(&str) -> String;
+    let cases: [(&str, Corrupt); 2] = [
+        ("line cut short", |l| l[..l.len() - 4].to_string()),
+        ("not base64", |l| format!("{}!{}", &l[..10], &l[11..])),
+    ];
+    for (name, corrupt) in cases {
+        let (_t, repo) = example_copy();
+        let p = repo.join("clusters/lab-f/secrets/lab-f-ca.yaml");
+        let text = std::fs::read_to_string(&p).unwrap();
+        let begin = text.find("-----BEGIN AGE ENCRYPTED FILE-----\n").unwrap();
+        let start = text[begin..].find('\n').unwrap() + begin + 1;
+        let end = text[start..].find('\n').unwrap() + start;
+        let line = &text[start..end];
+        let broken = format!("{}{}{}", &text[..start], corrupt(line), &text[end..]);
+        std::fs::write(&p, broken).unwrap();
+        let o = capstan(&["render", "clusters/lab-f"], &repo);
+        assert_eq!(
+            (o.status.code(), stdout(&o).as_str(), stderr(&o).as_str()),
+            (
+                Some(2),
+                "",
+                "error: clusters/lab-f/secrets/lab-f-ca.yaml: sops.age[0].enc: \
+                 is not a well-formed ASCII-armored age file (broken armor)\n"
+            ),
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn extra_sops_secrets_pass_through_verbatim_and_kustomize_style_bundle_keeps_them() {
     let (_t, repo) = example_copy();

@@ -11,6 +11,7 @@
 //! out.
 
 use crate::inputs::model::ClusterConfig;
+use crate::printable::{md_code, md_text};
 use crate::procedure::{Names, SET_BOOTSTRAPPED};
 use std::fmt::Write as _;
 
@@ -99,36 +100,43 @@ pub fn runbook(
         "Clusters in the repository: {}.\n",
         configs
             .iter()
-            .map(|c| format!("`{}/{}`", c.metadata.namespace, c.metadata.name))
+            .map(|c| md_code(&format!("{}/{}", c.metadata.namespace, c.metadata.name)))
             .collect::<Vec<_>>()
             .join(", ")
     );
     for n in &notes {
         let _ = writeln!(md, "> **Note:** {n}.\n");
     }
+    // The URL and the index's id and date come from the command line and the bucket: each is
+    // written as a code span or escaped text, and every command that quotes them as one span.
+    let url_code = md_code(url);
+    let init_code = md_code(&init);
+    let push_code = md_code(&format!("capstan backup push DIR {url} -R recipients.txt"));
     let Some((id, created)) = backup else {
         let _ = writeln!(
             md,
-            "## No backup under `{url}`\n\n\
+            "## No backup under {url_code}\n\n\
              Without the Machines, IP allocations and `status.bootstrapped` that only a backup holds, the providers \
              cannot adopt the running clusters: rendered from git alone they would create new machines, hand out \
              addresses running nodes use, and a control plane without `status.bootstrapped` can bootstrap a second \
              etcd. Do not apply the repository to a new management cluster as it is.\n\n\
-             1. Build a new management cluster (a kind cluster below, or a permanent one) and `{init}`.\n\
+             1. Build a new management cluster (a kind cluster below, or a permanent one) and {init_code}.\n\
              2. For each cluster, treat its running Talos nodes as a migration treats kubeadm nodes: set \
              `spec.migration` back to phase `prepare` (control-plane replicas 0, the guard policy and the Job that \
              sets `status.bootstrapped`), render and apply it, and follow `capstan plan` through phases \
              `control-plane` and `workers`: new machines join the running etcd, and the old nodes are removed one \
              at a time with the plan's procedures.\n\
              3. Take a backup as soon as the clusters are managed again: `clusterctl move --to-directory DIR` and \
-             `capstan backup push DIR {url} -R recipients.txt`, then `capstan backup check`.\n"
+             {push_code}, then `capstan backup check`.\n"
         );
         return md;
     };
     let _ = writeln!(
         md,
-        "From backup `{id}` ({created}) under `{url}`. Every step is run by an operator who holds the DR \
-         identity; the restored objects include the clusters' CA keys and kubeconfigs.\n"
+        "From backup {} ({}) under {url_code}. Every step is run by an operator who holds the DR \
+         identity; the restored objects include the clusters' CA keys and kubeconfigs.\n",
+        md_code(id),
+        md_text(created)
     );
     let steps: Vec<String> = vec![
         "If Argo CD still runs somewhere and targets the management cluster, turn off automated sync of the \
@@ -140,7 +148,7 @@ pub fn runbook(
             KIND_CONFIG.lines().map(|l| format!("   {l}\n")).collect::<String>()
         ),
         format!(
-            "Install the providers the lost cluster ran: `{init}`, then `kubectl wait --for=condition=Available deployment --all -A --timeout=10m`."
+            "Install the providers the lost cluster ran: {init_code}, then `kubectl wait --for=condition=Available deployment --all -A --timeout=10m`."
         ),
         format!(
             "Stop the Talos control-plane provider: `{STOP_CACPPT}` (if `clusterctl init` put it elsewhere: \
@@ -150,8 +158,9 @@ pub fn runbook(
              `status.bootstrapped` is back."
         ),
         format!(
-            "Fetch the backup: `capstan backup pull {url}/{id} restore -i dr-identity.txt` (checked against its \
-             index and manifest: a corrupt or truncated backup is refused; files mode 0600)."
+            "Fetch the backup: {} (checked against its \
+             index and manifest: a corrupt or truncated backup is refused; files mode 0600).",
+            md_code(&format!("capstan backup pull {url}/{id} restore -i dr-identity.txt"))
         ),
         "Restore the objects: `clusterctl move --from-directory restore`, then remove the plaintext: `rm -rf restore`."
             .into(),
@@ -191,7 +200,7 @@ pub fn runbook(
     step(
         &mut md,
         format!(
-            "Move to the permanent management cluster: `{init}` there (same releases), stop its control-plane \
+            "Move to the permanent management cluster: {init_code} there (same releases), stop its control-plane \
              provider (`{STOP_CACPPT}` with its kubeconfig), `clusterctl move --to-kubeconfig permanent.kubeconfig`, \
              set `status.bootstrapped` on every TalosControlPlane there as above, then start the provider."
         ),
@@ -207,8 +216,7 @@ pub fn runbook(
         &mut md,
         format!(
             "Delete the temporary cluster (`kind delete cluster --name capstan-restore`) and take a new backup from \
-             the permanent cluster: `clusterctl move --to-directory DIR`, `capstan backup push DIR {url} -R \
-             recipients.txt`, `capstan backup check`."
+             the permanent cluster: `clusterctl move --to-directory DIR`, {push_code}, `capstan backup check`."
         ),
     );
     let _ = writeln!(

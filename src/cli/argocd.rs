@@ -44,7 +44,9 @@ fn env_vars() -> Result<Vec<(String, String)>> {
 }
 
 /// One line: Argo CD shows stderr in the UI, and messages listing several problems span
-/// lines.
+/// lines; they are joined with `; `, and every other control character or bidirectional
+/// override (a carriage return, an ANSI escape in a name from the repository or the
+/// environment) is escaped ([`crate::printable::line`]).
 fn one_line(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, line) in text
@@ -56,14 +58,19 @@ fn one_line(text: &str) -> String {
         if i > 0 {
             out.push_str("; ");
         }
-        out.push_str(line);
+        out.push_str(&crate::printable::line(line));
     }
     out
 }
 
 /// `capstan argocd generate`: the whole stream is built before anything is printed, so a
-/// failure prints nothing on stdout and exits 2 with one line on stderr.
+/// failure prints nothing on stdout and exits 2 with one line on stderr, whatever the
+/// error and whatever the environment's values hold.
 pub fn generate() -> Result<Status> {
+    generate_stream().map_err(|e| anyhow::anyhow!("{}", one_line(&format!("{e:#}"))))
+}
+
+fn generate_stream() -> Result<Status> {
     let vars = env_vars()
         .map_err(|e| anyhow::anyhow!("argocd generate: {}", one_line(&format!("{e:#}"))))?;
     let ctx = Context::from_env(&vars).map_err(|e| {
@@ -72,7 +79,7 @@ pub fn generate() -> Result<Status> {
             .iter()
             .rev()
             .find(|(k, _)| k == crate::argocd::env::ENV_ARGOCD_APP_NAME)
-            .map(|(_, v)| format!(" (application {})", one_line(v)))
+            .map(|(_, v)| format!(" (application {})", crate::printable::line(v)))
             .unwrap_or_default();
         anyhow::anyhow!("argocd generate{app}: {}", one_line(&e.to_string()))
     })?;
@@ -333,5 +340,28 @@ mod tests {
     #[test]
     fn messages_become_one_line() {
         assert_eq!(one_line("a: b\n  c\n\n d\n"), "a: b; c; d");
+    }
+
+    #[test]
+    fn an_application_name_with_a_line_break_or_an_escape_stays_on_the_line() {
+        let vars: Vec<(String, String)> = vec![
+            (
+                crate::argocd::env::ENV_ARGOCD_APP_NAME.into(),
+                "lab\nerror: forged\u{1b}[2J\r\u{202e}".into(),
+            ),
+            (
+                crate::argocd::env::ENV_ARGOCD_APP_REVISION.into(),
+                "ab\ncd".into(),
+            ),
+        ];
+        let label = crate::argocd::Context::from_env(&vars)
+            .map(|c| c.label())
+            .unwrap_or_default();
+        let printed = one_line(&format!("{label}: failed\nsecond"));
+        assert_eq!(
+            printed,
+            "argocd generate (application lab\\u{a}error: forged\\u{1b}[2J\\u{d}\\u{202e}, \
+             revision ab\\u{a}cd): failed; second"
+        );
     }
 }

@@ -7,6 +7,7 @@ use crate::cli::{
     BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs, RestorePlanArgs,
 };
 use crate::inputs;
+use crate::printable::{self, line};
 use anyhow::Result;
 use std::io::Write as _;
 
@@ -73,13 +74,15 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
     drop(files);
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        let json = serde_json::to_string_pretty(&report)?;
+        writeln!(out, "{}", printable::json(&json))?;
     } else {
+        // The index and the files come from the bucket: every name is escaped.
         writeln!(
             out,
             "backup {} ({}, {} h old{})",
-            report.backup,
-            report.created,
+            line(&report.backup),
+            line(&report.created),
             report.age_seconds / 3600,
             if report.stale {
                 format!(": older than --max-age {}", args.max_age)
@@ -89,9 +92,14 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
         )?;
         for c in &report.clusters {
             if c.missing.is_empty() {
-                writeln!(out, "ok       {}", c.name)?;
+                writeln!(out, "ok       {}", line(&c.name))?;
             } else {
-                writeln!(out, "missing  {}: {}", c.name, c.missing.join("; "))?;
+                writeln!(
+                    out,
+                    "missing  {}: {}",
+                    line(&c.name),
+                    line(&c.missing.join("; "))
+                )?;
             }
         }
     }
@@ -144,30 +152,32 @@ fn list(args: BackupListArgs) -> Result<Status> {
     let (found, skipped) = store.list()?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&found)?)?;
+        let json = serde_json::to_string_pretty(&found)?;
+        writeln!(out, "{}", printable::json(&json))?;
     } else if found.is_empty() {
-        writeln!(out, "no backups under {}", store.url())?;
+        writeln!(out, "no backups under {}", line(store.url()))?;
     } else {
+        // Indexes are read from the bucket: every field is escaped.
         for i in &found {
             let kinds: Vec<String> = i.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
             writeln!(
                 out,
                 "{}  {}  {} bytes  {} objects ({})  clusters: {}",
-                i.id,
-                i.created,
+                line(&i.id),
+                line(&i.created),
                 i.size,
                 i.files,
-                kinds.join(", "),
+                line(&kinds.join(", ")),
                 if i.clusters.is_empty() {
                     "none".to_string()
                 } else {
-                    i.clusters.join(", ")
+                    line(&i.clusters.join(", ")).into_owned()
                 }
             )?;
         }
     }
     for s in &skipped {
-        eprintln!("skipped: {s}");
+        eprintln!("skipped: {}", line(&s.to_string()));
     }
     Ok(Status::Success)
 }
@@ -190,8 +200,8 @@ fn pull(args: BackupPullArgs) -> Result<Status> {
     crate::render::bundle::create_private_dir(&args.out, &named)?;
     eprintln!(
         "backup {} ({}) written to {}: {} objects, files mode 0600",
-        index.id,
-        index.created,
+        line(&index.id),
+        line(&index.created),
         args.out.display(),
         files.len()
     );
@@ -220,7 +230,11 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
         store.url(),
         newest.map(|i| (i.id.as_str(), i.created.as_str())),
     );
-    std::io::stdout().lock().write_all(md.as_bytes())?;
+    // Values from the bucket and the repository are escaped where the runbook quotes them;
+    // whatever else it quotes carries no control character to the terminal.
+    std::io::stdout()
+        .lock()
+        .write_all(printable::escape(&md).as_bytes())?;
     Ok(Status::Success)
 }
 

@@ -9,6 +9,7 @@ use crate::cli::{
 };
 use crate::inputs::model::Phase;
 use crate::inputs::{self, ClusterInput};
+use crate::printable::line;
 use crate::render::bundle::{self, Bundle, Outcome};
 use crate::render::pipeline::render_each;
 use crate::render::schema::CrdSet;
@@ -32,7 +33,9 @@ pub fn run(cli: Cli) -> Result<Status> {
             let c = inputs::load_cluster(&args.dir)?;
             let sizes = pool_sizes(&c)?;
             let mut out = std::io::stdout().lock();
-            out.write_all(crate::migration::plan::runbook(&c.config, &sizes).as_bytes())?;
+            // The runbook quotes cluster.yaml's values: no control character reaches the terminal.
+            let md = crate::migration::plan::runbook(&c.config, &sizes);
+            out.write_all(crate::printable::escape(&md).as_bytes())?;
             out.flush()?;
             Ok(Status::Success)
         }
@@ -176,7 +179,8 @@ fn render(args: RenderArgs) -> Result<Status> {
                     Outcome::Updated => "updated",
                     Outcome::Unchanged => "unchanged",
                 };
-                writeln!(err, "{}: {what}", root.join(name).display())?;
+                let path = root.join(name).display().to_string();
+                writeln!(err, "{}: {what}", line(&path))?;
             }
         }
     }
@@ -263,7 +267,8 @@ fn validate(args: ValidateArgs) -> Result<Status> {
         if !violations.is_empty() {
             invalid += 1;
             for v in violations {
-                writeln!(err, "{source}: {kind}/{name}: {v}")?;
+                // The file, the object and the values a violation quotes are input.
+                writeln!(err, "{}", line(&format!("{source}: {kind}/{name}: {v}")))?;
             }
         }
     }
@@ -489,7 +494,8 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
         let removed: Vec<&String> = before.difference(&after).collect();
         writeln!(
             err,
-            "{rel}: {} recipient(s) added, {} removed",
+            "{}: {} recipient(s) added, {} removed",
+            line(&rel.to_string()),
             added.len(),
             removed.len()
         )?;
@@ -546,7 +552,7 @@ fn import_update(
     bundle::remove_files(dir, &update.stale)?;
     let mut err = std::io::stderr().lock();
     for w in &imported.warnings {
-        writeln!(err, "warning: {w}")?;
+        writeln!(err, "warning: {}", line(&w.to_string()))?;
     }
     writeln!(
         err,
@@ -554,7 +560,7 @@ fn import_update(
         dir.display()
     )?;
     for change in &update.changes {
-        writeln!(err, "  {change}")?;
+        writeln!(err, "  {}", line(&change.to_string()))?;
     }
     writeln!(
         err,
@@ -641,7 +647,7 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
     bundle::create_files(&args.out, &files)?;
     let mut err = std::io::stderr().lock();
     for w in &imported.warnings {
-        writeln!(err, "warning: {w}")?;
+        writeln!(err, "warning: {}", line(&w.to_string()))?;
     }
     if let Some(w) = directory_name_warning(&args.out, &imported.config.metadata.name) {
         writeln!(err, "warning: {w}")?;
@@ -950,7 +956,7 @@ fn check(args: CheckArgs) -> Result<Status> {
         CheckFormat::Json => {
             let mut text = serde_json::to_string_pretty(&check::report_json(&ci, &findings))?;
             text.push('\n');
-            out.write_all(text.as_bytes())?;
+            out.write_all(crate::printable::json(&text).as_bytes())?;
         }
         CheckFormat::Text => {
             let colour = std::io::stdout().is_terminal()

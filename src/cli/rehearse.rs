@@ -47,10 +47,11 @@ pub fn run(args: RehearseArgs) -> Result<Status> {
         RehearseFormat::Json => {
             let mut s = serde_json::to_string_pretty(&rehearse::report::json(&r))?;
             s.push('\n');
-            s
+            crate::printable::json(&s).into_owned()
         }
     };
-    // Names and messages came from a repository: every line escaped as errors are.
+    // Names and messages came from a repository: each value is escaped on its line by the
+    // report, and every line is bounded as errors are.
     let mut out = std::io::stdout().lock();
     for line in text.lines() {
         writeln!(out, "{}", crate::review::report::error_message(line))?;

@@ -20,6 +20,7 @@ use zeroize::Zeroizing;
 
 use crate::inputs::kubeadm::{ApiServerFacts, ClusterConfigFacts, EncryptionFacts, KeyedProvider};
 use crate::inputs::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS_SUPPORT};
+use crate::printable::line;
 use crate::secrets::pki::{self, CertSummary, PkiError};
 use crate::secrets::talos::SecretsBundle;
 
@@ -674,10 +675,10 @@ pub fn report_text(inputs: &CheckInputs, findings: &[Finding], colour: bool) -> 
     let c = inputs;
     let mut out = format!(
         "capstan check {} (cluster {}, Talos {}, Kubernetes {})\n",
-        c.config_file,
-        c.config.metadata.name,
-        c.config.spec.versions.talos,
-        c.config.spec.versions.kubernetes
+        line(&c.config_file),
+        line(&c.config.metadata.name),
+        line(&c.config.spec.versions.talos),
+        line(&c.config.spec.versions.kubernetes)
     );
     let groups = [
         (Severity::Blocking, "blocking", "1;31", "BLOCK"),
@@ -694,19 +695,22 @@ pub fn report_text(inputs: &CheckInputs, findings: &[Finding], colour: bool) -> 
         out.push_str(&paint(code, &format!("{title} ({})", items.len())));
         out.push('\n');
         for f in items {
-            // Findings quote their inputs (names from kubectl, govc, the repository): escaped.
+            // Findings quote their inputs (names from kubectl, govc, etcdctl, the repository):
+            // each stays on its line, escaped.
             out.push_str(&format!(
                 "  {} {}  {}\n      {}\n",
                 paint(code, tag),
                 paint("1", f.id),
-                crate::printable::escape(&f.field),
-                crate::printable::escape(&f.summary)
+                line(&f.field),
+                line(&f.summary)
             ));
             if let Some(e) = f.cluster_error {
                 out.push_str(&format!("      cluster would show: {e}\n"));
             }
             if let Some(fix) = &f.fix {
-                out.push_str(&format!("      fix: {}\n", crate::printable::escape(fix)));
+                // A fix may span lines; each of them stays indented under its finding.
+                let fix = crate::printable::escape(fix).replace('\n', "\n      ");
+                out.push_str(&format!("      fix: {fix}\n"));
             }
         }
     }

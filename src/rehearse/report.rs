@@ -1,7 +1,9 @@
-//! A rehearsal as text for people (one short table per step) and as JSON for CI. Every
-//! string that came from a repository is escaped by the caller's printer; names here are
-//! the model's (Kubernetes object names).
+//! A rehearsal as text for people (one short table per step) and as JSON for CI. Names
+//! and messages come from a repository (a cluster, an object, a Job's output): each value
+//! of the text stays on its line, escaped ([`crate::printable::line`]); the caller's
+//! printer escapes the JSON.
 
+use crate::printable::line;
 use serde_json::{json, Value};
 
 use super::drive::{Rehearsal, Snapshot, Step};
@@ -67,7 +69,8 @@ fn etcd_line(s: &Snapshot) -> String {
 pub fn text(r: &Rehearsal) -> String {
     let mut out = format!(
         "capstan rehearse {} (a model of the providers, synced with {}: see README \"Rehearse\")\n",
-        r.cluster, r.sync
+        line(&r.cluster.to_string()),
+        r.sync
     );
     for (i, step) in r.steps.iter().enumerate() {
         out.push_str(&step_text(i + 1, step));
@@ -76,7 +79,10 @@ pub fn text(r: &Rehearsal) -> String {
         None => out.push_str("\nresult: every step reached its end state\n"),
         Some(s) => out.push_str(&format!(
             "\nresult: stopped ({}) at {}: {}\nfix: {}\n",
-            s.kind, s.object, s.condition, s.fix
+            s.kind,
+            line(&s.object.to_string()),
+            line(&s.condition.to_string()),
+            line(&s.fix.to_string())
         )),
     }
     out
@@ -90,9 +96,11 @@ fn step_text(n: usize, step: &Step) -> String {
     };
     let mut out = format!(
         "\n{n}. {} [t={} s, {} s: {state}]\n",
-        step.title, s.t, step.seconds
+        line(&step.title.to_string()),
+        s.t,
+        step.seconds
     );
-    let row = |k: &str, v: String| format!("   {k:<9} {v}\n");
+    let row = |k: &str, v: String| format!("   {k:<9} {}\n", line(&v));
     if let Some(sync) = &step.sync {
         let mut parts = vec![format!("{} applied", sync.applied)];
         if !sync.pruned.is_empty() {

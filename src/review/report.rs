@@ -5,6 +5,7 @@
 //!
 //! Pure: strings in, strings out. Nothing here sees a secret value: the model has none.
 
+use crate::printable::{line, md_code, md_fence, md_text};
 use crate::review::diff::{
     CertChange, CertInfo, ClusterDiff, ClusterStatus, Delta, Diff, ObjectDiff, ObjectStatus,
     Severity,
@@ -85,7 +86,7 @@ pub fn json(diff: &Diff, verbose: bool) -> String {
     };
     let mut s = serde_json::to_string_pretty(&view).unwrap_or_else(|_| "{}".into());
     s.push('\n');
-    s
+    crate::printable::json(&s).into_owned()
 }
 
 /// A cluster that is only counted: unchanged, nothing re-encrypted, no input changed.
@@ -453,11 +454,15 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
     let _ = writeln!(
         s,
         "{}",
-        p.bold(&format!("capstan diff {} → {}", diff.a, diff.b))
+        p.bold(&format!(
+            "capstan diff {} → {}",
+            line(&diff.a),
+            line(&diff.b)
+        ))
     );
     let _ = writeln!(s, "{}", summary_line(diff));
     for l in scope_lines(diff) {
-        let _ = writeln!(s, "{}", p.dim(&l));
+        let _ = writeln!(s, "{}", p.dim(&line(&l)));
     }
     let _ = writeln!(s, "{}", p.dim(&sealed_line(diff)));
     let unchanged: Vec<&str> = diff
@@ -480,9 +485,9 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
         } else {
             format!("cluster {}: {}", c.name, c.status.as_str())
         };
-        let _ = writeln!(s, "{}", p.bold(&head));
+        let _ = writeln!(s, "{}", p.bold(&line(&head)));
         if let Some(l) = inputs_line(c) {
-            let _ = writeln!(s, "  {}", p.dim(&l));
+            let _ = writeln!(s, "  {}", p.dim(&line(&l)));
         }
         if !c.risks.is_empty() {
             let _ = writeln!(s, "  risks:");
@@ -490,13 +495,18 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
                 let obj = if r.object.is_empty() {
                     String::new()
                 } else {
-                    format!("{}: ", r.object)
+                    format!("{}: ", line(&r.object))
                 };
-                let _ = writeln!(s, "    {} {obj}{}", p.severity(r.severity), r.message);
+                let _ = writeln!(
+                    s,
+                    "    {} {obj}{}",
+                    p.severity(r.severity),
+                    line(&r.message)
+                );
             }
         }
         for o in &c.objects {
-            let title = object_title(o);
+            let title = line(&object_title(o)).into_owned();
             let title = match o.status {
                 ObjectStatus::Added => p.green(&title),
                 ObjectStatus::Removed => p.red(&title),
@@ -508,9 +518,10 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
             for l in object_lines(o) {
                 match l {
                     Line::Plain(t) => {
-                        let _ = writeln!(s, "      {t}");
+                        let _ = writeln!(s, "      {}", line(&t));
                     }
                     Line::Diff(t) => {
+                        let t = line(&t).into_owned();
                         let t = match t.chars().next() {
                             Some('+') => p.green(&t),
                             Some('-') => p.red(&t),
@@ -533,30 +544,9 @@ pub fn text(diff: &Diff, color: bool, verbose: bool) -> String {
                 unchanged.len()
             )
         };
-        let _ = writeln!(s, "{}", p.dim(&line));
+        let _ = writeln!(s, "{}", p.dim(&crate::printable::line(&line)));
     }
     s
-}
-
-fn md_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('|', "\\|")
-}
-
-fn fence_for(body: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for ch in body.chars() {
-        if ch == '`' {
-            run += 1;
-            longest = longest.max(run);
-        } else {
-            run = 0;
-        }
-    }
-    "`".repeat((longest + 1).max(3))
 }
 
 fn md_risks(c: &ClusterDiff) -> Vec<String> {
@@ -566,12 +556,12 @@ fn md_risks(c: &ClusterDiff) -> Vec<String> {
             let obj = if r.object.is_empty() {
                 String::new()
             } else {
-                format!("`{}` ", r.object)
+                format!("{} ", md_code(&r.object))
             };
             format!(
                 "- **{}** {obj}{}\n",
                 r.severity.as_str(),
-                md_escape(&r.message)
+                md_text(&r.message)
             )
         })
         .collect()
@@ -583,17 +573,20 @@ fn md_object(o: &ObjectDiff) -> String {
         match l {
             Line::Plain(t) => {
                 body.push_str("  ");
-                body.push_str(&t);
+                body.push_str(&line(&t));
             }
-            Line::Diff(t) => body.push_str(&t),
+            Line::Diff(t) => body.push_str(&line(&t)),
         }
         body.push('\n');
     }
-    let summary = md_escape(&object_title(o));
+    // The sigil is capstan's own (`~` would read as strikethrough if escaped text had it).
+    let title = object_title(o);
+    let rest = title.strip_prefix(sigil(o.status)).unwrap_or(&title);
+    let summary = format!("{}{}", sigil(o.status), md_text(rest));
     if body.is_empty() {
         return format!("- <code>{summary}</code>\n");
     }
-    let fence = fence_for(&body);
+    let fence = md_fence(&body);
     format!("<details><summary><code>{summary}</code></summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n")
 }
 
@@ -630,13 +623,13 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     let _ = writeln!(head, "## capstan diff\n");
     let _ = writeln!(
         head,
-        "`{}` → `{}` · {}\n",
-        md_escape(&diff.a),
-        md_escape(&diff.b),
-        md_escape(&summary_line(diff))
+        "{} → {} · {}\n",
+        md_code(&diff.a),
+        md_code(&diff.b),
+        md_text(&summary_line(diff))
     );
     for l in scope_lines(diff) {
-        let _ = writeln!(head, "_{}_\n", md_escape(&l));
+        let _ = writeln!(head, "_{}_\n", md_text(&l));
     }
     let sealed = sealed_line(diff);
     let _ = writeln!(
@@ -684,7 +677,7 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     for (label, c) in &ordered {
         let row = format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            md_escape(label),
+            md_text(label),
             c.status.as_str(),
             c.count(ObjectStatus::Changed),
             c.count(ObjectStatus::Replaced),
@@ -718,16 +711,16 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
         let mut h = if g.names.len() > 1 {
             format!(
                 "\n### {} ({}: the same change in {} clusters, shown for {})\n\n",
-                md_escape(&group_names(g, 5)),
+                md_text(&group_names(g, 5)),
                 c.status.as_str(),
                 g.names.len(),
-                md_escape(&c.name)
+                md_text(&c.name)
             )
         } else {
-            format!("\n### {} ({})\n\n", md_escape(&c.name), c.status.as_str())
+            format!("\n### {} ({})\n\n", md_text(&c.name), c.status.as_str())
         };
         if let Some(l) = inputs_line(c) {
-            let _ = write!(h, "_{}_\n\n", md_escape(&l));
+            let _ = write!(h, "_{}_\n\n", md_text(&l));
         }
         if used + h.len() > budget {
             headings.push(None);
@@ -905,6 +898,142 @@ mod tests {
         let big = markdown(&sample(2000), GITHUB_COMMENT_LIMIT, false);
         assert!(big.len() <= GITHUB_COMMENT_LIMIT, "{}", big.len());
         assert!(big.contains("Cut to stay under GitHub's 65536-character comment limit"));
+    }
+
+    /// What a pull request can put in a name or a value: a screen clear, a window title
+    /// (OSC), a carriage return, a line break that starts a forged line, a right-to-left
+    /// override, a fence, a heading, a table cell break, HTML, a link and a mention.
+    const HOSTILE: &str =
+        "x\u{1b}[2J\u{1b}]0;t\u{7}\r\n# forged\n```\n|cell|<b>[l](http://e)@team\u{202e}";
+
+    /// Every place a name or a value reaches: cluster, object, field path, values, a text
+    /// diff, a note, a risk, the changed inputs and the scope.
+    fn hostile_diff() -> Diff {
+        let mut d = sample(1);
+        let c = &mut d.clusters[0];
+        c.name = format!("c{HOSTILE}");
+        c.inputs = vec![format!("clusters/{HOSTILE}/cluster.yaml")];
+        let o = &mut c.objects[0];
+        o.id.name = HOSTILE.into();
+        o.id.namespace = HOSTILE.into();
+        o.fields[0].path = format!("metadata.labels[\"{HOSTILE}\"]");
+        o.fields[0].delta = Delta::Value {
+            before: Some(json!(HOSTILE)),
+            after: Some(json!("a\u{1b}[31mb")),
+        };
+        o.fields.push(FieldChange {
+            path: "data.script".into(),
+            delta: Delta::Text {
+                // A unified diff of a value with the hostile lines in it, as diff writes it.
+                diff: format!("@@ -1 +1,4 @@\n-a\n+{}\n", HOSTILE.replace('\n', "\n+")),
+            },
+        });
+        o.notes = vec![HOSTILE.into()];
+        c.risks[0].object = format!("MachineDeployment {HOSTILE}");
+        c.risks[0].message = format!("worker replicas 1 → 2 {HOSTILE}");
+        d.scope = Some(crate::review::diff::Scope {
+            rendered: 1,
+            clusters: 1,
+            skipped: 0,
+            everything: Some(HOSTILE.into()),
+            unused: vec![HOSTILE.into()],
+        });
+        d
+    }
+
+    fn assert_terminal_safe(what: &str, out: &str) {
+        for c in ['\u{1b}', '\r', '\u{7}', '\u{202e}'] {
+            assert!(!out.contains(c), "{what}: {c:?} reached the output:\n{out}");
+        }
+        for l in out.lines() {
+            assert!(
+                !l.starts_with("# forged") && !l.starts_with("|cell"),
+                "{what}: the input started a line: {l}"
+            );
+        }
+    }
+
+    /// A Markdown line without its code spans (a backtick run up to the next run of the
+    /// same length), where nothing is read as HTML, a link or a mention.
+    fn outside_code_spans(l: &str) -> String {
+        let mut out = String::new();
+        let mut rest = l;
+        while let Some(i) = rest.find('`') {
+            out.push_str(&rest[..i]);
+            let run = rest[i..].len() - rest[i..].trim_start_matches('`').len();
+            let after = &rest[i + run..];
+            let fence = "`".repeat(run);
+            match after.find(&fence) {
+                Some(j) => rest = &after[j + run..],
+                None => {
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    #[test]
+    fn hostile_names_and_values_reach_no_printer_raw() {
+        let d = hostile_diff();
+        for color in [false, true] {
+            let t = text(&d, color, true);
+            // With colour, capstan's own SGR codes are the only escapes: taken out first.
+            let t = if color {
+                let mut plain = String::new();
+                let mut rest = t.as_str();
+                while let Some(i) = rest.find("\u{1b}[") {
+                    plain.push_str(&rest[..i]);
+                    let after = &rest[i + 2..];
+                    let end = after.find('m').expect("an SGR code");
+                    assert!(
+                        after[..end].chars().all(|c| c.is_ascii_digit() || c == ';'),
+                        "only SGR codes: {t}"
+                    );
+                    rest = &after[end + 1..];
+                }
+                plain.push_str(rest);
+                plain
+            } else {
+                t
+            };
+            assert_terminal_safe("text", &t);
+        }
+        let md = markdown(&d, GITHUB_COMMENT_LIMIT, true);
+        assert_terminal_safe("markdown", &md);
+        // Every fence opened is closed by a fence of its own length, and no line the input
+        // made is a heading, a table row, HTML or a mention.
+        let mut open: Option<&str> = None;
+        for l in md.lines() {
+            let ticks = l.len() - l.trim_start_matches('`').len();
+            match open {
+                None if ticks >= 3 => open = Some(&l[..ticks]),
+                Some(f) if l == f => open = None,
+                Some(f) => assert!(
+                    !l.trim_start().starts_with(f),
+                    "a body line closes the fence: {l}"
+                ),
+                None => {
+                    let l = outside_code_spans(l);
+                    assert!(!l.contains("<b>") && !l.contains("](http"), "{l}");
+                    assert!(!l.contains("@team"), "a mention: {l}");
+                }
+            }
+        }
+        assert!(open.is_none(), "every fence closed:\n{md}");
+        let table_rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+        for r in &table_rows {
+            assert_eq!(
+                r.matches('|').count() - r.matches("\\|").count(),
+                9,
+                "the row keeps its 8 cells: {r}"
+            );
+        }
+        let j = json(&d, true);
+        assert_terminal_safe("json", &j);
+        let back: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(back["clusters"][0]["name"], json!(format!("c{HOSTILE}")));
     }
 
     #[test]

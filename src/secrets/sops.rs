@@ -342,11 +342,20 @@ impl SopsFile {
             .collect()
     }
 
-    /// Check without any key what can be checked: the MAC and every leaf the crypt rule
-    /// encrypts are well-formed `ENC[…]` strings (base64, 32-byte IV, 16-byte tag, a known
-    /// type; sops leaves an empty string as it is), and every leaf under the top-level keys
-    /// `sealed` is one of them: a plaintext value there is refused, not passed on.
+    /// Check without any key what can be checked: every age stanza's `enc` is a
+    /// well-formed ASCII-armored age file (armor lines, base64, end line, an age header
+    /// that parses), the MAC and every leaf the crypt rule encrypts are well-formed
+    /// `ENC[…]` strings (base64, 32-byte IV, 16-byte tag, a known type; sops leaves an empty
+    /// string as it is), and every leaf under the top-level keys `sealed` is one of them: a
+    /// plaintext value there is refused, not passed on.
     pub fn check_ciphertext(&self, label: &str, sealed: &[&str]) -> Result<(), SopsError> {
+        for (i, stanza) in self.metadata.age.iter().enumerate() {
+            check_armor(&stanza.enc).map_err(|problem| SopsError::Value {
+                label: label.to_string(),
+                path: format!("sops.age[{i}].enc"),
+                problem,
+            })?;
+        }
         fn walk<'a>(
             v: &'a Value,
             segs: &mut Vec<Seg<'a>>,
@@ -969,6 +978,24 @@ fn stanzas(
         added.push(s.clone());
     }
     Ok((out, added, removed))
+}
+
+/// Whether `enc` is an ASCII-armored age file as far as can be told without a key: the
+/// armor is read whole (begin and end lines, 64-column lines of canonical base64, as the
+/// age crate's `ArmoredReader` enforces) and the age header parses. A stanza that fails
+/// here could never be unwrapped, by any identity.
+fn check_armor(enc: &str) -> Result<(), &'static str> {
+    const BEGIN: &str = "-----BEGIN AGE ENCRYPTED FILE-----";
+    let text = enc.trim_start();
+    if !text.starts_with(BEGIN) {
+        return Err("is not an ASCII-armored age file");
+    }
+    let mut bytes = Vec::with_capacity(text.len());
+    age::armor::ArmoredReader::new(text.as_bytes())
+        .read_to_end(&mut bytes)
+        .map_err(|_| "is not a well-formed ASCII-armored age file (broken armor)")?;
+    age::Decryptor::new(&bytes[..]).map_err(|_| "holds no age header that parses")?;
+    Ok(())
 }
 
 fn unwrap_stanza(
