@@ -59,7 +59,8 @@ fn image_uid() -> u32 {
         .find_map(|i| i.strip_prefix("USER ").map(str::to_string))
         .expect("the ci stage sets a USER");
     let uid = user.split(':').next().unwrap();
-    uid.parse().expect("USER is numeric (runners compare UIDs, not names)")
+    uid.parse()
+        .expect("USER is numeric (runners compare UIDs, not names)")
 }
 
 fn is_root() -> bool {
@@ -75,18 +76,29 @@ fn need_root() {
 }
 
 fn sh(cmd: &str, cwd: &Path) {
-    let o = Command::new("sh").arg("-c").arg(cmd).current_dir(cwd).output().unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{cmd}: {}{}", stdout(&o), stderr(&o));
 }
 
 fn chown(path: &Path, uid: u32) {
-    sh(&format!("chown -R {uid}:{uid} '{}'", path.display()), Path::new("/"));
+    sh(
+        &format!("chown -R {uid}:{uid} '{}'", path.display()),
+        Path::new("/"),
+    );
 }
 
 /// A temporary directory every UID can traverse (tempfile makes it 0700).
 fn open_tempdir() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    sh(&format!("chmod 755 '{}'", t.path().display()), Path::new("/"));
+    sh(
+        &format!("chmod 755 '{}'", t.path().display()),
+        Path::new("/"),
+    );
     t
 }
 
@@ -105,17 +117,31 @@ fn origin(t: &Path, change: &str) -> (PathBuf, String, String) {
     let work = t.join("origin-work");
     copy_tree(&example(), &work);
     let g = "git -c user.name=ci -c user.email=ci@capstan.invalid -c commit.gpgsign=false";
-    sh(&format!("git init -q -b main && git add -A && {g} commit -qm base"), &work);
+    sh(
+        &format!("git init -q -b main && git add -A && {g} commit -qm base"),
+        &work,
+    );
     let base = git_head(&work);
     sh(&format!("{change} && {g} commit -qam change"), &work);
     let head = git_head(&work);
     let bare = t.join("origin.git");
-    sh(&format!("git clone -q --bare '{}' '{}'", work.display(), bare.display()), t);
+    sh(
+        &format!(
+            "git clone -q --bare '{}' '{}'",
+            work.display(),
+            bare.display()
+        ),
+        t,
+    );
     (bare, base, head)
 }
 
 fn git_head(dir: &Path) -> String {
-    let o = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(dir).output().unwrap();
+    let o = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
     stdout(&o).trim().to_string()
 }
 
@@ -123,15 +149,27 @@ const LOW_RISK: &str = "sed -i 's/numCPUs: 8/numCPUs: 12/' clusters/lab-f/cluste
 const HIGH_RISK: &str = "git rm -rq clusters/lab-g";
 
 /// Run `script` through `shell` as `uid` with exactly `env`, in `cwd`.
-fn run_as(uid: u32, shell: &[&str], script: &str, cwd: &Path, env: &BTreeMap<String, String>) -> Output {
+fn run_as(
+    uid: u32,
+    shell: &[&str],
+    script: &str,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> Output {
     let mut c = Command::new("setpriv");
-    c.args(["--reuid", &uid.to_string(), "--regid", &uid.to_string(), "--clear-groups"])
-        .args(shell)
-        .arg(script)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null());
+    c.args([
+        "--reuid",
+        &uid.to_string(),
+        "--regid",
+        &uid.to_string(),
+        "--clear-groups",
+    ])
+    .args(shell)
+    .arg(script)
+    .current_dir(cwd)
+    .env_clear()
+    .envs(env)
+    .stdin(Stdio::null());
     c.output().expect("setpriv runs")
 }
 
@@ -163,7 +201,9 @@ fn ci_image_has_no_entrypoint_and_every_template_runs_as_its_user() {
         Some(format!("--user {uid}").as_str()),
         "the GitHub job container runs as the runner's UID"
     );
-    assert!(container["image"].as_str().is_some_and(|i| i.contains("capstan-ci")));
+    assert!(container["image"]
+        .as_str()
+        .is_some_and(|i| i.contains("capstan-ci")));
 }
 
 #[test]
@@ -172,24 +212,45 @@ fn no_template_gives_the_review_of_a_pull_request_a_secret() {
     // secrets; the poster (default branch, workflow_run) reads no repository content of the
     // pull request and holds only a token that comments.
     let review = std::fs::read_to_string(root().join("deploy/ci/github-actions.yml")).unwrap();
-    assert!(!review.contains("secrets."), "the review job gets no secret");
+    assert!(
+        !review.contains("secrets."),
+        "the review job gets no secret"
+    );
     let y = ci_file("github-actions.yml");
-    assert_eq!(y["on"].as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()), Some(vec!["pull_request".to_string()]));
+    assert_eq!(
+        y["on"]
+            .as_object()
+            .map(|o| o.keys().cloned().collect::<Vec<_>>()),
+        Some(vec!["pull_request".to_string()])
+    );
     assert_eq!(y["permissions"], json!({"contents": "read"}));
     let poster = ci_file("github-actions-comment.yml");
-    assert_eq!(poster["on"]["workflow_run"]["workflows"], json!(["capstan review"]));
+    assert_eq!(
+        poster["on"]["workflow_run"]["workflows"],
+        json!(["capstan review"])
+    );
     assert_eq!(poster["on"]["workflow_run"]["workflows"][0], y["name"]);
     let steps = poster["jobs"]["comment"]["steps"].as_array().unwrap();
     assert!(
-        steps.iter().all(|s| !s["uses"].as_str().unwrap_or("").starts_with("actions/checkout")),
+        steps.iter().all(|s| !s["uses"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("actions/checkout")),
         "the poster checks out nothing"
     );
-    let text = std::fs::read_to_string(root().join("deploy/ci/github-actions-comment.yml")).unwrap();
-    assert!(!text.contains("secrets."), "the poster uses only GITHUB_TOKEN");
+    let text =
+        std::fs::read_to_string(root().join("deploy/ci/github-actions-comment.yml")).unwrap();
+    assert!(
+        !text.contains("secrets."),
+        "the poster uses only GITHUB_TOKEN"
+    );
     // GitLab: no age identity in the job.
     let gitlab = std::fs::read_to_string(root().join("deploy/ci/gitlab-ci.yml")).unwrap();
     let script = gitlab_script();
-    assert!(!script.contains("SOPS_AGE_KEY"), "the GitLab job is given no identity");
+    assert!(
+        !script.contains("SOPS_AGE_KEY"),
+        "the GitLab job is given no identity"
+    );
     assert!(!gitlab.contains("secrets:"));
 }
 
@@ -197,7 +258,9 @@ fn no_template_gives_the_review_of_a_pull_request_a_secret() {
 
 fn gitlab_script() -> String {
     let y = ci_file("gitlab-ci.yml");
-    let lines = y["capstan-review"]["script"].as_array().expect("a script list");
+    let lines = y["capstan-review"]["script"]
+        .as_array()
+        .expect("a script list");
     lines
         .iter()
         .map(|l| l.as_str().expect("script lines are strings").to_string())
@@ -262,13 +325,23 @@ fn mock_gitlab(notes: Vec<Value>) -> (String, Arc<Mutex<Vec<Request>>>) {
                 (401, json!({"message": "401 Unauthorized"}))
             } else {
                 match (method.as_str(), path) {
-                    ("GET", "/api/v4/user") => (200, json!({"id": 42, "username": "project_7_bot_1", "bot": true})),
+                    ("GET", "/api/v4/user") => (
+                        200,
+                        json!({"id": 42, "username": "project_7_bot_1", "bot": true}),
+                    ),
                     ("GET", "/api/v4/projects/7/merge_requests/3/notes") => {
                         let start = (page - 1) * 100;
-                        (200, Value::Array(notes.iter().skip(start).take(100).cloned().collect()))
+                        (
+                            200,
+                            Value::Array(notes.iter().skip(start).take(100).cloned().collect()),
+                        )
                     }
-                    ("PUT", p) if p.starts_with("/api/v4/projects/7/merge_requests/3/notes/") => (200, json!({"id": 1})),
-                    ("POST", "/api/v4/projects/7/merge_requests/3/notes") => (201, json!({"id": 1})),
+                    ("PUT", p) if p.starts_with("/api/v4/projects/7/merge_requests/3/notes/") => {
+                        (200, json!({"id": 1}))
+                    }
+                    ("POST", "/api/v4/projects/7/merge_requests/3/notes") => {
+                        (201, json!({"id": 1}))
+                    }
                     _ => (404, json!({"message": "404 Not Found"})),
                 }
             };
@@ -302,7 +375,13 @@ struct GitlabRun {
     requests: Vec<Request>,
 }
 
-fn run_gitlab(layout: Layout, change: &str, notes: Vec<Value>, token: bool, shell: &[&str]) -> GitlabRun {
+fn run_gitlab(
+    layout: Layout,
+    change: &str,
+    notes: Vec<Value>,
+    token: bool,
+    shell: &[&str],
+) -> GitlabRun {
     need_root();
     let uid = image_uid();
     let t = open_tempdir();
@@ -355,7 +434,11 @@ fn run_gitlab(layout: Layout, change: &str, notes: Vec<Value>, token: bool, shel
     let out = run_as(uid, shell, &script, &project, &env);
     let report = std::fs::read_to_string(project.join("capstan.md")).unwrap_or_default();
     let requests = log.lock().unwrap().clone();
-    GitlabRun { out, report, requests }
+    GitlabRun {
+        out,
+        report,
+        requests,
+    }
 }
 
 fn posted_body(r: &Request) -> String {
@@ -370,21 +453,40 @@ fn gitlab_job_creates_its_note_beside_a_fake_one_and_never_touches_another_users
         for shell in [&["sh", "-c"][..], &["bash", "-c"][..]] {
             let notes = vec![
                 note(100, 5, false, &fake),
-                note(101, 5, false, "## capstan diff\n\nold style, by someone else"),
+                note(
+                    101,
+                    5,
+                    false,
+                    "## capstan diff\n\nold style, by someone else",
+                ),
                 // GitLab writes system notes in the bot's name too: never one of ours.
                 note(102, 42, true, &format!("{MARKER} added 1 commit")),
             ];
             let r = run_gitlab(layout, LOW_RISK, notes, true, shell);
             let ctx = format!("{layout:?} {shell:?}: {}{}", stdout(&r.out), stderr(&r.out));
             assert_eq!(r.out.status.code(), Some(0), "{ctx}");
-            assert!(r.report.starts_with("## capstan diff\n"), "{ctx}\n{}", r.report);
-            assert!(r.report.contains("rendered 1 of 2 cluster(s); 1 skipped"), "{}", r.report);
+            assert!(
+                r.report.starts_with("## capstan diff\n"),
+                "{ctx}\n{}",
+                r.report
+            );
+            assert!(
+                r.report.contains("rendered 1 of 2 cluster(s); 1 skipped"),
+                "{}",
+                r.report
+            );
             let writes: Vec<_> = r.requests.iter().filter(|q| q.method != "GET").collect();
             assert_eq!(writes.len(), 1, "{ctx}\n{writes:?}");
-            assert_eq!((writes[0].method.as_str(), writes[0].path.as_str()), ("POST", "/api/v4/projects/7/merge_requests/3/notes"));
+            assert_eq!(
+                (writes[0].method.as_str(), writes[0].path.as_str()),
+                ("POST", "/api/v4/projects/7/merge_requests/3/notes")
+            );
             assert_eq!(posted_body(writes[0]), format!("{MARKER}\n{}", r.report));
             assert!(r.requests.iter().any(|q| q.path == "/api/v4/user"), "{ctx}");
-            assert!(r.requests.iter().all(|q| q.token.as_deref() == Some("glpat-test")));
+            assert!(r
+                .requests
+                .iter()
+                .all(|q| q.token.as_deref() == Some("glpat-test")));
         }
     }
 }
@@ -392,25 +494,49 @@ fn gitlab_job_creates_its_note_beside_a_fake_one_and_never_touches_another_users
 #[test]
 fn gitlab_job_updates_its_own_note_found_on_a_later_page_and_fails_on_a_high_risk() {
     let fake = format!("{MARKER}\n## capstan diff\n\nfake");
-    let mut notes: Vec<Value> = (0..150).map(|i| note(1000 + i, 5, false, "a comment")).collect();
+    let mut notes: Vec<Value> = (0..150)
+        .map(|i| note(1000 + i, 5, false, "a comment"))
+        .collect();
     notes.insert(3, note(100, 5, false, &fake));
-    notes.push(note(777, 42, false, &format!("{MARKER}\n## capstan diff\n\nthe previous push's report")));
+    notes.push(note(
+        777,
+        42,
+        false,
+        &format!("{MARKER}\n## capstan diff\n\nthe previous push's report"),
+    ));
     let r = run_gitlab(Layout::RootUmask0000, HIGH_RISK, notes, true, &["sh", "-c"]);
     let ctx = format!("{}{}", stdout(&r.out), stderr(&r.out));
-    assert_eq!(r.out.status.code(), Some(1), "a high risk fails the job: {ctx}");
+    assert_eq!(
+        r.out.status.code(),
+        Some(1),
+        "a high risk fails the job: {ctx}"
+    );
     assert!(stdout(&r.out).contains("capstan diff exited 1"), "{ctx}");
     assert!(r.report.contains("no longer rendered"), "{}", r.report);
     let writes: Vec<_> = r.requests.iter().filter(|q| q.method != "GET").collect();
     assert_eq!(writes.len(), 1, "{writes:?}");
-    assert_eq!((writes[0].method.as_str(), writes[0].path.as_str()), ("PUT", "/api/v4/projects/7/merge_requests/3/notes/777"));
+    assert_eq!(
+        (writes[0].method.as_str(), writes[0].path.as_str()),
+        ("PUT", "/api/v4/projects/7/merge_requests/3/notes/777")
+    );
     assert!(posted_body(writes[0]).starts_with(&format!("{MARKER}\n## capstan diff\n")));
-    let pages: Vec<_> = r.requests.iter().filter(|q| q.path.ends_with("/notes") && q.method == "GET").collect();
+    let pages: Vec<_> = r
+        .requests
+        .iter()
+        .filter(|q| q.path.ends_with("/notes") && q.method == "GET")
+        .collect();
     assert_eq!(pages.len(), 2, "the second page holds the job's note");
 }
 
 #[test]
 fn gitlab_job_without_a_token_reviews_and_leaves_the_report_as_its_artifact() {
-    let r = run_gitlab(Layout::RootUmask0000, LOW_RISK, vec![], false, &["sh", "-c"]);
+    let r = run_gitlab(
+        Layout::RootUmask0000,
+        LOW_RISK,
+        vec![],
+        false,
+        &["sh", "-c"],
+    );
     let ctx = format!("{}{}", stdout(&r.out), stderr(&r.out));
     assert_eq!(r.out.status.code(), Some(0), "{ctx}");
     assert!(r.requests.is_empty(), "{:?}", r.requests);
@@ -451,7 +577,15 @@ fn run_github_review(container_uid: u32, change: &str) -> (Output, Option<String
     let (bare, base, head) = origin(t.path(), change);
     let work = t.path().join("_work");
     let ws = work.join("repo/repo");
-    sh(&format!("git clone -q '{}' '{}' && git -C '{}' checkout -q --detach {head}", bare.display(), ws.display(), ws.display()), t.path());
+    sh(
+        &format!(
+            "git clone -q '{}' '{}' && git -C '{}' checkout -q --detach {head}",
+            bare.display(),
+            ws.display(),
+            ws.display()
+        ),
+        t.path(),
+    );
     let temp = work.join("_temp");
     let home = temp.join("_github_home");
     let commands = temp.join("_runner_file_commands");
@@ -488,7 +622,13 @@ fn run_github_review(container_uid: u32, change: &str) -> (Output, Option<String
     // A `run` step in a job container: `sh -e FILE` (the default shell in a container,
     // actions/runner src/Runner.Worker/Handlers/ScriptHandlerHelpers.cs).
     let out = Command::new("setpriv")
-        .args(["--reuid", &container_uid.to_string(), "--regid", &container_uid.to_string(), "--clear-groups"])
+        .args([
+            "--reuid",
+            &container_uid.to_string(),
+            "--regid",
+            &container_uid.to_string(),
+            "--clear-groups",
+        ])
         .args(["sh", "-e"])
         .arg(&script)
         .current_dir(&ws)
@@ -508,7 +648,11 @@ fn github_review_step_runs_as_the_image_user_in_the_runners_workspace_and_not_as
     for (change, code) in [(LOW_RISK, "0"), (HIGH_RISK, "1")] {
         let (out, report, outputs) = run_github_review(uid, change);
         let ctx = format!("{}{}", stdout(&out), stderr(&out));
-        assert_eq!(out.status.code(), Some(0), "the step records the exit code and goes on: {ctx}");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "the step records the exit code and goes on: {ctx}"
+        );
         assert_eq!(outputs.trim(), format!("code={code}"), "{ctx}");
         let text = report.expect("the report the artifact step uploads");
         assert!(text.starts_with("## capstan diff\n"), "{text}");
@@ -519,15 +663,31 @@ fn github_review_step_runs_as_the_image_user_in_the_runners_workspace_and_not_as
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/upload-artifact@")))
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/upload-artifact@"))
+        })
         .expect("an upload-artifact step")
         .clone();
-    assert_eq!(upload["with"]["path"], "${{ runner.temp }}/capstan-review/capstan.md");
+    assert_eq!(
+        upload["with"]["path"],
+        "${{ runner.temp }}/capstan-review/capstan.md"
+    );
     assert_eq!(upload["with"]["name"], "capstan-review");
     // The previous image's user (999) cannot write what the runner (1001) owns.
     let (out, report, outputs) = run_github_review(999, LOW_RISK);
-    assert_ne!(out.status.code(), Some(0), "UID 999 must fail in a 1001-owned workspace");
-    assert!(outputs.is_empty() && report.is_none(), "{}{}", stdout(&out), stderr(&out));
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "UID 999 must fail in a 1001-owned workspace"
+    );
+    assert!(
+        outputs.is_empty() && report.is_none(),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
 }
 
 /// The comment workflow's github-script.
@@ -537,7 +697,11 @@ fn comment_script() -> String {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/github-script@")))
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/github-script@"))
+        })
         .expect("a github-script step")["with"]["script"]
         .as_str()
         .unwrap()
@@ -550,7 +714,11 @@ fn comment_env() -> BTreeMap<String, String> {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/github-script@")))
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/github-script@"))
+        })
         .unwrap()
         .clone();
     step["env"]
@@ -597,7 +765,10 @@ fn run_comment(scenario: Value, report: Option<&str>) -> Value {
         std::fs::write(dir.join("capstan.md"), r).unwrap();
     }
     let mut env = comment_env();
-    assert_eq!(env.get("REVIEW_DIR").map(String::as_str), Some("${{ runner.temp }}/capstan-review"));
+    assert_eq!(
+        env.get("REVIEW_DIR").map(String::as_str),
+        Some("${{ runner.temp }}/capstan-review")
+    );
     env.insert("REVIEW_DIR".into(), dir.display().to_string());
     let out = Command::new("node")
         .arg(root().join("tests/fixtures/ci/github-script.js"))
@@ -616,7 +787,12 @@ fn writes(result: &Value) -> Vec<Value> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|c| matches!(c["call"].as_str(), Some("issues.updateComment" | "issues.createComment")))
+        .filter(|c| {
+            matches!(
+                c["call"].as_str(),
+                Some("issues.updateComment" | "issues.createComment")
+            )
+        })
         .cloned()
         .collect()
 }
@@ -630,9 +806,17 @@ fn github_comment_is_created_beside_comments_of_other_authors_and_updated_when_i
     let others = vec![
         comment(1, "mallory", "User", &fake),
         comment(2, "other-app[bot]", "Bot", &fake),
-        comment(3, "github-actions[bot]", "Bot", "## capstan diff\n\nno marker: not ours"),
+        comment(
+            3,
+            "github-actions[bot]",
+            "Bot",
+            "## capstan diff\n\nno marker: not ours",
+        ),
     ];
-    let r = run_comment(json!({"payload": workflow_run(same_repo.clone(), "acme"), "comments": others}), Some(REPORT));
+    let r = run_comment(
+        json!({"payload": workflow_run(same_repo.clone(), "acme"), "comments": others}),
+        Some(REPORT),
+    );
     let w = writes(&r);
     assert_eq!(w.len(), 1, "{r}");
     assert_eq!(w[0]["call"], "issues.createComment");
@@ -640,11 +824,22 @@ fn github_comment_is_created_beside_comments_of_other_authors_and_updated_when_i
     assert_eq!(w[0]["params"]["body"], format!("{MARKER}\n{REPORT}"));
 
     let mut mine = others.clone();
-    mine.push(comment(77, "github-actions[bot]", "Bot", &format!("{MARKER}\nold report")));
-    let r = run_comment(json!({"payload": workflow_run(same_repo, "acme"), "comments": mine}), Some(REPORT));
+    mine.push(comment(
+        77,
+        "github-actions[bot]",
+        "Bot",
+        &format!("{MARKER}\nold report"),
+    ));
+    let r = run_comment(
+        json!({"payload": workflow_run(same_repo, "acme"), "comments": mine}),
+        Some(REPORT),
+    );
     let w = writes(&r);
     assert_eq!(w.len(), 1, "{r}");
-    assert_eq!((w[0]["call"].as_str(), w[0]["params"]["comment_id"].as_u64()), (Some("issues.updateComment"), Some(77)));
+    assert_eq!(
+        (w[0]["call"].as_str(), w[0]["params"]["comment_id"].as_u64()),
+        (Some("issues.updateComment"), Some(77))
+    );
 }
 
 #[test]
@@ -656,8 +851,16 @@ fn github_comment_of_a_fork_takes_the_pull_request_from_the_event_not_the_artifa
         {"number": 11, "head_label": "acme:feature", "head": {"sha": HEAD_SHA}},
     ]);
     let forged = "## capstan diff\n\n{\"pull_request\": 10, \"issue_number\": 10}\nPR #10\n";
-    let r = run_comment(json!({"payload": workflow_run(json!([]), "forker"), "pulls": pulls}), Some(forged));
-    let list: Vec<_> = r["calls"].as_array().unwrap().iter().filter(|c| c["call"] == "pulls.list").collect();
+    let r = run_comment(
+        json!({"payload": workflow_run(json!([]), "forker"), "pulls": pulls}),
+        Some(forged),
+    );
+    let list: Vec<_> = r["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["call"] == "pulls.list")
+        .collect();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["params"]["head"], "forker:feature");
     let w = writes(&r);
@@ -665,9 +868,15 @@ fn github_comment_of_a_fork_takes_the_pull_request_from_the_event_not_the_artifa
     assert_eq!(w[0]["params"]["issue_number"], 9);
     // A pull_requests entry whose head is another commit is not this run's.
     let stale = json!([{"number": 4, "head": {"sha": "3333333333333333333333333333333333333333"}, "base": {"repo": {"id": 10}}}]);
-    let r = run_comment(json!({"payload": workflow_run(stale, "acme"), "pulls": []}), Some(REPORT));
+    let r = run_comment(
+        json!({"payload": workflow_run(stale, "acme"), "pulls": []}),
+        Some(REPORT),
+    );
     assert!(writes(&r).is_empty(), "{r}");
-    assert!(r["notices"][0].as_str().unwrap().contains("no open pull request"));
+    assert!(r["notices"][0]
+        .as_str()
+        .unwrap()
+        .contains("no open pull request"));
 }
 
 #[test]
@@ -675,23 +884,46 @@ fn github_comment_refuses_a_changed_review_workflow_and_an_artifact_that_is_not_
     let pr = json!([{"number": 5, "head": {"sha": HEAD_SHA}, "base": {"repo": {"id": 10}}}]);
     // The pull request changes the workflow that makes the report.
     let files = json!([{"filename": ".github/workflows/capstan.yml"}]);
-    let r = run_comment(json!({"payload": workflow_run(pr.clone(), "acme"), "files": files}), Some(REPORT));
-    let body = writes(&r)[0]["params"]["body"].as_str().unwrap().to_string();
-    assert!(body.starts_with(MARKER) && body.contains("Not posted: this pull request changes"), "{body}");
+    let r = run_comment(
+        json!({"payload": workflow_run(pr.clone(), "acme"), "files": files}),
+        Some(REPORT),
+    );
+    let body = writes(&r)[0]["params"]["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        body.starts_with(MARKER) && body.contains("Not posted: this pull request changes"),
+        "{body}"
+    );
     assert!(!body.contains("lab-g"), "the report is not posted: {body}");
     // A run of another workflow file named `capstan review`.
     let mut other = workflow_run(pr.clone(), "acme");
     other["workflow_run"]["path"] = json!(".github/workflows/x`y.yml");
     let r = run_comment(json!({"payload": other}), Some(REPORT));
-    let body = writes(&r)[0]["params"]["body"].as_str().unwrap().to_string();
-    assert!(body.contains("Not posted: the run came from `.github/workflows/x?y.yml`"), "{body}");
+    let body = writes(&r)[0]["params"]["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        body.contains("Not posted: the run came from `.github/workflows/x?y.yml`"),
+        "{body}"
+    );
     // No artifact.
     let r = run_comment(json!({"payload": workflow_run(pr.clone(), "acme")}), None);
-    let body = writes(&r)[0]["params"]["body"].as_str().unwrap().to_string();
+    let body = writes(&r)[0]["params"]["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(body.contains("left no report"), "{body}");
     // A report over GitHub's limit is cut to it.
     let big = format!("## capstan diff\n\n{}", "é".repeat(70_000));
     let r = run_comment(json!({"payload": workflow_run(pr, "acme")}), Some(&big));
-    let body = writes(&r)[0]["params"]["body"].as_str().unwrap().to_string();
-    assert!(body.chars().count() <= 65_536 && body.ends_with("**Cut at GitHub's comment limit.**\n"));
+    let body = writes(&r)[0]["params"]["body"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        body.chars().count() <= 65_536 && body.ends_with("**Cut at GitHub's comment limit.**\n")
+    );
 }
