@@ -48,3 +48,6 @@ mod hostile;
 mod backup;
 // CLI conventions: --version with the commit, completions, the man page.
 mod cli;
+// The CI templates (deploy/ci) as their runners run them: the job image's entrypoint and
+// user, the scripts as the image's UID, the GitLab API mocked, the GitHub comment script.
+mod ci;
