@@ -44,6 +44,9 @@ pub enum EntryKind {
     Link,
     /// A submodule (mode 160000): a commit of another repository.
     Submodule,
+    /// A file or link whose blob the repository does not hold (a partial clone's, which
+    /// `git ls-tree -l` sizes `BAD`): capstan never fetches one, so reading it is refused.
+    Missing,
 }
 
 /// One file of a revision.
@@ -309,6 +312,11 @@ fn parse_record(record: &[u8]) -> Result<Option<(String, Entry)>, InputError> {
         "160000" => EntryKind::Submodule,
         _ => return Ok(None),
     };
+    let (kind, size) = match (kind, size) {
+        // `git ls-tree -l` sizes a blob it cannot find `BAD` (builtin/ls-tree.c).
+        (EntryKind::File | EntryKind::Link, "BAD") => (EntryKind::Missing, "0"),
+        other => other,
+    };
     let size = if size == "-" {
         0
     } else {
@@ -408,7 +416,7 @@ impl Revision {
             let Some(e) = self.entries.get(p) else {
                 continue;
             };
-            if e.kind == EntryKind::Submodule
+            if matches!(e.kind, EntryKind::Submodule | EntryKind::Missing)
                 || e.size > InputKind::Overlay.cap()
                 || b.read.contains_key(&e.oid)
                 || !seen.insert(e.oid.as_str())
@@ -619,6 +627,13 @@ impl Revision {
                 path: self.label(rel),
                 found: "a submodule",
             });
+        }
+        if e.kind == EntryKind::Missing {
+            return Err(git_error(format!(
+                "{}: object {} is not in the repository (a partial clone?); capstan never fetches: fetch the revisions' files first",
+                self.label(rel),
+                e.oid
+            )));
         }
         if e.size > kind.cap() {
             return Err(InputError::TooLarge {
@@ -1174,9 +1189,10 @@ mod tests {
 
     #[test]
     fn parses_ls_tree_output() {
-        let out = b"100644 blob aaa      12\tclusters/x/cluster.yaml\x00120000 blob bbb       5\tl\x00160000 commit ccc       -\tsub\x00040000 tree ddd       -\tskipped\x00";
+        let out = b"100644 blob aaa      12\tclusters/x/cluster.yaml\x00120000 blob bbb       5\tl\x00160000 commit ccc       -\tsub\x00040000 tree ddd       -\tskipped\x00100644 blob eee     BAD\tgone\x00";
         let e = parse_listing(&out[..], "ls-tree").unwrap();
-        assert_eq!(e.len(), 3);
+        assert_eq!(e.len(), 4);
+        assert_eq!(e["gone"], entry(EntryKind::Missing, "eee", 0));
         assert_eq!(
             e["clusters/x/cluster.yaml"],
             entry(EntryKind::File, "aaa", 12)
