@@ -183,12 +183,14 @@ fn armed() -> Traps {
         "* filter=evil\n*.yaml diff=evil\n*.age filter=evilproc\n",
     )
     .unwrap();
+    // A working bare repository (a clone of main), committed as lab-f's content.
+    let clone = tmp.path().join("clone.git");
+    git_ok(
+        &["clone", "-q", "--bare", ".", clone.to_str().unwrap()],
+        &repo,
+    );
     let bare = repo.join("clusters/lab-f");
-    std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-    for d in ["objects", "refs"] {
-        std::fs::create_dir(bare.join(d)).unwrap();
-        std::fs::write(bare.join(d).join(".keep"), "").unwrap();
-    }
+    copy_tree(&clone, &bare);
     std::fs::write(bare.join("config"), "[core]\n\tbare = false\n\tworktree = ../..\n").unwrap();
     arm(
         &bare.join("config"),
