@@ -149,7 +149,10 @@ fn armed() -> Traps {
             let p = dir.join(h);
             std::fs::write(
                 &p,
-                format!("#!/bin/sh\ntouch '{}/{prefix}hook-{h}'\n", markers.display()),
+                format!(
+                    "#!/bin/sh\ntouch '{}/{prefix}hook-{h}'\n",
+                    markers.display()
+                ),
             )
             .unwrap();
             exec(&p);
@@ -191,7 +194,13 @@ fn armed() -> Traps {
     );
     let bare = repo.join("clusters/lab-f");
     copy_tree(&clone, &bare);
-    std::fs::write(bare.join("config"), "[core]\n\tbare = false\n\tworktree = ../..\n").unwrap();
+    // Its own work tree: git run again from the top that `rev-parse --show-toplevel` gave
+    // opens it again (the attack on capstan before its own discovery).
+    std::fs::write(
+        bare.join("config"),
+        "[core]\n\tbare = false\n\tworktree = .\n",
+    )
+    .unwrap();
     arm(
         &bare.join("config"),
         "embedded-",
@@ -277,7 +286,10 @@ fn git_review_runs_no_trap_and_reads_the_real_repository() {
     // (The process filter, which only touches its marker, makes `git diff` die: left out.)
     let no_process = "filter.evilproc.process=";
     plain_git(&["-c", no_process, "diff", "main"], &t.repo);
-    plain_git(&["-c", no_process, "diff", "--no-ext-diff", "main"], &t.repo);
+    plain_git(
+        &["-c", no_process, "diff", "--no-ext-diff", "main"],
+        &t.repo,
+    );
     let fired = t.fired();
     for m in ["repo-diff-command", "repo-diff-external", "repo-textconv"] {
         assert!(fired.contains(m), "{m}: {fired:?}");
@@ -285,10 +297,28 @@ fn git_review_runs_no_trap_and_reads_the_real_repository() {
     let cluster = t.repo.join("clusters/lab-f/cluster.yaml");
     let text = std::fs::read_to_string(&cluster).unwrap();
     std::fs::write(&cluster, format!("{text}# local edit\n")).unwrap();
-    plain_git(&["checkout", "HEAD", "--", "clusters/lab-f/cluster.yaml"], &t.repo);
-    plain_git(&["-c", no_process, "commit", "-q", "--allow-empty", "-m", "hooks"], &t.repo);
+    plain_git(
+        &["checkout", "HEAD", "--", "clusters/lab-f/cluster.yaml"],
+        &t.repo,
+    );
+    plain_git(
+        &[
+            "-c",
+            no_process,
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "hooks",
+        ],
+        &t.repo,
+    );
     let fired = t.fired();
-    for m in ["repo-smudge", "repo-hook-pre-commit", "repo-hook-post-commit"] {
+    for m in [
+        "repo-smudge",
+        "repo-hook-pre-commit",
+        "repo-hook-post-commit",
+    ] {
         assert!(fired.contains(m), "{m}: {fired:?}");
     }
     // git's own discovery takes the committed bare layout, and the `.git` file into it.
@@ -312,10 +342,10 @@ fn git_review_runs_no_trap_and_reads_the_real_repository() {
     // capstan runs none of them, and reviews the real repository's change.
     t.touch();
     for (range, path, name) in [
-        ("main..HEAD~1", "clusters/lab-f", "lab-f"),
         ("main", "clusters/lab-f", "lab-f"),
-        ("main..HEAD~1", "clusters/lab-g", "lab-g"),
         ("main", "clusters/lab-g", "lab-g"),
+        ("main..HEAD~1", "clusters/lab-f", "lab-f"),
+        ("main..HEAD~1", "clusters/lab-g", "lab-g"),
     ] {
         let o = review(&t, &["diff", "--git", range, path, "--format", "json"]);
         assert_eq!(t.fired(), BTreeSet::new(), "{range} {path}: {}", stderr(&o));
@@ -327,13 +357,7 @@ fn git_review_runs_no_trap_and_reads_the_real_repository() {
     // upload-pack command); capstan refuses, and runs nothing.
     let oid = git_ok(&["rev-parse", "main:clusters/lab-f/cluster.yaml"], &t.repo);
     let oid = oid.trim();
-    std::fs::remove_file(
-        t.repo
-            .join(".git/objects")
-            .join(&oid[..2])
-            .join(&oid[2..]),
-    )
-    .unwrap();
+    std::fs::remove_file(t.repo.join(".git/objects").join(&oid[..2]).join(&oid[2..])).unwrap();
     plain_git(&["cat-file", "-p", oid], &t.repo);
     let fired = t.fired();
     assert!(fired.contains("repo-uploadpack"), "{fired:?}");
