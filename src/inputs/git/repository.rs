@@ -408,3 +408,167 @@ fn valid_head(head: &Path) -> bool {
     let hex = text.iter().take_while(|b| b.is_ascii_hexdigit()).count();
     hex == 40 || hex == 64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Repository;
+    use std::path::Path;
+
+    fn git(args: &[&str], cwd: &Path) {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(cwd)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    }
+
+    /// A work tree at `dir` with one commit holding `files`.
+    fn work_tree(dir: &Path, files: &[(&str, &str)]) {
+        std::fs::create_dir_all(dir).unwrap();
+        git(&["init", "-q", "-b", "main"], dir);
+        for (p, text) in files {
+            let p = dir.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        git(&["add", "-A"], dir);
+        git(
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t.invalid",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "one",
+            ],
+            dir,
+        );
+    }
+
+    fn canon(p: &Path) -> std::path::PathBuf {
+        std::fs::canonicalize(p).unwrap()
+    }
+
+    /// A bare repository's layout as a pull request commits it.
+    const BARE: [(&str, &str); 4] = [
+        ("HEAD", "ref: refs/heads/main\n"),
+        ("config", "[core]\n\tfsmonitor = /nonexistent/trap\n"),
+        ("objects/.keep", ""),
+        ("refs/heads/.keep", ""),
+    ];
+
+    #[test]
+    fn a_bare_layout_is_never_a_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(
+            Repository::find(tmp.path()).unwrap(),
+            None,
+            "tmp in a repository"
+        );
+        let bare = tmp.path().join("bare");
+        for (p, text) in BARE {
+            let p = bare.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        assert_eq!(Repository::find(&bare).unwrap(), None);
+        assert_eq!(Repository::find(&bare.join("refs/heads")).unwrap(), None);
+        assert!(Repository::discover(&bare)
+            .unwrap_err()
+            .to_string()
+            .contains("not in a git work tree"));
+        // Committed inside a work tree, it is content: the work tree is found.
+        let repo = tmp.path().join("repo");
+        let files: Vec<(String, &str)> = BARE
+            .iter()
+            .map(|(p, t)| (format!("clusters/lab-f/{p}"), *t))
+            .collect();
+        let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+        work_tree(&repo, &files);
+        let r = Repository::discover(&repo.join("clusters/lab-f")).unwrap();
+        assert_eq!(r.work_tree(), canon(&repo));
+        assert_eq!(r.git_dir(), canon(&repo.join(".git")));
+    }
+
+    #[test]
+    fn a_gitfile_is_followed_and_a_planted_one_skipped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let files: Vec<(String, &str)> = BARE
+            .iter()
+            .map(|(p, t)| (format!("trap/{p}"), *t))
+            .collect();
+        let mut files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+        files.push(("clusters/lab-f/cluster.yaml", "x"));
+        work_tree(&repo, &files);
+        // A linked worktree: its `.git` file names `.git/worktrees/<name>`.
+        let linked = tmp.path().join("linked");
+        git(
+            &["worktree", "add", "-q", "-b", "b", linked.to_str().unwrap()],
+            &repo,
+        );
+        let r = Repository::discover(&linked.join("clusters")).unwrap();
+        assert_eq!(r.work_tree(), canon(&linked));
+        assert_eq!(r.git_dir(), canon(&repo.join(".git/worktrees/linked")));
+        // A `.git` file into committed content was planted: the enclosing work tree wins.
+        let planted = repo.join("clusters/lab-f");
+        std::fs::write(planted.join(".git"), "gitdir: ../../trap\n").unwrap();
+        let r = Repository::discover(&planted).unwrap();
+        assert_eq!(r.git_dir(), canon(&repo.join(".git")));
+        // A git directory the enclosing repository does not track is taken, as git takes it
+        // (and still pinned).
+        let other = tmp.path().join("repo/untracked.git");
+        git(
+            &["init", "-q", "--bare", other.to_str().unwrap()],
+            tmp.path(),
+        );
+        std::fs::write(planted.join(".git"), "gitdir: ../../untracked.git\n").unwrap();
+        let r = Repository::discover(&planted).unwrap();
+        assert_eq!(r.git_dir(), canon(&other));
+        assert_eq!(r.work_tree(), canon(&planted));
+        // A nested clone (a `.git` directory below another work tree) is its own repository.
+        let nested = repo.join("nested");
+        work_tree(&nested, &[("a", "a")]);
+        let r = Repository::discover(&nested).unwrap();
+        assert_eq!(r.git_dir(), canon(&nested.join(".git")));
+        // A `gitdir:` file that names no git directory is an error, as for git.
+        std::fs::write(planted.join(".git"), "gitdir: ../nowhere\n").unwrap();
+        assert!(Repository::discover(&planted)
+            .unwrap_err()
+            .to_string()
+            .contains("is not a git directory"));
+    }
+
+    #[test]
+    fn filter_drivers_and_hooks_are_switched_off() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        work_tree(&repo, &[]);
+        for (k, v) in [
+            ("filter.a=b.clean", "trap"),
+            ("filter.lfs.process", "trap"),
+            ("hook.mine.command", "trap"),
+        ] {
+            git(&["config", k, v], &repo);
+        }
+        let r = Repository::discover(&repo).unwrap();
+        let has = |k: &str, v: &str| r.overrides.iter().any(|(a, b)| a == k && b == v);
+        for k in [
+            "filter.a=b.clean",
+            "filter.a=b.smudge",
+            "filter.a=b.process",
+        ] {
+            assert!(has(k, ""), "{k}: {:?}", r.overrides);
+        }
+        assert!(has("filter.lfs.required", "false"));
+        assert!(has("hook.mine.enabled", "false"));
+        // The pinned git sees the overrides win over the repository's configuration.
+        let out = r.output(&["config", "filter.a=b.clean"]).unwrap();
+        assert_eq!(out, b"\n");
+    }
+}
