@@ -187,7 +187,8 @@ impl Repository {
             .output()
             .map_err(|e| git_error(format!("cannot run git: {e}")))?;
         // `git config --get-regexp` exits 1 when nothing matches.
-        if !out.status.success() && !(out.status.code() == Some(1) && out.stdout.is_empty()) {
+        let nothing_matched = out.status.code() == Some(1) && out.stdout.is_empty();
+        if !out.status.success() && !nothing_matched {
             return Err(git_error(format!(
                 "git config: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
