@@ -32,6 +32,8 @@ mod endpoint;
 mod check;
 // `capstan diff`: classification, risk notes, secret safety, git revisions, Markdown size.
 mod diff;
+// `diff --git` in a repository armed with every trap git has: none runs, the real change is read.
+mod git_traps;
 // `capstan argocd generate` as Argo CD's sidecar runs it, `secrets seal-operator`, `init`,
 // and deploy/argocd/ checked as data.
 mod argocd;

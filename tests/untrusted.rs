@@ -791,3 +791,60 @@ fn characters_yaml_cannot_carry_raw_are_written_escaped() {
         .cloned();
     assert_eq!(note, Some(serde_json::json!("a\u{1b}b\u{2028}d\u{feff}e")));
 }
+
+/// exit code, stdout and stderr, the temp directory written `$TMP`.
+fn snapshot_of(o: &std::process::Output, tmp: &Path) -> (Option<i32>, String, String) {
+    let tmp = std::fs::canonicalize(tmp).unwrap();
+    let shown = |b: &[u8]| {
+        String::from_utf8_lossy(b)
+            .replace(&tmp.display().to_string(), "$TMP")
+            .to_string()
+    };
+    (o.status.code(), shown(&o.stdout), shown(&o.stderr))
+}
+
+#[test]
+fn init_never_writes_through_a_linked_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (dir, elsewhere) = (base.join("fleet"), base.join("elsewhere"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("deploy")).unwrap();
+    let r = "age1uhh4sjky7uv75cdmgk5vjarsd9dv6kxkvjnf7zspu3v4crp0udgq47fxk5";
+    let o = capstan(&["init", dir.to_str().unwrap(), "--recipient", r], &base);
+    assert_eq!(
+        snapshot_of(&o, &base),
+        (
+            Some(2),
+            String::new(),
+            "error: $TMP/fleet/deploy: a symbolic link where capstan expects a directory; it never writes through a link or into anything else (move it away)\n".to_string()
+        )
+    );
+    // Nothing written, there or in DIR.
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["deploy"]);
+}
+
+#[test]
+fn render_never_follows_a_linked_lock_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let victim = base.join("victim");
+    std::os::unix::fs::symlink(&victim, base.join(".out.capstan-lock")).unwrap();
+    let repo = example().display().to_string();
+    let o = capstan(&["render", &repo, "-o", "out"], &base);
+    assert_eq!(
+        snapshot_of(&o, &base),
+        (
+            Some(2),
+            String::new(),
+            "error: $TMP/.out.capstan-lock: a symbolic link where capstan expects its lock file (a regular file); it never writes through a link or into anything else (move it away)\n".to_string()
+        )
+    );
+    assert!(!victim.exists() && !base.join("out").exists());
+}

@@ -296,37 +296,24 @@ pub fn init(args: InitArgs) -> Result<Status> {
             args.dir.join(f).display()
         )?;
     }
-    // A repository is a git repository: made one unless it is inside one already.
-    let inside = std::process::Command::new("git")
-        .args(["rev-parse", "--is-inside-work-tree"])
-        .current_dir(&args.dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
-    match inside {
-        Ok(s) if s.success() => {}
-        Ok(_) => {
-            let init = std::process::Command::new("git")
-                .args(["init", "-q"])
-                .current_dir(&args.dir)
-                .stdin(std::process::Stdio::null())
-                .status();
-            match init {
-                Ok(s) if s.success() => {
-                    writeln!(err, "{}: git repository initialized", args.dir.display())?
-                }
-                _ => writeln!(
-                    err,
-                    "{}: `git init` failed; run it yourself",
-                    args.dir.display()
-                )?,
-            }
-        }
-        Err(_) => writeln!(
+    // A repository is a git repository: made one unless it is inside one already (found by
+    // capstan's own discovery, as `diff --git` finds it: never a bare repository's layout).
+    match crate::inputs::git::Repository::find(&args.dir) {
+        Ok(Some(_)) => {}
+        Ok(None) => match crate::inputs::git::repository::init(&args.dir) {
+            Ok(()) => writeln!(err, "{}: git repository initialized", args.dir.display())?,
+            Err(e) => writeln!(
+                err,
+                "{}: `git init` failed ({}); run it yourself",
+                args.dir.display(),
+                crate::review::report::error_message(&e.to_string())
+            )?,
+        },
+        Err(e) => writeln!(
             err,
-            "git not found: make {} a git repository yourself",
-            args.dir.display()
+            "{}: cannot tell whether it is in a git repository ({}); make it one yourself",
+            args.dir.display(),
+            crate::review::report::error_message(&e.to_string())
         )?,
     }
     writeln!(err, "\n{}", crate::cli::scaffold::NEXT_STEPS)?;

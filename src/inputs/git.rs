@@ -3,6 +3,12 @@
 //! Nothing is checked out and nothing is written, so a killed run leaves nothing behind (the
 //! `git cat-file` ends when its input closes).
 //!
+//! The repository is found once, by capstan, never by git ([`Repository::find`]: a `.git`
+//! from the given directory up, never a bare repository's layout, a planted `.git` skipped),
+//! and every git command runs pinned to it with nothing configured that runs a command
+//! (fsmonitor, hooks, filters, external diff, textconv, pager, transports): see
+//! [`repository`]. Reading a revision runs nothing the repository or its content configures.
+//!
 //! A revision is untrusted input like a working tree, with the same rules: paths stay inside
 //! the repository (a symbolic link is resolved inside the tree, lexically, and refused when
 //! it leaves it), only regular files are read (a submodule is not one), and every cost is
@@ -12,8 +18,10 @@
 use super::{InputError, InputKind};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
+
+pub mod repository;
+pub use repository::Repository;
 
 /// At most this many entries in a revision's tree.
 pub const MAX_ENTRIES: usize = 500_000;
@@ -36,6 +44,9 @@ pub enum EntryKind {
     Link,
     /// A submodule (mode 160000): a commit of another repository.
     Submodule,
+    /// A file or link whose blob the repository does not hold (a partial clone's, which
+    /// `git ls-tree -l` sizes `BAD`): capstan never fetches one, so reading it is refused.
+    Missing,
 }
 
 /// One file of a revision.
@@ -69,7 +80,7 @@ struct Blobs {
     read: HashMap<String, Arc<Vec<u8>>>,
     total: u64,
     cat: Option<CatFile>,
-    top: Option<std::path::PathBuf>,
+    repo: Option<Repository>,
 }
 
 /// A running `git cat-file --batch`: one object id in, its header and bytes out. It ends
@@ -96,11 +107,11 @@ impl Blobs {
     /// The running `git cat-file`, started on first use.
     fn cat(&mut self, revision: &str) -> Result<&mut CatFile, InputError> {
         if self.cat.is_none() {
-            let top = self
-                .top
-                .clone()
+            let repo = self
+                .repo
+                .as_ref()
                 .ok_or_else(|| git_error(format!("`{revision}`: no repository to read")))?;
-            self.cat = Some(CatFile::start(&top)?);
+            self.cat = Some(CatFile::start(repo)?);
         }
         self.cat
             .as_mut()
@@ -116,10 +127,9 @@ impl Drop for CatFile {
 }
 
 impl CatFile {
-    fn start(top: &Path) -> Result<CatFile, InputError> {
-        let mut child = std::process::Command::new("git")
-            .args(["cat-file", "--batch"])
-            .current_dir(top)
+    fn start(repo: &Repository) -> Result<CatFile, InputError> {
+        let mut child = repo
+            .command(&["cat-file", "--batch"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -182,36 +192,12 @@ fn git_error(message: String) -> InputError {
     InputError::Git { message }
 }
 
-/// Run git in `top` with `args`; its stdout.
-fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, InputError> {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(top)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| git_error(format!("cannot run git: {e}")))?;
-    if !out.status.success() {
-        return Err(git_error(format!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(out.stdout)
-}
-
 /// The tree path a link at `link` with target `target` names: the loader's own lexical
 /// join ([`super::join_rel`]) against the link's directory; `None` when the target is
 /// absolute or climbs out of the tree.
 fn lexical_join(link: &str, target: &str) -> Option<String> {
     let dir = link.rsplit_once('/').map_or("", |(d, _)| d);
     super::join_rel(std::path::Path::new(""), dir, target).ok()
-}
-
-/// The top directory of the git work tree holding `dir`.
-pub fn toplevel(dir: &Path) -> Result<std::path::PathBuf, InputError> {
-    let out = git(dir, &["rev-parse", "--show-toplevel"])?;
-    Ok(String::from_utf8_lossy(&out).trim().into())
 }
 
 /// Read NUL-terminated records from `r` and hand each (without its NUL) to `each`, as
@@ -260,19 +246,17 @@ fn read_records(
     }
 }
 
-/// Run git in `top` with `args` and read its stdout as NUL-terminated records
+/// Run git in `repo` with `args` and read its stdout as NUL-terminated records
 /// ([`read_records`]); git is stopped as soon as a cap is reached.
 fn git_records(
-    top: &Path,
+    repo: &Repository,
     args: &[&str],
     max_records: usize,
     each: impl FnMut(&[u8]) -> Result<(), InputError>,
 ) -> Result<(), InputError> {
     let what = format!("git {}", args.join(" "));
-    let mut child = std::process::Command::new("git")
-        .args(args)
-        .current_dir(top)
-        .stdin(std::process::Stdio::null())
+    let mut child = repo
+        .command(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -328,6 +312,11 @@ fn parse_record(record: &[u8]) -> Result<Option<(String, Entry)>, InputError> {
         "160000" => EntryKind::Submodule,
         _ => return Ok(None),
     };
+    let (kind, size) = match (kind, size) {
+        // `git ls-tree -l` sizes a blob it cannot find `BAD` (builtin/ls-tree.c).
+        (EntryKind::File | EntryKind::Link, "BAD") => (EntryKind::Missing, "0"),
+        other => other,
+    };
     let size = if size == "-" {
         0
     } else {
@@ -344,22 +333,26 @@ fn parse_record(record: &[u8]) -> Result<Option<(String, Entry)>, InputError> {
 }
 
 impl Revision {
-    /// List the tree of `rev` in the repository at `top` (no blob is read yet).
-    pub fn list(top: &Path, rev: &str) -> Result<Revision, InputError> {
-        let commit = git(
-            top,
-            &[
+    /// List the tree of `rev` in `repo` (no blob is read yet).
+    pub fn list(repo: &Repository, rev: &str) -> Result<Revision, InputError> {
+        let commit = repo
+            .output(&[
                 "rev-parse",
                 "--verify",
                 "--quiet",
+                "--end-of-options",
                 &format!("{rev}^{{commit}}"),
-            ],
-        )
-        .map_err(|_| git_error(format!("`{rev}` is not a commit of {}", top.display())))?;
+            ])
+            .map_err(|_| {
+                git_error(format!(
+                    "`{rev}` is not a commit of {}",
+                    repo.work_tree().display()
+                ))
+            })?;
         let commit = String::from_utf8_lossy(&commit).trim().to_string();
         let mut entries = BTreeMap::new();
         git_records(
-            top,
+            repo,
             &["ls-tree", "-r", "-z", "-l", "--full-tree", &commit],
             MAX_ENTRIES,
             |record| {
@@ -375,7 +368,7 @@ impl Revision {
             has_links: entries.values().any(|e| e.kind == EntryKind::Link),
             entries,
             blobs: Mutex::new(Blobs {
-                top: Some(top.to_path_buf()),
+                repo: Some(repo.clone()),
                 ..Blobs::default()
             }),
         })
@@ -423,7 +416,7 @@ impl Revision {
             let Some(e) = self.entries.get(p) else {
                 continue;
             };
-            if e.kind == EntryKind::Submodule
+            if matches!(e.kind, EntryKind::Submodule | EntryKind::Missing)
                 || e.size > InputKind::Overlay.cap()
                 || b.read.contains_key(&e.oid)
                 || !seen.insert(e.oid.as_str())
@@ -635,6 +628,13 @@ impl Revision {
                 found: "a submodule",
             });
         }
+        if e.kind == EntryKind::Missing {
+            return Err(git_error(format!(
+                "{}: object {} is not in the repository (a partial clone?); capstan never fetches: fetch the revisions' files first",
+                self.label(rel),
+                e.oid
+            )));
+        }
         if e.size > kind.cap() {
             return Err(InputError::TooLarge {
                 path: self.label(rel),
@@ -680,19 +680,31 @@ impl Revision {
     }
 }
 
-/// The paths that differ between the working tree under `top` and `rev` (tracked files
+/// The paths that differ between the work tree of `repo` and `rev` (tracked files
 /// changed, staged or not, and files git does not track, except those it ignores
 /// (`.gitignore`, `.git/info/exclude`, `core.excludesFile`): build output is neither read
-/// nor counted as a change), relative to `top`. Each listing is read as it streams, at most
-/// [`MAX_ENTRIES`] paths and [`MAX_LISTING`] bytes.
-pub fn worktree_changes(top: &Path, rev: &str) -> Result<Vec<String>, InputError> {
+/// nor counted as a change), relative to its top. Each listing is read as it streams, at
+/// most [`MAX_ENTRIES`] paths and [`MAX_LISTING`] bytes. No external diff, textconv or
+/// submodule status runs (a submodule whose commit changed is still listed).
+pub fn worktree_changes(repo: &Repository, rev: &str) -> Result<Vec<String>, InputError> {
     let mut out = Vec::new();
     for args in [
-        &["diff", "--name-only", "-z", "--no-renames", rev][..],
+        &[
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--ignore-submodules=dirty",
+            "--end-of-options",
+            rev,
+            "--",
+        ][..],
         &["ls-files", "-z", "--others", "--exclude-standard"][..],
     ] {
         let room = MAX_ENTRIES.saturating_sub(out.len());
-        git_records(top, args, room, |p| {
+        git_records(repo, args, room, |p| {
             out.push(String::from_utf8_lossy(p).into_owned());
             Ok(())
         })
@@ -1177,9 +1189,10 @@ mod tests {
 
     #[test]
     fn parses_ls_tree_output() {
-        let out = b"100644 blob aaa      12\tclusters/x/cluster.yaml\x00120000 blob bbb       5\tl\x00160000 commit ccc       -\tsub\x00040000 tree ddd       -\tskipped\x00";
+        let out = b"100644 blob aaa      12\tclusters/x/cluster.yaml\x00120000 blob bbb       5\tl\x00160000 commit ccc       -\tsub\x00040000 tree ddd       -\tskipped\x00100644 blob eee     BAD\tgone\x00";
         let e = parse_listing(&out[..], "ls-tree").unwrap();
-        assert_eq!(e.len(), 3);
+        assert_eq!(e.len(), 4);
+        assert_eq!(e["gone"], entry(EntryKind::Missing, "eee", 0));
         assert_eq!(
             e["clusters/x/cluster.yaml"],
             entry(EntryKind::File, "aaa", 12)

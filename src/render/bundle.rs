@@ -99,6 +99,17 @@ pub enum BundleError {
         /// The name.
         name: String,
     },
+    /// Something other than what capstan writes stands where it writes (a symbolic link
+    /// where it writes into a directory, or where its lock file is).
+    #[error("{path}: {found} where capstan expects {expected}; it never writes through a link or into anything else (move it away)")]
+    Unexpected {
+        /// The path.
+        path: String,
+        /// What is there (`a symbolic link`, `not a directory`…).
+        found: &'static str,
+        /// What capstan writes there.
+        expected: &'static str,
+    },
     /// Two objects map to the same file name.
     #[error("cluster `{cluster}`: two objects would both be written to `{file}`")]
     FileClash {
@@ -243,46 +254,142 @@ pub fn remove_files(dir: &Path, rels: &[String]) -> Result<(), BundleError> {
 /// Create new files in `dir` (created if needed), all or none: each file is written to a
 /// temporary file beside it and linked into place only if no file of that name exists.
 /// Existing files are never overwritten; on any error the files created so far are removed.
+///
+/// `dir` is followed as named, but nothing below it: every directory on the way to a file
+/// is opened relative to its parent's descriptor without following a link
+/// (`O_NOFOLLOW`; made when missing), and the file is created and linked relative to that
+/// descriptor, so a symbolic link inside `dir` (`deploy -> /etc`) is refused
+/// ([`BundleError::Unexpected`]) before anything is written, and one swapped in while
+/// capstan writes is never followed either.
 pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let root = rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| io(dir)(e.into()))?;
     for (name, _) in files {
-        let p = dir.join(name);
-        if p.exists() {
+        if exists_below(&root, dir, name)? {
             return Err(BundleError::Exists {
-                path: p.display().to_string(),
+                path: dir.join(name).display().to_string(),
             });
         }
     }
-    let mut created: Vec<PathBuf> = Vec::new();
+    let mut created: Vec<(std::os::fd::OwnedFd, String)> = Vec::new();
     let result = (|| {
-        for (name, bytes) in files {
+        for (i, (name, bytes)) in files.iter().enumerate() {
             let p = dir.join(name);
-            let parent = p.parent().unwrap_or(dir);
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
-            let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
-            std::io::Write::write_all(&mut tmp, bytes).map_err(io(&p))?;
-            tmp.persist_noclobber(&p).map_err(|e| {
-                if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                    BundleError::Exists {
+            let (parent_rel, base) = name.rsplit_once('/').unwrap_or(("", name));
+            let parent = open_below(&root, dir, parent_rel, true)?
+                .ok_or_else(|| io(&p)(std::io::ErrorKind::NotFound.into()))?;
+            let tmp = format!(".{base}.capstan-tmp-{}-{i}", std::process::id());
+            let fd = rustix::fs::openat(
+                &parent,
+                tmp.as_str(),
+                rustix::fs::OFlags::WRONLY
+                    | rustix::fs::OFlags::CREATE
+                    | rustix::fs::OFlags::EXCL
+                    | rustix::fs::OFlags::NOFOLLOW
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::from_raw_mode(0o600),
+            )
+            .map_err(|e| io(&p)(e.into()))?;
+            let written = std::io::Write::write_all(&mut std::fs::File::from(fd), bytes);
+            // linkat(2) never replaces anything: an existing name (a link included) fails.
+            let linked = written.and_then(|()| {
+                rustix::fs::linkat(
+                    &parent,
+                    tmp.as_str(),
+                    &parent,
+                    base,
+                    rustix::fs::AtFlags::empty(),
+                )
+                .map_err(std::io::Error::from)
+            });
+            let _ = rustix::fs::unlinkat(&parent, tmp.as_str(), rustix::fs::AtFlags::empty());
+            match linked {
+                Ok(()) => created.push((parent, base.to_string())),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(BundleError::Exists {
                         path: p.display().to_string(),
-                    }
-                } else {
-                    BundleError::Io {
-                        path: p.display().to_string(),
-                        error: e.error,
-                    }
+                    })
                 }
-            })?;
-            created.push(p);
+                Err(e) => return Err(io(&p)(e)),
+            }
         }
         Ok(())
     })();
     if result.is_err() {
-        for p in created {
-            let _ = std::fs::remove_file(p);
+        for (parent, name) in created {
+            let _ = rustix::fs::unlinkat(&parent, name.as_str(), rustix::fs::AtFlags::empty());
         }
     }
     result
+}
+
+/// The directory `rel` below the open directory `root` (which is `shown`, for messages),
+/// each component opened relative to the last without following a link; a missing one made
+/// when `create`, else `None`.
+fn open_below(
+    root: &std::os::fd::OwnedFd,
+    shown: &Path,
+    rel: &str,
+    create: bool,
+) -> Result<Option<std::os::fd::OwnedFd>, BundleError> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut cur = rustix::io::dup(root).map_err(|e| io(shown)(e.into()))?;
+    let mut at = shown.to_path_buf();
+    for comp in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        at.push(comp);
+        let next = match rustix::fs::openat(&cur, comp, flags, Mode::empty()) {
+            Err(rustix::io::Errno::NOENT) if create => {
+                match rustix::fs::mkdirat(&cur, comp, Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(io(&at)(e.into())),
+                }
+                rustix::fs::openat(&cur, comp, flags, Mode::empty())
+            }
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            other => other,
+        };
+        cur = match next {
+            Ok(fd) => fd,
+            Err(e) => {
+                // What stands there, without following it.
+                let found = match rustix::fs::statat(&cur, comp, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                        "a symbolic link"
+                    }
+                    Ok(st) if FileType::from_raw_mode(st.st_mode) != FileType::Directory => {
+                        "not a directory"
+                    }
+                    _ => return Err(io(&at)(e.into())),
+                };
+                return Err(BundleError::Unexpected {
+                    path: at.display().to_string(),
+                    found,
+                    expected: "a directory",
+                });
+            }
+        };
+    }
+    Ok(Some(cur))
+}
+
+/// Whether anything (a link included) stands at `rel` below the open directory `root`; a
+/// link or a file where a directory of `rel` belongs is refused ([`open_below`]).
+fn exists_below(root: &std::os::fd::OwnedFd, shown: &Path, rel: &str) -> Result<bool, BundleError> {
+    let (parent_rel, base) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let Some(parent) = open_below(root, shown, parent_rel, false)? else {
+        return Ok(false);
+    };
+    match rustix::fs::statat(&parent, base, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(_) => Ok(true),
+        Err(rustix::io::Errno::NOENT) => Ok(false),
+        Err(e) => Err(io(&shown.join(rel))(e.into())),
+    }
 }
 
 /// Write `files` (plain names) as a new directory `out` that holds nothing else, readable
@@ -378,7 +485,8 @@ pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), Bun
 }
 
 /// Create those of `files` (relative paths) that do not exist under `dir` yet, through
-/// [`create_files`]; existing files, whatever their content, are kept untouched.
+/// [`create_files`] (no link below `dir` followed); existing files, whatever their
+/// content, and links in a file's place are kept untouched.
 /// Returns (created, kept) relative paths, in the order given.
 pub fn create_missing(
     dir: &Path,
@@ -386,8 +494,22 @@ pub fn create_missing(
 ) -> Result<(Vec<String>, Vec<String>), BundleError> {
     let mut kept = Vec::new();
     let mut new: Vec<(&str, &[u8])> = Vec::new();
+    // Nothing below `dir` is followed (see [`create_files`]): a missing `dir` holds nothing.
+    let root = match rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        Ok(fd) => Some(fd),
+        Err(rustix::io::Errno::NOENT) => None,
+        Err(e) => return Err(io(dir)(e.into())),
+    };
     for (name, bytes) in files {
-        if std::fs::symlink_metadata(dir.join(name)).is_ok() {
+        let exists = match &root {
+            Some(root) => exists_below(root, dir, name)?,
+            None => false,
+        };
+        if exists {
             kept.push(name.to_string());
         } else {
             new.push((name, bytes));
@@ -496,6 +618,34 @@ fn same_content(dir: &Path, bundle: &Bundle) -> bool {
 /// How long a second writer waits for the first before it gives up.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// Open (or create) the lock file at `path` without following a link (`O_NOFOLLOW`: a
+/// link there would have capstan create or truncate its target) and without blocking (a
+/// FIFO there is refused, not waited on); only a regular file is a lock.
+fn open_lock(path: &Path) -> Result<std::fs::File, BundleError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let unexpected = |found| BundleError::Unexpected {
+        path: path.display().to_string(),
+        found,
+        expected: "its lock file (a regular file)",
+    };
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => unexpected("a symbolic link"),
+            // A FIFO without a reader, opened without blocking.
+            Some(libc::ENXIO) => unexpected("not a regular file"),
+            _ => io(path)(e),
+        })?;
+    if !lock.metadata().map_err(io(path))?.is_file() {
+        return Err(unexpected("not a regular file"));
+    }
+    Ok(lock)
+}
+
 /// Whether a name in OUT or beside it is a staging directory of a capstan run: this
 /// layout's (`.<OUT>.capstan-new-<pid>`, beside OUT) or an earlier release's
 /// (`.<cluster>.capstan-new-…` / `.capstan-old-…`, inside OUT).
@@ -585,12 +735,7 @@ impl Output {
         };
         let name = name.to_string_lossy().into_owned();
         let lock_path = parent.join(format!(".{name}.capstan-lock"));
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io(&lock_path))?;
+        let lock = open_lock(&lock_path)?;
         lock_exclusive(&lock, &lock_path, root, on_wait)?;
         // Under the lock no other writer is running: anything staged beside OUT is a
         // killed run's.

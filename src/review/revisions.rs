@@ -316,16 +316,16 @@ pub fn review(
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from("."))
     };
-    let top = git::toplevel(&dir)?;
-    let rel = tree_path(&top, path)?;
-    let a = Revision::list(&top, rev_a)?;
+    let repo = git::Repository::discover(&dir)?;
+    let rel = tree_path(repo.work_tree(), path)?;
+    let a = Revision::list(&repo, rev_a)?;
     let newer = match rev_b {
-        Some(r) => Newer::Revision(Box::new(Revision::list(&top, r)?)),
+        Some(r) => Newer::Revision(Box::new(Revision::list(&repo, r)?)),
         None => Newer::Worktree,
     };
     let mut changed = match &newer {
         Newer::Revision(b) => changed_between(&a, b),
-        Newer::Worktree => git::worktree_changes(&top, &a.commit)?,
+        Newer::Worktree => git::worktree_changes(&repo, &a.commit)?,
     };
     // A symbolic link reads its target: a changed target changes the link.
     let mut links = a.links();
