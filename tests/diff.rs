@@ -577,6 +577,35 @@ fn open_sealed(
     (sealed, plain)
 }
 
+/// `tree` sealed for the recipients and rule of `like` (with `keep`, the values that did not
+/// change keep their ciphertext, as `secrets seal` does).
+fn seal_like(
+    like: &capstan::secrets::sops::SopsFile,
+    name: &str,
+    tree: &serde_json::Value,
+    keep: Option<(
+        &capstan::secrets::sops::SopsFile,
+        &capstan::secrets::sops::Plain,
+    )>,
+) -> String {
+    let recipients: Vec<age::x25519::Recipient> = like
+        .recipients()
+        .iter()
+        .map(|r| r.parse().unwrap())
+        .collect();
+    let meta = like.metadata();
+    capstan::secrets::sops::encrypt(
+        name,
+        tree,
+        &recipients,
+        meta.rule.clone(),
+        meta.mac_only_encrypted,
+        "2027-01-01T00:00:00Z",
+        keep,
+    )
+    .unwrap()
+}
+
 /// What a pull request's author without the key does: seal a guess of the Talos bundle's
 /// etcd encryption key (`secrets.secretboxencryptionsecret`) into `lab-f-talos.yaml` as
 /// `sops` does, with the recipients only (a new data key: every value's ciphertext
@@ -601,22 +630,7 @@ fn seal_bundle_guess(repo: &Path, identity: &str, right: bool) {
     let guessed = format!("{}{guess}{}", &bundle[..at], &bundle[end..]);
     assert_eq!(guessed == bundle, right);
     tree["data"]["bundle"] = serde_json::Value::String(B64.encode(guessed.as_bytes()));
-    let recipients: Vec<age::x25519::Recipient> = sealed
-        .recipients()
-        .iter()
-        .map(|r| r.parse().unwrap())
-        .collect();
-    let meta = sealed.metadata();
-    let text = capstan::secrets::sops::encrypt(
-        "lab-f-talos.yaml",
-        &tree,
-        &recipients,
-        meta.rule.clone(),
-        meta.mac_only_encrypted,
-        "2027-01-01T00:00:00Z",
-        None,
-    )
-    .unwrap();
+    let text = seal_like(&sealed, "lab-f-talos.yaml", &tree, None);
     std::fs::write(repo.join("clusters/lab-f/secrets/lab-f-talos.yaml"), text).unwrap();
 }
 
@@ -837,22 +851,7 @@ fn reseal_ca(repo: &Path, identity: &str, values: &[(&str, Vec<u8>)]) {
     for (k, v) in values {
         tree["data"][*k] = serde_json::Value::String(B64.encode(v));
     }
-    let recipients: Vec<age::x25519::Recipient> = file
-        .recipients()
-        .iter()
-        .map(|r| r.parse().unwrap())
-        .collect();
-    let meta = file.metadata();
-    let out = capstan::secrets::sops::encrypt(
-        "ca",
-        &tree,
-        &recipients,
-        meta.rule.clone(),
-        meta.mac_only_encrypted,
-        "2027-01-01T00:00:00Z",
-        Some((&file, &plain)),
-    )
-    .unwrap();
+    let out = seal_like(&file, "ca", &tree, Some((&file, &plain)));
     std::fs::write(&path, out).unwrap();
 }
 

@@ -915,17 +915,22 @@ pub(super) fn cert_risk(id: &ObjectId, what: &str, c: &CertChange, out: &mut Vec
     ));
 }
 
+/// The risks of the certificates a Secret key's value holds (public material).
+fn certificate_risks(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
+    for c in &k.certificates {
+        let what = if c.path.is_empty() {
+            k.key.clone()
+        } else {
+            format!("{} {}", k.key, c.path)
+        };
+        cert_risk(id, &what, c, out);
+    }
+}
+
 pub(super) fn secret_risk(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
     match k.status {
         SecretStatus::Changed => {
-            for c in &k.certificates {
-                let what = if c.path.is_empty() {
-                    k.key.clone()
-                } else {
-                    format!("{} {}", k.key, c.path)
-                };
-                cert_risk(id, &what, c, out);
-            }
+            certificate_risks(id, k, out);
             for f in &k.fields {
                 let why = if f.contains("encryptionsecret") {
                     Some((
@@ -970,14 +975,7 @@ pub(super) fn secret_risk(id: &ObjectId, k: &SecretKey, out: &mut Vec<Risk>) {
         }
         SecretStatus::Resealed => {
             // Certificates are public: decoded and compared as always.
-            for c in &k.certificates {
-                let what = if c.path.is_empty() {
-                    k.key.clone()
-                } else {
-                    format!("{} {}", k.key, c.path)
-                };
-                cert_risk(id, &what, c, out);
-            }
+            certificate_risks(id, k, out);
             let (severity, message) = resealed_risk(id, &k.key);
             out.push(risk(severity, id, message));
         }
