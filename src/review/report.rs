@@ -636,7 +636,7 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
         head,
         "_{}{}_\n",
         sealed[..1].to_ascii_uppercase(),
-        md_escape(&sealed[1..])
+        md_text(&sealed[1..])
     );
     let _ = writeln!(
         head,
