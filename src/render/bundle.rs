@@ -14,6 +14,7 @@
 use crate::digest::sha256_hex;
 use crate::digest::Digest256;
 use crate::inputs::{KUSTOMIZATION, LOCK_FILE};
+use crate::printable::Label;
 use crate::render::Rendered;
 use crate::yaml;
 use serde_json::Value;
@@ -111,7 +112,7 @@ pub enum BundleError {
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
     move |error| BundleError::Io {
-        path: path.display().to_string(),
+        path: path.label(),
         error,
     }
 }
@@ -248,9 +249,7 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
     for (name, _) in files {
         let p = dir.join(name);
         if p.exists() {
-            return Err(BundleError::Exists {
-                path: p.display().to_string(),
-            });
+            return Err(BundleError::Exists { path: p.label() });
         }
     }
     let mut created: Vec<PathBuf> = Vec::new();
@@ -263,12 +262,10 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
             std::io::Write::write_all(&mut tmp, bytes).map_err(io(&p))?;
             tmp.persist_noclobber(&p).map_err(|e| {
                 if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                    BundleError::Exists {
-                        path: p.display().to_string(),
-                    }
+                    BundleError::Exists { path: p.label() }
                 } else {
                     BundleError::Io {
-                        path: p.display().to_string(),
+                        path: p.label(),
                         error: e.error,
                     }
                 }
@@ -297,15 +294,11 @@ pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), Bun
         Ok(m) if m.is_dir() => {
             if std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
                 return Err(BundleError::Exists {
-                    path: format!("{} (not empty)", out.display()),
+                    path: format!("{} (not empty)", out.label()),
                 });
             }
         }
-        Ok(_) => {
-            return Err(BundleError::NotADirectory {
-                path: out.display().to_string(),
-            })
-        }
+        Ok(_) => return Err(BundleError::NotADirectory { path: out.label() }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(out)(e)),
     }
@@ -412,7 +405,7 @@ pub fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<Stri
         let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
         std::io::Write::write_all(&mut tmp, bytes).map_err(io(&p))?;
         tmp.persist(&p).map_err(|e| BundleError::Io {
-            path: p.display().to_string(),
+            path: p.label(),
             error: e.error,
         })?;
         written.push(name.clone());
@@ -441,7 +434,7 @@ fn previous_files(dir: &Path) -> Result<Option<BTreeSet<String>>, BundleError> {
     if lock_path.is_file() {
         let text = std::fs::read_to_string(&lock_path).map_err(io(&lock_path))?;
         let bad = |message: String| BundleError::BadLock {
-            path: lock_path.display().to_string(),
+            path: lock_path.label(),
             message,
         };
         let v = yaml::parse_one(&text).map_err(|e| bad(e.message))?;
@@ -557,16 +550,14 @@ impl Output {
             Ok(_) => {
                 let meta = std::fs::metadata(root).map_err(io(root))?;
                 if !meta.is_dir() {
-                    return Err(BundleError::NotADirectory {
-                        path: root.display().to_string(),
-                    });
+                    return Err(BundleError::NotADirectory { path: root.label() });
                 }
                 std::fs::canonicalize(root).map_err(io(root))?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let name = root.file_name().ok_or_else(|| BundleError::NotADirectory {
-                    path: root.display().to_string(),
-                })?;
+                let name = root
+                    .file_name()
+                    .ok_or_else(|| BundleError::NotADirectory { path: root.label() })?;
                 let parent = match root.parent() {
                     Some(p) if !p.as_os_str().is_empty() => p,
                     _ => Path::new("."),
@@ -579,9 +570,7 @@ impl Output {
             Err(e) => return Err(io(root)(e)),
         };
         let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
-            return Err(BundleError::NotADirectory {
-                path: root.display().to_string(),
-            });
+            return Err(BundleError::NotADirectory { path: root.label() });
         };
         let name = name.to_string_lossy().into_owned();
         let lock_path = parent.join(format!(".{name}.capstan-lock"));
@@ -633,7 +622,7 @@ impl Output {
                 let foreign = foreign_entries(&dir, &listed)?;
                 if !foreign.is_empty() {
                     return Err(BundleError::Foreign {
-                        dir: self.shown.join(&bundle.name).display().to_string(),
+                        dir: self.shown.join(&bundle.name).label(),
                         files: foreign,
                     });
                 }
@@ -719,7 +708,7 @@ impl Output {
             flags,
         )
         .map_err(|e| BundleError::Swap {
-            out: self.shown.display().to_string(),
+            out: self.shown.label(),
             error: std::io::Error::from(e),
         })?;
         self.committed = true;
@@ -762,7 +751,7 @@ impl Output {
         }
         foreign.sort();
         Err(BundleError::ForeignInOut {
-            out: self.shown.display().to_string(),
+            out: self.shown.label(),
             entries: foreign,
         })
     }
@@ -790,8 +779,8 @@ fn lock_exclusive(
         }
         if started.elapsed() > LOCK_WAIT {
             return Err(BundleError::Busy {
-                out: out.display().to_string(),
-                lock: lock_path.display().to_string(),
+                out: out.label(),
+                lock: lock_path.label(),
                 waited: LOCK_WAIT.as_secs(),
             });
         }
@@ -818,9 +807,7 @@ fn link_tree(from: &Path, to: &Path) -> Result<(), BundleError> {
         let dest = std::fs::read_link(from).map_err(io(from))?;
         std::os::unix::fs::symlink(dest, to).map_err(io(to))
     } else {
-        Err(BundleError::Special {
-            path: from.display().to_string(),
-        })
+        Err(BundleError::Special { path: from.label() })
     }
 }
 
