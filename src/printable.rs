@@ -154,6 +154,20 @@ pub fn md_fence(body: &str) -> String {
     "`".repeat((longest_backtick_run(body) + 1).max(3))
 }
 
+/// A path as messages name it: its `display()` text as [`line`], so a file or directory
+/// name cannot start a line of its own in a message that spans lines (an error's causes),
+/// nor carry a control or bidirectional character.
+pub trait Label {
+    /// The path for a message.
+    fn label(&self) -> String;
+}
+
+impl Label for std::path::Path {
+    fn label(&self) -> String {
+        line(&self.display().to_string()).into_owned()
+    }
+}
+
 /// Serialised JSON with every [`unsafe_char`] written as a `\uXXXX` escape: serde_json
 /// escapes only C0 controls, and DEL, C1 controls and bidirectional characters in a string
 /// would reach the terminal as they are. Every such character of a JSON text is inside a
@@ -194,6 +208,16 @@ mod tests {
             "a\\u{a}b\\u{9}c\\u{1b}]0;x\\u{7}\\u{2067}"
         );
         assert!(matches!(line("lab-f/cluster.yaml"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_path_label_stays_on_its_line() {
+        use std::path::Path;
+        assert_eq!(Path::new("clusters/lab-f").label(), "clusters/lab-f");
+        assert_eq!(
+            Path::new("clusters/lab\nerror: x\u{1b}[2J").label(),
+            "clusters/lab\\u{a}error: x\\u{1b}[2J"
+        );
     }
 
     #[test]

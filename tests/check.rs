@@ -2102,3 +2102,29 @@ fn etcd_snapshot_input() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("snapdir"), "{}", stderr(&o));
 }
+
+/// `check --etcd-status`: member endpoints carrying ESC, OSC, CR, LF, U+202E and a
+/// Markdown fence reach neither the text nor the JSON report raw, and a hostile file name
+/// of a broken status file stays on the error's one line.
+#[test]
+fn etcd_status_names_are_escaped() {
+    let s = Setup::new(&[]);
+    let status = serde_json::json!([
+        {"Endpoint": hostile("https://10.0.0.11:2379"), "Status": {"dbSize": 3u64 << 30, "dbSizeInUse": 1u64 << 30}},
+        {"Endpoint": hostile("m"), "Status": {"dbSize": 1024}},
+    ]);
+    s.write("kubeadm/etcd-status.json", status.to_string());
+    for format in [&[][..], &["--format", "json"][..]] {
+        let args = [&["--etcd-status", "kubeadm/etcd-status.json"][..], format].concat();
+        let o = s.check(&args);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+        assert_terminal_safe("check", &stdout(&o));
+        assert_terminal_safe("check", &stderr(&o));
+    }
+    let bad = hostile("kubeadm/s") + ".json";
+    s.write(&bad, "[{\"Endpoint\": \"x\"}]");
+    let o = s.check(&["--etcd-status", &bad]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_terminal_safe("check", &stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+}

@@ -53,3 +53,5 @@ mod cli;
 // The CI templates (deploy/ci) as their runners run them: the job image's entrypoint and
 // user, the scripts as the image's UID, the GitLab API mocked, the GitHub comment script.
 mod ci;
+// Terminal-safe output: every printer fed ESC, OSC, CR, LF, U+202E and a Markdown fence.
+mod terminal;

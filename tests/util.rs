@@ -153,3 +153,38 @@ pub fn assert_golden(name: &str, actual: &str) {
         );
     }
 }
+
+/// What a hostile input puts in a name, a value or a file name, one piece each: ESC (a
+/// screen clear), OSC (a window title), CR (overwrites the line), LF (starts a line),
+/// U+202E (reverses what follows), and a Markdown fence then a heading. Every line the
+/// input would start begins with `forged`.
+pub const HOSTILE: &[&str] = &[
+    "\u{1b}[2J",
+    "\u{1b}]0;x\u{7}",
+    "\rforged",
+    "\nerror: forged",
+    "\u{202e}",
+    "\n```\n## forged",
+];
+
+/// Every piece of [`HOSTILE`] in one name, after `prefix`.
+pub fn hostile(prefix: &str) -> String {
+    format!("{prefix}{}", HOSTILE.concat())
+}
+
+/// `out` (stdout or stderr of a printer fed [`HOSTILE`]) holds no control or bidirectional
+/// character but line breaks and tabs, and no line the input started (one beginning with
+/// `forged` once spaces and Markdown marks are stripped). A multi-line value's lines in a
+/// diff hunk start with the printer's `+` or `-`, which the input cannot forge.
+pub fn assert_terminal_safe(what: &str, out: &str) {
+    if let Some(c) = out.chars().find(|&c| capstan::printable::unsafe_char(c)) {
+        panic!("{what}: {c:?} reaches the output raw:\n{out}");
+    }
+    for l in out.lines() {
+        let t = l.trim_start_matches(|c: char| " \t#>|`*_".contains(c));
+        assert!(
+            !t.starts_with("forged") && !t.starts_with("error: forged"),
+            "{what}: the input started a line: {l:?}\n{out}"
+        );
+    }
+}

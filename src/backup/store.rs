@@ -104,10 +104,11 @@ impl Store {
         self.prefix.clone().join(name)
     }
 
+    /// A store error: its message on one line (it may quote a key of the bucket).
     fn fail(&self, message: impl std::fmt::Display) -> BackupError {
         BackupError::Store {
             url: self.url.clone(),
-            message: message.to_string(),
+            message: crate::printable::line(&message.to_string()).into_owned(),
         }
     }
 

@@ -369,10 +369,12 @@ fn seal(args: ClusterSecretsArgs) -> Result<Status> {
     let bundle = open_bundle(&c, &ids)?;
     let previous = open_sealed(&c, &ids)?;
     // The digest render compares the sealed files with, computed when the cluster was read.
-    let digest = c
-        .secrets_age_sha256
-        .clone()
-        .ok_or_else(|| anyhow::anyhow!("{}: secrets.age is missing", c.dir.display()))?;
+    let digest = c.secrets_age_sha256.clone().ok_or_else(|| {
+        anyhow::anyhow!(
+            "{}: secrets.age is missing",
+            crate::printable::Label::label(c.dir.as_path())
+        )
+    })?;
     let files = crate::secrets::seal::seal(crate::secrets::seal::SealRequest {
         config: &c.config,
         cluster_file: &c.file,
@@ -869,7 +871,7 @@ fn check(args: CheckArgs) -> Result<Status> {
             .into_iter()
             .map(|(_, d)| d)
             .collect();
-        Ok((p.display().to_string(), docs))
+        Ok((crate::printable::Label::label(p.as_path()), docs))
     };
     if let Some(p) = &args.kube_proxy {
         let (file, docs) = docs_of(p)?;
@@ -920,7 +922,7 @@ fn check(args: CheckArgs) -> Result<Status> {
     }
     if let Some(p) = &args.vsphere_inventory {
         let text = inputs::read_input_text(p, inputs::InputKind::Yaml)?;
-        let file = p.display().to_string();
+        let file = crate::printable::Label::label(p.as_path());
         let value = check::parse_vm_inventory(&file, &text)?;
         ci.vsphere_inventory = Some(Input { file, value });
     }

@@ -18,7 +18,7 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
         confine(d, &dir_c)?;
         let lock_path = d.join(LOCK_FILE);
         let lock = yaml::parse_one(&read(&lock_path)?).map_err(|e| InputError::Yaml {
-            file: lock_path.display().to_string(),
+            file: lock_path.label(),
             message: e.message,
         })?;
         let name = lock
@@ -31,7 +31,7 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
         let mut files: Vec<PathBuf> = Vec::new();
         if kpath.is_file() {
             let k = yaml::parse_one(&read(&kpath)?).map_err(|e| InputError::Yaml {
-                file: kpath.display().to_string(),
+                file: kpath.label(),
                 message: e.message,
             })?;
             if let Some(list) = k.get("resources").and_then(serde_json::Value::as_array) {
@@ -39,7 +39,7 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
                     // capstan writes plain file names; anything else is not its bundle.
                     if f.is_empty() || f.contains('/') || f.contains('\\') || f.starts_with('.') {
                         return Err(InputError::Yaml {
-                            file: kpath.display().to_string(),
+                            file: kpath.label(),
                             message: format!(
                                 "resources: `{f}` is not a file of this directory (capstan writes plain file names)"
                             ),
@@ -64,7 +64,7 @@ pub fn read_rendered(dir: &Path) -> Result<Option<Vec<RenderedCluster>>, InputEr
         }
         let mut out = Vec::with_capacity(files.len());
         for f in files {
-            let label = f.display().to_string();
+            let label = f.label();
             let text = read(&f)?;
             let docs = parse_documents(&label, &text)?;
             let single = docs.len() == 1;
@@ -131,7 +131,7 @@ pub fn read_moved_directory(dir: &Path) -> Result<Vec<MovedFile>, InputError> {
     let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
     if !meta.is_dir() {
         return Err(InputError::NotADirectory {
-            path: dir.display().to_string(),
+            path: dir.label(),
             what: "a `clusterctl move --to-directory` directory",
         });
     }
@@ -141,7 +141,7 @@ pub fn read_moved_directory(dir: &Path) -> Result<Vec<MovedFile>, InputError> {
         let entry = entry.map_err(io(dir))?;
         if names.len() >= MAX_MOVED_FILES {
             return Err(InputError::TooLarge {
-                path: dir.display().to_string(),
+                path: dir.label(),
                 cap: MAX_MOVED_FILES as u64,
                 what: "a `clusterctl move` directory (files)",
             });
@@ -150,7 +150,7 @@ pub fn read_moved_directory(dir: &Path) -> Result<Vec<MovedFile>, InputError> {
         let t = entry.file_type().map_err(io(&entry.path()))?;
         if !t.is_file() {
             return Err(InputError::NotRegular {
-                path: entry.path().display().to_string(),
+                path: entry.path().label(),
                 found: file_type_name(t),
             });
         }
@@ -167,7 +167,7 @@ pub fn read_moved_directory(dir: &Path) -> Result<Vec<MovedFile>, InputError> {
         total += bytes.len() as u64;
         if total > InputKind::Backup.cap() {
             return Err(InputError::TooLarge {
-                path: dir.display().to_string(),
+                path: dir.label(),
                 cap: InputKind::Backup.cap(),
                 what: "a `clusterctl move` directory",
             });

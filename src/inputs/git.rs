@@ -397,9 +397,10 @@ impl Revision {
         &self.entries
     }
 
-    /// How a path of this revision is shown in messages: `REV:path`.
+    /// How a path of this revision is shown in messages: `REV:path`, the path as
+    /// [`crate::printable::line`] (a name in the tree cannot start a line of a message).
     pub fn label(&self, rel: &str) -> String {
-        format!("{}:{rel}", self.name)
+        format!("{}:{}", self.name, crate::printable::line(rel))
     }
 
     /// Read the blobs of `paths` (files and links, each at most the largest cap of a

@@ -19,6 +19,7 @@ pub mod providers;
 use crate::digest::sha256_hex;
 use crate::inputs::model::{ClusterConfig, ModelError, OverlayFile};
 use crate::inputs::overlay::{Overlay, OverlayError};
+use crate::printable::Label;
 use crate::yaml;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -128,7 +129,7 @@ pub enum InputError {
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InputError + '_ {
     move |error| InputError::Io {
-        path: path.display().to_string(),
+        path: path.label(),
         error,
     }
 }
@@ -167,9 +168,7 @@ pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
     }
     let meta = std::fs::metadata(dir).map_err(io(dir))?;
     if !meta.is_dir() {
-        return Err(InputError::NoClusters {
-            dir: dir.display().to_string(),
-        });
+        return Err(InputError::NoClusters { dir: dir.label() });
     }
     for base in [dir.join("clusters"), dir.to_path_buf()] {
         if !base.is_dir() {
@@ -188,9 +187,7 @@ pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
             return Ok(found);
         }
     }
-    Err(InputError::NoClusters {
-        dir: dir.display().to_string(),
-    })
+    Err(InputError::NoClusters { dir: dir.label() })
 }
 
 /// The repository root of a cluster directory: the parent of its `clusters/` directory.
@@ -313,9 +310,9 @@ fn confine(path: &Path, root: &Path) -> Result<(), InputError> {
         Ok(())
     } else {
         Err(InputError::Outside {
-            path: path.display().to_string(),
-            resolved: c.display().to_string(),
-            root: root.display().to_string(),
+            path: path.label(),
+            resolved: c.label(),
+            root: root.label(),
         })
     }
 }
@@ -359,7 +356,7 @@ fn read_input_bytes(
     let t = meta.file_type();
     if !t.is_file() {
         return Err(InputError::NotRegular {
-            path: path.display().to_string(),
+            path: path.label(),
             found: file_type_name(t),
         });
     }
@@ -373,7 +370,7 @@ fn read_input_bytes(
         .map_err(io(path))?;
     if bytes.len() as u64 > cap {
         return Err(InputError::TooLarge {
-            path: path.display().to_string(),
+            path: path.label(),
             cap,
             what: kind.what(),
         });
@@ -383,7 +380,7 @@ fn read_input_bytes(
 
 fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, InputError> {
     String::from_utf8(bytes).map_err(|_| InputError::Yaml {
-        file: path.display().to_string(),
+        file: path.label(),
         message: "not UTF-8 text".into(),
     })
 }
@@ -428,13 +425,13 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
 pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, InputError> {
     if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(InputError::NotADirectory {
-            path: dir.display().to_string(),
+            path: dir.label(),
             what: "a cluster directory, the one holding cluster.yaml,",
         });
     }
     let wanted = want == Digests::Wanted;
     let path = dir.join(CLUSTER_FILE);
-    let file = path.display().to_string();
+    let file = path.label();
     let root = repo_root(dir);
     let root_c = canonical_dir(&root)?;
     confine(dir, &root_c)?;
@@ -543,7 +540,7 @@ fn read_sealed_in(
                 let text = read_repo_text(&p, root_c, InputKind::Sealed)?;
                 out.push(SealedFile {
                     rel: format!("{prefix}/{name}"),
-                    path: p.display().to_string(),
+                    path: p.label(),
                     sha256: (want == Digests::Wanted).then(|| sha256_hex(text.as_bytes())),
                     text,
                 });
@@ -574,7 +571,7 @@ fn declared_name(file: &str, text: &str) -> Result<Option<String>, InputError> {
 /// only that file read (by the loader's rule) and parsed, not validated.
 pub fn cluster_name(dir: &Path) -> Result<(Option<String>, String), InputError> {
     let path = dir.join(CLUSTER_FILE);
-    let file = path.display().to_string();
+    let file = path.label();
     let root_c = canonical_dir(&repo_root(dir))?;
     confine(dir, &root_c)?;
     let text = read_repo_text(&path, &root_c, InputKind::ClusterFile)?;
@@ -631,7 +628,7 @@ pub fn read_yaml_documents(
             .sort_by_file_name()
         {
             let entry = entry.map_err(|e| {
-                let p = e.path().unwrap_or(path).display().to_string();
+                let p = e.path().unwrap_or(path).label();
                 InputError::Io {
                     path: p,
                     error: e
@@ -654,7 +651,7 @@ pub fn read_yaml_documents(
     }
     let mut out = Vec::new();
     for f in files {
-        let label = f.display().to_string();
+        let label = f.label();
         let text = match &fence {
             Some(root) => read_repo_text(&f, root, InputKind::Yaml)?,
             None => read_input_text(&f, InputKind::Yaml)?,
@@ -692,7 +689,7 @@ pub fn read_identity_text(
             ))
         };
     if let Some(p) = flag {
-        return file(p, p.display().to_string());
+        return file(p, p.label());
     }
     for var in [ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY_FILE] {
         if let Some(p) = env(var).filter(|v| !v.is_empty()) {
@@ -710,7 +707,7 @@ pub fn read_identity_text(
 
 fn input_file(path: &Path) -> Result<crate::inputs::InputFile, InputError> {
     Ok(crate::inputs::InputFile {
-        label: path.display().to_string(),
+        label: path.label(),
         bytes: zeroize::Zeroizing::new(read_input_bytes(path, None, InputKind::Kubeadm)?),
     })
 }
@@ -744,7 +741,7 @@ fn require_pki_dir(pki: &Path) -> Result<(), InputError> {
         return Ok(());
     }
     Err(InputError::Io {
-        path: pki.display().to_string(),
+        path: pki.label(),
         error: std::io::Error::new(
             std::io::ErrorKind::NotFound,
             "not a directory (expected the kubeadm pki directory)",
@@ -782,7 +779,7 @@ pub fn read_etcd_snapshot(path: &Path) -> Result<SnapshotFile, InputError> {
     let meta = file.metadata().map_err(io(path))?;
     if !meta.file_type().is_file() {
         return Err(InputError::NotRegular {
-            path: path.display().to_string(),
+            path: path.label(),
             found: file_type_name(meta.file_type()),
         });
     }
@@ -790,7 +787,7 @@ pub fn read_etcd_snapshot(path: &Path) -> Result<SnapshotFile, InputError> {
     let len = meta.len();
     if len > kind.cap() {
         return Err(InputError::TooLarge {
-            path: path.display().to_string(),
+            path: path.label(),
             cap: kind.cap(),
             what: kind.what(),
         });
@@ -834,7 +831,7 @@ pub fn read_etcd_snapshot(path: &Path) -> Result<SnapshotFile, InputError> {
         None
     };
     Ok(SnapshotFile {
-        label: path.display().to_string(),
+        label: path.label(),
         len,
         head,
         trailer,
@@ -932,13 +929,13 @@ pub fn load_templates(
     let meta = std::fs::metadata(dir).map_err(io(dir))?;
     if !meta.is_dir() {
         return Err(InputError::NotADirectory {
-            path: dir.display().to_string(),
+            path: dir.label(),
             what: "a templates directory",
         });
     }
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = entry.map_err(|e| {
-            let path = e.path().unwrap_or(dir).display().to_string();
+            let path = e.path().unwrap_or(dir).label();
             InputError::Io {
                 path,
                 error: e
@@ -956,11 +953,7 @@ pub fn load_templates(
         let name = rel(dir, path);
         match template_file(&name) {
             None => continue,
-            Some(false) => {
-                return Err(InputError::NotATemplate {
-                    path: path.display().to_string(),
-                })
-            }
+            Some(false) => return Err(InputError::NotATemplate { path: path.label() }),
             Some(true) => {}
         }
         let source = read_repo_text(path, &fence, InputKind::Template)?;
@@ -970,7 +963,7 @@ pub fn load_templates(
         });
         overrides.push(TemplateOverride {
             name,
-            origin: path.display().to_string(),
+            origin: path.label(),
             source,
         });
     }
@@ -1029,7 +1022,7 @@ fn overlay_error(file: &str, field: &str, message: String) -> InputError {
 }
 
 fn shown(root: &Path) -> String {
-    let s = root.display().to_string();
+    let s = root.label();
     if s.is_empty() {
         ".".into()
     } else {
@@ -1091,7 +1084,7 @@ fn inside_root(root: &Path, rel: &str, path: &str) -> Result<PathBuf, String> {
     match std::fs::canonicalize(&full) {
         Ok(c) if !c.starts_with(&root_c) => Err(outside()),
         Ok(_) => Ok(full),
-        Err(e) => Err(format!("{}: {e}", full.display())),
+        Err(e) => Err(format!("{}: {e}", full.label())),
     }
 }
 
@@ -1131,28 +1124,23 @@ fn load_overlay(
             field,
             format!(
                 "`{}` is not an overlay: expected the file {}",
-                dir.display(),
-                path.display()
+                dir.label(),
+                path.label()
             ),
         ));
     }
-    inside_root(root, rel, &dir.display().to_string())
-        .map_err(|m| overlay_error(from_file, field, m))?;
+    inside_root(root, rel, &dir.label()).map_err(|m| overlay_error(from_file, field, m))?;
     // The file itself may be a link out of the repository even when its directory is not.
-    inside_root(
-        root,
-        &rel_join(rel, OVERLAY_FILE),
-        &path.display().to_string(),
-    )
-    .map_err(|m| overlay_error(from_file, field, m))?;
-    let file = path.display().to_string();
+    inside_root(root, &rel_join(rel, OVERLAY_FILE), &path.label())
+        .map_err(|m| overlay_error(from_file, field, m))?;
+    let file = path.label();
     let root_c = canonical_dir(root)?;
     let text = read_repo_text(&path, &root_c, InputKind::Overlay)?;
     overlay_from_text(root, rel, file, &text, |frel, p| {
         let full = inside_root(root, frel, p).map_err(OverlayRead::Refused)?;
         let text =
             read_repo_text(&full, &root_c, InputKind::Overlay).map_err(OverlayRead::Input)?;
-        Ok((full.display().to_string(), text))
+        Ok((full.label(), text))
     })
 }
 

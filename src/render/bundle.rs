@@ -14,6 +14,7 @@
 use crate::digest::sha256_hex;
 use crate::digest::Digest256;
 use crate::inputs::{KUSTOMIZATION, LOCK_FILE};
+use crate::printable::Label;
 use crate::render::Rendered;
 use crate::yaml;
 use serde_json::Value;
@@ -122,7 +123,7 @@ pub enum BundleError {
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
     move |error| BundleError::Io {
-        path: path.display().to_string(),
+        path: path.label(),
         error,
     }
 }
@@ -272,7 +273,7 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
     for (name, _) in files {
         if exists_below(&root, dir, name)? {
             return Err(BundleError::Exists {
-                path: dir.join(name).display().to_string(),
+                path: dir.join(name).label(),
             });
         }
     }
@@ -311,9 +312,7 @@ pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleErr
             match linked {
                 Ok(()) => created.push((parent, base.to_string())),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    return Err(BundleError::Exists {
-                        path: p.display().to_string(),
-                    })
+                    return Err(BundleError::Exists { path: p.label() })
                 }
                 Err(e) => return Err(io(&p)(e)),
             }
@@ -368,7 +367,7 @@ fn open_below(
                     _ => return Err(io(&at)(e.into())),
                 };
                 return Err(BundleError::Unexpected {
-                    path: at.display().to_string(),
+                    path: at.label(),
                     found,
                     expected: "a directory",
                 });
@@ -408,11 +407,7 @@ pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), Bun
                 });
             }
         }
-        Ok(_) => {
-            return Err(BundleError::NotADirectory {
-                path: out.display().to_string(),
-            })
-        }
+        Ok(_) => return Err(BundleError::NotADirectory { path: out.label() }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(out)(e)),
     }
@@ -534,7 +529,7 @@ pub fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<Stri
         let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
         std::io::Write::write_all(&mut tmp, bytes).map_err(io(&p))?;
         tmp.persist(&p).map_err(|e| BundleError::Io {
-            path: p.display().to_string(),
+            path: p.label(),
             error: e.error,
         })?;
         written.push(name.clone());
@@ -563,7 +558,7 @@ fn previous_files(dir: &Path) -> Result<Option<BTreeSet<String>>, BundleError> {
     if lock_path.is_file() {
         let text = std::fs::read_to_string(&lock_path).map_err(io(&lock_path))?;
         let bad = |message: String| BundleError::BadLock {
-            path: lock_path.display().to_string(),
+            path: lock_path.label(),
             message,
         };
         let v = yaml::parse_one(&text).map_err(|e| bad(e.message))?;
@@ -624,7 +619,7 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 fn open_lock(path: &Path) -> Result<std::fs::File, BundleError> {
     use std::os::unix::fs::OpenOptionsExt;
     let unexpected = |found| BundleError::Unexpected {
-        path: path.display().to_string(),
+        path: path.label(),
         found,
         expected: "its lock file (a regular file)",
     };
@@ -707,16 +702,14 @@ impl Output {
             Ok(_) => {
                 let meta = std::fs::metadata(root).map_err(io(root))?;
                 if !meta.is_dir() {
-                    return Err(BundleError::NotADirectory {
-                        path: root.display().to_string(),
-                    });
+                    return Err(BundleError::NotADirectory { path: root.label() });
                 }
                 std::fs::canonicalize(root).map_err(io(root))?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let name = root.file_name().ok_or_else(|| BundleError::NotADirectory {
-                    path: root.display().to_string(),
-                })?;
+                let name = root
+                    .file_name()
+                    .ok_or_else(|| BundleError::NotADirectory { path: root.label() })?;
                 let parent = match root.parent() {
                     Some(p) if !p.as_os_str().is_empty() => p,
                     _ => Path::new("."),
@@ -729,9 +722,7 @@ impl Output {
             Err(e) => return Err(io(root)(e)),
         };
         let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
-            return Err(BundleError::NotADirectory {
-                path: root.display().to_string(),
-            });
+            return Err(BundleError::NotADirectory { path: root.label() });
         };
         let name = name.to_string_lossy().into_owned();
         let lock_path = parent.join(format!(".{name}.capstan-lock"));
@@ -778,7 +769,7 @@ impl Output {
                 let foreign = foreign_entries(&dir, &listed)?;
                 if !foreign.is_empty() {
                     return Err(BundleError::Foreign {
-                        dir: self.shown.join(&bundle.name).display().to_string(),
+                        dir: self.shown.join(&bundle.name).label(),
                         files: foreign,
                     });
                 }
@@ -864,7 +855,7 @@ impl Output {
             flags,
         )
         .map_err(|e| BundleError::Swap {
-            out: self.shown.display().to_string(),
+            out: self.shown.label(),
             error: std::io::Error::from(e),
         })?;
         self.committed = true;
@@ -907,7 +898,7 @@ impl Output {
         }
         foreign.sort();
         Err(BundleError::ForeignInOut {
-            out: self.shown.display().to_string(),
+            out: self.shown.label(),
             entries: foreign,
         })
     }
@@ -935,8 +926,8 @@ fn lock_exclusive(
         }
         if started.elapsed() > LOCK_WAIT {
             return Err(BundleError::Busy {
-                out: out.display().to_string(),
-                lock: lock_path.display().to_string(),
+                out: out.label(),
+                lock: lock_path.label(),
                 waited: LOCK_WAIT.as_secs(),
             });
         }
@@ -963,9 +954,7 @@ fn link_tree(from: &Path, to: &Path) -> Result<(), BundleError> {
         let dest = std::fs::read_link(from).map_err(io(from))?;
         std::os::unix::fs::symlink(dest, to).map_err(io(to))
     } else {
-        Err(BundleError::Special {
-            path: from.display().to_string(),
-        })
+        Err(BundleError::Special { path: from.label() })
     }
 }
 

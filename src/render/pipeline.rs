@@ -4,6 +4,7 @@
 //! → the checked sealed Secrets (`seal`) → buildable, sorted objects. Writing is left to the
 //! caller (`bundle`).
 
+use crate::printable::Label;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -290,7 +291,7 @@ fn build_from(
     let mut resources = crate::secrets::seal::sealed_resources(
         &c.config,
         &c.file,
-        &c.dir.display().to_string(),
+        &c.dir.label(),
         c.secrets_age_sha256.as_deref(),
         &c.sealed,
     )?;
