@@ -63,24 +63,25 @@ fn edit(path: &Path, from: &str, to: &str) {
     std::fs::write(path, text.replacen(from, to, 1)).unwrap();
 }
 
+/// Neither stream of `o` (a `format` report) holds a value of `needles`, SOPS ciphertext or
+/// a private key.
+fn assert_no_secret(format: &str, o: &Output, needles: &[String]) {
+    let all = stdout(o) + &stderr(o);
+    for n in needles {
+        assert!(
+            !all.contains(n.as_str()),
+            "{format} output leaks a secret value: {n}"
+        );
+    }
+    assert!(
+        !all.contains("ENC[") && !all.contains("PRIVATE KEY"),
+        "{format}: {all}"
+    );
+}
+
 /// Run capstan without identities from the environment and without colour.
 fn run(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
-    let mut c = assert_cmd::Command::cargo_bin("capstan").unwrap();
-    c.args(args).current_dir(cwd);
-    // `CI` too: `--compare-sealed` is refused where it is set.
-    for v in [
-        "CAPSTAN_AGE_KEY_FILE",
-        "SOPS_AGE_KEY_FILE",
-        "SOPS_AGE_KEY",
-        "CI",
-    ] {
-        c.env_remove(v);
-    }
-    c.env("NO_COLOR", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
+    capstan_plain(args, cwd, env)
 }
 
 /// Every string that must never be printed: each SOPS file's ciphertexts (whole and their
@@ -185,17 +186,7 @@ fn diff_all(
             stdout(&o),
             stderr(&o)
         );
-        let all = format!("{}{}", stdout(&o), stderr(&o));
-        for n in needles {
-            assert!(
-                !all.contains(n.as_str()),
-                "{format} output leaks a secret value: {n}"
-            );
-        }
-        assert!(
-            !all.contains("ENC[") && !all.contains("PRIVATE KEY"),
-            "{format}: {all}"
-        );
+        assert_no_secret(format, &o, needles);
         texts.push(stdout(&o));
     }
     Outputs {
@@ -920,17 +911,7 @@ fn compare_sealed(
             stdout(&o),
             stderr(&o)
         );
-        let all = stdout(&o) + &stderr(&o);
-        for n in needles {
-            assert!(
-                !all.contains(n.as_str()),
-                "{format} output leaks a secret value: {n}"
-            );
-        }
-        assert!(
-            !all.contains("ENC[") && !all.contains("PRIVATE KEY"),
-            "{format}: {all}"
-        );
+        assert_no_secret(format, &o, needles);
         out.push(stdout(&o));
     }
     let json: serde_json::Value = serde_json::from_str(&out[1]).unwrap();

@@ -10,17 +10,7 @@ use std::process::Output;
 
 /// Run capstan without colour and without identities from the environment.
 fn run(args: &[&str], cwd: &Path) -> Output {
-    let mut c = assert_cmd::Command::cargo_bin("capstan").unwrap();
-    c.args(args).current_dir(cwd).env("NO_COLOR", "1");
-    for v in [
-        "CAPSTAN_AGE_KEY_FILE",
-        "SOPS_AGE_KEY_FILE",
-        "SOPS_AGE_KEY",
-        "CI",
-    ] {
-        c.env_remove(v);
-    }
-    c.output().unwrap()
+    capstan_plain(args, cwd, &[])
 }
 
 /// Both streams of `o` are terminal-safe, and its exit code is one of `codes`.

@@ -23,6 +23,26 @@ pub fn capstan(args: &[&str], cwd: &Path) -> Output {
         .expect("capstan runs")
 }
 
+/// Run capstan in `cwd` as a reviewer's terminal would not colour it, with no identity
+/// from the environment and without `CI` (`--compare-sealed` is refused where it is set),
+/// plus `env`.
+pub fn capstan_plain(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = assert_cmd::Command::cargo_bin("capstan").expect("binary built");
+    c.args(args).current_dir(cwd).env("NO_COLOR", "1");
+    for v in [
+        "CAPSTAN_AGE_KEY_FILE",
+        "SOPS_AGE_KEY_FILE",
+        "SOPS_AGE_KEY",
+        "CI",
+    ] {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("capstan runs")
+}
+
 /// stdout as text.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
