@@ -339,12 +339,11 @@ fn a_killed_pull_leaves_no_decrypted_files_after_the_next_run() {
     let t = tmp.path();
     moved(&t.join("move"));
     // 48 files of 1 MiB: the pull takes long enough to be caught half-way.
-    let chunk: String = (0..(1 << 20) / 64)
-        .map(|i| format!("{i:063}\n"))
-        .collect();
+    let chunk: String = (0..(1 << 20) / 64).map(|i| format!("{i:063}\n")).collect();
     for i in 0..48 {
         std::fs::write(
-            t.join("move").join(format!("ConfigMap_lab-f_blob-{i:02}.yaml")),
+            t.join("move")
+                .join(format!("ConfigMap_lab-f_blob-{i:02}.yaml")),
             &chunk,
         )
         .unwrap();
@@ -356,7 +355,11 @@ fn a_killed_pull_leaves_no_decrypted_files_after_the_next_run() {
         std::fs::read_dir(t)
             .unwrap()
             .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(".out.capstan-new-"))
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".out.capstan-new-")
+            })
             .map(|e| e.path())
             .collect()
     };
