@@ -42,17 +42,27 @@ K="$W/backup"
 mkdir -p "$K/move"
 # Shaped as `clusterctl move --to-directory` writes it (`<Kind>_<namespace>_<name>.yaml`, one
 # object per file): 50 clusters of 1,000 objects each (Machines, VSphereMachines,
-# VSphereVMs, TalosConfigs, IPAddressClaims, IPAddresses, Secrets, ~2.8 KB each), and 1,000
-# larger objects (ConfigMaps and Secrets of 4-36 KB); the largest file is 1 MiB.
+# VSphereVMs, TalosConfigs, IPAddressClaims, IPAddresses, Secrets, ~2.6 KB each), and 1,000
+# larger objects (ConfigMaps and Secrets of 4-24 KB); the largest file is 1 MiB.
 python3 - "$K/move" <<'PY'
 import os, random, sys
 out = sys.argv[1]
 rnd = random.Random(39)
+# Base64-like text from a seeded pool, in random slices: deterministic, and as hard to
+# compress as a real dump's keys and certificates.
+POOL = "".join(rnd.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") for _ in range(1 << 20))
 kinds = ["Machine", "VSphereMachine", "VSphereVM", "TalosConfig", "IPAddressClaim", "IPAddress", "Secret"]
 def body(kind, ns, name, size):
     head = f'{{"apiVersion":"v1","kind":"{kind}","metadata":{{"name":"{name}","namespace":"{ns}","uid":"{rnd.getrandbits(128):032x}"}},"spec":{{"data":"'
     pad = size - len(head) - 4
-    return head + "".join(rnd.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") for _ in range(max(pad, 0))) + '"}}\n'
+    pad = max(pad, 0)
+    text = []
+    while pad > 0:
+        at = rnd.randrange(len(POOL) - 4096)
+        take = min(pad, 4096)
+        text.append(POOL[at:at + take])
+        pad -= take
+    return head + "".join(text) + '"}}\n'
 total = 0
 n = 0
 for c in range(50):
@@ -63,7 +73,7 @@ for c in range(50):
     for i in range(999):
         kind = kinds[i % len(kinds)]
         name = f"{ns}-{kind.lower()}-{i:04d}"
-        s = body(kind, ns, name, rnd.randint(2200, 3200))
+        s = body(kind, ns, name, rnd.randint(2150, 3050))
         total += len(s)
         n += 1
         open(os.path.join(out, f"{kind}_{ns}_{name}.yaml"), "w").write(s)
@@ -71,7 +81,7 @@ for i in range(1000):
     ns = f"c{i % 50:03d}"
     kind = "ConfigMap" if i % 2 else "Secret"
     name = f"{ns}-large-{i:04d}"
-    s = body(kind, ns, name, (1 << 20) if i == 0 else rnd.randint(4000, 36000))
+    s = body(kind, ns, name, (1 << 20) if i == 0 else rnd.randint(4000, 24000))
     total += len(s)
     n += 1
     open(os.path.join(out, f"{kind}_{ns}_{name}.yaml"), "w").write(s)

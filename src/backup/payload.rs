@@ -162,13 +162,13 @@ pub fn seal<W: Write>(
             sha256: hex_sha256(&bytes),
         });
     }
-    let manifest = serde_json::to_vec(&Manifest {
+    let manifest = Manifest {
         format: FORMAT.into(),
         id: id.to_string(),
         created: created.to_string(),
         files,
-    })
-    .map_err(|e| corrupt(e.to_string()))?;
+    };
+    let manifest_json = serde_json::to_vec(&manifest).map_err(|e| corrupt(e.to_string()))?;
     let encrypt = |e: std::io::Error| {
         BackupError::Secrets(crate::secrets::SecretsError::Encrypt(e.to_string()))
     };
@@ -194,10 +194,13 @@ pub fn seal<W: Write>(
         h.set_entry_type(tar::EntryType::Regular);
         h
     };
-    tar.append_data(&mut header(manifest.len() as u64), MANIFEST, &manifest[..])
-        .map_err(encrypt)?;
-    let manifest: Manifest =
-        serde_json::from_slice(&manifest).map_err(|e| corrupt(e.to_string()))?;
+    tar.append_data(
+        &mut header(manifest_json.len() as u64),
+        MANIFEST,
+        &manifest_json[..],
+    )
+    .map_err(encrypt)?;
+    drop(manifest_json);
     // Pass 2: the files, each checked against what pass 1 saw.
     for f in &manifest.files {
         let bytes = read(&f.name)?;

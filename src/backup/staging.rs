@@ -22,6 +22,8 @@ pub struct Staging {
     pub files: usize,
     /// Bytes written so far.
     pub bytes: u64,
+    /// The one buffer files are copied through (zeroized when the pull ends).
+    buf: zeroize::Zeroizing<Vec<u8>>,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> BackupError + '_ {
@@ -80,6 +82,7 @@ impl Staging {
             committed: false,
             files: 0,
             bytes: 0,
+            buf: zeroize::Zeroizing::new(vec![0u8; 256 << 10]),
         })
     }
 
@@ -101,10 +104,9 @@ impl Staging {
             .map_err(io(&p))?;
         // Copied through one zeroized buffer; an error of the reader (a corrupt or stalled
         // backup) is the reader's, not the file's.
-        let mut buf = zeroize::Zeroizing::new(vec![0u8; 64 << 10]);
         let mut n = 0u64;
         loop {
-            let k = match r.read(&mut buf) {
+            let k = match r.read(&mut self.buf) {
                 Ok(0) => break,
                 Ok(k) => k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -115,7 +117,7 @@ impl Staging {
                     })
                 }
             };
-            std::io::Write::write_all(&mut f, &buf[..k]).map_err(io(&p))?;
+            std::io::Write::write_all(&mut f, &self.buf[..k]).map_err(io(&p))?;
             n += k as u64;
         }
         self.files += 1;
