@@ -225,9 +225,10 @@ pub fn seal<W: Write>(
     Ok((builder.finish(id, created, size, sha256, recipients), out))
 }
 
-/// What [`open`] hands each file to: its name and a reader of exactly its bytes (read it to
-/// the end; `open` checks the size and sha256 after).
-pub type Sink<'a> = dyn FnMut(&str, &mut dyn Read) -> Result<(), BackupError> + 'a;
+/// What [`open`] hands each file to: its name, its size (the manifest's, at most
+/// [`MAX_MOVED_FILE`]) and a reader of exactly its bytes (read it to the end; `open` checks
+/// the size and sha256 after).
+pub type Sink<'a> = dyn FnMut(&str, u64, &mut dyn Read) -> Result<(), BackupError> + 'a;
 
 /// Verify and decrypt backup `index` streamed from `ciphertext`, handing each file to
 /// `sink` in order. Returns the number of files. Any mismatch is
@@ -365,7 +366,7 @@ fn one_file(
         inner: r.take(f.size),
         error: None,
     });
-    let sunk = sink(&f.name, &mut h);
+    let sunk = sink(&f.name, f.size, &mut h);
     // A read that failed under the sink is the backup's fault (or the store's: the
     // caller prefers the store's own error), not the sink's.
     if let Some(e) = h.inner.error.take() {
@@ -577,7 +578,7 @@ mod tests {
         id: &age::x25519::Identity,
     ) -> Result<Vec<(String, Vec<u8>)>, BackupError> {
         let mut out = Vec::new();
-        open(index, ct, std::slice::from_ref(id), &mut |name, r| {
+        open(index, ct, std::slice::from_ref(id), &mut |name, _, r| {
             let mut b = Vec::new();
             r.read_to_end(&mut b).map_err(|e| BackupError::Io {
                 path: name.into(),

@@ -138,8 +138,8 @@ fn fetch(
 ) -> Result<(backup::Index, Vec<inputs::MovedFile>)> {
     let (store, index) = choose(url)?;
     let mut files = Vec::new();
-    open_streamed(&store, &index, ids, false, &mut |name, r| {
-        let mut bytes = zeroize::Zeroizing::new(Vec::new());
+    open_streamed(&store, &index, ids, false, &mut |name, size, r| {
+        let mut bytes = zeroize::Zeroizing::new(Vec::with_capacity(size as usize));
         r.read_to_end(&mut bytes)
             .map_err(|e| backup::BackupError::Corrupt {
                 id: index.id.clone(),
@@ -324,12 +324,41 @@ fn pull(args: BackupPullArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
     let (store, index) = choose(&args.url)?;
     // Files go into a staging directory beside OUT (a killed pull's is removed first),
-    // which takes OUT's place only once everything verified.
-    let mut staging = backup::staging::Staging::new(&args.out)?;
+    // which takes OUT's place only once everything verified. A writer thread creates the
+    // files while the next one is decrypted: handed over one at a time (a rendezvous), so
+    // at most two files are in memory.
+    let staging = backup::staging::Staging::new(&args.out)?;
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let n = open_streamed(&store, &index, &ids, progress, &mut |name, r| {
-        staging.write(name, r)
-    })?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(String, zeroize::Zeroizing<Vec<u8>>)>(0);
+    let writer = std::thread::spawn(move || -> Result<_, backup::BackupError> {
+        let mut staging = staging;
+        for (name, bytes) in rx {
+            staging.write(&name, &mut &bytes[..])?;
+        }
+        Ok(staging)
+    });
+    let opened = open_streamed(&store, &index, &ids, progress, &mut |name, size, r| {
+        // Sized from the manifest (at most 16 MiB): a buffer that grows leaves unzeroed
+        // copies behind.
+        let mut bytes = zeroize::Zeroizing::new(Vec::with_capacity(size as usize));
+        r.read_to_end(&mut bytes)
+            .map_err(|e| backup::BackupError::Io {
+                path: "the backup stream".into(),
+                message: e.to_string(),
+            })?;
+        tx.send((name.to_string(), bytes))
+            .map_err(|_| backup::BackupError::Io {
+                path: args.out.label(),
+                message: "the writer stopped".into(),
+            })
+    });
+    drop(tx);
+    let staged = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("{}: the writer thread failed", args.out.label()))?;
+    // The writer's own error (the disk) first; then the backup's.
+    let staging = staged?;
+    let n = opened?;
     staging.commit()?;
     eprintln!(
         "backup {} ({}) written to {}: {} objects, files mode 0600",
