@@ -394,6 +394,15 @@ peak_rss "$BIN" diff --git HEAD~1..HEAD "$GR" --fail-on high
 row "j" "  max RSS" "$RSS" "-" "$RSS_METHOD"
 row "j" "  ratios to one full render (c)" "$(awk -v a="$J1" -v b="$J2" -v c="$C" 'BEGIN {printf "%.2fx / %.2fx", a/c, b/c}')" "<= 2x / <= 3x" "j / c, same run"
 
+# ---------------------------------------------------------------- (k) backup push and pull
+# A `clusterctl move`-shaped dump of 51,000 files (bench/backup-row.sh, also runnable alone).
+maybe_install age age
+if command -v age >/dev/null 2>&1; then
+  . "$ROOT/bench/backup-row.sh"
+else
+  log "k: skipped (no age)"
+fi
+
 # ---------------------------------------------------------------- report
 echo
 echo "capstan render benchmark -- $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -sr)"

@@ -330,3 +330,80 @@ fn restore_plan_names_the_newest_backup_or_the_path_without_one() {
     let o = run(&["restore", "plan", &example, "--backup", "s3:///x"], t);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A pull killed half-way leaves its decrypted files in the staging directory beside OUT
+/// (never in OUT); the next pull removes them before it writes anything.
+#[test]
+fn a_killed_pull_leaves_no_decrypted_files_after_the_next_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    moved(&t.join("move"));
+    // 48 files of 1 MiB: the pull takes long enough to be caught half-way.
+    let chunk: String = (0..(1 << 20) / 64).map(|i| format!("{i:063}\n")).collect();
+    for i in 0..48 {
+        std::fs::write(
+            t.join("move")
+                .join(format!("ConfigMap_lab-f_blob-{i:02}.yaml")),
+            &chunk,
+        )
+        .unwrap();
+    }
+    let url = format!("file://{}/store", t.display());
+    let o = run(&["backup", "push", "move", &url, "-r", &recipient()], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let staged = |t: &Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(t)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".out.capstan-new-")
+            })
+            .map(|e| e.path())
+            .collect()
+    };
+    let bin = assert_cmd::cargo::cargo_bin("capstan");
+    let mut killed = None;
+    for _ in 0..20 {
+        let mut child = std::process::Command::new(&bin)
+            .args(["backup", "pull", &url, "out", "-i", &identity()])
+            .current_dir(t)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait for a decrypted file in the staging directory, then SIGKILL.
+        let start = std::time::Instant::now();
+        let mut caught = false;
+        while start.elapsed() < std::time::Duration::from_secs(20) {
+            if staged(t)
+                .iter()
+                .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()))
+            {
+                caught = child.try_wait().unwrap().is_none();
+                break;
+            }
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if caught && !t.join("out").exists() {
+            killed = Some(());
+            break;
+        }
+        let _ = std::fs::remove_dir_all(t.join("out"));
+    }
+    assert!(killed.is_some(), "never caught a pull half-way");
+    let left = staged(t);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(std::fs::read_dir(&left[0]).unwrap().next().is_some());
+    assert!(!t.join("out").exists(), "OUT appears only once complete");
+    // The next run removes the killed one's staging directory, and completes.
+    let o = run(&["backup", "pull", &url, "out", "-i", &identity()], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(staged(t), Vec::<std::path::PathBuf>::new());
+    assert_eq!(std::fs::read_dir(t.join("out")).unwrap().count(), 52);
+}

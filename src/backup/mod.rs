@@ -3,28 +3,33 @@
 //! providers' Secrets: kubeconfigs and CA keys in plaintext), kept as one age-encrypted
 //! object per backup on an S3-compatible store or in a local directory ([`store`]).
 //!
-//! A backup is two objects under the URL's prefix: `<id>.age`, the files and a manifest of
-//! their sizes and sha256 encrypted to the recipients, then `<id>.json`, a public index
-//! (time, size and sha256 of the encrypted object, objects per kind, cluster names). The
-//! index is written last and a backup is listed only through it, so an upload that was
-//! killed or failed never appears as a backup. Nothing of a file's content is in the
-//! index, and plaintext never leaves memory on the way to the store.
+//! A backup is two objects under the URL's prefix: `<id>.age`, a tar stream inside an age
+//! stream ([`payload`]: `manifest.json` first, every file's name, size and sha256, then
+//! `move/<file>` for each), then `<id>.json`, a public [`Index`] (time, size and sha256 of
+//! the encrypted object, objects per kind, cluster names). The index is written last and a
+//! backup is listed only through it, so an upload that was killed or failed never appears
+//! as a backup. Nothing of a file's content is in the index; files are read, encrypted and
+//! uploaded one at a time, and pulled into a staging directory ([`staging`]).
 
 pub mod check;
+pub mod payload;
 pub mod restore;
+pub mod staging;
 pub mod store;
 
-use crate::inputs::MovedFile;
+pub use payload::{open, seal};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use zeroize::Zeroizing;
 
 /// The largest encrypted object read: the largest `clusterctl move` directory read, and
-/// age's overhead (a 16-byte tag per 64 KiB chunk, the header).
-pub const MAX_OBJECT: u64 = (1 << 30) + (1 << 20);
+/// age's overhead (a 16-byte tag per 64 KiB chunk, the header) and tar's (512 bytes of
+/// header per file, padding to 512, the manifest).
+pub const MAX_OBJECT: u64 = (1 << 30) + (256 << 20);
 
-/// The format of the encrypted payload's manifest.
-pub const FORMAT: &str = "capstan.dev/backup/v1";
+/// The format of the encrypted payload's manifest: v2 is a tar stream (`payload`).
+pub const FORMAT: &str = "capstan.dev/backup/v2";
+/// The v1 payload (a JSON manifest line, then the files' bytes), still read.
+pub const FORMAT_V1: &str = "capstan.dev/backup/v1";
 /// The format of a backup's public index.
 pub const INDEX_FORMAT: &str = "capstan.dev/backup-index/v1";
 
@@ -36,7 +41,7 @@ pub enum BackupError {
     Store {
         /// The backup URL.
         url: String,
-        /// What failed.
+        /// What failed, and what to do.
         message: String,
     },
     /// Encryption or decryption.
@@ -64,25 +69,17 @@ pub enum BackupError {
         /// The directory.
         dir: String,
     },
-}
-
-/// One file in the encrypted manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ManifestFile {
-    name: String,
-    size: u64,
-    sha256: String,
-}
-
-/// The first line of the encrypted payload; the files' bytes follow, in its order.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Manifest {
-    format: String,
-    id: String,
-    created: String,
-    files: Vec<ManifestFile>,
+    /// A file of the directory backed up, or of the pull's output.
+    #[error(transparent)]
+    Input(#[from] crate::inputs::InputError),
+    /// Writing the pulled files.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file or directory (escaped).
+        path: String,
+        /// What failed.
+        message: String,
+    },
 }
 
 /// A backup's public index (`<id>.json`).
@@ -91,7 +88,8 @@ struct Manifest {
 pub struct Index {
     /// [`INDEX_FORMAT`].
     pub format: String,
-    /// `20261205T083000Z-1a2b3c4d`: the UTC time, then the encrypted object's sha256 prefix.
+    /// `20261205T083000Z-1a2b3c4d`: the UTC time, then 8 random hex digits (v1: the
+    /// encrypted object's sha256 prefix).
     pub id: String,
     /// RFC 3339 UTC time of the backup.
     pub created: String,
@@ -113,6 +111,51 @@ impl Index {
     /// The name of the encrypted object.
     pub fn object(&self) -> String {
         format!("{}.age", self.id)
+    }
+}
+
+/// The one place an [`Index`] is built: each file is added as it is read (`add`), the
+/// encrypted object's size and sha256 when the upload is done (`finish`).
+#[derive(Debug, Default)]
+pub struct IndexBuilder {
+    files: usize,
+    kinds: BTreeMap<String, usize>,
+    clusters: Vec<String>,
+}
+
+impl IndexBuilder {
+    /// Count one file of the backup (its content is not kept).
+    pub fn add(&mut self, name: &str, _bytes: &[u8]) {
+        self.files += 1;
+        if let Some((kind, ns, name)) = object_of(name) {
+            *self.kinds.entry(kind.to_string()).or_default() += 1;
+            if kind == "Cluster" {
+                self.clusters.push(format!("{ns}/{name}"));
+            }
+        }
+    }
+
+    /// The index of backup `id` made at `created`, whose encrypted object has `size`
+    /// bytes and `sha256`.
+    pub fn finish(
+        self,
+        id: &str,
+        created: &str,
+        size: u64,
+        sha256: String,
+        recipients: &[age::x25519::Recipient],
+    ) -> Index {
+        Index {
+            format: INDEX_FORMAT.into(),
+            id: id.to_string(),
+            created: created.to_string(),
+            size,
+            sha256,
+            files: self.files,
+            kinds: self.kinds,
+            clusters: self.clusters,
+            recipients: recipients.iter().map(ToString::to_string).collect(),
+        }
     }
 }
 
@@ -142,11 +185,26 @@ pub fn is_id(s: &str) -> bool {
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
-/// Whether a file name may be written into a directory: no path, no dotfile.
+/// A new backup id for a backup made at `unix`: its time, then 8 random hex digits (the
+/// object is named before its bytes exist: it is streamed).
+pub fn new_id(unix: i64) -> Result<(String, String), BackupError> {
+    let (created, stamp) = times(unix);
+    let mut r = [0u8; 4];
+    getrandom::fill(&mut r).map_err(|e| BackupError::Io {
+        path: "the random number generator".into(),
+        message: e.to_string(),
+    })?;
+    let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
+    Ok((format!("{stamp}-{hex}"), created))
+}
+
+/// Whether a file name may be written into a directory: no path, no dotfile, no control
+/// character (a name from the bucket never reaches a terminal or a disk raw).
 fn safe_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with('.')
         && !name.contains(['/', '\\', '\0'])
+        && !name.chars().any(char::is_control)
         && name.len() <= 255
 }
 
@@ -157,235 +215,14 @@ fn times(unix: i64) -> (String, String) {
     (created, stamp)
 }
 
-/// Encrypt the files of a `clusterctl move` directory into one backup made at `unix`
-/// (seconds): its index and the encrypted object.
-pub fn seal(
-    dir: &str,
-    files: &[MovedFile],
-    unix: i64,
-    recipients: &[age::x25519::Recipient],
-) -> Result<(Index, Vec<u8>), BackupError> {
-    if !files.iter().any(|f| object_of(&f.name).is_some()) {
-        return Err(BackupError::Empty {
-            dir: dir.to_string(),
-        });
-    }
-    let (created, stamp) = times(unix);
-    let manifest = Manifest {
-        format: FORMAT.into(),
-        id: stamp.clone(),
-        created: created.clone(),
-        files: files
-            .iter()
-            .map(|f| ManifestFile {
-                name: f.name.clone(),
-                size: f.bytes.len() as u64,
-                sha256: crate::digest::sha256_hex(&f.bytes),
-            })
-            .collect(),
-    };
-    let head = serde_json::to_string(&manifest).map_err(|e| BackupError::Corrupt {
-        id: stamp.clone(),
-        message: e.to_string(),
-    })?;
-    let total: usize = files.iter().map(|f| f.bytes.len()).sum();
-    let mut payload = Zeroizing::new(Vec::with_capacity(head.len() + 1 + total));
-    payload.extend_from_slice(head.as_bytes());
-    payload.push(b'\n');
-    for f in files {
-        payload.extend_from_slice(&f.bytes);
-    }
-    let ciphertext = crate::secrets::encrypt(&payload, recipients)?;
-    let sha256 = crate::digest::sha256_hex(&ciphertext);
-    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
-    let mut clusters = Vec::new();
-    for f in files {
-        if let Some((kind, ns, name)) = object_of(&f.name) {
-            *kinds.entry(kind.to_string()).or_default() += 1;
-            if kind == "Cluster" {
-                clusters.push(format!("{ns}/{name}"));
-            }
-        }
-    }
-    let index = Index {
-        format: INDEX_FORMAT.into(),
-        id: format!("{stamp}-{}", &sha256[..8]),
-        created,
-        size: ciphertext.len() as u64,
-        sha256,
-        files: files.len(),
-        kinds,
-        clusters,
-        recipients: recipients.iter().map(ToString::to_string).collect(),
-    };
-    Ok((index, ciphertext))
-}
-
-/// Verify and decrypt a backup: the encrypted object against its index (size, sha256),
-/// then every file against the encrypted manifest (name, size, sha256). Any mismatch is
-/// [`BackupError::Corrupt`]; nothing is returned in part.
-pub fn open(
-    index: &Index,
-    ciphertext: &[u8],
-    identities: &[age::x25519::Identity],
-) -> Result<Vec<MovedFile>, BackupError> {
-    let corrupt = |message: String| BackupError::Corrupt {
-        id: index.id.clone(),
-        message,
-    };
-    if ciphertext.len() as u64 != index.size {
-        return Err(corrupt(format!(
-            "the encrypted object has {} bytes, its index says {} (truncated or replaced)",
-            ciphertext.len(),
-            index.size
-        )));
-    }
-    if crate::digest::sha256_hex(ciphertext) != index.sha256 {
-        return Err(corrupt(
-            "the encrypted object's sha256 differs from its index (tampered or replaced)".into(),
-        ));
-    }
-    let payload = crate::secrets::decrypt(&index.object(), ciphertext, identities)?;
-    let nl = payload
-        .iter()
-        .position(|b| *b == b'\n')
-        .ok_or_else(|| corrupt("no manifest".into()))?;
-    let manifest: Manifest =
-        serde_json::from_slice(&payload[..nl]).map_err(|e| corrupt(format!("manifest: {e}")))?;
-    if manifest.format != FORMAT {
-        return Err(corrupt(format!(
-            "format `{}`, expected `{FORMAT}`",
-            manifest.format
-        )));
-    }
-    // The public index may have been edited: its id and time must be the payload's own.
-    if index.id
-        != format!(
-            "{}-{}",
-            manifest.id,
-            &index.sha256[..8.min(index.sha256.len())]
-        )
-        || index.created != manifest.created
-    {
-        return Err(corrupt(format!(
-            "the index says {} made {}, the encrypted payload {} made {}",
-            index.id, index.created, manifest.id, manifest.created
-        )));
-    }
-    if manifest.files.len() > crate::inputs::MAX_MOVED_FILES {
-        return Err(corrupt(format!(
-            "{} files in the manifest",
-            manifest.files.len()
-        )));
-    }
-    let mut names = std::collections::HashSet::with_capacity(manifest.files.len());
-    let mut rest = &payload[nl + 1..];
-    let mut out = Vec::with_capacity(manifest.files.len());
-    for f in &manifest.files {
-        if !safe_name(&f.name)
-            || !names.insert(f.name.as_str())
-            || f.size > crate::inputs::MAX_MOVED_FILE
-        {
-            return Err(corrupt(format!(
-                "unusable file name `{}`",
-                f.name.escape_debug()
-            )));
-        }
-        let size = usize::try_from(f.size).unwrap_or(usize::MAX);
-        if size > rest.len() {
-            return Err(corrupt(format!("{}: truncated", f.name)));
-        }
-        let (bytes, tail) = rest.split_at(size);
-        if crate::digest::sha256_hex(bytes) != f.sha256 {
-            return Err(corrupt(format!(
-                "{}: sha256 differs from the manifest",
-                f.name
-            )));
-        }
-        out.push(MovedFile {
-            name: f.name.clone(),
-            bytes: Zeroizing::new(bytes.to_vec()),
-        });
-        rest = tail;
-    }
-    if !rest.is_empty() {
-        return Err(corrupt(format!("{} bytes after the last file", rest.len())));
-    }
-    Ok(out)
+/// The `YYYYMMDDTHHMMSSZ` stamp of an RFC 3339 UTC time.
+pub fn stamp_of(created: &str) -> String {
+    created.replace(['-', ':'], "")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn files() -> Vec<MovedFile> {
-        [
-            ("Cluster_lab-f_lab-f.yaml", "{\"kind\":\"Cluster\"}"),
-            (
-                "Machine_lab-f_lab-f-cp-abcde.yaml",
-                "{\"kind\":\"Machine\"}",
-            ),
-            (
-                "Secret_lab-f_lab-f-ca.yaml",
-                "{\"data\":{\"tls.key\":\"S0VZ\"}}",
-            ),
-        ]
-        .into_iter()
-        .map(|(n, b)| MovedFile {
-            name: n.into(),
-            bytes: Zeroizing::new(b.as_bytes().to_vec()),
-        })
-        .collect()
-    }
-
-    #[test]
-    fn a_backup_opens_to_the_same_files_and_refuses_any_change() {
-        let id = age::x25519::Identity::generate();
-        let (index, ct) = seal("dir", &files(), 1_796_460_000, &[id.to_public()]).unwrap();
-        assert!(index.id.starts_with("20261205T084000Z-"), "{}", index.id);
-        assert_eq!(index.kinds["Machine"], 1);
-        assert_eq!(index.clusters, ["lab-f/lab-f"]);
-        let back = open(&index, &ct, std::slice::from_ref(&id)).unwrap();
-        assert_eq!(back.len(), 3);
-        for (a, b) in back.iter().zip(files()) {
-            assert_eq!(
-                (a.name.as_str(), &a.bytes[..]),
-                (b.name.as_str(), &b.bytes[..])
-            );
-        }
-        // No plaintext in the ciphertext or the index.
-        let idx = serde_json::to_string(&index).unwrap();
-        for needle in ["S0VZ", "tls.key", "\"kind\""] {
-            assert!(!idx.contains(needle));
-            assert!(!ct.windows(needle.len()).any(|w| w == needle.as_bytes()));
-        }
-        // Truncated, tampered, another backup's index, a wrong identity.
-        assert!(matches!(
-            open(&index, &ct[..ct.len() - 1], std::slice::from_ref(&id)),
-            Err(BackupError::Corrupt { .. })
-        ));
-        let mut bad = ct.clone();
-        let last = bad.len() - 1;
-        bad[last] ^= 1;
-        assert!(matches!(
-            open(&index, &bad, std::slice::from_ref(&id)),
-            Err(BackupError::Corrupt { .. })
-        ));
-        let mut forged = index.clone();
-        forged.sha256 = crate::digest::sha256_hex(&bad);
-        assert!(matches!(
-            open(&forged, &bad, std::slice::from_ref(&id)),
-            Err(BackupError::Secrets(_))
-        ));
-        // An index edited to look newer (its own sha256 kept) no longer matches the payload.
-        let mut newer = index.clone();
-        newer.created = "2027-01-01T00:00:00Z".into();
-        let e = open(&newer, &ct, std::slice::from_ref(&id)).unwrap_err();
-        assert!(e.to_string().contains("the encrypted payload"), "{e}");
-        let other = age::x25519::Identity::generate();
-        let e = open(&index, &ct, &[other]).unwrap_err();
-        assert!(e.to_string().contains("no identity matches"), "{e}");
-    }
 
     #[test]
     fn names() {
@@ -400,13 +237,10 @@ mod tests {
         assert_eq!(object_of("README.md"), None);
         assert_eq!(object_of("a_b_c_d.yaml"), None);
         assert!(!safe_name("../x") && !safe_name(".hidden") && safe_name("Machine_a_b.yaml"));
-        let e = seal(
-            "d",
-            &[],
-            0,
-            &[age::x25519::Identity::generate().to_public()],
-        )
-        .unwrap_err();
-        assert!(matches!(e, BackupError::Empty { .. }));
+        assert!(!safe_name("Secret_a_b\u{1b}[2J.yaml") && !safe_name("a\nb"));
+        let (id, created) = new_id(1_796_460_000).unwrap();
+        assert!(is_id(&id) && id.starts_with("20261205T084000Z-"), "{id}");
+        assert_eq!(created, "2026-12-05T08:40:00Z");
+        assert_eq!(stamp_of(&created), id[..16]);
     }
 }

@@ -7,7 +7,7 @@ use crate::cli::{
     BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs, RestorePlanArgs,
 };
 use crate::inputs;
-use crate::printable::{self, line};
+use crate::printable::{self, line, Label};
 use anyhow::Result;
 use std::io::Write as _;
 
@@ -21,33 +21,136 @@ pub fn run(cmd: BackupCommand) -> Result<Status> {
     }
 }
 
-/// The newest backup under `url` (or the one its last segment names), verified and
-/// decrypted.
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Print what a listing skipped, escaped, on stderr.
+fn report_skipped(skipped: &[String]) {
+    for s in skipped {
+        eprintln!("skipped: {}", line(s));
+    }
+}
+
+/// The newest backup under `url` (or the one its last segment names): its index, and the
+/// store it is in. What was skipped on the way is reported.
+fn choose(url: &str) -> Result<(Store, backup::Index)> {
+    let (url, id) = split_id(url);
+    let store = Store::open(url, false)?;
+    let (found, skipped) = store.choose(id, now_unix())?;
+    report_skipped(&skipped);
+    let index = found.ok_or_else(|| backup::BackupError::NotFound {
+        url: line(url).into_owned(),
+        message: match id {
+            Some(id) => format!("no backup `{id}`"),
+            None => "no backup".into(),
+        },
+    })?;
+    Ok((store, index))
+}
+
+/// Stream, verify and decrypt backup `index`, each file to `sink`; the store's own error
+/// (a stall, a trickle) comes first when the download failed.
+fn open_streamed(
+    store: &Store,
+    index: &backup::Index,
+    ids: &[age::x25519::Identity],
+    progress: bool,
+    sink: &mut backup::payload::Sink<'_>,
+) -> Result<usize, backup::BackupError> {
+    let mut reader = store.reader(&index.object(), index.size.min(backup::MAX_OBJECT))?;
+    if reader.size != index.size {
+        return Err(backup::BackupError::Corrupt {
+            id: index.id.clone(),
+            message: format!(
+                "the encrypted object has {} bytes, its index says {} (truncated or replaced)",
+                reader.size, index.size
+            ),
+        });
+    }
+    let result = {
+        let mut shown = Progress::new(progress, index.size);
+        let mut counted = Counted {
+            inner: &mut reader,
+            progress: &mut shown,
+        };
+        let r = backup::open(index, &mut counted, ids, sink);
+        shown.done();
+        r
+    };
+    result.map_err(|e| reader.failure.take().unwrap_or(e))
+}
+
+/// Progress of a download on stderr, when it is a terminal: at most twice a second.
+struct Progress {
+    on: bool,
+    total: u64,
+    done: u64,
+    last: std::time::Instant,
+}
+
+impl Progress {
+    fn new(on: bool, total: u64) -> Progress {
+        Progress {
+            on,
+            total,
+            done: 0,
+            last: std::time::Instant::now(),
+        }
+    }
+    fn add(&mut self, n: usize) {
+        self.done += n as u64;
+        if self.on && self.last.elapsed() >= std::time::Duration::from_millis(500) {
+            self.last = std::time::Instant::now();
+            eprint!(
+                "\rpulled {} of {} MiB",
+                self.done >> 20,
+                self.total.div_ceil(1 << 20)
+            );
+        }
+    }
+    fn done(&mut self) {
+        if self.on {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+struct Counted<'a, R> {
+    inner: &'a mut R,
+    progress: &'a mut Progress,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.add(n);
+        Ok(n)
+    }
+}
+
+/// The newest backup's files, in memory (for `check`).
 fn fetch(
     url: &str,
     ids: &[age::x25519::Identity],
 ) -> Result<(backup::Index, Vec<inputs::MovedFile>)> {
-    let (url, id) = split_id(url);
-    let store = Store::open(url, false)?;
-    let (found, _) = store.list()?;
-    let index =
-        match id {
-            Some(id) => found.into_iter().find(|i| i.id == id).ok_or_else(|| {
-                backup::BackupError::NotFound {
-                    url: url.to_string(),
-                    message: format!("no backup `{id}`"),
-                }
-            })?,
-            None => found
-                .into_iter()
-                .next()
-                .ok_or_else(|| backup::BackupError::NotFound {
-                    url: url.to_string(),
-                    message: "no backup".into(),
-                })?,
-        };
-    let ciphertext = store.get(&index.object(), index.size.min(backup::MAX_OBJECT))?;
-    let files = backup::open(&index, &ciphertext, ids)?;
+    let (store, index) = choose(url)?;
+    let mut files = Vec::new();
+    open_streamed(&store, &index, ids, false, &mut |name, size, r| {
+        let mut bytes = zeroize::Zeroizing::new(Vec::with_capacity(size as usize));
+        r.read_to_end(&mut bytes)
+            .map_err(|e| backup::BackupError::Corrupt {
+                id: index.id.clone(),
+                message: format!("{}: {e}", line(name)),
+            })?;
+        files.push(inputs::MovedFile {
+            name: name.to_string(),
+            bytes,
+        });
+        Ok(())
+    })?;
     Ok((index, files))
 }
 
@@ -67,10 +170,7 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
         |r, _| Ok(backup::check::expected(&r.name, &r.namespace, &r.resources)),
     )?;
     let (index, files) = fetch(&args.url, &ids)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let report = backup::check::check(&index, &files, &expected, now, max_age);
+    let report = backup::check::check(&index, &files, &expected, now_unix(), max_age);
     drop(files);
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -126,19 +226,32 @@ fn push(args: BackupPushArgs) -> Result<Status> {
         !recipients.is_empty(),
         "name the recipients with --recipient or --recipients-file: operators and the DR identity"
     );
-    let files = inputs::read_moved_directory(&args.dir)?;
-    let unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let (index, ciphertext) =
-        backup::seal(&args.dir.display().to_string(), &files, unix, &recipients)?;
-    drop(files);
+    let dir = inputs::MovedDirectory::open(&args.dir)?;
+    if !dir.names.iter().any(|n| backup::object_of(n).is_some()) {
+        return Err(backup::BackupError::Empty {
+            dir: args.dir.label(),
+        }
+        .into());
+    }
+    let (id, created) = backup::new_id(now_unix())?;
     let store = Store::open(&args.url, true)?;
-    store.push(&index, ciphertext)?;
+    let label = args.dir.display().to_string();
+    let index = store.push(&id, |w| {
+        let mut read = |name: &str| dir.read(name).map_err(backup::BackupError::from);
+        backup::seal(
+            &label,
+            &dir.names,
+            &mut read,
+            (&id, &created),
+            &recipients,
+            w,
+        )
+        .map(|(index, _)| index)
+    })?;
     eprintln!(
         "backup {} pushed to {}: {} objects, {} bytes encrypted to {} recipient(s)",
         index.id,
-        store.url(),
+        line(store.url()),
         index.files,
         index.size,
         index.recipients.len()
@@ -149,36 +262,53 @@ fn push(args: BackupPushArgs) -> Result<Status> {
 
 fn list(args: BackupListArgs) -> Result<Status> {
     let store = Store::open(&args.url, false)?;
-    let (found, skipped) = store.list()?;
     let mut out = std::io::stdout().lock();
-    if args.json {
-        let json = serde_json::to_string_pretty(&found)?;
-        writeln!(out, "{}", printable::json(&json))?;
-    } else if found.is_empty() {
-        writeln!(out, "no backups under {}", line(store.url()))?;
-    } else {
-        // Indexes are read from the bucket: every field is escaped.
-        for i in &found {
-            let kinds: Vec<String> = i.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            writeln!(
-                out,
-                "{}  {}  {} bytes  {} objects ({})  clusters: {}",
-                line(&i.id),
-                line(&i.created),
-                i.size,
-                i.files,
-                line(&kinds.join(", ")),
-                if i.clusters.is_empty() {
-                    "none".to_string()
-                } else {
-                    line(&i.clusters.join(", ")).into_owned()
-                }
-            )?;
+    let mut n = 0usize;
+    let mut failed: Option<std::io::Error> = None;
+    // One index at a time: printed, then dropped.
+    let skipped = store.scan(now_unix(), &mut |i| {
+        let r = (|| -> std::io::Result<()> {
+            if args.json {
+                let json = serde_json::to_string_pretty(&i).map_err(std::io::Error::other)?;
+                let sep = if n == 0 { "[\n" } else { ",\n" };
+                write!(out, "{sep}{}", printable::json(&json))
+            } else {
+                // Indexes are read from the bucket: every field is escaped.
+                let kinds: Vec<String> = i.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                writeln!(
+                    out,
+                    "{}  {}  {} bytes  {} objects ({})  clusters: {}",
+                    line(&i.id),
+                    line(&i.created),
+                    i.size,
+                    i.files,
+                    line(&kinds.join(", ")),
+                    if i.clusters.is_empty() {
+                        "none".to_string()
+                    } else {
+                        line(&i.clusters.join(", ")).into_owned()
+                    }
+                )
+            }
+        })();
+        n += 1;
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
         }
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
     }
-    for s in &skipped {
-        eprintln!("skipped: {}", line(&s.to_string()));
+    if args.json {
+        writeln!(out, "{}", if n == 0 { "[]" } else { "\n]" })?;
+    } else if n == 0 {
+        writeln!(out, "no backups under {}", line(store.url()))?;
     }
+    report_skipped(&skipped);
     Ok(Status::Success)
 }
 
@@ -192,18 +322,50 @@ fn split_id(url: &str) -> (&str, Option<&str>) {
 
 fn pull(args: BackupPullArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
-    let (index, files) = fetch(&args.url, &ids)?;
-    let named: Vec<(&str, &[u8])> = files
-        .iter()
-        .map(|f| (f.name.as_str(), &f.bytes[..]))
-        .collect();
-    crate::render::bundle::create_private_dir(&args.out, &named)?;
+    let (store, index) = choose(&args.url)?;
+    // Files go into a staging directory beside OUT (a killed pull's is removed first),
+    // which takes OUT's place only once everything verified. A writer thread creates the
+    // files while the next one is decrypted: handed over one at a time (a rendezvous), so
+    // at most two files are in memory.
+    let staging = backup::staging::Staging::new(&args.out)?;
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(String, zeroize::Zeroizing<Vec<u8>>)>(0);
+    let writer = std::thread::spawn(move || -> Result<_, backup::BackupError> {
+        let mut staging = staging;
+        for (name, bytes) in rx {
+            staging.write(&name, &mut &bytes[..])?;
+        }
+        Ok(staging)
+    });
+    let opened = open_streamed(&store, &index, &ids, progress, &mut |name, size, r| {
+        // Sized from the manifest (at most 16 MiB): a buffer that grows leaves unzeroed
+        // copies behind.
+        let mut bytes = zeroize::Zeroizing::new(Vec::with_capacity(size as usize));
+        r.read_to_end(&mut bytes)
+            .map_err(|e| backup::BackupError::Io {
+                path: "the backup stream".into(),
+                message: e.to_string(),
+            })?;
+        tx.send((name.to_string(), bytes))
+            .map_err(|_| backup::BackupError::Io {
+                path: args.out.label(),
+                message: "the writer stopped".into(),
+            })
+    });
+    drop(tx);
+    let staged = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("{}: the writer thread failed", args.out.label()))?;
+    // The writer's own error (the disk) first; then the backup's.
+    let staging = staged?;
+    let n = opened?;
+    staging.commit()?;
     eprintln!(
         "backup {} ({}) written to {}: {} objects, files mode 0600",
         line(&index.id),
         line(&index.created),
-        args.out.display(),
-        files.len()
+        args.out.label(),
+        n
     );
     Ok(Status::Success)
 }
@@ -222,8 +384,9 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
     .into_iter()
     .any(|x| x);
     let store = Store::open(&args.backup, false)?;
-    let (found, _) = store.list()?;
-    let newest = found.first();
+    let (newest, skipped) = store.choose(None, now_unix())?;
+    report_skipped(&skipped);
+    let newest = newest.as_ref();
     let md = backup::restore::runbook(
         &configs.iter().map(|c| c.config.clone()).collect::<Vec<_>>(),
         ipam,

@@ -124,55 +124,94 @@ impl std::fmt::Debug for MovedFile {
     }
 }
 
+/// The files of a `clusterctl move --to-directory DIR` directory, listed to be read one
+/// at a time ([`MovedDirectory::read`]): every regular file directly in `dir` (no links, no
+/// sub-directories), sorted by name, at most [`MAX_MOVED_FILES`] of them.
+#[derive(Debug)]
+pub struct MovedDirectory {
+    dir: PathBuf,
+    dir_c: PathBuf,
+    /// The file names, sorted.
+    pub names: Vec<String>,
+}
+
+impl MovedDirectory {
+    /// List `dir`.
+    pub fn open(dir: &Path) -> Result<MovedDirectory, InputError> {
+        let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
+        if !meta.is_dir() {
+            return Err(InputError::NotADirectory {
+                path: dir.label(),
+                what: "a `clusterctl move --to-directory` directory",
+            });
+        }
+        let dir_c = canonical_dir(dir)?;
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+            let entry = entry.map_err(io(dir))?;
+            if names.len() >= MAX_MOVED_FILES {
+                return Err(InputError::TooLarge {
+                    path: dir.label(),
+                    cap: MAX_MOVED_FILES as u64,
+                    what: "a `clusterctl move` directory (files)",
+                });
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let t = entry.file_type().map_err(io(&entry.path()))?;
+            if !t.is_file() {
+                return Err(InputError::NotRegular {
+                    path: entry.path().label(),
+                    found: file_type_name(t),
+                });
+            }
+            names.push(name);
+        }
+        names.sort();
+        Ok(MovedDirectory {
+            dir: dir.to_path_buf(),
+            dir_c,
+            names,
+        })
+    }
+
+    /// The bytes of file `name`, at most [`MAX_MOVED_FILE`]: a link swapped in after the
+    /// listing must still stay inside the directory.
+    pub fn read(&self, name: &str) -> Result<zeroize::Zeroizing<Vec<u8>>, InputError> {
+        let path = self.dir.join(name);
+        Ok(zeroize::Zeroizing::new(read_input_bytes(
+            &path,
+            Some(&self.dir_c),
+            InputKind::Moved,
+        )?))
+    }
+
+    /// The error for a directory of more than [`InputKind::Backup`]'s cap in all.
+    pub fn too_large(&self) -> InputError {
+        InputError::TooLarge {
+            path: self.dir.label(),
+            cap: InputKind::Backup.cap(),
+            what: "a `clusterctl move` directory",
+        }
+    }
+}
+
 /// Read what `clusterctl move --to-directory DIR` wrote: every regular file directly in
 /// `dir` (no links, no sub-directories), sorted by name, each at most [`MAX_MOVED_FILE`]
 /// bytes, at most [`MAX_MOVED_FILES`] of them and [`InputKind::Backup`]'s cap in all.
 pub fn read_moved_directory(dir: &Path) -> Result<Vec<MovedFile>, InputError> {
-    let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
-    if !meta.is_dir() {
-        return Err(InputError::NotADirectory {
-            path: dir.label(),
-            what: "a `clusterctl move --to-directory` directory",
-        });
-    }
-    let dir_c = canonical_dir(dir)?;
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
-        let entry = entry.map_err(io(dir))?;
-        if names.len() >= MAX_MOVED_FILES {
-            return Err(InputError::TooLarge {
-                path: dir.label(),
-                cap: MAX_MOVED_FILES as u64,
-                what: "a `clusterctl move` directory (files)",
-            });
-        }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let t = entry.file_type().map_err(io(&entry.path()))?;
-        if !t.is_file() {
-            return Err(InputError::NotRegular {
-                path: entry.path().label(),
-                found: file_type_name(t),
-            });
-        }
-        names.push(name);
-    }
-    names.sort();
+    let moved = MovedDirectory::open(dir)?;
     let mut total = 0u64;
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        let path = dir.join(&name);
-        // A link swapped in after the listing must still stay inside the directory.
-        let bytes =
-            zeroize::Zeroizing::new(read_input_bytes(&path, Some(&dir_c), InputKind::Moved)?);
+    let mut out = Vec::with_capacity(moved.names.len());
+    for name in &moved.names {
+        let bytes = moved.read(name)?;
         total += bytes.len() as u64;
         if total > InputKind::Backup.cap() {
-            return Err(InputError::TooLarge {
-                path: dir.label(),
-                cap: InputKind::Backup.cap(),
-                what: "a `clusterctl move` directory",
-            });
+            return Err(moved.too_large());
         }
-        out.push(MovedFile { name, bytes });
+        out.push(MovedFile {
+            name: name.clone(),
+            bytes,
+        });
     }
     Ok(out)
 }

@@ -7,8 +7,8 @@
 
 mod artifacts;
 pub use artifacts::{
-    read_moved_directory, read_rendered, MovedFile, RenderedCluster, MAX_MOVED_FILE,
-    MAX_MOVED_FILES,
+    read_moved_directory, read_rendered, MovedDirectory, MovedFile, RenderedCluster,
+    MAX_MOVED_FILE, MAX_MOVED_FILES,
 };
 pub mod git;
 pub mod kubeadm;
