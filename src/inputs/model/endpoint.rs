@@ -455,6 +455,35 @@ mod tests {
     }
 
     #[test]
+    fn a_vip_serves_on_the_apiservers_own_port() {
+        let vip = |port: u16, backend: Option<u16>| Endpoint {
+            host: "10.30.40.10".into(),
+            port,
+            backend_port: backend,
+            strategy: Some(EndpointStrategy::Vip),
+            vip: Some(Vip {
+                address: "10.30.40.10".into(),
+                link: "ens192".into(),
+            }),
+            control_plane_pool: None,
+        };
+        assert!(vip(6443, None).problems().is_empty());
+        assert!(vip(443, Some(443)).problems().is_empty());
+        let p = vip(443, None).problems();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].0, "spec.endpoint.port");
+        assert!(
+            p[0].1.contains("backendPort 6443") && p[0].1.contains("clients of port 443"),
+            "{}",
+            p[0].1
+        );
+        assert_eq!(
+            vip(6443, Some(0)).problems()[0].0,
+            "spec.endpoint.backendPort"
+        );
+    }
+
+    #[test]
     fn allocatable_follows_the_ipam_provider() {
         // A range: every address, lowest first.
         let p = pool(&["10.20.30.150-10.20.30.153"], 24, "10.20.30.1");
