@@ -2128,3 +2128,92 @@ fn etcd_status_names_are_escaped() {
     assert_terminal_safe("check", &stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }
+
+/// D2, D9 and D15 on files our code did not write: the kubeadm files openssl and the shared
+/// script write (`tests/fixtures/kubeadm/make-kubeadm-pki.sh`), then edited as a drifted
+/// cluster has them. As written, both findings pass; each drift blocks with its fix.
+#[test]
+fn what_talos_cannot_carry_blocks_on_files_our_code_did_not_write() {
+    let s = Setup::new(&[]);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm/make-kubeadm-pki.sh");
+    let st = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(s.dir.join("script"))
+        .args([
+            "ecdsa",
+            "https://kubernetes.default.svc.cluster.local",
+            "secretbox",
+            "key2",
+            "v1beta4",
+        ])
+        .status()
+        .expect("bash runs the kubeadm script (it needs openssl)");
+    assert!(st.success(), "make-kubeadm-pki.sh failed");
+    let manifest = "script/manifests/kube-apiserver.yaml";
+    let args = [
+        "--apiserver-manifest",
+        manifest,
+        "--kubeadm-config",
+        "script/kubeadm-config.yaml",
+    ];
+    let o = s.check(&args);
+    let out = stdout(&o);
+    entry(&out, "PASS", "apiserver-uncarried");
+    entry(&out, "PASS", "etcd-topology");
+
+    s.edit(manifest, "--secure-port=6443", "--secure-port=443");
+    s.edit(
+        manifest,
+        "    - --service-account-key-file=/etc/kubernetes/pki/sa.pub\n",
+        "    - --service-account-key-file=/etc/kubernetes/pki/sa.pub\n    - --service-account-key-file=/etc/kubernetes/pki/sa-2021.pub\n    - --authorization-config=/etc/kubernetes/authz/config.yaml\n",
+    );
+    let o = s.check(&args);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let e = entry(&out, "BLOCK", "apiserver-uncarried");
+    for needle in [
+        "the kubeadm apiservers listen on port 443, the Talos apiservers would listen on 6443",
+        "spec.endpoint.backendPort: 443",
+        "with 2 keys",
+        "sa-2021.pub",
+        "invalid bearer token",
+        "/etc/kubernetes/authz/config.yaml",
+        "cluster.apiServer.authorizationConfig",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+    // The port recorded: only the keys and the authorization configuration are left.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "    port: 6443\n",
+        "    port: 6443\n    backendPort: 443\n",
+    );
+    let e = entry(&stdout(&s.check(&args)), "BLOCK", "apiserver-uncarried");
+    assert!(
+        !e.contains("listen on port 443") && e.contains("sa-2021.pub"),
+        "{e}"
+    );
+
+    // External etcd, as kubeadm's ClusterConfiguration and the apiserver say it.
+    s.edit(
+        "script/kubeadm-config.yaml",
+        "etcd:\n  local:\n    dataDir: /var/lib/etcd\n    imageTag: 3.5.15-0\n",
+        "etcd:\n  external:\n    endpoints: [https://10.0.0.5:2379]\n    caFile: /etc/kubernetes/pki/etcd/ca.crt\n",
+    );
+    s.edit(
+        manifest,
+        "--etcd-servers=https://127.0.0.1:2379",
+        "--etcd-servers=https://10.0.0.5:2379",
+    );
+    let e = entry(&stdout(&s.check(&args)), "BLOCK", "etcd-topology");
+    for needle in [
+        "etcd.external",
+        "--etcd-servers",
+        "https://10.0.0.5:2379",
+        "kubeadm reset",
+        "not supported",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+}

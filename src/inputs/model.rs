@@ -17,7 +17,9 @@ use std::fmt;
 mod endpoint;
 mod lifecycle;
 mod validate;
-pub use endpoint::{AddressPool, Endpoint, EndpointStrategy, IpamPool, Vip, POOL_LISTED_MAX};
+pub use endpoint::{
+    AddressPool, Endpoint, EndpointStrategy, IpamPool, Vip, DEFAULT_BACKEND_PORT, POOL_LISTED_MAX,
+};
 pub use lifecycle::{Deletion, HealthCheck};
 
 /// The `apiVersion` of `cluster.yaml`.

@@ -85,8 +85,10 @@ pub const IDS: &[&str] = &[
     "endpoint-strategy",
     "apiserver-cert-sans",
     "apiserver-flags",
+    "apiserver-uncarried",
     "anonymous-auth",
     "pod-security",
+    "etcd-topology",
     "etcd-args",
     "etcd-db-size",
     "etcd-snapshot",
@@ -581,8 +583,10 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.endpoint_strategy(&mut out);
     cx.apiserver_cert_sans(&mut out);
     cx.apiserver_flags(&mut out);
+    cx.apiserver_uncarried(&mut out);
     cx.anonymous_auth(&mut out);
     cx.pod_security(&mut out);
+    cx.etcd_topology(&mut out);
     cx.etcd_args(&mut out);
     cx.etcd_db_size(&mut out);
     cx.etcd_snapshot(&mut out);

@@ -52,8 +52,10 @@
 //! | `endpoint-certificate-san` | the kubeadm apiserver certificate holds the endpoint host |
 //! | `apiserver-cert-sans` | every name the kubeadm apiserver certificate answers to is in the Talos apiserver certificate |
 //! | `apiserver-flags` | every kube-apiserver flag kubeadm runs with is run the same by Talos |
+//! | `apiserver-uncarried` | nothing the kubeadm apiservers run that Talos cannot carry: the listening port, several service-account keys, a structured authorization configuration |
 //! | `anonymous-auth` | Talos allows anonymous requests when kubeadm does |
 //! | `pod-security` | Talos enforces the Pod Security level the kubeadm apiservers enforce |
+//! | `etcd-topology` | kubeadm runs etcd on its control-plane nodes (stacked): external etcd is refused |
 //! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
 //! | `cloud-provider` | the vSphere CPI initialises nodes, so Talos nodes get the `vsphere://` providerID Cluster API matches Machines by |
 //! | `etcd-db-size` | the kubeadm etcd database fits the quota a Talos member runs with |
@@ -149,8 +151,10 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("endpoint-certificate-san", Guard::Check, "the kubeadm apiserver certificate holds the endpoint host"),
     ("apiserver-cert-sans", Guard::Check, "every name the kubeadm apiserver certificate answers to is in the Talos apiserver certificate"),
     ("apiserver-flags", Guard::Check, "every kube-apiserver flag kubeadm runs with is run the same by Talos (OIDC, webhook authn/authz, admission plugins, feature gates)"),
+    ("apiserver-uncarried", Guard::Check, "the Talos apiservers listen on the kubeadm apiservers' port (spec.endpoint.backendPort), and kubeadm verifies with one service-account key and no structured authorization configuration, which Talos cannot carry"),
     ("anonymous-auth", Guard::Check, "Talos allows anonymous requests when kubeadm does (LB health checks on /healthz)"),
     ("pod-security", Guard::Check, "Talos enforces the Pod Security level the kubeadm apiservers enforce"),
+    ("etcd-topology", Guard::Check, "kubeadm runs etcd on its control-plane nodes (stacked), the topology the migration joins; external etcd is refused"),
     ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
     ("cloud-provider", Guard::Check, "the vSphere CPI runs and initialises nodes, so Talos nodes get the vsphere:// providerID Cluster API matches Machines by"),
     ("etcd-db-size", Guard::Check, "the kubeadm etcd database fits the quota a Talos member runs with"),
@@ -223,8 +227,8 @@ pub static ENTRIES: &[Entry] = &[
         patterns: &[r"invalid bearer token"],
         unless: &[],
         source: "kube-apiserver log: `\"Unable to authenticate the request\" err=\"invalid bearer token\"` (`authentication.go`)",
-        cause: "No authenticator accepted the token; an unknown `iss` makes the service-account authenticator skip it silently, so during a migration this is usually the issuer mismatch. Talos sets `--service-account-issuer` to `cluster.controlPlane.endpoint` (`https://<endpoint>:6443`), kubeadm to `https://kubernetes.default.svc.<dnsDomain>`. Tokens issued by one side are rejected by the other, so pods fail intermittently depending on which apiserver answers. If the message also names audiences or a cryptographic primitive, see those entries.",
-        caught_by: &["service-account-issuer"],
+        cause: "No authenticator accepted the token; an unknown `iss` makes the service-account authenticator skip it silently, so during a migration this is usually the issuer mismatch. Talos sets `--service-account-issuer` to `cluster.controlPlane.endpoint` (`https://<endpoint>:6443`), kubeadm to `https://kubernetes.default.svc.<dnsDomain>`. Tokens issued by one side are rejected by the other, so pods fail intermittently depending on which apiserver answers. The other cause: the kubeadm apiservers verify with several `--service-account-key-file` keys and Talos with one (the bundle's), so tokens signed by the older keys fail on Talos apiservers. If the message also names audiences or a cryptographic primitive, see those entries.",
+        caught_by: &["service-account-issuer", "apiserver-uncarried"],
         fix: &[
             "see which issuer a token carries: `kubectl create token default | cut -d. -f2 | base64 -d 2>/dev/null; echo` and compare `iss`/`aud` with `kubectl -n kube-system get pod kube-apiserver-<node> -o yaml | grep -e service-account-issuer -e api-audiences` on a kubeadm and on a Talos node",
             "any Talos version, no kubeadm change: make Talos keep the kubeadm issuer: `cluster.apiServer.extraArgs: {service-account-issuer: https://kubernetes.default.svc.cluster.local, api-audiences: https://kubernetes.default.svc.cluster.local}`; in capstan `spec.serviceAccount.issuers: [https://kubernetes.default.svc.<dnsDomain>]` (and the same audience), then re-render",
@@ -408,8 +412,8 @@ pub static ENTRIES: &[Entry] = &[
         patterns: &[r"error adding member"],
         unless: &[],
         source: "Talos etcd service (`talosctl -n <node> logs etcd`, service events)",
-        cause: "Talos joins by calling MemberAddAsLearner on the kubeadm etcd (client port 2379, etcd-CA client certificate). etcd refuses when a learner is already pending (a previous attempt), when 3.5 below v3.5.20 meets a 3.6 learner, when it has no quorum, or when the etcd CA differs from the bundle's.",
-        caught_by: &["etcd-version-skew"],
+        cause: "Talos joins by calling MemberAddAsLearner on the kubeadm etcd (client port 2379, etcd-CA client certificate). etcd refuses when a learner is already pending (a previous attempt), when 3.5 below v3.5.20 meets a 3.6 learner, when it has no quorum, or when the etcd CA differs from the bundle's. With external etcd nothing listens on the apiserver nodes' 2379, where Talos looks for members: that topology is not supported.",
+        caught_by: &["etcd-version-skew", "etcd-topology"],
         fix: &[
             "read the rest of the message; `too many learner` is the version skew",
             concat!("list members and learners: ", etcdctl!("member list -w table"), "; remove stale learners of earlier attempts with `member remove <hex id>`"),
@@ -831,7 +835,7 @@ pub static ENTRIES: &[Entry] = &[
         unless: &[],
         source: "`kubectl` and other clients using OIDC, webhook token or client credentials, when the request reaches a Talos apiserver",
         cause: "The Talos apiservers do not authenticate the way the kubeadm ones do: kubeadm runs `--oidc-*`, `--authentication-token-webhook-config-file` or other authentication flags that were not carried into `spec.apiServer.extraArgs` (with the files they name), or the token's issuer or audience is not accepted. It fails whenever the request lands on a Talos apiserver.",
-        caught_by: &["apiserver-flags", "service-account-issuer", "service-account-audiences"],
+        caught_by: &["apiserver-flags", "apiserver-uncarried", "service-account-issuer", "service-account-audiences"],
         fix: &[
             "compare the flags: `capstan check <cluster-dir> --apiserver-manifest kube-apiserver.yaml` lists every kube-apiserver flag Talos would run differently",
             "carry them in `spec.apiServer.extraArgs` (a file a flag names goes onto the Talos control-plane nodes with a Talos patch overlay: `machine.files` and `cluster.apiServer.extraVolumes`)",

@@ -703,6 +703,13 @@ fn stub(
             endpoint: Endpoint {
                 host: endpoint.host.clone(),
                 port: endpoint.port,
+                // The kubeadm apiservers' own port, rendered as Talos's localAPIServerPort:
+                // written even when it is 6443, so the bundle and the review show it (D2).
+                backend_port: Some(
+                    apiserver
+                        .secure_port()
+                        .unwrap_or(crate::inputs::model::DEFAULT_BACKEND_PORT),
+                ),
                 // Chosen by the platform team before phase `complete` (`capstan check` says so).
                 strategy: None,
                 vip: None,

@@ -156,8 +156,10 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         (Some(EndpointStrategy::External), Some(addrs)) => format!(
             "Before syncing, add the control-plane pool's addresses {addrs} to the load balancer's backends, each with \
              a TCP health check on port {} (an HTTP check of `/healthz` gets 401 from a Talos apiserver without `anonymous-auth`): the Talos control-plane \
-             machines take exactly these, and they stay the backends through every later rollout. Remove each \
+             machines take exactly these, and they stay the backends through every later rollout (clients keep \
+             port {}, the load balancer's frontend; the backends' port is spec.endpoint.backendPort). Remove each \
              kubeadm backend when its node is removed.",
+            s.endpoint.backend_port(),
             s.endpoint.port
         ),
         _ => "Move the load balancer backends to the Talos control-plane nodes as they become Ready (`kubectl get nodes -l node-role.kubernetes.io/control-plane`).".to_string(),
@@ -513,7 +515,12 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
                 format!(
                     "List all of them as backends, each with a TCP health check on port {} (Talos runs the apiserver with \
                      `--anonymous-auth=false` unless spec.apiServer.extraArgs says otherwise: an HTTP check of `/healthz` gets 401); an address no machine holds \
-                     at the moment is simply down.",
+                     at the moment is simply down. The frontend stays port {}. A new machine that takes an address \
+                     an earlier machine held answers the load balancer only once the load balancer's ARP entry for \
+                     the old VM's MAC expires (Talos announces only VIPs with gratuitous ARP: Talos v1.10.6 \
+                     `network/address_spec.go:256-260`), which can take minutes on a hardware load balancer: check \
+                     its ARP table (or the backend's health) for the address before the next machine is replaced.",
+                    e.backend_port(),
                     e.port
                 ),
                 "If the pool is new in this change, add its addresses to the load balancer before merging: the \

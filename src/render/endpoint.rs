@@ -74,6 +74,7 @@ pub fn context(config: &ClusterConfig) -> Value {
     json!({
         "host": e.host,
         "port": e.port,
+        "backendPort": e.backend_port(),
         "url": e.url(),
         "strategy": e.strategy.map(EndpointStrategy::as_str),
         "description": describe(config),

@@ -13,8 +13,15 @@ use std::net::IpAddr;
 pub struct Endpoint {
     /// DNS name or IP of the API server load balancer.
     pub host: String,
-    /// Port, usually 6443.
+    /// The port clients use (the load balancer's frontend, or the VIP's), usually 6443.
     pub port: u16,
+    /// The port the apiservers listen on, behind the endpoint: Talos's
+    /// `cluster.controlPlane.localAPIServerPort` (Talos v1.10.6
+    /// `k8s/control_plane_static_pod.go:392` runs `--secure-port` from it, whatever the
+    /// endpoint's port; `v1alpha1_clusterconfig.go:130-136` defaults it to 6443). Import
+    /// writes the kubeadm apiserver's `--secure-port`; absent means 6443.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_port: Option<u16>,
     /// How the endpoint reaches the control-plane machines once Cluster API replaces them
     /// (required in phase `complete` and for a cluster not migrating).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,6 +44,9 @@ pub enum EndpointStrategy {
     /// A load balancer outside the cluster whose backends are the control-plane pool.
     External,
 }
+
+/// kube-apiserver's and Talos's default `--secure-port`.
+pub const DEFAULT_BACKEND_PORT: u16 = 6443;
 
 impl EndpointStrategy {
     /// The name used in `cluster.yaml`.
@@ -285,6 +295,11 @@ impl Ranges {
 }
 
 impl Endpoint {
+    /// The port the apiservers listen on ([`Endpoint::backend_port`], else 6443).
+    pub fn backend_port(&self) -> u16 {
+        self.backend_port.unwrap_or(DEFAULT_BACKEND_PORT)
+    }
+
     /// The VIP, when it is the chosen strategy's (settings of another strategy are a
     /// validation problem, never rendered).
     pub fn active_vip(&self) -> Option<&Vip> {
@@ -309,6 +324,30 @@ impl Endpoint {
         let mut push = |path: &str, message: String| out.push((path.to_string(), message));
         let p = "spec.endpoint";
         let needs = |s: EndpointStrategy| e.strategy == Some(s);
+        if e.backend_port == Some(0) {
+            push(
+                &format!("{p}.backendPort"),
+                "must be 1 to 65535, got 0".into(),
+            );
+        }
+        // D2: the VIP is an address on the apiserver nodes themselves, with nothing in front
+        // that could map one port to another: clients reach the apiservers' own port.
+        if needs(EndpointStrategy::Vip) && e.port != e.backend_port() {
+            push(
+                &format!("{p}.port"),
+                format!(
+                    "strategy `vip` puts the endpoint's address on the control-plane nodes, where the \
+                     apiservers listen on spec.endpoint.backendPort {}: clients of port {} would reach \
+                     nothing; set `port: {}` (and the clients' kubeconfigs), or use strategy `external` \
+                     with a load balancer that forwards {} to {}",
+                    e.backend_port(),
+                    e.port,
+                    e.backend_port(),
+                    e.port,
+                    e.backend_port()
+                ),
+            );
+        }
         match (&e.vip, needs(EndpointStrategy::Vip)) {
             (None, true) => push(
                 &format!("{p}.vip"),
@@ -413,6 +452,35 @@ mod tests {
             .iter()
             .map(|a| a.to_string())
             .collect()
+    }
+
+    #[test]
+    fn a_vip_serves_on_the_apiservers_own_port() {
+        let vip = |port: u16, backend: Option<u16>| Endpoint {
+            host: "10.30.40.10".into(),
+            port,
+            backend_port: backend,
+            strategy: Some(EndpointStrategy::Vip),
+            vip: Some(Vip {
+                address: "10.30.40.10".into(),
+                link: "ens192".into(),
+            }),
+            control_plane_pool: None,
+        };
+        assert!(vip(6443, None).problems().is_empty());
+        assert!(vip(443, Some(443)).problems().is_empty());
+        let p = vip(443, None).problems();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].0, "spec.endpoint.port");
+        assert!(
+            p[0].1.contains("backendPort 6443") && p[0].1.contains("clients of port 443"),
+            "{}",
+            p[0].1
+        );
+        assert_eq!(
+            vip(6443, Some(0)).problems()[0].0,
+            "spec.endpoint.backendPort"
+        );
     }
 
     #[test]

@@ -268,7 +268,7 @@ impl Cx<'_> {
                          health check on port {} (an HTTP check of `/healthz` gets 401 from a Talos apiserver without `anonymous-auth`): every control-plane \
                          machine takes one, a rollout's surge machine the free one, and a replaced machine's address \
                          is handed out again",
-                        e.port
+                        e.backend_port()
                     ),
                 ));
             }

@@ -370,6 +370,88 @@ impl Cx<'_> {
         out.push(f);
     }
 
+    /// D15: the migration joins Talos members to the etcd the kubeadm control plane runs
+    /// on its own nodes (stacked etcd). With external etcd Talos still runs etcd on every
+    /// control-plane node and looks for its peers at the apiservers' addresses (Talos
+    /// v1.10.6 `internal/app/machined/pkg/system/services/etcd.go:267-283`), and `kubeadm
+    /// reset` removes no external member, so the runbook's member removals are false.
+    pub(super) fn etcd_topology(&self, out: &mut Vec<Finding>) {
+        let id = "etcd-topology";
+        let external_config = self
+            .i
+            .cluster_config
+            .as_ref()
+            .filter(|c| c.value.etcd_external)
+            .map(|c| format!("{} etcd.external", c.file));
+        // kubeadm's stacked etcd is always reached on the node itself.
+        let external_servers = self.i.apiserver.as_ref().and_then(|a| {
+            let servers = a.value.args.get_all("etcd-servers");
+            let remote: Vec<&str> = servers
+                .iter()
+                .flat_map(|v| v.split(','))
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .filter(|u| {
+                    let host = u
+                        .split_once("://")
+                        .map_or(*u, |(_, rest)| rest)
+                        .rsplit_once(':')
+                        .map_or(*u, |(h, _)| h);
+                    !matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+                })
+                .collect();
+            (!remote.is_empty()).then(|| (format!("{} --etcd-servers", a.file), remote.join(", ")))
+        });
+        if self.i.cluster_config.is_none() && self.i.apiserver.is_none() {
+            out.push(not_compared(
+                id,
+                "the kubeadm etcd topology",
+                "whether kubeadm runs etcd on its control-plane nodes",
+                "--kubeadm-config or --apiserver-manifest",
+            ));
+            return;
+        }
+        let mut fields = Vec::new();
+        let mut seen = Vec::new();
+        if let Some(f) = external_config {
+            fields.push(f);
+            seen.push("kubeadm's ClusterConfiguration sets `etcd.external`".to_string());
+        }
+        if let Some((f, servers)) = external_servers {
+            fields.push(f);
+            seen.push(format!("the apiserver reaches etcd at {servers}"));
+        }
+        if fields.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                "the kubeadm etcd topology",
+                "kubeadm runs etcd on its control-plane nodes (stacked), the topology the migration joins".into(),
+            ));
+            return;
+        }
+        out.push(
+            Finding::new(
+                id,
+                Severity::Blocking,
+                fields.join("; "),
+                format!(
+                    "external etcd ({}): the migration joins Talos members to an etcd on the kubeadm \
+                     control-plane nodes; Talos runs its own etcd on every control-plane node and looks for peers \
+                     at the apiservers' addresses, and `kubeadm reset` does not remove external members, so the \
+                     phases would build a second etcd beside the cluster's and remove nothing",
+                    seen.join("; ")
+                ),
+            )
+            .fix(
+                "not supported: move the cluster to stacked etcd first (kubeadm cannot convert in place: add \
+                 kubeadm control-plane nodes with local etcd members joined to the external cluster, move the \
+                 apiservers to them, then remove the external members with `etcdctl member remove`), or build a \
+                 new Talos cluster and move the workloads",
+            ),
+        );
+    }
+
     pub(super) fn etcd_args(&self, out: &mut Vec<Finding>) {
         let id = "etcd-args";
         let spec = &self.i.config.spec.etcd.extra_args;
@@ -780,6 +862,129 @@ impl Cx<'_> {
                 ),
             )
             .fix(fix),
+        );
+    }
+
+    /// D9, D2: what the kubeadm apiservers run that Talos cannot carry as they run it, so
+    /// `apiserver-flags` (which skips the flags Talos manages) must not pass it: the
+    /// listening port, several service-account verification keys, a structured
+    /// authorization configuration.
+    pub(super) fn apiserver_uncarried(&self, out: &mut Vec<Finding>) {
+        let id = "apiserver-uncarried";
+        let Some(a) = &self.i.apiserver else {
+            out.push(not_compared(
+                id,
+                "spec.endpoint.backendPort, the service-account keys and the authorization configuration",
+                "the kubeadm apiserver's flags",
+                "--apiserver-manifest",
+            ));
+            return;
+        };
+        let endpoint = &self.i.config.spec.endpoint;
+        let mut problems: Vec<String> = Vec::new();
+        let mut fixes: Vec<String> = Vec::new();
+        let mut fields: Vec<String> = Vec::new();
+        let mut token_error = false;
+        // D2: Talos runs `--secure-port` from `cluster.controlPlane.localAPIServerPort`
+        // (Talos v1.10.6 `k8s/control_plane_static_pod.go:392`), which capstan renders from
+        // spec.endpoint.backendPort; CABPT passes only the endpoint URL (v0.6.12
+        // `talosconfig_controller.go:522-527`).
+        let kubeadm_port = a
+            .value
+            .secure_port()
+            .unwrap_or(crate::inputs::model::DEFAULT_BACKEND_PORT);
+        if kubeadm_port != endpoint.backend_port() {
+            fields.push(format!(
+                "spec.endpoint.backendPort vs {} --secure-port",
+                a.file
+            ));
+            problems.push(format!(
+                "the kubeadm apiservers listen on port {kubeadm_port}, the Talos apiservers would listen on \
+                 {} (spec.endpoint.backendPort{}): the load balancer's health checks of the backends fail on \
+                 every Talos machine, and the API is gone once the kubeadm backends are removed",
+                endpoint.backend_port(),
+                if endpoint.backend_port.is_none() { ", absent: 6443" } else { "" }
+            ));
+            fixes.push(format!(
+                "set `spec.endpoint.backendPort: {kubeadm_port}` (rendered as Talos's \
+                 cluster.controlPlane.localAPIServerPort), or move the load balancer's backends to port {} first",
+                endpoint.backend_port()
+            ));
+        }
+        // D9: Talos mounts one `service-account.pub` and refuses the flag as an extra arg
+        // (Talos v1.10.6 `control_plane_static_pod.go:394`, MergeDenied `:431`).
+        let sa_keys = a.value.args.get_all("service-account-key-file");
+        if sa_keys.len() > 1 {
+            fields.push(format!("{} --service-account-key-file", a.file));
+            token_error = true;
+            problems.push(format!(
+                "the kubeadm apiservers verify service-account tokens with {} keys ({}), Talos verifies with \
+                 one, the bundle's service-account key: every token signed by another key (a rotated-out \
+                 signing key, a second issuer's key) is refused by the Talos apiservers",
+                sa_keys.len(),
+                sa_keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+            ));
+            fixes.push(
+                "retire the older keys on the kubeadm side first: keep signing with the key the bundle holds \
+                 (`--service-account-signing-key-file`, imported as the bundle's service-account key), wait until \
+                 every projected token was re-issued (the kubelet renews at 80% of its lifetime: one hour for \
+                 default tokens, longer for tokens requested with a longer `expirationSeconds`), delete and \
+                 recreate the legacy `kubernetes.io/service-account-token` Secrets signed by the older keys, then \
+                 remove the older `--service-account-key-file` flags from every kubeadm apiserver and watch for \
+                 `invalid bearer token` before migrating"
+                    .into(),
+            );
+        }
+        // D9: Talos writes its own authorization configuration and refuses the flag
+        // (Talos v1.10.6 `control_plane_static_pod.go:420-435`); its carrier,
+        // `cluster.apiServer.authorizationConfig`, exists from Talos v1.9 (the v1.9 config
+        // schema has it, v1.8's does not), Node and RBAC always added.
+        if let Some(file) = a.value.args.get("authorization-config") {
+            fields.push(format!("{} --authorization-config", a.file));
+            problems.push(format!(
+                "the kubeadm apiservers authorise with the structured authorization configuration `{file}` \
+                 (webhook authorizers, CEL match conditions); Talos writes its own and refuses the flag, so \
+                 requests only a kubeadm authorizer allows get 403 from the Talos apiservers"
+            ));
+            fixes.push(if self.talos_at_least(9) {
+                "carry the authorizers of that file other than Node and RBAC into Talos's \
+                 `cluster.apiServer.authorizationConfig` with a Talos patch overlay (Talos adds Node and RBAC \
+                 itself), and put each webhook's kubeconfig file on the control-plane nodes (`machine.files`) \
+                 with its directory mounted (`cluster.apiServer.extraVolumes`)"
+                    .to_string()
+            } else {
+                format!(
+                    "Talos {} has no `cluster.apiServer.authorizationConfig` (from v1.9 on): migrate to Talos \
+                     v1.9 or later, or move the kubeadm apiservers to `--authorization-mode` with \
+                     `--authorization-webhook-config-file` first",
+                    self.talos_str()
+                )
+            });
+        }
+        if problems.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                format!("spec.endpoint.backendPort vs {} --secure-port", a.file),
+                format!(
+                    "both sides listen on port {kubeadm_port}, verify service-account tokens with one key and \
+                     authorise without a structured authorization configuration"
+                ),
+            ));
+            return;
+        }
+        out.push(
+            Finding::new(
+                id,
+                Severity::Blocking,
+                fields.join("; "),
+                problems.join("; "),
+            )
+            .error_if(
+                token_error,
+                crate::migration::check::errors::INVALID_BEARER_TOKEN,
+            )
+            .fix(fixes.join("; ")),
         );
     }
 
