@@ -2217,3 +2217,47 @@ fn what_talos_cannot_carry_blocks_on_files_our_code_did_not_write() {
         assert!(e.contains(needle), "`{needle}` not in {e}");
     }
 }
+
+/// D14: a running node's address inside a pool of the render (the example's `node-ips`
+/// overlay pool, lab-f's control-plane pool) blocks `check --nodes`, naming node, address
+/// and pool; nodes outside every pool pass.
+#[test]
+fn pool_addresses_a_running_node_holds_block() {
+    let (_tmp, repo) = example_copy();
+    let node = |name: &str, ip: &str| {
+        format!(
+            "- apiVersion: v1\n  kind: Node\n  metadata: {{name: {name}}}\n  status:\n    addresses:\n    - {{type: InternalIP, address: {ip}}}\n    - {{type: Hostname, address: {name}}}\n"
+        )
+    };
+    let list = |nodes: &[String]| format!("apiVersion: v1\nkind: List\nitems:\n{}", nodes.concat());
+    std::fs::write(
+        repo.join("nodes.yaml"),
+        list(&[node("cp-1", "10.20.30.11"), node("worker-1", "10.20.30.21")]),
+    )
+    .unwrap();
+    let o = capstan(&["check", "clusters/lab-f", "--nodes", "nodes.yaml"], &repo);
+    let e = entry(&stdout(&o), "PASS", "addresses-in-use");
+    assert!(
+        e.contains("InClusterIPPool node-ips") && e.contains("InClusterIPPool lab-f-cp-addresses"),
+        "{e}"
+    );
+    std::fs::write(
+        repo.join("nodes.yaml"),
+        list(&[
+            node("cp-1", "10.20.30.150"),
+            node("worker-1", "10.20.30.120"),
+        ]),
+    )
+    .unwrap();
+    let o = capstan(&["check", "clusters/lab-f", "--nodes", "nodes.yaml"], &repo);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let e = entry(&out, "BLOCK", "addresses-in-use");
+    for needle in [
+        "node `cp-1` holds 10.20.30.150, in InClusterIPPool lab-f-cp-addresses",
+        "node `worker-1` holds 10.20.30.120, in InClusterIPPool node-ips",
+        "excludedAddresses",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+}

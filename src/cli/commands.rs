@@ -821,6 +821,62 @@ fn explain(args: ExplainArgs) -> Result<Status> {
     Ok(Status::Success)
 }
 
+/// The IPAM pools of a cluster's render, for `check --nodes` (D14); a cluster that does not
+/// render yet (an import stub) says so as one unlisted pool.
+fn rendered_pools(
+    dir: &std::path::Path,
+    config: &crate::inputs::model::ClusterConfig,
+) -> Vec<crate::migration::check::PoolFacts> {
+    use crate::migration::check::PoolFacts;
+    let pools = (|| -> Result<Vec<PoolFacts>> {
+        let dirs = inputs::discover(dir)?;
+        let each = crate::render::pipeline::render_each::<_, anyhow::Error>(
+            &dirs,
+            None,
+            inputs::Digests::NotWanted,
+            |r, _| {
+                Ok(r.resources
+                    .iter()
+                    .filter(|res| {
+                        matches!(
+                            res.value.get("kind").and_then(serde_json::Value::as_str),
+                            Some("InClusterIPPool" | "GlobalInClusterIPPool")
+                        )
+                    })
+                    .map(|res| PoolFacts {
+                        name: format!(
+                            "{} {}",
+                            res.value["kind"].as_str().unwrap_or_default(),
+                            res.value["metadata"]["name"].as_str().unwrap_or_default()
+                        ),
+                        addresses: crate::render::endpoint::pool_spec(&res.value, &res.origin)
+                            .and_then(|p| p.allocatable()),
+                    })
+                    .collect::<Vec<_>>())
+            },
+        )?;
+        Ok(each.into_iter().flatten().collect())
+    })();
+    pools.unwrap_or_else(|e| {
+        // cluster.yaml's own pool is known without a render; an overlay's pools are not.
+        let mut out: Vec<PoolFacts> = config
+            .spec
+            .endpoint
+            .active_pool()
+            .map(|p| PoolFacts {
+                name: "spec.endpoint.controlPlanePool".into(),
+                addresses: p.allocatable(),
+            })
+            .into_iter()
+            .collect();
+        out.push(PoolFacts {
+            name: "the overlays' pools".into(),
+            addresses: Err(format!("the cluster does not render yet ({e:#})")),
+        });
+        out
+    })
+}
+
 fn check(args: CheckArgs) -> Result<Status> {
     use crate::inputs::kubeadm;
     use crate::migration::check::{self, CheckInputs, Input};
@@ -887,6 +943,7 @@ fn check(args: CheckArgs) -> Result<Status> {
         let (file, docs) = docs_of(p)?;
         let value = check::find_nodes(&file, docs)?;
         ci.nodes = Some(Input { file, value });
+        ci.pools = rendered_pools(&args.dir, &c.config);
     }
     if let Some(p) = &args.management_objects {
         let (file, docs) = docs_of(p)?;

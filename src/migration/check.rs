@@ -50,7 +50,7 @@ mod readiness;
 mod snapshot;
 mod versions;
 mod workloads;
-pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, UNINITIALIZED_TAINT};
+pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, PoolFacts, UNINITIALIZED_TAINT};
 pub use parity::{
     apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
     parse_etcd_status, talos_named_sans, EtcdMemberStatus, FlagDifference, ETCD_DEFAULT_QUOTA,
@@ -104,6 +104,7 @@ pub const IDS: &[&str] = &[
     "cni-daemonset",
     "kube-proxy-replacement",
     "node-labels",
+    "addresses-in-use",
     "worker-local-volumes",
     "worker-bare-pods",
     "worker-pdb-no-disruption",
@@ -504,6 +505,8 @@ pub struct CheckInputs {
     pub providers: Option<Input<crate::inputs::providers::Inventory>>,
     /// The cluster's Nodes (`kubectl get nodes -o yaml`), and a vSphere CPI workload.
     pub nodes: Option<Input<NodesInput>>,
+    /// The render's IPAM pools (filled with `--nodes`, to compare with the nodes' addresses).
+    pub pools: Vec<PoolFacts>,
     /// A kubeadm kubelet's configuration (`--kubelet-config`).
     pub kubelet: Option<Input<KubeletFacts>>,
     /// The live PersistentVolumes, PodDisruptionBudgets and Pods (`--workloads`: `kubectl
@@ -553,6 +556,7 @@ impl CheckInputs {
             etcd_snapshot: None,
             vsphere_inventory: None,
             kubelet: None,
+            pools: Vec::new(),
             workloads: None,
             sealed_secrets: Vec::new(),
             pki_dir: None,
@@ -601,6 +605,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.cni(&mut out);
     cx.kube_proxy_replacement(&mut out);
     cx.node_labels(&mut out);
+    cx.addresses_in_use(&mut out);
     cx.worker_local_volumes(&mut out);
     cx.worker_bare_pods(&mut out);
     cx.worker_pdb_no_disruption(&mut out);

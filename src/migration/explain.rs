@@ -55,6 +55,7 @@
 //! | `apiserver-uncarried` | nothing the kubeadm apiservers run that Talos cannot carry: the listening port, several service-account keys, a structured authorization configuration |
 //! | `anonymous-auth` | Talos allows anonymous requests when kubeadm does |
 //! | `pod-security` | Talos enforces the Pod Security level the kubeadm apiservers enforce |
+//! | `addresses-in-use` | no running node holds an address of an IPAM pool of the render, or the VIP |
 //! | `etcd-topology` | kubeadm runs etcd on its control-plane nodes (stacked): external etcd is refused |
 //! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
 //! | `cloud-provider` | the vSphere CPI initialises nodes, so Talos nodes get the `vsphere://` providerID Cluster API matches Machines by |
@@ -154,6 +155,7 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("apiserver-uncarried", Guard::Check, "the Talos apiservers listen on the kubeadm apiservers' port (spec.endpoint.backendPort), and kubeadm verifies with one service-account key and no structured authorization configuration, which Talos cannot carry"),
     ("anonymous-auth", Guard::Check, "Talos allows anonymous requests when kubeadm does (LB health checks on /healthz)"),
     ("pod-security", Guard::Check, "Talos enforces the Pod Security level the kubeadm apiservers enforce"),
+    ("addresses-in-use", Guard::Check, "no running node holds an address of an IPAM pool of the render (the machines' pools, the control-plane pool) or the VIP"),
     ("etcd-topology", Guard::Check, "kubeadm runs etcd on its control-plane nodes (stacked), the topology the migration joins; external etcd is refused"),
     ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
     ("cloud-provider", Guard::Check, "the vSphere CPI runs and initialises nodes, so Talos nodes get the vsphere:// providerID Cluster API matches Machines by"),
@@ -403,6 +405,20 @@ pub static ENTRIES: &[Entry] = &[
             "upgrade the kubeadm etcd to >= v3.5.26 first, one member at a time (image in `/etc/kubernetes/manifests/etcd.yaml`), waiting for health in between",
             "or pin Talos to a 3.5 etcd until the kubeadm members are gone: `cluster.etcd.image: gcr.io/etcd-development/etcd:v3.5.26`",
             concat!("remove a stuck learner: ", etcdctl!("member list -w table"), ", then `… member remove <hex id>`"),
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "address-conflict",
+        title: "A new machine took an address a running node already holds",
+        patterns: &[r"(?i)(duplicate (ip )?address|ip address conflict|address conflict)"],
+        unless: &[],
+        source: "the new VM's console, a switch or firewall log, or `arping -D` on the segment",
+        cause: "The in-cluster IPAM provider hands out the lowest free address of its own books (its IPAddress objects) and never probes the wire: an address a running node (a kubeadm node, a VM created after the last backup) holds but no IPAddress books is handed out again, and two hosts answer ARP for it.",
+        caught_by: &["addresses-in-use"],
+        fix: &[
+            "find both holders: `kubectl get nodes -o wide` and `kubectl get ipaddresses -A`",
+            "exclude the running node's address from the pool (`excludedAddresses` on the InClusterIPPool), delete the new machine so it is replaced with a free address, and run `capstan check <cluster-dir> --nodes nodes.yaml`",
         ],
         procedures: &[],
     },
@@ -1210,6 +1226,9 @@ mod tests {
     }
 
     cases! {
+        address_conflict:
+            "IPv4: 10.20.30.150: duplicate address detected on ens192 (hwaddr 00:50:56:aa:bb:cc)"
+            => ["address-conflict"];
         endpoint_refused_after_a_rollout:
             r#"The connection to the server lab-f.example.internal:6443 was refused - did you specify the right host or port? Get "https://lab-f.example.internal:6443/api?timeout=32s": dial tcp 10.20.30.5:6443: connect: connection refused"#
             => ["endpoint-stale-backends"];

@@ -25,6 +25,8 @@ pub struct NodeFacts {
     pub taints: Vec<(String, String, String)>,
     /// `metadata.labels`.
     pub labels: std::collections::BTreeMap<String, String>,
+    /// `status.addresses[]` of type InternalIP or ExternalIP that parse as IP addresses.
+    pub addresses: Vec<std::net::IpAddr>,
 }
 
 impl NodeFacts {
@@ -175,11 +177,26 @@ fn node_facts(file: &str, index: usize, item: &Value) -> Result<NodeFacts, Check
             .collect::<Result<_, _>>()?,
         Some(_) => return Err(bad("metadata.labels", "a map")),
     };
+    // Addresses that are not IPs (a Hostname entry) or of another type are not compared.
+    let addresses = item
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            matches!(
+                a.get("type").and_then(Value::as_str),
+                Some("InternalIP" | "ExternalIP")
+            )
+        })
+        .filter_map(|a| a.get("address")?.as_str()?.parse().ok())
+        .collect();
     Ok(NodeFacts {
         name,
         provider_id,
         taints,
         labels,
+        addresses,
     })
 }
 
@@ -213,7 +230,124 @@ fn names(nodes: &[&NodeFacts]) -> String {
     s
 }
 
+/// An IPAM pool of the render (`InClusterIPPool`): the addresses the provider hands out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolFacts {
+    /// `<kind> <name>`.
+    pub name: String,
+    /// The addresses, lowest first, or why they cannot be listed.
+    pub addresses: Result<Vec<std::net::IpAddr>, String>,
+}
+
 impl Cx<'_> {
+    /// D14: the in-cluster IPAM provider hands out the lowest address free in its own books,
+    /// without probing the wire (cluster-api-ipam-provider-in-cluster v1.0.3
+    /// `internal/poolutil/pool.go:86-100` `FindFreeAddress`; `src/rehearse/assumptions.md`
+    /// A20, A23), so an address a running node holds must not be in any pool the machines
+    /// take addresses from; nor may the VIP.
+    pub(super) fn addresses_in_use(&self, out: &mut Vec<Finding>) {
+        let id = "addresses-in-use";
+        let Some(n) = &self.i.nodes else {
+            out.push(not_compared(
+                id,
+                "the IPAM pools and spec.endpoint.vip",
+                "the running nodes' addresses",
+                "--nodes",
+            ));
+            return;
+        };
+        let field = format!(
+            "the IPAM pools and spec.endpoint.vip vs {} status.addresses",
+            n.file
+        );
+        let mut held: Vec<String> = Vec::new();
+        let mut unknown: Vec<String> = Vec::new();
+        let mut sets: Vec<(String, std::collections::BTreeSet<std::net::IpAddr>)> = Vec::new();
+        for p in &self.i.pools {
+            match &p.addresses {
+                Ok(a) => sets.push((p.name.clone(), a.iter().copied().collect())),
+                Err(e) => unknown.push(format!("{}: {e}", p.name)),
+            }
+        }
+        if let Some(v) = self.i.config.spec.endpoint.active_vip() {
+            if let Ok(a) = v.address.parse::<std::net::IpAddr>() {
+                sets.push(("the VIP (spec.endpoint.vip.address)".into(), [a].into()));
+            }
+        }
+        for node in &n.value.nodes {
+            for a in &node.addresses {
+                for (pool, set) in &sets {
+                    if set.contains(a) {
+                        held.push(format!("node `{}` holds {a}, in {pool}", node.name));
+                    }
+                }
+            }
+        }
+        if held.is_empty() {
+            let mut f = Finding::new(
+                id,
+                if unknown.is_empty() {
+                    Severity::Pass
+                } else {
+                    Severity::Info
+                },
+                field,
+                if unknown.is_empty() {
+                    format!(
+                        "no address of the {} running nodes is in {}",
+                        n.value.nodes.len(),
+                        if sets.is_empty() {
+                            "an IPAM pool or the VIP (the render has neither)".to_string()
+                        } else {
+                            sets.iter()
+                                .map(|(p, _)| p.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
+                    )
+                } else {
+                    format!(
+                        "no address of the {} running nodes is in {}; not compared: {}",
+                        n.value.nodes.len(),
+                        if sets.is_empty() {
+                            "a pool listed".to_string()
+                        } else {
+                            sets.iter()
+                                .map(|(p, _)| p.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        },
+                        unknown.join("; ")
+                    )
+                },
+            );
+            if !unknown.is_empty() {
+                f = f.fix(
+                    "run check again once the cluster renders, or compare the pools' addresses with \
+                     `kubectl get nodes -o wide` by hand",
+                );
+            }
+            out.push(f);
+            return;
+        }
+        out.push(
+            Finding::new(
+                id,
+                Severity::Blocking,
+                field,
+                format!(
+                    "{}: the IPAM provider books addresses without probing the wire and hands out the lowest free \
+                     one, so a new machine would take a running node's address (a duplicate IP on the segment)",
+                    held.join("; ")
+                ),
+            )
+            .fix(
+                "exclude the addresses from the pool (`excludedAddresses` on the InClusterIPPool, or smaller \
+                 `addresses`), or choose a VIP no node holds",
+            ),
+        );
+    }
+
     /// `cloud-provider`: the vSphere CPI initialises nodes, so Talos nodes get the
     /// `vsphere://` providerID Cluster API matches Machines by.
     pub(super) fn cloud_provider(&self, out: &mut Vec<Finding>) {
