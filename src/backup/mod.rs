@@ -11,6 +11,7 @@
 //! index, and plaintext never leaves memory on the way to the store.
 
 pub mod check;
+pub mod objects;
 pub mod restore;
 pub mod store;
 
@@ -42,6 +43,9 @@ pub enum BackupError {
     /// Encryption or decryption.
     #[error(transparent)]
     Secrets(#[from] crate::secrets::SecretsError),
+    /// The object manifest: a file that is no object, an index that lists other objects.
+    #[error(transparent)]
+    Objects(#[from] objects::ObjectsError),
     /// A backup that does not verify: tampered, truncated or not capstan's.
     #[error("backup {id}: {message}; nothing was written")]
     Corrupt {
@@ -107,6 +111,10 @@ pub struct Index {
     pub clusters: Vec<String>,
     /// The age recipients the backup is encrypted to.
     pub recipients: Vec<String>,
+    /// The non-secret object manifest, one entry per object ([`objects`]); absent in
+    /// indexes written before it existed (then `backup check` needs the identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<Vec<objects::Entry>>,
 }
 
 impl Index {
@@ -217,6 +225,7 @@ pub fn seal(
         kinds,
         clusters,
         recipients: recipients.iter().map(ToString::to_string).collect(),
+        objects: Some(objects::manifest(files)?),
     };
     Ok((index, ciphertext))
 }
@@ -353,10 +362,12 @@ mod tests {
                 (b.name.as_str(), &b.bytes[..])
             );
         }
-        // No plaintext in the ciphertext or the index.
+        // No plaintext in the ciphertext; no value in the index (its object manifest names
+        // the Secret's keys, never their values).
         let idx = serde_json::to_string(&index).unwrap();
+        assert!(!idx.contains("S0VZ"), "{idx}");
+        assert!(idx.contains("\"keys\":[\"tls.key\"]"), "{idx}");
         for needle in ["S0VZ", "tls.key", "\"kind\""] {
-            assert!(!idx.contains(needle));
             assert!(!ct.windows(needle.len()).any(|w| w == needle.as_bytes()));
         }
         // Truncated, tampered, another backup's index, a wrong identity.

@@ -244,6 +244,27 @@ pub fn check(
             dir: cluster_dir.to_string(),
         });
     }
+    // The label that makes `clusterctl move` save the Secret the operator creates (see
+    // `crate::secrets::seal::MOVE_LABEL`) must be on its template: the operator copies the
+    // template's labels to the Secret. The template is covered by this file's MAC (no
+    // `mac_only_encrypted` here), so it cannot be added without the key.
+    let move_label = crate::secrets::seal::MOVE_LABEL;
+    if crate::secrets::seal::has_move_label(sealed) {
+        let templated = doc
+            .pointer("/spec/secretTemplates/0/labels")
+            .and_then(Value::as_object)
+            .is_some_and(|l| l.contains_key(move_label));
+        if !templated {
+            return Err(SopsSecretError::Invalid {
+                path: path.to_string(),
+                message: format!(
+                    "spec.secretTemplates[0].labels lacks `{move_label}: \"\"`: without it `clusterctl move` \
+                     does not save the Secret the operator owns, and no backup holds it; the label is under this \
+                     file's SOPS MAC, so re-seal it: run `capstan secrets seal-operator {cluster_dir}`"
+                ),
+            });
+        }
+    }
     Ok(Resource {
         value: doc,
         origin: path.to_string(),
