@@ -486,9 +486,14 @@ fn vsphere_identity_is_sealed_from_stdin() {
     assert_eq!(doc["data"]["password"], b64("hunter2-vsphere"));
     assert_eq!(doc["data"]["username"], b64("capv@vsphere.local"));
     assert_eq!(doc["metadata"]["namespace"], "lab-f");
-    // The render carries it, checked.
+    // The render carries it, checked, with the move label added to its readable metadata
+    // (outside the MAC: `mac_only_encrypted: true`).
     let out = ok(&capstan(&["render", "clusters/lab-f"], &repo));
-    assert!(out.contains(&text));
+    let labelled = text.replace(
+        "    cluster.x-k8s.io/cluster-name: lab-f\n",
+        "    cluster.x-k8s.io/cluster-name: lab-f\n    clusterctl.cluster.x-k8s.io/move: \"\"\n",
+    );
+    assert!(labelled != text && out.contains(&labelled), "{out}");
     // lab-g names a VSphereClusterIdentity: nothing to seal with the cluster.
     let o = seal("clusters/lab-g", "x\n");
     assert_eq!(o.status.code(), Some(2));

@@ -212,7 +212,9 @@ pub fn seal(req: SealRequest<'_>) -> Result<Vec<(String, String)>, SealError> {
     let fps = req.bundle.fingerprints()?;
     let ann = annotations(req.secrets_age_sha256, &fps);
     let name = &cfg.metadata.name;
-    let labels = json!({"cluster.x-k8s.io/cluster-name": name, MOVE_LABEL: ""});
+    // The move label is added where the sealed files are passed on (`sealed_resources`), not
+    // here: re-sealing unchanged plaintext keeps every existing file byte for byte.
+    let labels = json!({"cluster.x-k8s.io/cluster-name": name});
     let bundle_yaml = req.bundle.to_yaml();
     let invalid = |message: &str| SealError::Invalid {
         path: "secrets.age".into(),
@@ -344,7 +346,7 @@ pub fn identity_secret(
         "metadata": {
             "name": name,
             "namespace": config.metadata.namespace,
-            "labels": {"cluster.x-k8s.io/cluster-name": config.metadata.name, MOVE_LABEL: ""},
+            "labels": {"cluster.x-k8s.io/cluster-name": config.metadata.name},
         },
         "type": "Opaque",
         "data": {"password": b64(password.as_bytes()), "username": b64(username.as_bytes())},
