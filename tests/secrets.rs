@@ -654,3 +654,27 @@ fn seal_removes_the_files_it_sealed_under_another_cluster_name() {
     let o = capstan(&["render", "clusters/lab-f"], &repo);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// D4: a sealed Secret a restore needs, sealed without the move label by a tool whose MAC
+/// covers the metadata (no `mac_only_encrypted: true`), cannot get the label without the
+/// key: render refuses it and names the command that re-seals it. With the flag, render
+/// adds the label and the file still decrypts (the MAC covers the values only).
+#[test]
+fn a_restore_secret_whose_mac_covers_its_labels_is_refused_with_the_re_seal() {
+    let (_t, repo) = example_copy();
+    let f = repo.join("clusters/lab-f/secrets/lab-f-vsphere.yaml");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let id = repo.join("testdata/age-identity.txt").display().to_string();
+    let o = capstan(&["render", "clusters/lab-f", "--decrypt", "-i", &id], &repo);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("clusterctl.cluster.x-k8s.io/move: \"\""));
+    std::fs::write(&f, text.replace("  mac_only_encrypted: true\n", "")).unwrap();
+    let o = capstan(&["render", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("lacks `clusterctl.cluster.x-k8s.io/move: \"\"`")
+            && err.contains("re-seal it with `capstan secrets vsphere-identity clusters/lab-f`"),
+        "{err}"
+    );
+}

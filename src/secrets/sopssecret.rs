@@ -313,6 +313,37 @@ mod tests {
     }
 
     #[test]
+    fn an_operator_file_without_the_move_label_names_the_re_seal() {
+        let label = crate::secrets::seal::MOVE_LABEL;
+        let sealed = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "c-talos", "namespace": "c", "labels": {label: ""}},
+            "data": {"bundle": "ENC[x]"}});
+        let digest = sealed_values_digest(&sealed);
+        let file = |labels: &str| {
+            format!(
+                "apiVersion: {API_VERSION}\nkind: {KIND}\nmetadata:\n  name: c-talos\n  namespace: c\n  annotations:\n    \
+                 {ANN_SEALED_VALUES}: {digest}\nspec:\n  secretTemplates:\n  - name: c-talos\n    labels: {labels}\n    \
+                 stringData:\n      bundle: ENC[y]\nsops:\n  version: 3.13.2\n"
+            )
+        };
+        let e = check(&sealed, "s", "op", &file("{a: b}"), "clusters/c").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("lacks `clusterctl.cluster.x-k8s.io/move")
+                && msg.contains("run `capstan secrets seal-operator clusters/c`"),
+            "{msg}"
+        );
+        check(
+            &sealed,
+            "s",
+            "op",
+            &file(&format!("{{\"{label}\": \"\"}}")),
+            "clusters/c",
+        )
+        .unwrap();
+    }
+
+    #[test]
     fn digest_ignores_annotations_only() {
         let a = json!({"metadata": {"name": "n", "namespace": "s", "annotations": {"a": "1"}}, "data": {"k": "ENC[x]"}});
         let mut b = a.clone();
