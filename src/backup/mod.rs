@@ -225,7 +225,7 @@ pub fn seal(
         kinds,
         clusters,
         recipients: recipients.iter().map(ToString::to_string).collect(),
-        objects: Some(objects::manifest(files)?),
+        objects: objects::index_manifest(files)?,
     };
     Ok((index, ciphertext))
 }

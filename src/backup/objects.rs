@@ -176,6 +176,19 @@ pub fn manifest(files: &[MovedFile]) -> Result<Vec<Entry>, ObjectsError> {
     Ok(out)
 }
 
+/// The most JSON a manifest may add to an index: the store reads an index of at most 1 MiB
+/// (`store::MAX_INDEX`), so about 8,000 objects. A larger dump gets no manifest (its index
+/// still lists, and `backup check` then needs the identity) rather than an index no listing
+/// would read.
+pub const MAX_MANIFEST_JSON: usize = 768 << 10;
+
+/// [`manifest`] when its JSON fits [`MAX_MANIFEST_JSON`], else `None`.
+pub fn index_manifest(files: &[MovedFile]) -> Result<Option<Vec<Entry>>, ObjectsError> {
+    let m = manifest(files)?;
+    let size = serde_json::to_vec(&m).map_or(usize::MAX, |v| v.len());
+    Ok((size <= MAX_MANIFEST_JSON).then_some(m))
+}
+
 /// Check that an index's manifest is the one the decrypted files give. An index without
 /// one (made before the manifest existed) passes: there is nothing to compare.
 pub fn verify(index: &super::Index, files: &[MovedFile]) -> Result<(), ObjectsError> {
@@ -354,6 +367,17 @@ mod tests {
         forged = index.clone();
         forged.objects.as_mut().unwrap()[1].move_label = true;
         assert!(verify(&forged, &files).is_err());
+        // A dump too large for a manifest in the index: none, and the index still small.
+        let many: Vec<MovedFile> = (0..9000)
+            .map(|i| {
+                moved(
+                    &format!("Machine_lab-f_lab-f-workers-{i:05}.yaml"),
+                    &format!("kind: Machine\nmetadata: {{name: lab-f-workers-{i:05}, namespace: lab-f, labels: {{cluster.x-k8s.io/cluster-name: lab-f}}}}\nspec: {{infrastructureRef: {{kind: VSphereMachine, name: lab-f-workers-{i:05}}}}}\n"),
+                )
+            })
+            .collect();
+        assert!(index_manifest(&many[..100]).unwrap().is_some());
+        assert!(index_manifest(&many).unwrap().is_none());
         // An index from before the manifest: nothing to compare.
         index.objects = None;
         verify(&index, &files).unwrap();
