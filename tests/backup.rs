@@ -62,9 +62,17 @@ fn push_list_pull_round_trip_and_refusals() {
     assert_eq!(id.len(), 25, "{id}");
 
     // No plaintext byte of any file is in the store.
+    // The index's object manifest names kinds and a Secret's keys, never a value.
     for entry in std::fs::read_dir(t.join("store")).unwrap() {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        for needle in [SECRET, "tls.key", "\"kind\""] {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let index = path.extension().is_some_and(|x| x == "json");
+        let needles: &[&str] = if index {
+            &[SECRET]
+        } else {
+            &[SECRET, "tls.key", "\"kind\""]
+        };
+        for needle in needles {
             assert!(
                 !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
                 "{needle} stored in plaintext"
@@ -193,6 +201,21 @@ fn push_list_pull_round_trip_and_refusals() {
     );
 }
 
+/// The management-cluster Secrets of the example repository as secrets mode `decrypt`
+/// applies them: `capstan render --decrypt` (the move label is the render's own).
+fn example_secrets() -> Vec<serde_json::Value> {
+    let o = capstan(
+        &["render", "examples/gitops", "--decrypt", "-i", &identity()],
+        &root(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    capstan::yaml::parse_stream(&stdout(&o))
+        .unwrap()
+        .into_iter()
+        .filter(|d| d["kind"] == "Secret" && d["metadata"]["namespace"] != "kube-system")
+        .collect()
+}
+
 /// A `clusterctl move` directory that holds what the example repository needs: lab-f
 /// (phase prepare: no Talos machine yet) and lab-g (3 control-plane machines and one
 /// worker, the autoscaler's minimum), each Machine with its VSphereMachine.
@@ -200,6 +223,13 @@ fn moved_example(dir: &Path, machines_of_lab_g: usize) {
     std::fs::create_dir_all(dir).unwrap();
     let put =
         |name: String, v: serde_json::Value| std::fs::write(dir.join(name), v.to_string()).unwrap();
+    for s in example_secrets() {
+        let (ns, name) = (
+            s["metadata"]["namespace"].as_str().unwrap().to_string(),
+            s["metadata"]["name"].as_str().unwrap().to_string(),
+        );
+        put(format!("Secret_{ns}_{name}.yaml"), s);
+    }
     for c in ["lab-f", "lab-g"] {
         put(
             format!("Cluster_{c}_{c}.yaml"),
@@ -406,4 +436,183 @@ fn a_killed_pull_leaves_no_decrypted_files_after_the_next_run() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(staged(t), Vec::<std::path::PathBuf>::new());
     assert_eq!(std::fs::read_dir(t.join("out")).unwrap().count(), 52);
+}
+
+/// D4 and D16: the dump built by `clusterctl move`'s own rules
+/// (`capstan::rehearse::clusterctl::saves_secret`: owners in the graph, purpose suffixes,
+/// the move label; cluster-api v1.10.10 `objectgraph.go`) from the live Secrets of the
+/// example repository, then `backup check` without any identity. The render of main before
+/// the label (the same Secrets without it) loses `<cluster>-talos`, and in secrets mode
+/// `operator` `<cluster>-ca` too (owned by its SopsSecret, which is not in the graph);
+/// check fails naming them. With the label the same rules save them and check passes.
+#[test]
+fn keyless_check_fails_without_the_move_label_and_passes_with_it() {
+    use capstan::rehearse::clusterctl::{saves_secret, MOVE_LABEL};
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let example = example().display().to_string();
+    // The Cluster API kinds the move discovers (provider CRDs carry the clusterctl label).
+    let in_graph = |kind: &str| {
+        [
+            "Cluster",
+            "TalosControlPlane",
+            "Machine",
+            "VSphereCluster",
+            "TalosConfig",
+        ]
+        .contains(&kind)
+    };
+    let dump = |dir: &str, labelled: bool, operator: bool| {
+        let d = t.join(dir);
+        moved_example(&d, 4);
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            if p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("Secret_")
+            {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+        for mut s in example_secrets() {
+            if !labelled {
+                s["metadata"]["labels"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(MOVE_LABEL);
+            }
+            if operator {
+                // The sops-secrets-operator owns the Secret it creates from a SopsSecret.
+                let name = s["metadata"]["name"].clone();
+                s["metadata"]["ownerReferences"] = serde_json::json!([{
+                    "apiVersion": "isindir.github.com/v1alpha3", "kind": "SopsSecret",
+                    "name": name, "controller": true}]);
+            }
+            let ns = s["metadata"]["namespace"].as_str().unwrap().to_string();
+            let name = s["metadata"]["name"].as_str().unwrap().to_string();
+            if saves_secret(&s, &[ns.as_str()], &in_graph) {
+                std::fs::write(d.join(format!("Secret_{ns}_{name}.yaml")), s.to_string()).unwrap();
+            }
+        }
+        d
+    };
+    let check = |dir: &Path| {
+        let url = format!(
+            "file://{}/store-{}",
+            t.display(),
+            dir.display().to_string().len()
+        );
+        let store = t.join(format!("store-{}", dir.display().to_string().len()));
+        let _ = std::fs::remove_dir_all(&store);
+        let o = run(
+            &[
+                "backup",
+                "push",
+                &dir.display().to_string(),
+                &url,
+                "-r",
+                &recipient(),
+            ],
+            t,
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let o = capstan_plain(&["backup", "check", &example, &url], t, &[]);
+        (url, o)
+    };
+    // Today's main in mode decrypt: the Talos bundles are not saved.
+    let (_, o) = check(&dump("main-decrypt", false, false));
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("objects from the public index, not decrypted"),
+        "{out}"
+    );
+    for c in ["lab-f", "lab-g"] {
+        assert!(
+            out.contains(&format!("Secret {c}/{c}-talos (the Talos secrets bundle")),
+            "{out}"
+        );
+        assert!(!out.contains(&format!("Secret {c}/{c}-ca (")), "{out}");
+    }
+    // Mode operator: the CA is lost too.
+    let (_, o) = check(&dump("main-operator", false, true));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("Secret lab-f/lab-f-ca (the Kubernetes CA"),
+        "{}",
+        stdout(&o)
+    );
+    // With the label, in both modes: every cluster ok, exit 0, no identity anywhere.
+    for operator in [false, true] {
+        let (url, o) = check(&dump(&format!("label-{operator}"), true, operator));
+        assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains("ok       lab-f") && stdout(&o).contains("ok       lab-g"));
+        // With the identity the payload is decrypted and the manifest verified.
+        let o = run(&["backup", "check", &example, &url, "-i", &identity()], t);
+        assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains("verified against the encrypted payload"));
+    }
+    // Another PKI than git's in the backup (lab-g's CA as lab-f's): named with both
+    // fingerprints.
+    let d = dump("swapped", true, false);
+    let g: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.join("Secret_lab-g_lab-g-ca.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut f: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.join("Secret_lab-f_lab-f-ca.yaml")).unwrap(),
+    )
+    .unwrap();
+    f["data"]["tls.crt"] = g["data"]["tls.crt"].clone();
+    std::fs::write(d.join("Secret_lab-f_lab-f-ca.yaml"), f.to_string()).unwrap();
+    let (url, o) = check(&d);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("but spec.provenance records sha256:932dfdf44a914fa6ad405e06cebc7388a0ce96519f7aa2855838db8d96cd8400"),
+        "{}",
+        stdout(&o)
+    );
+    // A keyless check trusts the index; with the identity an edited index is refused.
+    let store = Path::new(url.strip_prefix("file://").unwrap()).to_path_buf();
+    let json = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let mut index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for e in index["objects"].as_array_mut().unwrap() {
+        if e["name"] == "lab-f-ca" {
+            e["secret"]["caFingerprint"] =
+                "sha256:932dfdf44a914fa6ad405e06cebc7388a0ce96519f7aa2855838db8d96cd8400".into();
+        }
+    }
+    std::fs::write(&json, index.to_string()).unwrap();
+    let o = capstan_plain(&["backup", "check", &example, &url], t, &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the keyless check trusts the index"
+    );
+    let o = run(&["backup", "check", &example, &url, "-i", &identity()], t);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o)
+            .contains("the public index's object manifest differs from the encrypted payload"),
+        "{}",
+        stderr(&o)
+    );
+    // An index from before the manifest: keyless check says it needs the identity.
+    index.as_object_mut().unwrap().remove("objects");
+    std::fs::write(&json, index.to_string()).unwrap();
+    let o = capstan_plain(&["backup", "check", &example, &url], t, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("predates the object manifest") && stderr(&o).contains("-i FILE"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["backup", "check", &example, &url, "-i", &identity()], t);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 }

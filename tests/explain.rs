@@ -12,7 +12,9 @@ fn a_pasted_log_line_is_explained_with_cause_check_and_fix() {
     assert!(out.starts_with("invalid-bearer-token: "), "{out}");
     assert!(out.contains("\n  cause: "), "{out}");
     assert!(
-        out.contains("\n  caught by: capstan check (service-account-issuer, apiserver-uncarried)\n"),
+        out.contains(
+            "\n  caught by: capstan check (service-account-issuer, apiserver-uncarried)\n"
+        ),
         "{out}"
     );
     assert!(out.contains("\n  fix:\n    - "), "{out}");

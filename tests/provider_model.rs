@@ -1207,11 +1207,39 @@ fn what_clusterctl_move_really_saves() {
         .clusterctl_move_to_directory()
         .unwrap();
     assert!(dump.secrets.contains("lab-f-ca") && dump.secrets.contains("lab-f-kubeconfig"));
+    // D4: the render carries the move label on the Secrets a restore needs, so the bundle
+    // is saved; the render of main before it (the same objects without the label) loses it.
     assert!(
-        dump.left_out.contains("lab-f-talos") && !dump.secrets.contains("lab-f-talos"),
-        "D4: {:?} / {:?}",
+        dump.secrets.contains("lab-f-talos") && dump.secrets.contains("lab-f-vsphere"),
+        "{:?} / {:?}",
         dump.secrets,
         dump.left_out
+    );
+    let unlabelled: Vec<Value> = render_phase("complete", &[], &[])
+        .into_iter()
+        .map(|mut o| {
+            if let Some(l) = o
+                .pointer_mut("/metadata/labels")
+                .and_then(Value::as_object_mut)
+            {
+                l.remove(capstan::rehearse::clusterctl::MOVE_LABEL);
+            }
+            o
+        })
+        .collect();
+    let before = Arc::new(Mutex::new(world.lock().unwrap().clone()));
+    let runs = argo_sync(&before, &unlabelled);
+    assert!(last_ok(&runs), "{}", show(&runs));
+    let d4 = before
+        .lock()
+        .unwrap()
+        .clusterctl_move_to_directory()
+        .unwrap();
+    assert!(
+        d4.left_out.contains("lab-f-talos") && !d4.secrets.contains("lab-f-talos"),
+        "D4: {:?} / {:?}",
+        d4.secrets,
+        d4.left_out
     );
     // Restored, then git synced (the sealed Secrets with it): nodeRefs and the status come
     // back, nothing generated.
@@ -1230,9 +1258,14 @@ fn what_clusterctl_move_really_saves() {
         assert!(w.machines.iter().all(|m| m.node_ref.is_some()));
         assert_safe(&w, "restored with the Secrets from git");
     }
-    // Restored without them (nothing synced yet, no admission policy: the dump holds none)
-    // and a worker's Machine deleted: its replacement's TalosConfig gets a new PKI.
-    restored(&mut world.lock().unwrap());
+    // Restored from the unlabelled dump without them (nothing synced yet, no admission
+    // policy: the dump holds none) and a worker's Machine deleted: its replacement's
+    // TalosConfig gets a new PKI.
+    {
+        let mut w = world.lock().unwrap();
+        w.rebuild_management();
+        w.restore_from_move(&d4);
+    }
     let mut w = world.lock().unwrap();
     let worker = w
         .machines

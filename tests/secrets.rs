@@ -486,9 +486,14 @@ fn vsphere_identity_is_sealed_from_stdin() {
     assert_eq!(doc["data"]["password"], b64("hunter2-vsphere"));
     assert_eq!(doc["data"]["username"], b64("capv@vsphere.local"));
     assert_eq!(doc["metadata"]["namespace"], "lab-f");
-    // The render carries it, checked.
+    // The render carries it, checked, with the move label added to its readable metadata
+    // (outside the MAC: `mac_only_encrypted: true`).
     let out = ok(&capstan(&["render", "clusters/lab-f"], &repo));
-    assert!(out.contains(&text));
+    let labelled = text.replace(
+        "    cluster.x-k8s.io/cluster-name: lab-f\n",
+        "    cluster.x-k8s.io/cluster-name: lab-f\n    clusterctl.cluster.x-k8s.io/move: \"\"\n",
+    );
+    assert!(labelled != text && out.contains(&labelled), "{out}");
     // lab-g names a VSphereClusterIdentity: nothing to seal with the cluster.
     let o = seal("clusters/lab-g", "x\n");
     assert_eq!(o.status.code(), Some(2));
@@ -648,4 +653,28 @@ fn seal_removes_the_files_it_sealed_under_another_cluster_name() {
     assert!(secrets.join("lab-f-vsphere.yaml").exists());
     let o = capstan(&["render", "clusters/lab-f"], &repo);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// D4: a sealed Secret a restore needs, sealed without the move label by a tool whose MAC
+/// covers the metadata (no `mac_only_encrypted: true`), cannot get the label without the
+/// key: render refuses it and names the command that re-seals it. With the flag, render
+/// adds the label and the file still decrypts (the MAC covers the values only).
+#[test]
+fn a_restore_secret_whose_mac_covers_its_labels_is_refused_with_the_re_seal() {
+    let (_t, repo) = example_copy();
+    let f = repo.join("clusters/lab-f/secrets/lab-f-vsphere.yaml");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let id = repo.join("testdata/age-identity.txt").display().to_string();
+    let o = capstan(&["render", "clusters/lab-f", "--decrypt", "-i", &id], &repo);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("clusterctl.cluster.x-k8s.io/move: \"\""));
+    std::fs::write(&f, text.replace("  mac_only_encrypted: true\n", "")).unwrap();
+    let o = capstan(&["render", "clusters/lab-f"], &repo);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("lacks `clusterctl.cluster.x-k8s.io/move: \"\"`")
+            && err.contains("re-seal it with `capstan secrets vsphere-identity clusters/lab-f`"),
+        "{err}"
+    );
 }

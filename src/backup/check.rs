@@ -1,11 +1,14 @@
 //! `capstan backup check`: does the newest backup hold what a restore needs for every
 //! cluster in git? Per cluster: its Cluster, its TalosControlPlane, as many Machines as the
 //! rendered replicas ask for (control plane and every pool; an autoscaled pool its minimum),
-//! every Machine's infrastructure object, and, when its machine templates take addresses
-//! from an IPAM pool, an IPAddressClaim and an IPAddress per Machine. A backup older than
-//! the allowed age is stale. Pure: rendered objects and backup files in, a report out.
+//! every Machine's infrastructure object, when its machine templates take addresses from an
+//! IPAM pool an IPAddressClaim and an IPAddress per Machine, and the Secrets a restore needs
+//! (`<cluster>-talos`, `<cluster>-ca`, the vSphere identity Secret), the CA's certificate
+//! the one `spec.provenance` records. A backup older than the allowed age is stale. Pure:
+//! rendered objects and the backup's object manifest ([`super::objects`]) in, a report out;
+//! no Secret value is needed, so no private key.
 
-use crate::inputs::MovedFile;
+use super::objects::Entry;
 use crate::resource::Resource;
 use serde::Serialize;
 use serde_json::Value;
@@ -24,9 +27,15 @@ pub struct Expected {
     pub machines: u64,
     /// Whether its machines take addresses from an IPAM pool.
     pub ipam: bool,
+    /// The Secrets a restore needs, in its namespace
+    /// ([`crate::secrets::seal::restore_secret_names`]).
+    pub secrets: Vec<String>,
+    /// `spec.provenance.fingerprints.kubernetesCa`: the certificate `<cluster>-ca` must hold.
+    pub ca_fingerprint: Option<String>,
 }
 
-/// The expectation of one rendered cluster.
+/// The expectation of one rendered cluster (the Secrets and the CA fingerprint are the
+/// caller's, from its `cluster.yaml`).
 pub fn expected(name: &str, namespace: &str, resources: &[Resource]) -> Expected {
     let mut e = Expected {
         name: name.to_string(),
@@ -34,6 +43,8 @@ pub fn expected(name: &str, namespace: &str, resources: &[Resource]) -> Expected
         control_plane: None,
         machines: 0,
         ipam: false,
+        secrets: Vec::new(),
+        ca_fingerprint: None,
     };
     for r in resources {
         let kind = r.value.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -102,50 +113,6 @@ impl Report {
     }
 }
 
-/// A parsed backup object.
-struct Obj {
-    kind: String,
-    namespace: String,
-    name: String,
-    value: Value,
-}
-
-fn objects(files: &[MovedFile]) -> Vec<Obj> {
-    files
-        .iter()
-        // Secrets are not needed for the check: their plaintext is never parsed here.
-        .filter(|f| super::object_of(&f.name).is_none_or(|(kind, _, _)| kind != "Secret"))
-        .filter_map(|f| {
-            let text = std::str::from_utf8(&f.bytes).ok()?;
-            let value = crate::yaml::parse_one(text).ok()?;
-            let s = |p: &str| {
-                value
-                    .pointer(p)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string()
-            };
-            // The file name says it too (`<Kind>_<namespace>_<name>.yaml`).
-            let named = super::object_of(&f.name);
-            let or = |v: String, i: usize| match (v.is_empty(), named) {
-                (true, Some(n)) => [n.0, n.1, n.2][i].to_string(),
-                _ => v,
-            };
-            let (kind, namespace, name) = (
-                or(s("/kind"), 0),
-                or(s("/metadata/namespace"), 1),
-                or(s("/metadata/name"), 2),
-            );
-            Some(Obj {
-                kind,
-                namespace,
-                name,
-                value,
-            })
-        })
-        .collect()
-}
-
 /// Seconds since the Unix epoch of an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn unix_of(rfc3339: &str) -> Option<i64> {
     let b = rfc3339.as_bytes();
@@ -183,16 +150,35 @@ pub fn parse_duration(s: &str) -> Option<i64> {
     n.checked_mul(mul).filter(|v| *v > 0)
 }
 
-/// Check a backup's files against what git expects.
+/// Why a Secret a restore needs matters, for the report.
+fn why(cluster: &str, secret: &str) -> &'static str {
+    match secret.strip_prefix(cluster) {
+        Some("-talos") => {
+            "the Talos secrets bundle; without it a restored bootstrap provider generates a new Talos PKI \
+             for the first new Machine and the control-plane provider loses every node. `clusterctl move` \
+             saves it only with the label clusterctl.cluster.x-k8s.io/move: render it from this capstan \
+             (the sealed Secrets carry the label) and back up again"
+        }
+        Some("-ca") => {
+            "the Kubernetes CA; owned by the sops-secrets-operator it is saved only with the label \
+             clusterctl.cluster.x-k8s.io/move: render it from this capstan and back up again"
+        }
+        _ => {
+            "the vSphere identity (spec.vsphere.identityRef); `clusterctl move` saves it only with the label \
+             clusterctl.cluster.x-k8s.io/move or CAPV's ownership: render it from this capstan and back up again"
+        }
+    }
+}
+
+/// Check a backup's object manifest against what git expects.
 pub fn check(
     backup: &super::Index,
-    files: &[MovedFile],
+    objects: &[Entry],
     expected: &[Expected],
     now_unix: i64,
     max_age_seconds: i64,
 ) -> Report {
-    let objs = objects(files);
-    let have: BTreeSet<(&str, &str, &str)> = objs
+    let have: BTreeSet<(&str, &str, &str)> = objects
         .iter()
         .map(|o| (o.kind.as_str(), o.namespace.as_str(), o.name.as_str()))
         .collect();
@@ -209,17 +195,37 @@ pub fn check(
                 missing.push(format!("TalosControlPlane {ns}/{cp}"));
             }
         }
-        let of_cluster = |o: &&Obj| {
-            o.namespace == e.namespace
-                && o.value
-                    .pointer("/metadata/labels/cluster.x-k8s.io~1cluster-name")
-                    .and_then(Value::as_str)
-                    == Some(e.name.as_str())
-        };
-        let machines: Vec<&Obj> = objs
+        for secret in &e.secrets {
+            let found = objects
+                .iter()
+                .find(|o| o.kind == "Secret" && o.namespace == ns && &o.name == secret);
+            let Some(found) = found else {
+                missing.push(format!("Secret {ns}/{secret} ({})", why(&e.name, secret)));
+                continue;
+            };
+            if *secret == format!("{}-ca", e.name) {
+                if let Some(want) = &e.ca_fingerprint {
+                    match found.secret.as_ref().and_then(|s| s.ca_fingerprint.as_ref()) {
+                        Some(fp) if fp == want => {}
+                        Some(fp) => missing.push(format!(
+                            "Secret {ns}/{secret} holds the CA {fp}, but spec.provenance records {want}: the backup \
+                             holds another PKI than git (one a provider generated, e.g. after a restore without the \
+                             Secrets); restoring it would lock the cluster out"
+                        )),
+                        None => missing.push(format!(
+                            "Secret {ns}/{secret}: no tls.crt certificate to compare with spec.provenance ({want})"
+                        )),
+                    }
+                }
+            }
+        }
+        let machines: Vec<&Entry> = objects
             .iter()
-            .filter(|o| o.kind == "Machine")
-            .filter(of_cluster)
+            .filter(|o| {
+                o.kind == "Machine"
+                    && o.namespace == e.namespace
+                    && o.cluster.as_deref() == Some(e.name.as_str())
+            })
             .collect();
         if (machines.len() as u64) < e.machines {
             missing.push(format!(
@@ -230,20 +236,12 @@ pub fn check(
         }
         let mut infra_missing = BTreeMap::new();
         for m in &machines {
-            let kind = m
-                .value
-                .pointer("/spec/infrastructureRef/kind")
-                .and_then(Value::as_str);
-            let name = m
-                .value
-                .pointer("/spec/infrastructureRef/name")
-                .and_then(Value::as_str);
-            match (kind, name) {
-                (Some(k), Some(n)) if have.contains(&(k, ns, n)) => {}
-                (Some(k), Some(n)) => {
+            match m.infrastructure.as_deref().and_then(|i| i.split_once('/')) {
+                Some((k, n)) if have.contains(&(k, ns, n)) => {}
+                Some((k, n)) => {
                     infra_missing.insert(m.name.clone(), format!("{k} {ns}/{n}"));
                 }
-                _ => {
+                None => {
                     infra_missing.insert(m.name.clone(), "no infrastructureRef".into());
                 }
             }
@@ -255,7 +253,8 @@ pub fn check(
             // Claims are counted per namespace, against every Machine in it (clusters may
             // share a namespace).
             let count = |kind: &str| {
-                objs.iter()
+                objects
+                    .iter()
                     .filter(|o| o.kind == kind && o.namespace == e.namespace)
                     .count()
             };
@@ -286,6 +285,7 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inputs::MovedFile;
     use serde_json::json;
 
     fn file(name: &str, v: Value) -> MovedFile {
@@ -293,6 +293,10 @@ mod tests {
             name: name.into(),
             bytes: zeroize::Zeroizing::new(v.to_string().into_bytes()),
         }
+    }
+
+    fn manifest(files: &[MovedFile]) -> Vec<Entry> {
+        super::super::objects::manifest(files).unwrap()
     }
 
     fn index(created: &str) -> super::super::Index {
@@ -306,6 +310,7 @@ mod tests {
             kinds: BTreeMap::new(),
             clusters: Vec::new(),
             recipients: Vec::new(),
+            objects: None,
         }
     }
 
@@ -317,6 +322,8 @@ mod tests {
             control_plane: Some("lab-f-cp".into()),
             machines: 2,
             ipam: true,
+            secrets: vec!["lab-f-talos".into()],
+            ca_fingerprint: None,
         };
         let label = json!({"cluster.x-k8s.io/cluster-name": "lab-f"});
         let mut files = vec![
@@ -337,7 +344,7 @@ mod tests {
         let t0 = unix_of("2026-12-05T08:00:00Z").unwrap();
         let r = check(
             &index("2026-12-05T08:00:00Z"),
-            &files,
+            &manifest(&files),
             std::slice::from_ref(&e),
             t0 + 60,
             86_400,
@@ -359,6 +366,15 @@ mod tests {
                 .any(|s| s.starts_with("IP allocations: 0 IPAddressClaim(s)")),
             "{m:?}"
         );
+        assert!(
+            m.iter()
+                .any(|s| s.starts_with("Secret lab-f/lab-f-talos (the Talos secrets bundle")),
+            "{m:?}"
+        );
+        files.push(file(
+            "Secret_lab-f_lab-f-talos.yaml",
+            json!({"kind": "Secret", "metadata": {"namespace": "lab-f", "name": "lab-f-talos"}, "data": {"bundle": "eA=="}}),
+        ));
         files.push(file(
             "VSphereMachine_lab-f_v1.yaml",
             json!({"kind": "VSphereMachine", "metadata": {"namespace": "lab-f", "name": "v1"}}),
@@ -371,7 +387,7 @@ mod tests {
         }
         let r = check(
             &index("2026-12-05T08:00:00Z"),
-            &files,
+            &manifest(&files),
             std::slice::from_ref(&e),
             t0 + 60,
             86_400,
@@ -380,7 +396,7 @@ mod tests {
         // Too old.
         let r = check(
             &index("2026-12-05T08:00:00Z"),
-            &files,
+            &manifest(&files),
             std::slice::from_ref(&e),
             t0 + 90_000,
             86_400,
@@ -389,7 +405,7 @@ mod tests {
         // A time in the future is not believed.
         let r = check(
             &index("2026-12-05T08:00:00Z"),
-            &files,
+            &manifest(&files),
             &[e],
             t0 - 600,
             86_400,

@@ -12,6 +12,7 @@
 //! uploaded one at a time, and pulled into a staging directory ([`staging`]).
 
 pub mod check;
+pub mod objects;
 pub mod payload;
 pub mod restore;
 pub mod staging;
@@ -36,6 +37,9 @@ pub const INDEX_FORMAT: &str = "capstan.dev/backup-index/v1";
 /// Why a backup could not be made, listed or restored.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
+    /// The object manifest: a file that is no object, an index that lists other objects.
+    #[error(transparent)]
+    Objects(#[from] objects::ObjectsError),
     /// The object store.
     #[error("{url}: {message}")]
     Store {
@@ -105,6 +109,11 @@ pub struct Index {
     pub clusters: Vec<String>,
     /// The age recipients the backup is encrypted to.
     pub recipients: Vec<String>,
+    /// The non-secret object manifest, one entry per object ([`objects`]); absent in
+    /// indexes written before it existed (then `backup check` needs the identity), and in
+    /// a backup whose manifest would not fit an index ([`objects::MAX_MANIFEST_JSON`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<Vec<objects::Entry>>,
 }
 
 impl Index {
@@ -116,16 +125,41 @@ impl Index {
 
 /// The one place an [`Index`] is built: each file is added as it is read (`add`), the
 /// encrypted object's size and sha256 when the upload is done (`finish`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct IndexBuilder {
     files: usize,
     kinds: BTreeMap<String, usize>,
     clusters: Vec<String>,
+    /// The object manifest so far, `None` once it outgrew [`objects::MAX_MANIFEST_JSON`].
+    objects: Option<Vec<objects::Entry>>,
+    objects_json: usize,
+}
+
+impl Default for IndexBuilder {
+    fn default() -> Self {
+        IndexBuilder {
+            files: 0,
+            kinds: BTreeMap::new(),
+            clusters: Vec::new(),
+            objects: Some(Vec::new()),
+            objects_json: 2,
+        }
+    }
 }
 
 impl IndexBuilder {
-    /// Count one file of the backup (its content is not kept).
-    pub fn add(&mut self, name: &str, _bytes: &[u8]) {
+    /// Count one file of the backup and describe it for the object manifest (its content
+    /// is not kept: only kind, names, labels, key names and a CA's fingerprint).
+    pub fn add(&mut self, name: &str, bytes: &[u8]) -> Result<(), BackupError> {
+        if let Some(list) = &mut self.objects {
+            if let Some(e) = objects::described(name, bytes)? {
+                self.objects_json += serde_json::to_vec(&e).map_or(usize::MAX / 2, |v| v.len()) + 1;
+                list.push(e);
+            }
+            if self.objects_json > objects::MAX_MANIFEST_JSON {
+                self.objects = None;
+            }
+        }
         self.files += 1;
         if let Some((kind, ns, name)) = object_of(name) {
             *self.kinds.entry(kind.to_string()).or_default() += 1;
@@ -133,6 +167,7 @@ impl IndexBuilder {
                 self.clusters.push(format!("{ns}/{name}"));
             }
         }
+        Ok(())
     }
 
     /// The index of backup `id` made at `created`, whose encrypted object has `size`
@@ -155,6 +190,7 @@ impl IndexBuilder {
             kinds: self.kinds,
             clusters: self.clusters,
             recipients: recipients.iter().map(ToString::to_string).collect(),
+            objects: self.objects,
         }
     }
 }

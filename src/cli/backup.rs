@@ -2,7 +2,7 @@
 //! stdout and stderr.
 
 use crate::backup::{self, store::Store};
-use crate::cli::terminal::{identities, Status};
+use crate::cli::terminal::{identities, optional_identities, Status};
 use crate::cli::{
     BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs, RestorePlanArgs,
 };
@@ -131,7 +131,8 @@ impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
     }
 }
 
-/// The newest backup's files, in memory (for `check`).
+/// The newest backup's files, in memory (for `check`), its public object manifest
+/// checked against them.
 fn fetch(
     url: &str,
     ids: &[age::x25519::Identity],
@@ -151,6 +152,7 @@ fn fetch(
         });
         Ok(())
     })?;
+    backup::objects::verify(&index, &files).map_err(backup::BackupError::from)?;
     Ok((index, files))
 }
 
@@ -161,17 +163,50 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
             args.max_age
         )
     })?;
-    let ids = identities(args.identity.as_deref())?;
+    // D16: scheduled CI holds no private key. Without one the check reads the public
+    // index's object manifest (and trusts it: the bucket must be writable by the backup
+    // job only); with one it also decrypts the payload and verifies the manifest against it.
+    let ids = optional_identities(args.identity.as_deref())?;
     let dirs = inputs::discover(&args.repo)?;
-    let expected = crate::render::pipeline::render_each::<_, anyhow::Error>(
+    let configs = inputs::load_clusters(&dirs)?;
+    let mut expected = crate::render::pipeline::render_each::<_, anyhow::Error>(
         &dirs,
         args.templates.as_ref(),
         inputs::Digests::NotWanted,
         |r, _| Ok(backup::check::expected(&r.name, &r.namespace, &r.resources)),
     )?;
-    let (index, files) = fetch(&args.url, &ids)?;
-    let report = backup::check::check(&index, &files, &expected, now_unix(), max_age);
-    drop(files);
+    for e in &mut expected {
+        if let Some(c) = configs.iter().find(|c| c.config.metadata.name == e.name) {
+            e.secrets = crate::secrets::seal::restore_secret_names(&c.config);
+            e.ca_fingerprint = c
+                .config
+                .spec
+                .provenance
+                .as_ref()
+                .and_then(|p| p.fingerprints.as_ref())
+                .map(|f| f.kubernetes_ca.clone());
+        }
+    }
+    let (index, objects, source) = match &ids {
+        Some(ids) => {
+            let (index, files) = fetch(&args.url, ids)?;
+            let objects = backup::objects::manifest(&files).map_err(backup::BackupError::from)?;
+            (index, objects, "verified against the encrypted payload")
+        }
+        None => {
+            let (_, mut index) = choose(&args.url)?;
+            let Some(objects) = index.objects.take() else {
+                anyhow::bail!(
+                    "backup {} ({}) predates the object manifest (its index lists no objects): checking it needs \
+                     the identity to decrypt it (-i FILE); backups pushed by this capstan are checked without one",
+                    line(&index.id),
+                    line(&index.created)
+                );
+            };
+            (index, objects, "from the public index, not decrypted")
+        }
+    };
+    let report = backup::check::check(&index, &objects, &expected, now_unix(), max_age);
     let mut out = std::io::stdout().lock();
     if args.json {
         let json = serde_json::to_string_pretty(&report)?;
@@ -180,7 +215,7 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
         // The index and the files come from the bucket: every name is escaped.
         writeln!(
             out,
-            "backup {} ({}, {} h old{})",
+            "backup {} ({}, {} h old, objects {source}{})",
             line(&report.backup),
             line(&report.created),
             report.age_seconds / 3600,

@@ -1,8 +1,9 @@
 //! What `clusterctl move --to-directory` saves of the model's management cluster and what a
 //! restore (`--from-directory`) brings back: it refuses while the control plane is not ready
-//! or a Machine has no nodeRef, saves a Secret only when its name carries a Cluster API
-//! purpose suffix or it has the move label (owners aside), and objects come back without
-//! their status [A33, A34].
+//! or a Machine has no nodeRef, saves a Secret only by an owner in its object graph, a
+//! Cluster API purpose suffix after a Cluster's name, or the move label ([`saves_secret`],
+//! the one rule the model and the backup tests apply), and objects come back without their
+//! status [A33, A34].
 
 use std::collections::BTreeSet;
 
@@ -11,9 +12,10 @@ use serde_json::Value;
 use super::model::{Md, Ms, Tcp, World};
 
 /// The label that makes `clusterctl move` save any object.
-pub const MOVE_LABEL: &str = "clusterctl.cluster.x-k8s.io/move";
+pub use crate::secrets::seal::MOVE_LABEL;
 
-/// The suffixes of Secrets Cluster API links to a Cluster by name (`util/secret/consts.go`).
+/// The suffixes of Secrets Cluster API links to a Cluster by name (cluster-api v1.10.10
+/// `util/secret/consts.go:55`, `allSecretPurposes`).
 const PURPOSES: [&str; 6] = [
     "kubeconfig",
     "ca",
@@ -38,6 +40,43 @@ pub struct MoveDump {
     pub secrets: BTreeSet<String>,
     /// Secrets of the namespace the dump does not hold.
     pub left_out: BTreeSet<String>,
+}
+
+/// Whether `clusterctl move` (cluster-api v1.10.10) saves a Secret of a namespace whose
+/// Clusters are `clusters`, from its live metadata; `in_graph` says whether an owner's kind
+/// is one the move discovers and links to a Cluster (a Cluster API provider's type; not a
+/// SopsSecret, whose CRD has no clusterctl label, `objectgraph.go:424`):
+/// - the move label saves it whatever else (`cmd/clusterctl/client/cluster/objectgraph.go:317-318`
+///   sets `forceMove`; `getMoveNodes`, `:679-688`, keeps every node with a tenant or it);
+/// - a Secret with an owner is saved only through that owner: `setSoftOwnership` skips it
+///   (`:705-710`), and `setTenants` (`:762-780`) reaches it only down an owner chain from a
+///   Cluster, so an owner outside the graph (a virtual node) leaves it out;
+/// - one without an owner is saved when `util/secret.ParseSecretName` (`util/secret/secret.go:58-71`:
+///   the text after the last `-` is a purpose) names a Cluster of its namespace (`:712-725`).
+pub fn saves_secret(secret: &Value, clusters: &[&str], in_graph: &dyn Fn(&str) -> bool) -> bool {
+    let labelled = secret
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|l| l.contains_key(MOVE_LABEL));
+    if labelled {
+        return true;
+    }
+    let owners = secret
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .filter(|o| !o.is_empty());
+    if let Some(owners) = owners {
+        return owners
+            .iter()
+            .any(|o| in_graph(o.get("kind").and_then(Value::as_str).unwrap_or("")));
+    }
+    let name = secret
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    name.rsplit_once('-').is_some_and(|(cluster, purpose)| {
+        PURPOSES.contains(&purpose) && clusters.contains(&cluster)
+    })
 }
 
 impl World {
@@ -79,22 +118,16 @@ impl World {
         })
     }
 
-    /// Whether `clusterctl move` saves a Secret of the cluster: a Cluster API purpose suffix
-    /// after the cluster's name, or the move label on the applied object.
+    /// Whether `clusterctl move` saves a Secret of the cluster ([`saves_secret`] on the
+    /// applied object; a Secret a controller made is known by name only, with no owner the
+    /// model tracks).
     fn moved_secret(&self, name: &str) -> bool {
-        let by_name = name.rsplit_once('-').is_some_and(|(cluster, purpose)| {
-            cluster == self.facts.cluster && PURPOSES.contains(&purpose)
-        });
-        let labelled = self
+        let fallback = serde_json::json!({"metadata": {"name": name}});
+        let live = self
             .live
             .get(&("Secret".into(), self.facts.namespace.clone(), name.into()))
-            .is_some_and(|o| {
-                o.value
-                    .pointer("/metadata/labels")
-                    .and_then(Value::as_object)
-                    .is_some_and(|l| l.contains_key(MOVE_LABEL))
-            });
-        by_name || labelled
+            .map_or(&fallback, |o| &o.value);
+        saves_secret(live, &[self.facts.cluster.as_str()], &|_| false)
     }
 
     /// `clusterctl move --from-directory` into an empty management cluster: the objects

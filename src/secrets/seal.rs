@@ -40,6 +40,16 @@ pub const ANN_FINGERPRINTS: [(&str, FingerprintField); 4] = [
         FingerprintField::ServiceAccountKey,
     ),
 ];
+/// The label that makes `clusterctl move` save an object whatever its owners and name
+/// (cluster-api v1.10.10 `cmd/clusterctl/api/v1alpha3/labels.go:35`,
+/// `cmd/clusterctl/client/cluster/objectgraph.go:317-318` sets `forceMove`, `:679-688`
+/// `getMoveNodes` keeps every node with it). Without it `<cluster>-talos` is never saved (no
+/// owner in the graph, and `talos` is no purpose suffix of `util/secret/consts.go:55`), nor
+/// is `<cluster>-ca` once the sops-secrets-operator owns it (`objectgraph.go:705-710`: a
+/// Secret with an owner is never linked to its Cluster by name, and a SopsSecret is not in
+/// the graph).
+pub const MOVE_LABEL: &str = "clusterctl.cluster.x-k8s.io/move";
+
 /// The values SOPS encrypts: everything under `data` and `stringData`.
 pub const ENCRYPTED_REGEX: &str = "^(data|stringData)$";
 
@@ -133,6 +143,21 @@ pub enum SealError {
     Bundle(#[from] crate::secrets::talos::SecretsBundleError),
 }
 
+/// The Secrets a restore of the management cluster needs, in the cluster's namespace: the
+/// Talos secrets bundle, the Kubernetes CA and the vSphere identity Secret
+/// (`spec.vsphere.identityRef` of kind `Secret`). Each carries [`MOVE_LABEL`] on the live
+/// object so `clusterctl move` saves it; `backup check` requires each of them.
+pub fn restore_secret_names(config: &ClusterConfig) -> Vec<String> {
+    let name = &config.metadata.name;
+    let mut out = vec![format!("{name}-talos"), format!("{name}-ca")];
+    if let Some(identity) = identity_secret_name(config) {
+        if !out.iter().any(|n| n == identity) {
+            out.push(identity.to_string());
+        }
+    }
+    out
+}
+
 /// The file names sealing produces for a cluster (relative to the cluster directory).
 pub fn management_files(name: &str) -> [String; 2] {
     [
@@ -187,6 +212,8 @@ pub fn seal(req: SealRequest<'_>) -> Result<Vec<(String, String)>, SealError> {
     let fps = req.bundle.fingerprints()?;
     let ann = annotations(req.secrets_age_sha256, &fps);
     let name = &cfg.metadata.name;
+    // The move label is added where the sealed files are passed on (`sealed_resources`), not
+    // here: re-sealing unchanged plaintext keeps every existing file byte for byte.
     let labels = json!({"cluster.x-k8s.io/cluster-name": name});
     let bundle_yaml = req.bundle.to_yaml();
     let invalid = |message: &str| SealError::Invalid {
@@ -442,12 +469,14 @@ pub fn sealed_resources(
     ordered.extend(sealed.iter().filter(|s| !expected.contains(&s.rel)));
     let mut out = Vec::with_capacity(ordered.len());
     let mut names = std::collections::BTreeMap::new();
+    let restore = restore_secret_names(config);
     for s in ordered {
         let invalid = |message: String| SealError::Invalid {
             path: s.path.clone(),
             message,
         };
-        let doc = yaml::parse_one(&s.text).map_err(|e| invalid(format!("invalid YAML: {e}")))?;
+        let mut doc =
+            yaml::parse_one(&s.text).map_err(|e| invalid(format!("invalid YAML: {e}")))?;
         if resource::field(&doc, "sops").is_none() {
             return Err(invalid(
                 "not SOPS-encrypted: a plaintext Secret must never be committed; encrypt it with sops \
@@ -544,17 +573,93 @@ pub fn sealed_resources(
                 }
             }
         }
+        let raw = if restore.iter().any(|n| n == stem) && !has_move_label(&doc) {
+            let (text, labelled) = with_move_label(&s.path, &s.text, &doc, dir, config)?;
+            doc = labelled;
+            resource::Verbatim::new(text)
+        } else {
+            resource::Verbatim {
+                text: s.text.clone(),
+                sha256: s.sha256.clone(),
+            }
+        };
         out.push(Resource {
             value: doc,
             origin: s.path.clone(),
-            raw: Some(resource::Verbatim {
-                text: s.text.clone(),
-                sha256: s.sha256.clone(),
-            }),
+            raw: Some(raw),
             template: false,
         });
     }
     Ok(out)
+}
+
+/// Whether an object carries [`MOVE_LABEL`] (any value: clusterctl tests for the key).
+pub fn has_move_label(doc: &Value) -> bool {
+    resource::at(doc, &["metadata", "labels"])
+        .and_then(Value::as_object)
+        .is_some_and(|l| l.contains_key(MOVE_LABEL))
+}
+
+/// A sealed Secret a restore needs, sealed before sealing wrote [`MOVE_LABEL`]: the label
+/// added to its `metadata.labels` in the text as passed on (render, `argocd generate`), every
+/// other line kept. Labels are readable metadata outside the SOPS MAC when the file says
+/// `mac_only_encrypted: true` (as every file capstan seals does: the MAC then covers the
+/// encrypted values only, getsops/sops v3.13.2 `sops.go` `Tree.Encrypt`), so the file still
+/// decrypts and verifies with sops, KSOPS and Flux, and no sealed file in git needs
+/// re-sealing. A file whose MAC covers its metadata cannot be changed without the key:
+/// refused, naming the command that re-seals it.
+fn with_move_label(
+    path: &str,
+    text: &str,
+    doc: &Value,
+    dir: &str,
+    config: &ClusterConfig,
+) -> Result<(String, Value), SealError> {
+    let reseal = if identity_secret_name(config).is_some_and(|n| {
+        resource::at(doc, &["metadata", "name"]).and_then(Value::as_str) == Some(n)
+    }) {
+        format!("`capstan secrets vsphere-identity {dir}`")
+    } else {
+        format!("`capstan secrets seal {dir}`")
+    };
+    let invalid = |why: &str| {
+        SealError::Invalid {
+        path: path.to_string(),
+        message: format!(
+            "metadata.labels lacks `{MOVE_LABEL}: \"\"`, which makes `clusterctl move` save this Secret \
+             into a backup (a restore without it loses the cluster's PKI); {why}: re-seal it with {reseal}, \
+             or add the label under metadata.labels with `sops edit`"
+        ),
+    }
+    };
+    let mac_only =
+        resource::at(doc, &["sops", "mac_only_encrypted"]).and_then(Value::as_bool) == Some(true);
+    if !mac_only {
+        return Err(invalid(
+            "its SOPS MAC covers the metadata (no `mac_only_encrypted: true`), so adding the label needs the key",
+        ));
+    }
+    let mut labels = resource::at(doc, &["metadata", "labels"])
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if resource::at(doc, &["metadata", "labels"]).is_some_and(|l| !l.is_object()) {
+        return Err(invalid("metadata.labels is not a mapping"));
+    }
+    labels.insert(MOVE_LABEL.into(), Value::String(String::new()));
+    let mut expected = doc.clone();
+    if let Some(meta) = expected.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("labels".into(), Value::Object(labels.clone()));
+    }
+    let labelled = yaml::replace_block(text, "metadata", "labels", &Value::Object(labels))
+        .ok_or_else(|| invalid("its metadata is not a block mapping indented two spaces"))?;
+    // The edit must change nothing but the label.
+    match yaml::parse_one(&labelled) {
+        Ok(back) if back == expected => Ok((labelled, back)),
+        _ => Err(invalid(
+            "the label could not be added without changing another line",
+        )),
+    }
 }
 
 #[cfg(test)]

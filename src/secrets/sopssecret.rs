@@ -244,6 +244,27 @@ pub fn check(
             dir: cluster_dir.to_string(),
         });
     }
+    // The label that makes `clusterctl move` save the Secret the operator creates (see
+    // `crate::secrets::seal::MOVE_LABEL`) must be on its template: the operator copies the
+    // template's labels to the Secret. The template is covered by this file's MAC (no
+    // `mac_only_encrypted` here), so it cannot be added without the key.
+    let move_label = crate::secrets::seal::MOVE_LABEL;
+    if crate::secrets::seal::has_move_label(sealed) {
+        let templated = doc
+            .pointer("/spec/secretTemplates/0/labels")
+            .and_then(Value::as_object)
+            .is_some_and(|l| l.contains_key(move_label));
+        if !templated {
+            return Err(SopsSecretError::Invalid {
+                path: path.to_string(),
+                message: format!(
+                    "spec.secretTemplates[0].labels lacks `{move_label}: \"\"`: without it `clusterctl move` \
+                     does not save the Secret the operator owns, and no backup holds it; the label is under this \
+                     file's SOPS MAC, so re-seal it: run `capstan secrets seal-operator {cluster_dir}`"
+                ),
+            });
+        }
+    }
     Ok(Resource {
         value: doc,
         origin: path.to_string(),
@@ -289,6 +310,37 @@ mod tests {
             operator_path("c/secrets/x.yaml").unwrap(),
             "c/secrets/operator/x.yaml"
         );
+    }
+
+    #[test]
+    fn an_operator_file_without_the_move_label_names_the_re_seal() {
+        let label = crate::secrets::seal::MOVE_LABEL;
+        let sealed = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "c-talos", "namespace": "c", "labels": {label: ""}},
+            "data": {"bundle": "ENC[x]"}});
+        let digest = sealed_values_digest(&sealed);
+        let file = |labels: &str| {
+            format!(
+                "apiVersion: {API_VERSION}\nkind: {KIND}\nmetadata:\n  name: c-talos\n  namespace: c\n  annotations:\n    \
+                 {ANN_SEALED_VALUES}: {digest}\nspec:\n  secretTemplates:\n  - name: c-talos\n    labels: {labels}\n    \
+                 stringData:\n      bundle: ENC[y]\nsops:\n  version: 3.13.2\n"
+            )
+        };
+        let e = check(&sealed, "s", "op", &file("{a: b}"), "clusters/c").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("lacks `clusterctl.cluster.x-k8s.io/move")
+                && msg.contains("run `capstan secrets seal-operator clusters/c`"),
+            "{msg}"
+        );
+        check(
+            &sealed,
+            "s",
+            "op",
+            &file(&format!("{{\"{label}\": \"\"}}")),
+            "clusters/c",
+        )
+        .unwrap();
     }
 
     #[test]
