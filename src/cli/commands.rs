@@ -59,6 +59,9 @@ pub fn run(cli: Cli) -> Result<Status> {
             std::io::stdout().lock().write_all(&text)?;
             Ok(Status::Success)
         }
+        Command::Restore(crate::cli::RestoreCommand::Check(args)) => {
+            crate::cli::backup::restore_check(args)
+        }
         Command::Restore(crate::cli::RestoreCommand::Plan(args)) => {
             crate::cli::backup::restore_plan(args)
         }
