@@ -169,7 +169,7 @@ pub fn runbook(
         md_text(created)
     );
     let hold = |verb: &str, kubeconfig: &str| -> String {
-        let cmds = vec![
+        let cmds = [
             format!("kubectl{kubeconfig} -n cabpt-system scale deployment -l cluster.x-k8s.io/provider=bootstrap-talos --replicas={verb}"),
             format!("kubectl{kubeconfig} -n cacppt-system scale deployment -l cluster.x-k8s.io/provider=control-plane-talos --replicas={verb}"),
         ];
