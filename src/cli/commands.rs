@@ -524,6 +524,8 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
         "still wrapped for other recipients than spec.recipients: {}",
         stale.join(", ")
     );
+    // D16: a rekey does not reach the backups of the management cluster.
+    eprintln!("note: {}", crate::backup::restore::custody::REKEY_WARNING);
     Ok(Status::Success)
 }
 
