@@ -616,3 +616,118 @@ fn keyless_check_fails_without_the_move_label_and_passes_with_it() {
     let o = run(&["backup", "check", &example, &url, "-i", &identity()], t);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 }
+
+/// D8: `restore check` names an orphan VM, a VSphereVM whose VM is gone and an address a
+/// node holds that no IPAddress claims (exit 1), and exits 0 once they agree.
+#[test]
+fn restore_check_names_orphans_missing_vms_and_unclaimed_addresses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let d = t.join("restore");
+    std::fs::create_dir_all(&d).unwrap();
+    let w = |n: &str, s: &str| std::fs::write(d.join(n), s).unwrap();
+    w("VSphereVM_lab-f_lab-f-cp-b4n9q.yaml", "kind: VSphereVM\nmetadata: {namespace: lab-f, name: lab-f-cp-b4n9q}\nspec: {biosUUID: 4211aaaa-0000-0000-0000-000000000001}\n");
+    w("Machine_lab-f_lab-f-cp-b4n9q.yaml", "kind: Machine\nmetadata: {namespace: lab-f, name: lab-f-cp-b4n9q, labels: {cluster.x-k8s.io/control-plane: ''}}\n");
+    w("VSphereVM_lab-f_lab-f-w-z9z9z.yaml", "kind: VSphereVM\nmetadata: {namespace: lab-f, name: lab-f-w-z9z9z}\nspec: {biosUUID: 4211aaaa-0000-0000-0000-000000000002}\n");
+    w("IPAddress_lab-f_lab-f-cp-b4n9q-0.yaml", "kind: IPAddress\nmetadata: {namespace: lab-f, name: lab-f-cp-b4n9q-0}\nspec: {address: 10.0.0.11}\n");
+    let vm = |n: &str, u: &str, ip: &str| {
+        format!(
+            r#"{{"name":"{n}","config":{{"uuid":"{u}"}},"runtime":{{"powerState":"poweredOn"}},"guest":{{"ipAddress":"{ip}"}}}}"#
+        )
+    };
+    let cp = vm(
+        "lab-f-cp-b4n9q",
+        "4211AAAA-0000-0000-0000-000000000001",
+        "10.0.0.11",
+    );
+    let stale = format!(
+        r#"{{"virtualMachines":[{cp},{}]}}"#,
+        vm(
+            "lab-f-cp-new12\\u001b[2J",
+            "4211aaaa-0000-0000-0000-000000000009",
+            "10.0.0.12"
+        )
+    );
+    std::fs::write(t.join("vms.json"), stale).unwrap();
+    std::fs::write(t.join("nodes.json"), r#"{"items":[{"metadata":{"name":"lab-f-cp-b4n9q"},"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.11"}]}},{"metadata":{"name":"lab-f-cp-new12"},"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.12"}]}}]}"#).unwrap();
+    let args = [
+        "restore",
+        "check",
+        "restore",
+        "--vsphere-inventory",
+        "vms.json",
+        "--nodes",
+        "nodes.json",
+    ];
+    let o = run(&args, t);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert_golden("restore-check-stale.txt", &out);
+    assert_terminal_safe("restore check", &out);
+    for s in [
+        "missing-vm         lab-f/lab-f-w-z9z9z",
+        "orphan-vm          lab-f-cp-new12",
+        "unclaimed-address  10.0.0.12",
+        "govc vm.power -off -force -vm.uuid '4211aaaa-0000-0000-0000-000000000009'",
+    ] {
+        assert!(out.contains(s), "{s}\n{out}");
+    }
+    assert_eq!(stderr(&o), "");
+    let mut json = args.to_vec();
+    json.extend(["--format", "json"]);
+    let o = run(&json, t);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("\"kind\": \"orphan-vm\""),
+        "{}",
+        stdout(&o)
+    );
+    // Clean: both VMs found, the orphan gone, every node address claimed.
+    let clean = format!(
+        r#"{{"virtualMachines":[{cp},{}]}}"#,
+        vm("lab-f-w-z9z9z", "4211aaaa-0000-0000-0000-000000000002", "")
+    );
+    std::fs::write(t.join("vms.json"), clean).unwrap();
+    std::fs::write(t.join("nodes.json"), r#"{"items":[]}"#).unwrap();
+    let o = run(&args, t);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(
+        stdout(&o),
+        "2 VSphereVM(s) matched, 0 mismatch(es): clean, the providers may reconcile\n"
+    );
+    std::fs::write(t.join("nodes.json"), "not json").unwrap();
+    assert_eq!(run(&args, t).status.code(), Some(2));
+}
+
+/// D16: one recipient is warned about; two, one marked offline, are accepted quietly.
+#[test]
+fn backup_push_warns_on_the_recipient_policy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let url = format!("file://{}/store", t.display());
+    std::fs::create_dir_all(t.join("store")).unwrap();
+    moved(&t.join("move"));
+    let o = run(&["backup", "push", "move", &url, "-r", &recipient()], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning: the backup is encrypted to 1 distinct recipient(s)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: no recipient is marked offline"),
+        "{err}"
+    );
+    let offline = age::x25519::Identity::generate().to_public().to_string();
+    std::fs::write(
+        t.join("recipients.txt"),
+        format!(
+            "# operator\n{}\n# capstan: offline (safe 2)\n{offline}\n",
+            recipient()
+        ),
+    )
+    .unwrap();
+    let o = run(&["backup", "push", "move", &url, "-R", "recipients.txt"], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}

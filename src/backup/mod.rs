@@ -12,6 +12,8 @@
 //! uploaded one at a time, and pulled into a staging directory ([`staging`]).
 
 pub mod check;
+pub mod custody;
+pub mod inventory;
 pub mod objects;
 pub mod payload;
 pub mod restore;

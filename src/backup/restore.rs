@@ -7,9 +7,27 @@
 //! Cluster. A TalosControlPlane restored without `status.bootstrapped` would have its
 //! provider send the Talos bootstrap RPC to a machine, which starts a second, empty etcd;
 //! so the control-plane provider is stopped until every TalosControlPlane has its status
-//! back, on the temporary cluster and again on the permanent one. Pure: names in, Markdown
-//! out.
+//! back, on the temporary cluster and again on the permanent one.
+//!
+//! Two more upstream facts order the runbook:
+//! - The old management cluster must be fenced before `--from-directory` (D5): restored
+//!   VSphereVMs bind to the running VMs by BIOS UUID (CAPV v1.13.1
+//!   `pkg/services/govmomi/util.go:65-79`), so two CAPVs would manage the same VMs, and
+//!   each CACPPT's `forceEtcdLeave` removes the etcd members that are none of its own
+//!   Machines (CACPPT v0.5.12 `controllers/etcd.go:166-257`).
+//! - Nothing reconciles VMs or addresses before `restore check` is clean (D8): a VSphereVM
+//!   whose VM is gone is never re-cloned (CAPV `service.go:83-102`) and the in-cluster IPAM
+//!   provider hands out the lowest address no IPAddress holds, without probing. CAPV serves
+//!   failurePolicy-Fail webhooks for VSphereVMs (`config/govmomi/webhook/manifests.yaml`), so
+//!   it cannot be at 0 replicas while `--from-directory` creates them: it runs with
+//!   `--watch-filter` (`main.go:183-184`; every controller filters on it, e.g.
+//!   `controllers/vspherevm_controller.go:100`) and so reconciles nothing until the flag is
+//!   removed. The bootstrap provider stops with the control-plane provider (D4: without
+//!   the secrets bundle CABPT v0.6.12 generates a new Talos PKI, `controllers/secrets.go:44-71`).
+//!
+//! Pure: names in, Markdown out.
 
+use super::{custody, inventory};
 use crate::inputs::model::ClusterConfig;
 use crate::printable::{md_code, md_text};
 use crate::procedure::{Names, SET_BOOTSTRAPPED};
@@ -79,10 +97,17 @@ nodes:
 - role: control-plane
 ";
 
-/// Stop the Talos control-plane provider (`clusterctl init` installs it in `cacppt-system`
-/// and labels it with its provider name; `kubectl scale` takes a selector, not `-A`).
-const STOP_CACPPT: &str =
-    "kubectl -n cacppt-system scale deployment -l cluster.x-k8s.io/provider=control-plane-talos --replicas=0";
+/// The label value held providers filter on: no object carries it.
+const HOLD: &str = "capstan-restore-hold";
+
+/// The namespaces `clusterctl init` installs each provider into, and its provider label.
+const PROVIDERS: [(&str, &str); 5] = [
+    ("capi-system", "cluster-api"),
+    ("cabpt-system", "bootstrap-talos"),
+    ("cacppt-system", "control-plane-talos"),
+    ("capv-system", "infrastructure-vsphere"),
+    ("caip-in-cluster-system", "ipam-in-cluster"),
+];
 
 /// The restore runbook for the clusters of a repository (`configs`, `ipam` when any uses
 /// an IPAM pool), from backup `backup` under `url`, or the path without a backup.
@@ -91,6 +116,7 @@ pub fn runbook(
     ipam: bool,
     url: &str,
     backup: Option<(&str, &str)>,
+    findings: Option<&inventory::Report>,
 ) -> String {
     let mut md = String::with_capacity(8192);
     let (init, notes) = init_command(configs, ipam);
@@ -138,11 +164,68 @@ pub fn runbook(
         md_code(id),
         md_text(created)
     );
+    let hold = |verb: &str, kubeconfig: &str| -> String {
+        let cmds = [
+            format!("kubectl{kubeconfig} -n cabpt-system scale deployment -l cluster.x-k8s.io/provider=bootstrap-talos --replicas={verb}"),
+            format!("kubectl{kubeconfig} -n cacppt-system scale deployment -l cluster.x-k8s.io/provider=control-plane-talos --replicas={verb}"),
+        ];
+        cmds.iter()
+            .map(|c| format!("`{c}`"))
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    let mut filtered = vec!["capv-system deployment/capv-controller-manager"];
+    if ipam {
+        filtered.push("caip-in-cluster-system deployment/caip-in-cluster-controller-manager");
+    }
+    let watch = |op: &str| -> String {
+        filtered
+            .iter()
+            .map(|t| {
+                let (ns, d) = t.split_once(' ').unwrap_or(("", t));
+                if op == "add" {
+                    format!(
+                        "`kubectl -n {ns} patch {d} --type json -p '[{{\"op\":\"add\",\"path\":\"/spec/template/spec/containers/0/args/-\",\"value\":\"--watch-filter={HOLD}\"}}]'`"
+                    )
+                } else {
+                    format!("`kubectl -n {ns} edit {d}` (delete the `--watch-filter={HOLD}` argument)")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let fence: Vec<String> = PROVIDERS
+        .iter()
+        .filter(|(_, p)| ipam || *p != "ipam-in-cluster")
+        .map(|(ns, p)| format!("`kubectl --kubeconfig old.kubeconfig -n {ns} scale deployment -l cluster.x-k8s.io/provider={p} --replicas=0`"))
+        .collect();
+    let secrets: Vec<String> = configs
+        .iter()
+        .map(|c| {
+            md_code(&format!(
+                "for f in clusters/{}/secrets/*.yaml; do capstan secrets decrypt \"$f\" -i operator-identity.txt | kubectl apply -f -; done",
+                c.metadata.name
+            ))
+        })
+        .collect();
     let steps: Vec<String> = vec![
         "If Argo CD still runs somewhere and targets the management cluster, turn off automated sync of the \
          cluster Applications until the last step: it would create the rendered objects (without their \
          Machines) in the new cluster."
             .into(),
+        format!(
+            "**Gate: fence the old management cluster.** Restored VSphereVMs bind to the running VMs by BIOS UUID, so \
+             an old management cluster that still runs (a partition, a half-dead cluster) and the new one would manage \
+             the same VMs, and each control-plane provider removes the etcd members of the other's Machines. Do not \
+             go on until one of these holds: (a) its providers are stopped: {} and `kubectl --kubeconfig \
+             old.kubeconfig get deploy -A -l cluster.x-k8s.io/provider` shows `0/0` on every row; (b) the vCenter \
+             account its CAPV logs in as (the `username` of the Secret `spec.vsphere.identityRef` names) is disabled \
+             or its password changed in vCenter, confirmed by a login with the old password failing (`govc about` with \
+             it: `ServerFaultCode: Cannot complete login`); (c) it is gone for good (its VMs deleted, not only \
+             unreachable), written down in the incident record with who confirmed it. A cluster that cannot be \
+             reached is not gone.",
+            fence.join(", ")
+        ),
         format!(
             "Create the temporary cluster: save\n\n   ```yaml\n{}   ```\n\n   as `kind-restore.yaml` and run `kind create cluster --config kind-restore.yaml`.",
             KIND_CONFIG.lines().map(|l| format!("   {l}\n")).collect::<String>()
@@ -151,18 +234,28 @@ pub fn runbook(
             "Install the providers the lost cluster ran: {init_code}, then `kubectl wait --for=condition=Available deployment --all -A --timeout=10m`."
         ),
         format!(
-            "Stop the Talos control-plane provider: `{STOP_CACPPT}` (if `clusterctl init` put it elsewhere: \
-             `kubectl get deployment -A -l cluster.x-k8s.io/provider=control-plane-talos`). \
-             `clusterctl move --from-directory` unpauses \
-             every Cluster when it is done, and the provider must not see a TalosControlPlane before its \
-             `status.bootstrapped` is back."
+            "Hold every provider that acts on machines: stop the Talos bootstrap and control-plane providers together \
+             ({}; if `clusterctl init` put them elsewhere: `kubectl get deployment -A -l cluster.x-k8s.io/provider`): \
+             without its secrets bundle the bootstrap provider generates a new Talos PKI, and the control-plane provider \
+             must not see a TalosControlPlane before its `status.bootstrapped` is back. Make CAPV{} reconcile nothing: \
+             {}, then `kubectl -n capv-system rollout status deployment capv-controller-manager`. They keep \
+             serving the webhooks `clusterctl move --from-directory` needs, and reconcile only objects labelled \
+             `cluster.x-k8s.io/watch-filter={HOLD}`, which none is.",
+            hold("0", ""),
+            if ipam { " and the IPAM provider" } else { "" },
+            watch("add")
+        ),
+        format!(
+            "Apply the sealed Secrets from git (the operator who holds an identity of `spec.recipients` decrypts them; \
+             nothing is written to disk): {}.",
+            secrets.join(", ")
         ),
         format!(
             "Fetch the backup: {} (checked against its \
              index and manifest: a corrupt or truncated backup is refused; files mode 0600).",
             md_code(&format!("capstan backup pull {url}/{id} restore -i dr-identity.txt"))
         ),
-        "Restore the objects: `clusterctl move --from-directory restore`, then remove the plaintext: `rm -rf restore`."
+        "Restore the objects: `clusterctl move --from-directory restore` (keep `restore` until the check below is clean)."
             .into(),
         "Set `status.bootstrapped` on every TalosControlPlane (status is not restored):".into(),
     ];
@@ -185,31 +278,60 @@ pub fn runbook(
     };
     step(
         &mut md,
-        "Start the control-plane provider again: `kubectl -n cacppt-system scale deployment -l \
-         cluster.x-k8s.io/provider=control-plane-talos --replicas=1`."
+        "**Gate: reconcile what runs.** For each cluster, list its folder's VMs (`govc vm.info -json \
+         '<folder>/*' > vms-<cluster>.json`) and its nodes (`kubectl --kubeconfig <cluster>.kubeconfig get nodes -o \
+         json > nodes-<cluster>.json`), then `capstan restore check restore --vsphere-inventory vms-<cluster>.json \
+         --nodes nodes-<cluster>.json` (each flag repeatable): it matches the VMs to the restored VSphereVMs' BIOS \
+         UUIDs and the nodes' InternalIPs to the restored IPAddresses, and prints the action for each orphan VM \
+         (quarantine: power off, keep), each VSphereVM whose VM is gone and each address a node holds that no \
+         IPAddress claims. Do what it says and run it again until it exits 0; then `rm -rf restore`."
             .into(),
+    );
+    if let Some(r) = findings {
+        if r.mismatches.is_empty() {
+            let _ = writeln!(md, "   - The inventory given matches the backup: {} VSphereVM(s) found, nothing to do.", r.matched);
+        }
+        for m in &r.mismatches {
+            let _ = writeln!(
+                md,
+                "   - {} {}: {}",
+                md_code(m.kind),
+                md_code(&m.subject),
+                md_text(&m.detail)
+            );
+            for a in &m.actions {
+                let _ = writeln!(md, "     - {}", md_text(a));
+            }
+        }
+    }
+    step(
+        &mut md,
+        format!(
+            "Let the providers reconcile: {}; then start the bootstrap and control-plane providers: {}.",
+            watch("remove"),
+            hold("1", "")
+        ),
     );
     step(
         &mut md,
         "Check that the providers adopted what runs: every Machine gets its node back and no new machine is \
          created (`kubectl get machines -A -o wide` until every row has a NODENAME; `clusterctl describe cluster \
-         <name> -n <namespace>` for each cluster). A Machine whose VM is gone is replaced by its controller: \
-         that is the only machine that may be created."
+         <name> -n <namespace>` for each cluster). Only the Machines `restore check` said to delete are replaced."
             .into(),
     );
     step(
         &mut md,
         format!(
-            "Move to the permanent management cluster: {init_code} there (same releases), stop its control-plane \
-             provider (`{STOP_CACPPT}` with its kubeconfig), `clusterctl move --to-kubeconfig permanent.kubeconfig`, \
-             set `status.bootstrapped` on every TalosControlPlane there as above, then start the provider."
+            "Move to the permanent management cluster: {init_code} there (same releases), hold its providers as \
+             above (with its kubeconfig), `clusterctl move --to-kubeconfig permanent.kubeconfig`, set \
+             `status.bootstrapped` on every TalosControlPlane there as above, then let them reconcile."
         ),
     );
     step(
         &mut md,
-        "Hand the clusters back to Argo CD: register the permanent cluster, turn automated sync on again; the \
-         rendered objects exist already and are adopted (server-side apply), and `capstan diff` against the \
-         repository shows nothing to create."
+        "Hand the clusters back to Argo CD: register the permanent cluster, put the repo-server's age identity back \
+         (secrets mode `decrypt`; see Keys), turn automated sync on again; the rendered objects exist already and \
+         are adopted (server-side apply), and `capstan diff` against the repository shows nothing to create."
             .into(),
     );
     step(
@@ -218,6 +340,18 @@ pub fn runbook(
             "Delete the temporary cluster (`kind delete cluster --name capstan-restore`) and take a new backup from \
              the permanent cluster: `clusterctl move --to-directory DIR`, {push_code}, `capstan backup check`."
         ),
+    );
+    let _ = writeln!(
+        md,
+        "\n## Keys\n\n\
+         - `dr-identity.txt`: an age identity the backup is encrypted to (its index lists the recipients: \
+         `capstan backup list URL --json`); the offline DR key from escrow (the recipient marked `{}` in the \
+         recipients file), or an operator's.\n\
+         - `operator-identity.txt`: an identity of the clusters' `spec.recipients`, for the sealed Secrets.\n\
+         - For secrets mode `decrypt`, the Argo CD repo-server's age identity: it lived in the lost management \
+         cluster; take it from escrow, or generate a new one, add its recipient to `spec.recipients` and run \
+         `capstan secrets rekey`.",
+        custody::OFFLINE_MARK
     );
     let _ = writeln!(
         md,
@@ -248,15 +382,36 @@ mod tests {
             true,
             "s3://b/mgmt",
             Some(("20261205T083000Z-1a2b3c4d", "2026-12-05T08:30:00Z")),
+            None,
         );
-        let stop = md.find("--replicas=0").unwrap();
-        let restore = md.find("clusterctl move --from-directory restore").unwrap();
-        let status = md.find("-n lab-b patch taloscontrolplanes").unwrap();
-        let start = md.find("--replicas=1").unwrap();
-        assert!(stop < restore && restore < status && status < start, "{md}");
+        let at = |s: &str| md.find(s).unwrap_or_else(|| panic!("no {s} in {md}"));
+        // D5: the old cluster is fenced, and confirmed, before anything is restored.
+        let fence = at("kubectl --kubeconfig old.kubeconfig -n capv-system scale deployment");
+        let confirm = at("old.kubeconfig get deploy -A");
+        let kind = at("kind create cluster");
+        let stop = at("`kubectl -n cacppt-system scale deployment -l cluster.x-k8s.io/provider=control-plane-talos --replicas=0");
+        let cabpt = at("`kubectl -n cabpt-system scale deployment -l cluster.x-k8s.io/provider=bootstrap-talos --replicas=0`");
+        let capv = at("-n capv-system patch deployment/capv-controller-manager");
+        let ipam = at("-n caip-in-cluster-system patch");
+        let sealed =
+            at("capstan secrets decrypt \"$f\" -i operator-identity.txt | kubectl apply -f -");
+        let restore = at("clusterctl move --from-directory restore");
+        let status = at("-n lab-b patch taloscontrolplanes");
+        // D8: the inventory is reconciled before CAPV and IPAM act, then the Talos providers start.
+        let check = at("capstan restore check restore");
+        let unhold = at("(delete the `--watch-filter=capstan-restore-hold` argument)");
+        let start = at("--replicas=1");
+        let order = [
+            fence, confirm, kind, cabpt, stop, capv, ipam, sealed, restore, status, check, unhold,
+            start,
+        ];
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{md}");
+        assert!(
+            md.contains("## Keys") && md.contains("dr-identity.txt") && md.contains("repo-server")
+        );
         assert!(md.contains("--ipam in-cluster:"), "{md}");
         assert!(md.contains("capstan backup pull s3://b/mgmt/20261205T083000Z-1a2b3c4d restore"));
-        let none = runbook(&[config("lab-a")], false, "s3://b/mgmt", None);
+        let none = runbook(&[config("lab-a")], false, "s3://b/mgmt", None, None);
         assert!(none.contains("## No backup under `s3://b/mgmt`"), "{none}");
         assert!(!none.contains("--ipam"));
     }

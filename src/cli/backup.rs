@@ -4,7 +4,8 @@
 use crate::backup::{self, store::Store};
 use crate::cli::terminal::{identities, optional_identities, Status};
 use crate::cli::{
-    BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs, RestorePlanArgs,
+    BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs,
+    RestoreCheckArgs, RestoreCheckFormat, RestorePlanArgs,
 };
 use crate::inputs;
 use crate::printable::{self, line, Label};
@@ -246,17 +247,26 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
 }
 
 fn push(args: BackupPushArgs) -> Result<Status> {
-    let mut recipients = Vec::new();
+    use backup::custody;
+    let mut marked = Vec::new();
     for r in &args.recipients {
-        recipients.push(crate::secrets::parse_recipient("--recipient", r)?);
+        marked.push(custody::Recipient {
+            key: crate::secrets::parse_recipient("--recipient", r)?,
+            offline: false,
+        });
     }
     for f in &args.recipients_file {
         let label = f.display().to_string();
         let text = inputs::read_input_text(f, inputs::InputKind::Identity)?;
-        for r in crate::secrets::parse_recipients_file(&label, &text)? {
-            recipients.push(crate::secrets::parse_recipient(&label, &r)?);
+        marked.extend(custody::parse_recipients_file(&label, &text)?);
+    }
+    // Key custody (D16): warned, not refused, so that a first backup is never prevented.
+    if !marked.is_empty() {
+        for w in custody::policy(&marked) {
+            eprintln!("warning: {w}");
         }
     }
+    let recipients: Vec<_> = marked.into_iter().map(|r| r.key).collect();
     anyhow::ensure!(
         !recipients.is_empty(),
         "name the recipients with --recipient or --recipients-file: operators and the DR identity"
@@ -418,6 +428,10 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
     )?
     .into_iter()
     .any(|x| x);
+    let findings = match &args.pulled {
+        Some(dir) => Some(inventory_report(dir, &args.vsphere_inventory, &args.nodes)?),
+        None => None,
+    };
     let store = Store::open(&args.backup, false)?;
     let (newest, skipped) = store.choose(None, now_unix())?;
     report_skipped(&skipped);
@@ -427,6 +441,7 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
         ipam,
         store.url(),
         newest.map(|i| (i.id.as_str(), i.created.as_str())),
+        findings.as_ref(),
     );
     // Values from the bucket and the repository are escaped where the runbook quotes them;
     // whatever else it quotes carries no control character to the terminal.
@@ -434,6 +449,75 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
         .lock()
         .write_all(printable::escape(&md).as_bytes())?;
     Ok(Status::Success)
+}
+
+/// `restore check`'s comparison of a pulled backup with the inventories and nodes given.
+fn inventory_report(
+    dir: &std::path::Path,
+    inventories: &[std::path::PathBuf],
+    nodes: &[std::path::PathBuf],
+) -> Result<backup::inventory::Report> {
+    use backup::inventory;
+    let files = inputs::read_moved_directory(dir)?;
+    let restored = inventory::restored(&dir.display().to_string(), &files)?;
+    drop(files);
+    let mut vms = Vec::new();
+    for f in inventories {
+        let text = inputs::read_input_text(f, inputs::InputKind::Yaml)?;
+        vms.extend(crate::migration::check::parse_vm_inventory(
+            &f.display().to_string(),
+            &text,
+        )?);
+    }
+    let mut all = Vec::new();
+    for f in nodes {
+        let text = inputs::read_input_text(f, inputs::InputKind::Yaml)?;
+        all.extend(inventory::parse_nodes(&f.display().to_string(), &text)?);
+    }
+    Ok(inventory::compare(&restored, &vms, &all))
+}
+
+/// `capstan restore check`: exit 1 while the restored backup and what runs disagree.
+pub fn restore_check(args: RestoreCheckArgs) -> Result<Status> {
+    let report = inventory_report(&args.dir, &args.vsphere_inventory, &args.nodes)?;
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        RestoreCheckFormat::Json => {
+            let json = serde_json::to_string_pretty(&report)?;
+            writeln!(out, "{}", printable::json(&json))?;
+        }
+        RestoreCheckFormat::Text => {
+            // Names come from the inventory and the backup: every one is escaped.
+            for m in &report.mismatches {
+                writeln!(
+                    out,
+                    "{:<18} {}: {}",
+                    m.kind,
+                    line(&m.subject),
+                    line(&m.detail)
+                )?;
+                for a in &m.actions {
+                    writeln!(out, "  - {}", line(a))?;
+                }
+            }
+            writeln!(
+                out,
+                "{} VSphereVM(s) matched, {} mismatch(es){}",
+                report.matched,
+                report.mismatches.len(),
+                if report.mismatches.is_empty() {
+                    ": clean, the providers may reconcile"
+                } else {
+                    ": do not let CAPV or the IPAM provider reconcile yet"
+                }
+            )?;
+        }
+    }
+    Ok(if report.mismatches.is_empty() {
+        Status::Success
+    } else {
+        Status::Findings
+    })
 }
 
 #[cfg(test)]

@@ -59,6 +59,9 @@ pub fn run(cli: Cli) -> Result<Status> {
             std::io::stdout().lock().write_all(&text)?;
             Ok(Status::Success)
         }
+        Command::Restore(crate::cli::RestoreCommand::Check(args)) => {
+            crate::cli::backup::restore_check(args)
+        }
         Command::Restore(crate::cli::RestoreCommand::Plan(args)) => {
             crate::cli::backup::restore_plan(args)
         }
@@ -521,6 +524,8 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
         "still wrapped for other recipients than spec.recipients: {}",
         stale.join(", ")
     );
+    // D16: a rekey does not reach the backups of the management cluster.
+    eprintln!("note: {}", crate::backup::custody::REKEY_WARNING);
     Ok(Status::Success)
 }
 

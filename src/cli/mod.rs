@@ -309,6 +309,37 @@ pub enum RestoreCommand {
     /// that every Machine has its node, the move to the permanent cluster and back to Argo
     /// CD; or, with no backup, what can be done instead.
     Plan(RestorePlanArgs),
+    /// Compare a pulled backup with what runs: each cluster folder's VMs (`govc vm.info
+    /// -json`) against the restored VSphereVMs' BIOS UUIDs, the nodes' InternalIPs (`kubectl
+    /// get nodes -o json`) against the restored IPAddresses. Prints each orphan VM, missing
+    /// VM and unclaimed address with the commands to run. Exit 1 while any remains, 0 when
+    /// clean, 2 on error.
+    Check(RestoreCheckArgs),
+}
+
+/// Arguments of `capstan restore check`.
+#[derive(Debug, clap::Args)]
+pub struct RestoreCheckArgs {
+    /// The directory `capstan backup pull` wrote.
+    pub dir: PathBuf,
+    /// `govc vm.info -json '<folder>/*'` output of a cluster's folder; repeatable, at least one.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub vsphere_inventory: Vec<PathBuf>,
+    /// `kubectl get nodes -o json` output of a workload cluster; repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub nodes: Vec<PathBuf>,
+    /// `text` or `json`.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: RestoreCheckFormat,
+}
+
+/// The output of `capstan restore check`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum RestoreCheckFormat {
+    /// Lines for a terminal.
+    Text,
+    /// The report as JSON.
+    Json,
 }
 
 /// Arguments of `capstan restore plan`.
@@ -320,6 +351,16 @@ pub struct RestorePlanArgs {
     /// read: no identity needed).
     #[arg(long, value_name = "URL")]
     pub backup: String,
+    /// A pulled backup directory to compare with --vsphere-inventory and --nodes (the
+    /// findings of `restore check` go into the runbook).
+    #[arg(long, value_name = "DIR", requires = "vsphere_inventory")]
+    pub pulled: Option<PathBuf>,
+    /// `govc vm.info -json` output of a cluster's folder; repeatable (with --pulled).
+    #[arg(long, value_name = "FILE", requires = "pulled")]
+    pub vsphere_inventory: Vec<PathBuf>,
+    /// `kubectl get nodes -o json` output of a workload cluster; repeatable (with --pulled).
+    #[arg(long, value_name = "FILE", requires = "pulled")]
+    pub nodes: Vec<PathBuf>,
 }
 
 /// Arguments of `capstan backup check`.

@@ -25,13 +25,21 @@ use serde_json::Value;
 use super::{CheckError, Cx, Finding, Severity};
 use crate::inputs::model::Phase;
 
-/// One VM of the inventory: its name and the ESXi host it runs on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One VM of the inventory: its name, the ESXi host it runs on, and what a restore matches
+/// it by (`restore check`, D8).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VmPlacement {
     /// The VM's name.
     pub name: String,
     /// Its host's managed object id (`host-12`), when the inventory says.
     pub host: Option<String>,
+    /// Its BIOS UUID, lowercase (`config.uuid`, the `VirtualMachineConfigInfo.Uuid` CAPV
+    /// v1.13.1 finds a VSphereVM's VM by: `pkg/services/govmomi/util.go:65-79`).
+    pub bios_uuid: Option<String>,
+    /// `runtime.powerState`: `poweredOn`, `poweredOff`, `suspended`.
+    pub power_state: Option<String>,
+    /// The addresses VMware Tools reports (`guest.ipAddress`, `guest.net[].ipAddress[]`).
+    pub guest_ips: Vec<String>,
 }
 
 /// The first of `keys` (govc's JSON names, then the Go names of govc before v0.32) in `v`.
@@ -98,9 +106,39 @@ pub fn parse_vm_inventory(file: &str, text: &str) -> Result<Vec<VmPlacement>, Ch
             })
             .and_then(Value::as_str)
             .ok_or_else(|| bad(format!("virtualMachines[{i}] has no `name`")))?;
+        let text_of = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let config = field(vm, &["config", "Config"]).or_else(|| {
+            field(vm, &["summary", "Summary"]).and_then(|s| field(s, &["config", "Config"]))
+        });
+        let bios_uuid =
+            text_of(config.and_then(|c| field(c, &["uuid", "Uuid"]))).map(|u| u.to_lowercase());
+        let power_state = text_of(
+            field(vm, &["runtime", "Runtime"])
+                .and_then(|r| field(r, &["powerState", "PowerState"])),
+        );
+        let mut guest_ips = Vec::new();
+        if let Some(g) = field(vm, &["guest", "Guest"]) {
+            guest_ips.extend(text_of(field(g, &["ipAddress", "IpAddress"])));
+            if let Some(Value::Array(nics)) = field(g, &["net", "Net"]) {
+                for nic in nics {
+                    if let Some(Value::Array(ips)) = field(nic, &["ipAddress", "IpAddress"]) {
+                        guest_ips.extend(ips.iter().filter_map(|i| text_of(Some(i))));
+                    }
+                }
+            }
+        }
+        guest_ips.sort();
+        guest_ips.dedup();
         vms.push(VmPlacement {
             name: name.to_string(),
             host: host_of(vm),
+            bios_uuid,
+            power_state,
+            guest_ips,
         });
     }
     Ok(vms)
@@ -407,6 +445,7 @@ mod tests {
                 .map(|(n, h)| VmPlacement {
                     name: n.to_string(),
                     host: Some(h.to_string()),
+                    ..Default::default()
                 })
                 .collect(),
         });
@@ -562,15 +601,20 @@ mod tests {
             vec![
                 VmPlacement {
                     name: "lab-f-cp-x7k2p".into(),
-                    host: Some("host-12".into())
+                    host: Some("host-12".into()),
+                    power_state: Some("poweredOn".into()),
+                    ..Default::default()
                 },
                 VmPlacement {
                     name: "lab-f-cp-b4n9q".into(),
-                    host: Some("host-13".into())
+                    host: Some("host-13".into()),
+                    power_state: Some("poweredOff".into()),
+                    ..Default::default()
                 },
                 VmPlacement {
                     name: "tmpl".into(),
-                    host: None
+                    host: None,
+                    ..Default::default()
                 },
             ]
         );
