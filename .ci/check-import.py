@@ -30,7 +30,7 @@ fp = c["provenance"]["fingerprints"]
 assert fp["kubernetesCa"] == "sha256:" + der("ca.crt") and fp["etcdCa"] == "sha256:" + der("etcd/ca.crt") and fp["frontProxyCa"] == "sha256:" + der("front-proxy-ca.crt")
 spki = hashlib.sha256(subprocess.run(["openssl", "pkey", "-in", f"{src}/pki/sa.key", "-pubout", "-outform", "der"], capture_output=True, check=True).stdout).hexdigest()
 assert fp["serviceAccountKey"] == "sha256:" + spki, "service-account key fingerprint"
-assert c["endpoint"] == {"host": "lab-f.example.internal", "port": 6443}
+assert c["endpoint"] == {"host": "lab-f.example.internal", "port": 6443, "backendPort": 6443}, c["endpoint"]  # backendPort: the manifest's --secure-port (D2)
 assert c["versions"]["kubernetes"] == "v1.30.4"
 assert c["network"] == {"pods": ["10.244.0.0/16"], "services": ["10.96.0.0/12"], "dnsDomain": "cluster.local"}
 assert c["serviceAccount"]["issuers"] == ["https://kubernetes.default.svc.cluster.local"]
