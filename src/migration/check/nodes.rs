@@ -284,50 +284,35 @@ impl Cx<'_> {
             }
         }
         if held.is_empty() {
-            let mut f = Finding::new(
-                id,
-                if unknown.is_empty() {
-                    Severity::Pass
-                } else {
-                    Severity::Info
-                },
-                field,
-                if unknown.is_empty() {
-                    format!(
-                        "no address of the {} running nodes is in {}",
-                        n.value.nodes.len(),
-                        if sets.is_empty() {
-                            "an IPAM pool or the VIP (the render has neither)".to_string()
-                        } else {
-                            sets.iter()
-                                .map(|(p, _)| p.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        }
-                    )
-                } else {
-                    format!(
-                        "no address of the {} running nodes is in {}; not compared: {}",
-                        n.value.nodes.len(),
-                        if sets.is_empty() {
-                            "a pool listed".to_string()
-                        } else {
-                            sets.iter()
-                                .map(|(p, _)| p.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        },
-                        unknown.join("; ")
-                    )
-                },
+            let compared = match (sets.is_empty(), unknown.is_empty()) {
+                (true, true) => "an IPAM pool or the VIP (the render has neither)".to_string(),
+                (true, false) => "a pool listed".to_string(),
+                (false, _) => sets
+                    .iter()
+                    .map(|(p, _)| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            let summary = format!(
+                "no address of the {} running nodes is in {compared}",
+                n.value.nodes.len()
             );
-            if !unknown.is_empty() {
-                f = f.fix(
-                    "run check again once the cluster renders, or compare the pools' addresses with \
-                     `kubectl get nodes -o wide` by hand",
+            if unknown.is_empty() {
+                out.push(Finding::new(id, Severity::Pass, field, summary));
+            } else {
+                out.push(
+                    Finding::new(
+                        id,
+                        Severity::Info,
+                        field,
+                        format!("{summary}; not compared: {}", unknown.join("; ")),
+                    )
+                    .fix(
+                        "run check again once the cluster renders, or compare the pools' addresses with \
+                         `kubectl get nodes -o wide` by hand",
+                    ),
                 );
             }
-            out.push(f);
             return;
         }
         out.push(
