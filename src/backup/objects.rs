@@ -199,15 +199,16 @@ pub fn index_manifest(files: &[MovedFile]) -> Result<Option<Vec<Entry>>, Objects
     Ok((size <= MAX_MANIFEST_JSON).then_some(m))
 }
 
-/// Check that an index's manifest is the one the decrypted files give. An index without
-/// one (made before the manifest existed) passes: there is nothing to compare.
-pub fn verify(index: &super::Index, files: &[MovedFile]) -> Result<(), ObjectsError> {
-    let Some(listed) = &index.objects else {
-        return Ok(());
-    };
+/// Check that an index's manifest is the one the decrypted files give, and return the
+/// files' manifest. An index without one (made before the manifest existed) passes: there
+/// is nothing to compare.
+pub fn verify(index: &super::Index, files: &[MovedFile]) -> Result<Vec<Entry>, ObjectsError> {
     let mismatch = |what: String| ObjectsError::Mismatch {
         id: index.id.clone(),
         what,
+    };
+    let Some(listed) = &index.objects else {
+        return manifest(files);
     };
     let held = manifest(files).map_err(|e| mismatch(e.to_string()))?;
     if listed.len() != held.len() {
@@ -231,7 +232,7 @@ pub fn verify(index: &super::Index, files: &[MovedFile]) -> Result<(), ObjectsEr
             )));
         }
     }
-    Ok(())
+    Ok(held)
 }
 
 #[cfg(test)]

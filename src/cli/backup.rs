@@ -137,7 +137,11 @@ impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
 fn fetch(
     url: &str,
     ids: &[age::x25519::Identity],
-) -> Result<(backup::Index, Vec<inputs::MovedFile>)> {
+) -> Result<(
+    backup::Index,
+    Vec<inputs::MovedFile>,
+    Vec<backup::objects::Entry>,
+)> {
     let (store, index) = choose(url)?;
     let mut files = Vec::new();
     open_streamed(&store, &index, ids, false, &mut |name, size, r| {
@@ -153,8 +157,8 @@ fn fetch(
         });
         Ok(())
     })?;
-    backup::objects::verify(&index, &files).map_err(backup::BackupError::from)?;
-    Ok((index, files))
+    let objects = backup::objects::verify(&index, &files).map_err(backup::BackupError::from)?;
+    Ok((index, files, objects))
 }
 
 fn check(args: BackupCheckArgs) -> Result<Status> {
@@ -190,8 +194,7 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
     }
     let (index, objects, source) = match &ids {
         Some(ids) => {
-            let (index, files) = fetch(&args.url, ids)?;
-            let objects = backup::objects::manifest(&files).map_err(backup::BackupError::from)?;
+            let (index, _files, objects) = fetch(&args.url, ids)?;
             (index, objects, "verified against the encrypted payload")
         }
         None => {
