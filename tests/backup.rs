@@ -1157,6 +1157,22 @@ fn backup_dump_in_phases_clusterctl_refuses_restores_and_checks() {
     }
     // DIR must be empty or absent.
     assert_eq!(run(&args, t).status.code(), Some(2));
+    // From a pipe, the namespaces' Lists one after the other: the same files.
+    let piped = assert_cmd::Command::cargo_bin("capstan")
+        .unwrap()
+        .args(["backup", "dump", "-", "--to", "piped"])
+        .current_dir(t)
+        .write_stdin(format!("{}\n{}\n", live[0].1, live[1].1))
+        .output()
+        .unwrap();
+    assert_eq!(piped.status.code(), Some(0), "{}", stderr(&piped));
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            std::fs::read(t.join("piped").join(p.file_name().unwrap())).unwrap()
+        );
+    }
 
     // The Talos bundle without the move label (the render before it): left out, check fails.
     let mut unlabelled = live.clone();

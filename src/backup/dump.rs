@@ -36,6 +36,32 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use zeroize::Zeroizing;
 
+/// The kinds `kubectl get -n NAMESPACE <KINDS> -o json` lists for a dump: every kind of a
+/// capstan cluster the move saves (cluster-api, CABPT, CACPPT, CAPV, in-cluster IPAM), and
+/// the Secrets and ConfigMaps, which the move's own rule sorts (`objectgraph.go:402-406`
+/// adds both core kinds to every discovery).
+pub const KINDS: &str = "clusters.cluster.x-k8s.io,machinedeployments.cluster.x-k8s.io,machinesets.cluster.x-k8s.io,\
+machines.cluster.x-k8s.io,machinehealthchecks.cluster.x-k8s.io,\
+taloscontrolplanes.controlplane.cluster.x-k8s.io,talosconfigs.bootstrap.cluster.x-k8s.io,\
+talosconfigtemplates.bootstrap.cluster.x-k8s.io,vsphereclusters.infrastructure.cluster.x-k8s.io,\
+vspheremachines.infrastructure.cluster.x-k8s.io,vspheremachinetemplates.infrastructure.cluster.x-k8s.io,\
+vspherevms.infrastructure.cluster.x-k8s.io,ipaddressclaims.ipam.cluster.x-k8s.io,\
+ipaddresses.ipam.cluster.x-k8s.io,inclusterippools.ipam.cluster.x-k8s.io,secrets,configmaps";
+
+/// The shell commands that back up `namespaces` to `url` in any phase: the live objects
+/// go through a pipe (their Secrets never reach a disk before the dump, which is as
+/// plaintext as clusterctl's and removed once pushed).
+pub fn commands(namespaces: &[&str], url: &str) -> String {
+    let gets: Vec<String> = namespaces
+        .iter()
+        .map(|ns| format!("  kubectl get -n {ns} {KINDS} -o json &&\n"))
+        .collect();
+    format!(
+        "set -o pipefail  # bash, zsh: a kubectl that fails fails the dump\nrm -rf dump && (\n{}  true) | capstan backup dump - --to dump &&\n  capstan backup push dump {url} -R recipients.txt; rm -rf dump\n",
+        gets.concat()
+    )
+}
+
 /// The name of the dump's record ConfigMap, one per namespace.
 pub const RECORD: &str = "capstan-backup-dump";
 

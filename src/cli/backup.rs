@@ -313,16 +313,46 @@ fn dump(args: BackupDumpArgs) -> Result<Status> {
     use crate::yaml::Scrubbed;
     let mut lists = Vec::with_capacity(args.files.len());
     for f in &args.files {
-        let label = f.display().to_string();
-        // The List holds the namespace's Secrets in plaintext: read, parsed and dropped
-        // zeroized.
-        let text = zeroize::Zeroizing::new(inputs::read_input_text(f, inputs::InputKind::Backup)?);
-        let tree = serde_json::from_str(&text).map_err(|e| backup::dump::DumpError::NotAList {
-            file: line(&label).into_owned(),
-            // serde_json's message names a line and column, never the text.
-            message: format!("not JSON ({e})"),
-        })?;
-        lists.push((line(&label).into_owned(), Scrubbed(tree)));
+        let stdin = f.as_os_str() == "-";
+        let label = if stdin {
+            "stdin".to_string()
+        } else {
+            f.display().to_string()
+        };
+        // The Lists hold the namespaces' Secrets in plaintext: read, parsed and dropped
+        // zeroized; from stdin (`kubectl … | capstan backup dump -`) they never touch a disk.
+        let text = if stdin {
+            use std::io::Read as _;
+            let cap = inputs::InputKind::Backup.cap();
+            let mut buf = zeroize::Zeroizing::new(Vec::with_capacity(1 << 20));
+            std::io::stdin()
+                .lock()
+                .take(cap + 1)
+                .read_to_end(&mut buf)?;
+            anyhow::ensure!(buf.len() as u64 <= cap, "stdin: more than {cap} bytes");
+            zeroize::Zeroizing::new(String::from_utf8(std::mem::take(&mut *buf)).map_err(|_| {
+                anyhow::anyhow!("stdin: not UTF-8; expected `kubectl get … -o json`")
+            })?)
+        } else {
+            zeroize::Zeroizing::new(inputs::read_input_text(f, inputs::InputKind::Backup)?)
+        };
+        // One or more Lists, one after the other (`(kubectl get -n A …; kubectl get -n B …)`).
+        for (n, tree) in serde_json::Deserializer::from_str(&text)
+            .into_iter::<serde_json::Value>()
+            .enumerate()
+        {
+            let tree = tree.map_err(|e| backup::dump::DumpError::NotAList {
+                file: line(&label).into_owned(),
+                // serde_json's message names a line and column, never the text.
+                message: format!("not JSON ({e})"),
+            })?;
+            let name = if n == 0 {
+                label.clone()
+            } else {
+                format!("{label} (document {})", n + 1)
+            };
+            lists.push((line(&name).into_owned(), Scrubbed(tree)));
+        }
     }
     let dump = backup::dump::dump(&lists).map_err(backup::BackupError::from)?;
     drop(lists);

@@ -290,7 +290,7 @@ pub enum BackupCommand {
     /// Write the directory `clusterctl move --to-directory` would, from live objects, in
     /// every phase (clusterctl refuses while a Cluster's control plane is not ready or a
     /// Machine has no nodeRef: phases `prepare` and `control-plane`). FILE is `kubectl get -n
-    /// NAMESPACE <kinds> -o json` (the README names the kinds), one per namespace; the
+    /// NAMESPACE <kinds> -o json` (the README names the kinds) per namespace, or `-`; the
     /// objects saved are those `clusterctl move` saves, the Clusters with `spec.paused:
     /// true`, with a record of the Clusters found paused. Then `capstan backup push DIR`.
     Dump(BackupDumpArgs),
@@ -409,7 +409,8 @@ pub struct BackupPushArgs {
 /// Arguments of `capstan backup dump`.
 #[derive(Debug, clap::Args)]
 pub struct BackupDumpArgs {
-    /// `kubectl get -n NAMESPACE <kinds> -o json` output; one per namespace, at least one.
+    /// `kubectl get -n NAMESPACE <kinds> -o json` output, `-` for stdin; each may hold the
+    /// Lists of several namespaces one after the other.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The directory to write (empty or absent): one file per object, mode 0600.
