@@ -265,6 +265,11 @@ pub fn saves_secret(secret: &Value, clusters: &[&str], in_graph: &dyn Fn(&str) -
             o.insert("uid".into(), Value::String(uid));
         }
     }
+    if let Some(o) = s.as_object_mut() {
+        // It is a Secret whatever its text says (the model knows some by name only).
+        o.insert("apiVersion".into(), Value::String("v1".into()));
+        o.insert("kind".into(), Value::String("Secret".into()));
+    }
     if let Some(m) = s.get_mut("metadata").and_then(Value::as_object_mut) {
         m.insert("uid".into(), Value::String("capstan-model/secret".into()));
     }
