@@ -433,6 +433,55 @@ mod tests {
         assert!(r.stale);
     }
 
+    /// D6: a Cluster a `capstan backup dump` found paused fails the check, by its record;
+    /// the record of another namespace, or one that lists nothing, does not.
+    #[test]
+    fn a_cluster_the_dump_found_paused_fails_the_check() {
+        let e = Expected {
+            name: "lab-f".into(),
+            namespace: "lab-f".into(),
+            control_plane: None,
+            machines: 0,
+            ipam: false,
+            secrets: Vec::new(),
+            ca_fingerprint: None,
+        };
+        let cluster = || {
+            file(
+                "Cluster_lab-f_lab-f.yaml",
+                json!({"kind": "Cluster", "metadata": {"namespace": "lab-f", "name": "lab-f"}, "spec": {"paused": true}}),
+            )
+        };
+        let record = |ns: &str, paused: &[String]| {
+            file(
+                &format!("ConfigMap_{ns}_capstan-backup-dump.yaml"),
+                super::super::dump::record(ns, paused),
+            )
+        };
+        let t0 = unix_of("2026-12-05T08:00:00Z").unwrap();
+        let run = |files: &[MovedFile]| {
+            check(
+                &index("2026-12-05T08:00:00Z"),
+                &manifest(files),
+                std::slice::from_ref(&e),
+                t0,
+                86_400,
+            )
+        };
+        // clusterctl's own dump: every Cluster saved paused, nothing to tell.
+        assert!(!run(&[cluster()]).failed());
+        assert!(!run(&[cluster(), record("lab-f", &[])]).failed());
+        assert!(!run(&[cluster(), record("lab-g", &["lab-f".into()])]).failed());
+        let r = run(&[cluster(), record("lab-f", &["lab-f".into()])]);
+        assert!(r.failed());
+        assert!(
+            r.clusters[0].missing[0].starts_with(
+                "Cluster lab-f/lab-f was paused (spec.paused: true) on the management cluster when this backup was dumped"
+            ),
+            "{r:?}"
+        );
+    }
+
     #[test]
     fn durations_and_times() {
         assert_eq!(parse_duration("24h"), Some(86_400));
