@@ -444,7 +444,8 @@ fn a_killed_pull_leaves_no_decrypted_files_after_the_next_run() {
 /// example repository, then `backup check` without any identity. The render of main before
 /// the label (the same Secrets without it) loses `<cluster>-talos`, and in secrets mode
 /// `operator` `<cluster>-ca` too (owned by its SopsSecret, which is not in the graph);
-/// check fails naming them. With the label the same rules save them and check passes.
+/// check fails naming them. With the label the same rules save them and check passes in
+/// mode `decrypt`; in mode `operator` the SopsSecret owner still keeps them out.
 #[test]
 fn keyless_check_fails_without_the_move_label_and_passes_with_it() {
     use capstan::rehearse::clusterctl::{saves_secret, MOVE_LABEL};
@@ -543,9 +544,25 @@ fn keyless_check_fails_without_the_move_label_and_passes_with_it() {
         "{}",
         stdout(&o)
     );
-    // With the label, in both modes: every cluster ok, exit 0, no identity anywhere.
-    for operator in [false, true] {
-        let (url, o) = check(&dump(&format!("label-{operator}"), true, operator));
+    // Mode operator with the label: still lost. The Secrets the operator creates are owned
+    // by their SopsSecret, outside the move's graph, and `getMoveSequence` never takes an
+    // object with an owner outside it, label or not (cluster-api v1.10.10 `mover.go:509-554`;
+    // `rehearse::clusterctl::move_graph`). Open for issue 39 item 1: the label alone does
+    // not save them in this mode.
+    let (_, o) = check(&dump("label-operator", true, true));
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    for c in ["lab-f", "lab-g"] {
+        for s in ["talos (the Talos secrets bundle", "ca (the Kubernetes CA"] {
+            assert!(
+                stdout(&o).contains(&format!("Secret {c}/{c}-{s}")),
+                "{}",
+                stdout(&o)
+            );
+        }
+    }
+    // With the label, in mode decrypt: every cluster ok, exit 0, no identity anywhere.
+    {
+        let (url, o) = check(&dump("label-decrypt", true, false));
         assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
         assert!(stdout(&o).contains("ok       lab-f") && stdout(&o).contains("ok       lab-g"));
         // With the identity the payload is decrypted and the manifest verified.
@@ -730,4 +747,503 @@ fn backup_push_warns_on_the_recipient_policy() {
     let o = run(&["backup", "push", "move", &url, "-R", "recipients.txt"], t);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}
+
+/// The kinds the README's `kubectl get` command lists for `capstan backup dump`.
+const LIVE_KINDS: [&str; 17] = [
+    "Cluster",
+    "MachineDeployment",
+    "MachineSet",
+    "Machine",
+    "MachineHealthCheck",
+    "TalosControlPlane",
+    "TalosConfig",
+    "TalosConfigTemplate",
+    "VSphereCluster",
+    "VSphereMachine",
+    "VSphereMachineTemplate",
+    "VSphereVM",
+    "IPAddressClaim",
+    "IPAddress",
+    "InClusterIPPool",
+    "Secret",
+    "ConfigMap",
+];
+
+/// What `kubectl get -n NS <LIVE_KINDS> -o json` lists of the example repository on a
+/// management cluster: the render (`--decrypt`, as secrets mode `decrypt` applies it) with
+/// the uids, resourceVersions, owner references and status the API server and controllers
+/// add, and what the controllers create. lab-f stands in the migration's window: phase
+/// prepare's render, the Cluster not `controlPlaneReady`, and (with `cp_machines`) three
+/// control-plane Machines without a nodeRef, as phase control-plane creates them, each with
+/// its VSphereMachine, VSphereVM, TalosConfig and, from the control plane's IPAM pool, an
+/// IPAddressClaim and IPAddress. lab-g (complete) runs 3 + 1 Machines with their nodes.
+/// `clusterctl move --to-directory` refuses both namespaces' lab-f state.
+fn live_lists(cp_machines: usize) -> Vec<(String, serde_json::Value)> {
+    use serde_json::{json, Value};
+    let o = capstan(
+        &["render", "examples/gitops", "--decrypt", "-i", &identity()],
+        &root(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let uid = |kind: &str, ns: &str, name: &str| format!("uid-{kind}-{ns}-{name}");
+    let owner = |kind: &str, ns: &str, name: &str, api: &str| json!({"apiVersion": api, "kind": kind, "name": name, "uid": uid(kind, ns, name), "controller": true});
+    let capi = "cluster.x-k8s.io/v1beta1";
+    let mut out = Vec::new();
+    for ns in ["lab-f", "lab-g"] {
+        let mut items: Vec<Value> = capstan::yaml::parse_stream(&stdout(&o))
+            .unwrap()
+            .into_iter()
+            .filter(|d| {
+                d["metadata"]["namespace"] == ns
+                    && LIVE_KINDS.contains(&d["kind"].as_str().unwrap_or(""))
+            })
+            .collect();
+        let mut add = |kind: &str, api: &str, name: &str, owners: Vec<Value>, rest: Value| {
+            let mut v = json!({"apiVersion": api, "kind": kind,
+                "metadata": {"namespace": ns, "name": name, "labels": {"cluster.x-k8s.io/cluster-name": ns}}});
+            if !owners.is_empty() {
+                v["metadata"]["ownerReferences"] = Value::Array(owners);
+            }
+            for (k, x) in rest.as_object().unwrap() {
+                if k == "labels" {
+                    v["metadata"]["labels"] = x.clone();
+                } else {
+                    v[k] = x.clone();
+                }
+            }
+            items.push(v);
+        };
+        let tcp = owner(
+            "TalosControlPlane",
+            ns,
+            &format!("{ns}-cp"),
+            "controlplane.cluster.x-k8s.io/v1alpha3",
+        );
+        add(
+            "Secret",
+            "v1",
+            &format!("{ns}-kubeconfig"),
+            vec![tcp.clone()],
+            json!({"type": "cluster.x-k8s.io/secret", "data": {"value": "a3ViZWNvbmZpZw=="}}),
+        );
+        add(
+            "Secret",
+            "v1",
+            "unrelated-token",
+            vec![],
+            json!({"data": {"token": "dG9rZW4="}}),
+        );
+        add(
+            "ConfigMap",
+            "v1",
+            "kube-root-ca.crt",
+            vec![],
+            json!({"data": {"ca.crt": "x"}}),
+        );
+        let (machines, pool): (Vec<(String, bool)>, Option<String>) = if ns == "lab-f" {
+            (
+                (0..cp_machines)
+                    .map(|i| (format!("lab-f-cp-{i}"), true))
+                    .collect(),
+                Some("lab-f-cp-addresses".into()),
+            )
+        } else {
+            let mut m: Vec<(String, bool)> =
+                (0..3).map(|i| (format!("lab-g-cp-{i}"), true)).collect();
+            m.push(("lab-g-general-0".into(), false));
+            (m, None)
+        };
+        if ns == "lab-g" {
+            let md = owner("MachineDeployment", ns, "lab-g-general", capi);
+            add(
+                "MachineSet",
+                capi,
+                "lab-g-general-ms",
+                vec![md],
+                json!({"spec": {"replicas": 1}}),
+            );
+        }
+        for (m, cp) in &machines {
+            let machine_owner = if *cp {
+                tcp.clone()
+            } else {
+                owner("MachineSet", ns, "lab-g-general-ms", capi)
+            };
+            let mut labels = json!({"cluster.x-k8s.io/cluster-name": ns});
+            if *cp {
+                labels["cluster.x-k8s.io/control-plane"] = "".into();
+            }
+            let status = if ns == "lab-g" {
+                json!({"nodeRef": {"kind": "Node", "name": m}})
+            } else {
+                json!({"phase": "Provisioning"})
+            };
+            add(
+                "Machine",
+                capi,
+                m,
+                vec![machine_owner],
+                json!({"spec": {"clusterName": ns, "infrastructureRef": {"kind": "VSphereMachine", "name": m}},
+                    "status": status, "labels": labels}),
+            );
+            let by_machine = owner("Machine", ns, m, capi);
+            add(
+                "VSphereMachine",
+                "infrastructure.cluster.x-k8s.io/v1beta1",
+                m,
+                vec![by_machine.clone()],
+                json!({}),
+            );
+            add(
+                "TalosConfig",
+                "bootstrap.cluster.x-k8s.io/v1alpha3",
+                m,
+                vec![by_machine],
+                json!({}),
+            );
+            let vm = owner(
+                "VSphereMachine",
+                ns,
+                m,
+                "infrastructure.cluster.x-k8s.io/v1beta1",
+            );
+            add(
+                "VSphereVM",
+                "infrastructure.cluster.x-k8s.io/v1beta1",
+                m,
+                vec![vm],
+                json!({"spec": {"biosUUID": format!("4211aaaa-{m}")}}),
+            );
+            if let Some(pool) = &pool {
+                let claim = format!("{m}-0-0");
+                let by_vm = owner(
+                    "VSphereVM",
+                    ns,
+                    m,
+                    "infrastructure.cluster.x-k8s.io/v1beta1",
+                );
+                add(
+                    "IPAddressClaim",
+                    "ipam.cluster.x-k8s.io/v1beta1",
+                    &claim,
+                    vec![by_vm],
+                    json!({}),
+                );
+                let mut p = owner(
+                    "InClusterIPPool",
+                    ns,
+                    pool,
+                    "ipam.cluster.x-k8s.io/v1alpha2",
+                );
+                p["controller"] = false.into();
+                add(
+                    "IPAddress",
+                    "ipam.cluster.x-k8s.io/v1beta1",
+                    &claim,
+                    vec![
+                        owner(
+                            "IPAddressClaim",
+                            ns,
+                            &claim,
+                            "ipam.cluster.x-k8s.io/v1beta1",
+                        ),
+                        p,
+                    ],
+                    json!({"spec": {"address": "10.0.0.11"}}),
+                );
+            }
+        }
+        let cluster_owned = [
+            "VSphereCluster",
+            "TalosControlPlane",
+            "MachineDeployment",
+            "VSphereMachineTemplate",
+            "TalosConfigTemplate",
+            "MachineHealthCheck",
+        ];
+        for v in &mut items {
+            let kind = v["kind"].as_str().unwrap().to_string();
+            let name = v["metadata"]["name"].as_str().unwrap().to_string();
+            v["metadata"]["uid"] = uid(&kind, ns, &name).into();
+            v["metadata"]["resourceVersion"] = "4711".into();
+            if cluster_owned.contains(&kind.as_str()) {
+                v["metadata"]["ownerReferences"] = json!([owner("Cluster", ns, ns, capi)]);
+            }
+            if kind == "Cluster" {
+                v["status"] =
+                    json!({"infrastructureReady": true, "controlPlaneReady": ns == "lab-g"});
+            }
+        }
+        out.push((
+            ns.to_string(),
+            json!({"apiVersion": "v1", "kind": "List", "items": items}),
+        ));
+    }
+    out
+}
+
+/// `clusterctl move --from-directory`'s reading of a directory (cluster-api v1.10.10
+/// `mover.go:156-185`, `objectgraph.go:213-246`): every file one object, keyed by uid, each
+/// owner reference resolving to an object of the directory, every Cluster paused; and the
+/// objects it creates (`getMoveNodes` and the move sequence,
+/// `capstan::rehearse::clusterctl::move_graph`): all but capstan's record.
+fn from_directory(dir: &Path) -> Vec<serde_json::Value> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut objects = Vec::new();
+    let mut uids = std::collections::BTreeSet::new();
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    for n in &names {
+        let p = dir.join(n);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{n}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap())
+            .unwrap_or_else(|e| panic!("{n}: not one JSON object: {e}"));
+        let (kind, ns, name) = (
+            v["kind"].as_str().unwrap(),
+            v["metadata"]["namespace"].as_str().unwrap_or(""),
+            v["metadata"]["name"].as_str().unwrap(),
+        );
+        assert!(v["apiVersion"].is_string(), "{n}");
+        assert_eq!(*n, format!("{kind}_{ns}_{name}.yaml"));
+        let uid = v["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{n}: no uid"));
+        assert!(uids.insert(uid.to_string()), "{n}: uid {uid} twice");
+        if kind == "Cluster" {
+            assert_eq!(
+                v["spec"]["paused"], true,
+                "{n}: the Cluster is saved paused"
+            );
+        }
+        objects.push(v);
+    }
+    for v in &objects {
+        for r in v["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            assert!(
+                uids.contains(r["uid"].as_str().unwrap()),
+                "{}: owner {r} not in the directory",
+                v["metadata"]["name"]
+            );
+        }
+    }
+    let g = capstan::rehearse::clusterctl::move_graph(&objects);
+    let left: Vec<String> = g
+        .left_out
+        .iter()
+        .map(|(i, _)| {
+            objects[*i]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        left.iter().all(|n| n == "capstan-backup-dump"),
+        "--from-directory would not create {left:?}"
+    );
+    objects
+}
+
+/// D6: in the migration's window (lab-f: phase prepare's render, the Cluster not
+/// `controlPlaneReady`, control-plane Machines without a nodeRef) `clusterctl move
+/// --to-directory` refuses; `capstan backup dump` writes the directory from the live
+/// objects as clusterctl would, `--from-directory` (modelled) takes every file, and the
+/// keyless `backup check` passes. Dropping the Talos bundle's label, or an owner from the
+/// kubectl command, or a Cluster left paused by a killed move, fails the check.
+#[test]
+fn backup_dump_in_phases_clusterctl_refuses_restores_and_checks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let example = example().display().to_string();
+    let write_lists = |lists: &[(String, serde_json::Value)], tag: &str| -> Vec<String> {
+        lists
+            .iter()
+            .map(|(ns, v)| {
+                let f = format!("live-{tag}-{ns}.json");
+                std::fs::write(t.join(&f), v.to_string()).unwrap();
+                f
+            })
+            .collect()
+    };
+    let dump_and_check = |lists: &[(String, serde_json::Value)], tag: &str| {
+        let files = write_lists(lists, tag);
+        let to = format!("dump-{tag}");
+        let mut args = vec!["backup", "dump"];
+        args.extend(files.iter().map(String::as_str));
+        args.extend(["--to", &to]);
+        let d = run(&args, t);
+        assert_eq!(d.status.code(), Some(0), "{}", stderr(&d));
+        let url = format!("file://{}/store-{tag}", t.display());
+        let o = run(&["backup", "push", &to, &url, "-r", &recipient()], t);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let c = capstan_plain(&["backup", "check", &example, &url], t, &[]);
+        (t.join(&to), stderr(&d), c)
+    };
+    let live = live_lists(3);
+    let (dir, err, c) = dump_and_check(&live, "window");
+    assert_eq!(c.status.code(), Some(0), "{}{}", stdout(&c), stderr(&c));
+    assert!(stdout(&c).contains("ok       lab-f") && stdout(&c).contains("ok       lab-g"));
+    assert!(
+        err.contains("2 Cluster(s) (lab-f/lab-f, lab-g/lab-g)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("left out:") && !err.contains("warning"),
+        "{err}"
+    );
+    let objects = from_directory(&dir);
+    let has = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .any(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+    };
+    for (kind, name) in [
+        ("Secret", "lab-f-talos"),
+        ("Secret", "lab-f-ca"),
+        ("Secret", "lab-f-vsphere"),
+        ("Secret", "lab-f-kubeconfig"),
+        ("TalosControlPlane", "lab-f-cp"),
+        ("Machine", "lab-f-cp-2"),
+        ("VSphereVM", "lab-f-cp-2"),
+        ("TalosConfig", "lab-f-cp-2"),
+        ("IPAddress", "lab-f-cp-2-0-0"),
+        ("InClusterIPPool", "lab-f-cp-addresses"),
+        ("InClusterIPPool", "node-ips"),
+        ("MachineSet", "lab-g-general-ms"),
+        ("Secret", "lab-g-talos"),
+    ] {
+        assert!(has(kind, name), "{kind} {name} not in the dump");
+    }
+    // As clusterctl: what no Cluster links is left out; status and uids are kept.
+    assert!(!has("Secret", "unrelated-token") && !has("ConfigMap", "kube-root-ca.crt"));
+    let m = objects
+        .iter()
+        .find(|o| o["kind"] == "Machine" && o["metadata"]["name"] == "lab-g-cp-0")
+        .unwrap();
+    assert_eq!(m["status"]["nodeRef"]["name"], "lab-g-cp-0");
+    assert_eq!(m["metadata"]["resourceVersion"], "4711");
+    // The live Clusters were not paused: the record says so, and the dump alone paused them.
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("ConfigMap_lab-f_capstan-backup-dump.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["data"]["pausedClusters"], "");
+    // The same input, the same bytes.
+    let again = t.join("again");
+    let files = write_lists(&live, "window");
+    let mut args = vec!["backup", "dump"];
+    args.extend(files.iter().map(String::as_str));
+    let again_s = again.display().to_string();
+    args.extend(["--to", &again_s]);
+    assert_eq!(run(&args, t).status.code(), Some(0));
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            std::fs::read(again.join(p.file_name().unwrap())).unwrap()
+        );
+    }
+    // DIR must be empty or absent.
+    assert_eq!(run(&args, t).status.code(), Some(2));
+    // From a pipe, the namespaces' Lists one after the other: the same files.
+    let piped = assert_cmd::Command::cargo_bin("capstan")
+        .unwrap()
+        .args(["backup", "dump", "-", "--to", "piped"])
+        .current_dir(t)
+        .write_stdin(format!("{}\n{}\n", live[0].1, live[1].1))
+        .output()
+        .unwrap();
+    assert_eq!(piped.status.code(), Some(0), "{}", stderr(&piped));
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            std::fs::read(t.join("piped").join(p.file_name().unwrap())).unwrap()
+        );
+    }
+
+    // The Talos bundle without the move label (the render before it): left out, check fails.
+    let mut unlabelled = live.clone();
+    for i in unlabelled[0].1["items"].as_array_mut().unwrap() {
+        if i["metadata"]["name"] == "lab-f-talos" {
+            i["metadata"]["labels"]
+                .as_object_mut()
+                .unwrap()
+                .remove(capstan::rehearse::clusterctl::MOVE_LABEL);
+        }
+    }
+    let (dir, _, c) = dump_and_check(&unlabelled, "unlabelled");
+    assert!(!dir.join("Secret_lab-f_lab-f-talos.yaml").exists());
+    assert_eq!(c.status.code(), Some(1), "{}", stdout(&c));
+    assert!(
+        stdout(&c).contains("Secret lab-f/lab-f-talos (the Talos secrets bundle"),
+        "{}",
+        stdout(&c)
+    );
+    // An owner missing from the kubectl command (no vspheremachines): what it owns is left
+    // out, named, and the check finds the Machines' infrastructure missing.
+    let mut no_owner = live.clone();
+    for (_, l) in &mut no_owner {
+        l["items"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|i| i["kind"] != "VSphereMachine");
+    }
+    let (dir, err, c) = dump_and_check(&no_owner, "no-owner");
+    assert!(
+        err.contains("left out: VSphereVM lab-f/lab-f-cp-0: its owner VSphereMachine lab-f-cp-0"),
+        "{err}"
+    );
+    assert!(!dir.join("VSphereVM_lab-f_lab-f-cp-0.yaml").exists());
+    assert!(!dir.join("IPAddress_lab-f_lab-f-cp-0-0-0.yaml").exists());
+    from_directory(&dir);
+    assert_eq!(c.status.code(), Some(1));
+    assert!(
+        stdout(&c)
+            .contains("Machine lab-g/lab-g-cp-0's infrastructure: VSphereMachine lab-g/lab-g-cp-0"),
+        "{}",
+        stdout(&c)
+    );
+    // A Cluster a killed `clusterctl move` left paused: warned, recorded, check fails.
+    let mut paused = live.clone();
+    for i in paused[1].1["items"].as_array_mut().unwrap() {
+        if i["kind"] == "Cluster" {
+            i["spec"]["paused"] = true.into();
+        }
+    }
+    let (dir, err, c) = dump_and_check(&paused, "paused");
+    assert!(
+        err.contains("warning: Cluster lab-g/lab-g is paused"),
+        "{err}"
+    );
+    from_directory(&dir);
+    assert_eq!(c.status.code(), Some(1));
+    let out = stdout(&c);
+    assert!(out.contains("ok       lab-f"), "{out}");
+    assert!(
+        out.contains("missing  lab-g: Cluster lab-g/lab-g was paused (spec.paused: true) on the management cluster"),
+        "{out}"
+    );
+    // Input errors name the file and the field: exit 2.
+    std::fs::write(t.join("bad.json"), r#"{"kind":"List","items":[{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x","namespace":"lab-f"}}]}"#).unwrap();
+    let o = run(&["backup", "dump", "bad.json", "--to", "bad"], t);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("bad.json: items[0]: metadata.uid"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!t.join("bad").exists());
 }

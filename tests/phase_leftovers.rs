@@ -149,6 +149,8 @@ fault=$(cat "$d/fault" 2>/dev/null || true)
 vap=validatingadmissionpolicies.admissionregistration.k8s.io/lab-f.lab-f.paused-node-refs.capstan.dev
 vapb=validatingadmissionpolicybindings.admissionregistration.k8s.io/lab-f.lab-f.paused-node-refs.capstan.dev
 case "$*" in
+  *"get clusters.cluster.x-k8s.io lab-f -o name") echo cluster.cluster.x-k8s.io/lab-f ;;
+  *"get clusters.cluster.x-k8s.io lab-f -o jsonpath={.spec.paused}") ;;
   *"get taloscontrolplanes.controlplane.cluster.x-k8s.io lab-f-cp -o jsonpath={.metadata.name}") echo lab-f-cp ;;
   *"get taloscontrolplanes.controlplane.cluster.x-k8s.io lab-f-cp -o jsonpath={.status.bootstrapped}") echo true ;;
   *"get secret lab-f-talos lab-f-ca -o name") printf 'secret/lab-f-talos\nsecret/lab-f-ca\n' ;;

@@ -1152,6 +1152,57 @@ fn skipping_phase_control_plane_is_caught_by_the_workers_job() {
     assert_safe(&w, "phase skipped");
 }
 
+/// D6: a Cluster a killed `clusterctl move` left paused (`spec.paused: true`; cluster-api
+/// v1.10.10 `mover.go:393-436`) is noticed by every phase's Job: it refuses, naming the
+/// patch, and changes nothing (no phase pauses the Cluster; they pause the
+/// TalosControlPlane). Unpaused, the same sync goes past it.
+#[test]
+fn a_cluster_left_paused_by_a_killed_move_is_refused_by_every_job() {
+    for (phase, kubeadm) in [("prepare", &KUBEADM[..]), ("complete", &[][..])] {
+        let world = if phase == "prepare" {
+            Arc::new(Mutex::new(lab_f(true)))
+        } else {
+            established()
+        };
+        world.lock().unwrap().cluster_paused = true;
+        let bootstrapped = |w: &Arc<Mutex<World>>| {
+            w.lock()
+                .unwrap()
+                .tcp
+                .as_ref()
+                .is_some_and(|t| t.bootstrapped)
+        };
+        let before = bootstrapped(&world);
+        let runs = argo_sync(&world, &render_phase(phase, kubeadm, &[]));
+        assert!(!last_ok(&runs), "{phase}: {}", show(&runs));
+        assert!(
+            runs[0]
+                .output
+                .contains("Cluster lab-f/lab-f is paused (spec.paused: true), which no phase does")
+                && runs[0]
+                    .output
+                    .contains("patch clusters.cluster.x-k8s.io lab-f --type merge"),
+            "{phase}: {}",
+            show(&runs)
+        );
+        assert_eq!(bootstrapped(&world), before, "{phase}");
+        world.lock().unwrap().cluster_paused = false;
+        let runs = argo_sync(&world, &render_phase(phase, kubeadm, &[]));
+        assert!(
+            !show(&runs).contains("is paused (spec.paused"),
+            "{phase}: {}",
+            show(&runs)
+        );
+        // Phase complete over kubeadm members left refuses for them, as it must.
+        assert_eq!(
+            last_ok(&runs),
+            phase == "prepare",
+            "{phase}: {}",
+            show(&runs)
+        );
+    }
+}
+
 /// Back to phase prepare with the control-plane Machines still there (a revert of the
 /// phase commits): prepare renders 0 replicas, so the Job pauses the control plane and
 /// fails instead of letting the provider scale it down.

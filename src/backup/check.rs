@@ -4,7 +4,8 @@
 //! every Machine's infrastructure object, when its machine templates take addresses from an
 //! IPAM pool an IPAddressClaim and an IPAddress per Machine, and the Secrets a restore needs
 //! (`<cluster>-talos`, `<cluster>-ca`, the vSphere identity Secret), the CA's certificate
-//! the one `spec.provenance` records. A backup older than the allowed age is stale. Pure:
+//! the one `spec.provenance` records; and no Cluster that a `capstan backup dump` found paused
+//! on the live cluster (a killed `clusterctl move`). A backup older than the allowed age is stale. Pure:
 //! rendered objects and the backup's object manifest ([`super::objects`]) in, a report out;
 //! no Secret value is needed, so no private key.
 
@@ -189,6 +190,25 @@ pub fn check(
         let ns = e.namespace.as_str();
         if !have.contains(&("Cluster", ns, e.name.as_str())) {
             missing.push(format!("Cluster {ns}/{}", e.name));
+        }
+        // D6: a Cluster a killed `clusterctl move` left paused (cluster-api v1.10.10
+        // `mover.go:393-436`): nothing of the cluster reconciles. capstan's phases pause the
+        // TalosControlPlane (its `cluster.x-k8s.io/paused` annotation), never the Cluster, so
+        // no phase expects it. Known from a `capstan backup dump` record only.
+        let key = format!("{ns}/{}", e.name);
+        if objects
+            .iter()
+            .filter_map(|o| o.paused_clusters.as_ref())
+            .any(|p| p.contains(&key))
+        {
+            missing.push(format!(
+                "Cluster {key} was paused (spec.paused: true) on the management cluster when this backup was dumped: a \
+                 `clusterctl move` killed between pausing and unpausing leaves it so, and nothing of the cluster \
+                 reconciles (capstan's phases pause only the TalosControlPlane). Make sure no move runs, then \
+                 `kubectl -n {ns} patch clusters.cluster.x-k8s.io {} --type merge -p '{{\"spec\":{{\"paused\":false}}}}'` \
+                 and dump again",
+                e.name
+            ));
         }
         if let Some(cp) = &e.control_plane {
             if !have.contains(&("TalosControlPlane", ns, cp.as_str())) {
@@ -411,6 +431,55 @@ mod tests {
             86_400,
         );
         assert!(r.stale);
+    }
+
+    /// D6: a Cluster a `capstan backup dump` found paused fails the check, by its record;
+    /// the record of another namespace, or one that lists nothing, does not.
+    #[test]
+    fn a_cluster_the_dump_found_paused_fails_the_check() {
+        let e = Expected {
+            name: "lab-f".into(),
+            namespace: "lab-f".into(),
+            control_plane: None,
+            machines: 0,
+            ipam: false,
+            secrets: Vec::new(),
+            ca_fingerprint: None,
+        };
+        let cluster = || {
+            file(
+                "Cluster_lab-f_lab-f.yaml",
+                json!({"kind": "Cluster", "metadata": {"namespace": "lab-f", "name": "lab-f"}, "spec": {"paused": true}}),
+            )
+        };
+        let record = |ns: &str, paused: &[String]| {
+            file(
+                &format!("ConfigMap_{ns}_capstan-backup-dump.yaml"),
+                super::super::dump::record(ns, paused),
+            )
+        };
+        let t0 = unix_of("2026-12-05T08:00:00Z").unwrap();
+        let run = |files: &[MovedFile]| {
+            check(
+                &index("2026-12-05T08:00:00Z"),
+                &manifest(files),
+                std::slice::from_ref(&e),
+                t0,
+                86_400,
+            )
+        };
+        // clusterctl's own dump: every Cluster saved paused, nothing to tell.
+        assert!(!run(&[cluster()]).failed());
+        assert!(!run(&[cluster(), record("lab-f", &[])]).failed());
+        assert!(!run(&[cluster(), record("lab-g", &["lab-f".into()])]).failed());
+        let r = run(&[cluster(), record("lab-f", &["lab-f".into()])]);
+        assert!(r.failed());
+        assert!(
+            r.clusters[0].missing[0].starts_with(
+                "Cluster lab-f/lab-f was paused (spec.paused: true) on the management cluster when this backup was dumped"
+            ),
+            "{r:?}"
+        );
     }
 
     #[test]

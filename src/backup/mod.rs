@@ -13,6 +13,7 @@
 
 pub mod check;
 pub mod custody;
+pub mod dump;
 pub mod inventory;
 pub mod objects;
 pub mod payload;
@@ -75,6 +76,9 @@ pub enum BackupError {
         /// The directory.
         dir: String,
     },
+    /// Live objects that cannot be dumped.
+    #[error(transparent)]
+    Dump(#[from] dump::DumpError),
     /// A file of the directory backed up, or of the pull's output.
     #[error(transparent)]
     Input(#[from] crate::inputs::InputError),

@@ -44,6 +44,14 @@ pub struct Entry {
     /// What a Secret is, without its values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<SecretEntry>,
+    /// For the record of a `capstan backup dump` ([`super::dump::RECORD`]): the Clusters,
+    /// `namespace/name`, that were paused (`spec.paused: true`) on the live management
+    /// cluster when it was dumped, as a `clusterctl move` killed between pausing and
+    /// unpausing leaves them (cluster-api v1.10.10 `mover.go:393-436`). A dump records the
+    /// live state; a `clusterctl move --to-directory` file cannot (it saves every Cluster
+    /// paused, `mover.go:402-406`), and its next run unpauses them (`:434-436`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_clusters: Option<Vec<String>>,
 }
 
 /// A Secret's public facts.
@@ -144,6 +152,7 @@ pub fn entry(file: &str, bytes: &[u8]) -> Result<Option<Entry>, ObjectsError> {
             ca_fingerprint,
         }
     });
+    let paused_clusters = super::dump::paused_in_record(doc);
     Ok(Some(Entry {
         kind,
         namespace,
@@ -152,6 +161,7 @@ pub fn entry(file: &str, bytes: &[u8]) -> Result<Option<Entry>, ObjectsError> {
         cluster,
         infrastructure,
         secret,
+        paused_clusters,
     }))
 }
 

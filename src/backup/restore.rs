@@ -137,23 +137,68 @@ pub fn runbook(
     // written as a code span or escaped text, and every command that quotes them as one span.
     let url_code = md_code(url);
     let init_code = md_code(&init);
-    let push_code = md_code(&format!("capstan backup push DIR {url} -R recipients.txt"));
+    let namespaces: Vec<&str> = {
+        let mut n: Vec<&str> = configs
+            .iter()
+            .map(|c| c.metadata.namespace.as_str())
+            .collect();
+        n.sort_unstable();
+        n.dedup();
+        n
+    };
+    // Inside a code block: a URL that could end it is not quoted.
+    let plain = !url.contains('`') && !url.chars().any(char::is_control);
+    let backup_recipe = super::dump::commands(&namespaces, if plain { url } else { "URL" });
     let Some((id, created)) = backup else {
+        // D7: no invented procedure. Without the Machines a backup holds, capstan's guard
+        // and scale Job refuse to admit a control-plane Machine while Talos control-plane
+        // Nodes run without one (`templates/migration/lib.sh`, `guard`), by design: new
+        // Machines would become a second control plane. Only a cluster that never had a
+        // Talos machine can be rebuilt from git.
         let _ = writeln!(
             md,
             "## No backup under {url_code}\n\n\
              Without the Machines, IP allocations and `status.bootstrapped` that only a backup holds, the providers \
-             cannot adopt the running clusters: rendered from git alone they would create new machines, hand out \
+             cannot adopt running Talos machines: rendered from git alone they would create new machines, hand out \
              addresses running nodes use, and a control plane without `status.bootstrapped` can bootstrap a second \
-             etcd. Do not apply the repository to a new management cluster as it is.\n\n\
-             1. Build a new management cluster (a kind cluster below, or a permanent one) and {init_code}.\n\
-             2. For each cluster, treat its running Talos nodes as a migration treats kubeadm nodes: set \
-             `spec.migration` back to phase `prepare` (control-plane replicas 0, the guard policy and the Job that \
-             sets `status.bootstrapped`), render and apply it, and follow `capstan plan` through phases \
-             `control-plane` and `workers`: new machines join the running etcd, and the old nodes are removed one \
-             at a time with the plan's procedures.\n\
-             3. Take a backup as soon as the clusters are managed again: `clusterctl move --to-directory DIR` and \
-             {push_code}, then `capstan backup check`.\n"
+             etcd. capstan has no supported procedure that adopts running Talos nodes without a backup, and its guard \
+             refuses to admit control-plane Machines while Talos control-plane Nodes run without them.\n"
+        );
+        for c in configs {
+            let name = format!("{}/{}", c.metadata.namespace, c.metadata.name);
+            let phase = c.spec.migration.as_ref().map(|m| m.phase);
+            let text = match phase {
+                Some(crate::inputs::model::Phase::Prepare) => format!(
+                    "{}: phase `prepare` runs no Talos machine, so there is nothing to adopt: a new management cluster \
+                     ({init_code}) with the repository applied as it is (phase `prepare`: 0 replicas, the guard) is \
+                     safe; its Job sets `status.bootstrapped` once it reads that no Talos control-plane Node runs.",
+                    md_code(&name)
+                ),
+                Some(crate::inputs::model::Phase::ControlPlane) => format!(
+                    "{}: phase `control-plane`. If no Talos control-plane Node runs (`kubectl --kubeconfig <cluster>.kubeconfig \
+                     get nodes -o wide`: no `Talos` OS image), as phase `prepare`: apply the repository to a new management \
+                     cluster ({init_code}). If one runs, **not supported**: do not apply the repository to a new management \
+                     cluster (the guard would refuse, and must).",
+                    md_code(&name)
+                ),
+                _ => format!(
+                    "{}: Talos machines run: **not supported** without a backup. Do not apply the repository to a new \
+                     management cluster.",
+                    md_code(&name)
+                ),
+            };
+            let _ = writeln!(md, "- {text}");
+        }
+        let _ = writeln!(
+            md,
+            "\nWhat to do instead for a cluster that is not supported: leave it running without a management cluster. \
+             Its nodes and workloads keep running; nothing scales, rolls out or remediates. Operate the nodes with \
+             `talosctl` (the Talos secrets bundle in `secrets.age` holds its PKI) and take etcd snapshots \
+             (`talosctl etcd snapshot`) until a management cluster can take the cluster over, and get help before \
+             trying anything else: rebuilding its Machines by hand is a procedure nobody has tested.\n\n\
+             From now on a backup exists in every phase: `clusterctl move --to-directory` refuses while a Cluster's \
+             control plane is not ready or a Machine has no nodeRef (phases `prepare` and `control-plane`), \
+             `capstan backup dump` does not:\n\n```sh\n{backup_recipe}```\n"
         );
         return md;
     };
@@ -338,7 +383,8 @@ pub fn runbook(
         &mut md,
         format!(
             "Delete the temporary cluster (`kind delete cluster --name capstan-restore`) and take a new backup from \
-             the permanent cluster: `clusterctl move --to-directory DIR`, {push_code}, `capstan backup check`."
+             the permanent cluster (every phase; each namespace):\n\n   ```sh\n{}   ```\n\n   then `capstan backup check`.",
+            backup_recipe.lines().map(|l| format!("   {l}\n")).collect::<String>()
         ),
     );
     let _ = writeln!(
@@ -411,8 +457,24 @@ mod tests {
         );
         assert!(md.contains("--ipam in-cluster:"), "{md}");
         assert!(md.contains("capstan backup pull s3://b/mgmt/20261205T083000Z-1a2b3c4d restore"));
+        // A backup in every phase: per namespace, with the dump for the phases clusterctl
+        // refuses.
+        for ns in ["lab-a", "lab-b"] {
+            assert!(
+                md.contains(&format!("kubectl get -n {ns} clusters.cluster.x-k8s.io,")),
+                "{md}"
+            );
+        }
+        assert!(md.contains("| capstan backup dump - --to dump"), "{md}");
         let none = runbook(&[config("lab-a")], false, "s3://b/mgmt", None, None);
         assert!(none.contains("## No backup under `s3://b/mgmt`"), "{none}");
+        // D7: no dead end through phase prepare; the truth per phase, and what to do.
+        assert!(!none.contains("back to phase `prepare`"), "{none}");
+        assert!(none.contains("no supported procedure"), "{none}");
+        assert!(
+            none.contains("kubectl get -n lab-a clusters.cluster.x-k8s.io,"),
+            "{none}"
+        );
         assert!(!none.contains("--ipam"));
     }
 }

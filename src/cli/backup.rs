@@ -1,10 +1,10 @@
-//! CLI glue of `capstan backup push|list|pull`: arguments to library calls, results to
+//! CLI glue of `capstan backup push|dump|list|pull|check` and `capstan restore`: arguments to library calls, results to
 //! stdout and stderr.
 
 use crate::backup::{self, store::Store};
 use crate::cli::terminal::{identities, optional_identities, Status};
 use crate::cli::{
-    BackupCheckArgs, BackupCommand, BackupListArgs, BackupPullArgs, BackupPushArgs,
+    BackupCheckArgs, BackupCommand, BackupDumpArgs, BackupListArgs, BackupPullArgs, BackupPushArgs,
     RestoreCheckArgs, RestoreCheckFormat, RestorePlanArgs,
 };
 use crate::inputs;
@@ -16,6 +16,7 @@ use std::io::Write as _;
 pub fn run(cmd: BackupCommand) -> Result<Status> {
     match cmd {
         BackupCommand::Push(args) => push(args),
+        BackupCommand::Dump(args) => dump(args),
         BackupCommand::List(args) => list(args),
         BackupCommand::Pull(args) => pull(args),
         BackupCommand::Check(args) => check(args),
@@ -305,6 +306,80 @@ fn push(args: BackupPushArgs) -> Result<Status> {
         index.recipients.len()
     );
     println!("{}", index.id);
+    Ok(Status::Success)
+}
+
+fn dump(args: BackupDumpArgs) -> Result<Status> {
+    use crate::yaml::Scrubbed;
+    let mut lists = Vec::with_capacity(args.files.len());
+    for f in &args.files {
+        let stdin = f.as_os_str() == "-";
+        let label = if stdin {
+            "stdin".to_string()
+        } else {
+            f.display().to_string()
+        };
+        // The Lists hold the namespaces' Secrets in plaintext: read, parsed and dropped
+        // zeroized; from stdin (`kubectl … | capstan backup dump -`) they never touch a disk.
+        let text = if stdin {
+            use std::io::Read as _;
+            let cap = inputs::InputKind::Backup.cap();
+            let mut buf = zeroize::Zeroizing::new(Vec::with_capacity(1 << 20));
+            std::io::stdin()
+                .lock()
+                .take(cap + 1)
+                .read_to_end(&mut buf)?;
+            anyhow::ensure!(buf.len() as u64 <= cap, "stdin: more than {cap} bytes");
+            zeroize::Zeroizing::new(String::from_utf8(std::mem::take(&mut *buf)).map_err(|_| {
+                anyhow::anyhow!("stdin: not UTF-8; expected `kubectl get … -o json`")
+            })?)
+        } else {
+            zeroize::Zeroizing::new(inputs::read_input_text(f, inputs::InputKind::Backup)?)
+        };
+        // One or more Lists, one after the other (`(kubectl get -n A …; kubectl get -n B …)`).
+        for (n, tree) in serde_json::Deserializer::from_str(&text)
+            .into_iter::<serde_json::Value>()
+            .enumerate()
+        {
+            let tree = tree.map_err(|e| backup::dump::DumpError::NotAList {
+                file: line(&label).into_owned(),
+                // serde_json's message names a line and column, never the text.
+                message: format!("not JSON ({e})"),
+            })?;
+            let name = if n == 0 {
+                label.clone()
+            } else {
+                format!("{label} (document {})", n + 1)
+            };
+            lists.push((line(&name).into_owned(), Scrubbed(tree)));
+        }
+    }
+    let dump = backup::dump::dump(&lists).map_err(backup::BackupError::from)?;
+    drop(lists);
+    let mut staging = backup::staging::Staging::new(&args.to)?;
+    for (name, bytes) in &dump.files {
+        staging.write(name, &mut &bytes[..])?;
+    }
+    staging.commit()?;
+    for o in &dump.orphans {
+        eprintln!("left out: {}", line(o));
+    }
+    for c in &dump.paused {
+        eprintln!(
+            "warning: Cluster {} is paused (spec.paused: true) on the live cluster: a `clusterctl move` killed between \
+             pausing and unpausing leaves it so; `capstan backup check` fails on this backup until it is unpaused",
+            line(c)
+        );
+    }
+    eprintln!(
+        "{} objects of {} Cluster(s) ({}) written to {} as `clusterctl move --to-directory` saves them (files mode 0600); \
+         {} object(s) of the namespaces linked to no Cluster left out, as clusterctl leaves them",
+        dump.files.len(),
+        dump.clusters.len(),
+        line(&dump.clusters.join(", ")),
+        args.to.label(),
+        dump.unlinked
+    );
     Ok(Status::Success)
 }
 

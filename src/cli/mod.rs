@@ -287,6 +287,13 @@ pub enum BackupCommand {
     /// credentials from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...) or
     /// `file:///PATH`.
     Push(BackupPushArgs),
+    /// Write the directory `clusterctl move --to-directory` would, from live objects, in
+    /// every phase (clusterctl refuses while a Cluster's control plane is not ready or a
+    /// Machine has no nodeRef: phases `prepare` and `control-plane`). FILE is `kubectl get -n
+    /// NAMESPACE <kinds> -o json` (the README names the kinds) per namespace, or `-`; the
+    /// objects saved are those `clusterctl move` saves, the Clusters with `spec.paused:
+    /// true`, with a record of the Clusters found paused. Then `capstan backup push DIR`.
+    Dump(BackupDumpArgs),
     /// List the backups under URL, newest first: time, size, objects per kind, clusters.
     List(BackupListArgs),
     /// Download, verify and decrypt a backup (the newest, or URL/ID) into OUT, exactly as
@@ -397,6 +404,18 @@ pub struct BackupPushArgs {
     /// A file of age recipients, one per line.
     #[arg(long, short = 'R', value_name = "FILE")]
     pub recipients_file: Vec<PathBuf>,
+}
+
+/// Arguments of `capstan backup dump`.
+#[derive(Debug, clap::Args)]
+pub struct BackupDumpArgs {
+    /// `kubectl get -n NAMESPACE <kinds> -o json` output, `-` for stdin; each may hold the
+    /// Lists of several namespaces one after the other.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The directory to write (empty or absent): one file per object, mode 0600.
+    #[arg(long, value_name = "DIR")]
+    pub to: PathBuf,
 }
 
 /// Arguments of `capstan backup list`.

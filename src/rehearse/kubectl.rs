@@ -188,6 +188,19 @@ impl World {
                     }),
                 }
             }
+            ["get", "clusters.cluster.x-k8s.io", name, "-o", what] => {
+                if *name != self.facts.cluster {
+                    return unexpected(name);
+                }
+                match *what {
+                    "name" => Reply::ok(&format!("cluster.cluster.x-k8s.io/{name}")),
+                    // `spec.paused` (a killed `clusterctl move` leaves it true).
+                    "jsonpath={.spec.paused}" => {
+                        Reply::ok(if self.cluster_paused { "true" } else { "" })
+                    }
+                    other => unexpected(&format!("output {other}")),
+                }
+            }
             ["get", res, name, "-o", jsonpath] if *res == TCP_RES => {
                 if *name != tcp_name {
                     return unexpected(name);

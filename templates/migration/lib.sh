@@ -18,7 +18,12 @@
     - machines: the cluster's control-plane Machines, deleting ones included (the provider
       counts them too); sets $count and $joined (those with a nodeRef).
     - machines_twice: machines, read twice a few seconds apart; the two reads must agree.
-    - guard: the cluster exists, so status.bootstrapped must be true before any machine of it
+    - cluster_unpaused: the Cluster is not paused (spec.paused). No phase pauses it (the
+      phases pause the TalosControlPlane, with its annotation); a `clusterctl move` killed
+      between pausing and unpausing leaves every Cluster of its namespace paused (cluster-api
+      v1.10.10 cmd/clusterctl/client/cluster/mover.go:393-436), and then nothing of the
+      cluster reconciles: the Job refuses, naming the fix.
+    - guard: cluster_unpaused; then the cluster exists, so status.bootstrapped must be true before any machine of it
       exists (else the provider sends the Talos Bootstrap RPC: a second, empty etcd). Waits
       for the TalosControlPlane and the imported PKI Secrets (the bootstrap provider generates
       a new PKI for a machine whose cluster lacks them). With no control-plane Machine, it
@@ -103,7 +108,20 @@ machines_twice() {
     return 1
   fi
 }
+cluster_unpaused_read() { kc -n "$ns" get clusters.cluster.x-k8s.io "$cluster" -o name; }
+cluster_unpaused() {
+  kc -n "$ns" get clusters.cluster.x-k8s.io "$cluster" -o 'jsonpath={.spec.paused}' || return 1
+  case "$out" in
+    '' | false) return 0 ;;
+    true)
+      err "Cluster $ns/$cluster is paused (spec.paused: true), which no phase does: a clusterctl move killed between pausing and unpausing leaves it so, and nothing of the cluster reconciles. Make sure no clusterctl move runs, then: kubectl -n $ns patch clusters.cluster.x-k8s.io $cluster --type merge -p '{\"spec\":{\"paused\":false}}'"
+      return 1 ;;
+    *) err "unexpected spec.paused '$out'"; return 1 ;;
+  esac
+}
 guard() {
+  retry 60 5 "Cluster $ns/$cluster cannot be read after 5 minutes" cluster_unpaused_read || return 1
+  cluster_unpaused || return 1
   retry 60 5 "TalosControlPlane $ns/$tcp cannot be read after 5 minutes" tcp_get '{.metadata.name}' || return 1
   retry 60 5 "Secrets $ns/$cluster-talos and $ns/$cluster-ca are not both there after 5 minutes: the providers would generate a new PKI; sync the sealed Secrets first (sops-secrets-operator: kubectl -n $ns get sopssecrets)" \
     kc -n "$ns" get secret "$cluster-talos" "$cluster-ca" -o name || return 1
