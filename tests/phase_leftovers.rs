@@ -154,6 +154,7 @@ case "$*" in
   *"get taloscontrolplanes.controlplane.cluster.x-k8s.io lab-f-cp -o jsonpath={.metadata.name}") echo lab-f-cp ;;
   *"get taloscontrolplanes.controlplane.cluster.x-k8s.io lab-f-cp -o jsonpath={.status.bootstrapped}") echo true ;;
   *"get secret lab-f-talos lab-f-ca -o name") printf 'secret/lab-f-talos\nsecret/lab-f-ca\n' ;;
+  *"get secret lab-f-ca -o jsonpath={.metadata.annotations.capstan\\.dev/kubernetes-ca}") printf 'sha256:932dfdf44a914fa6ad405e06cebc7388a0ce96519f7aa2855838db8d96cd8400' ;;
   *"get secret lab-f-kubeconfig -o go-template="*) echo "apiVersion: v1" ;;
   *"get pods -n kube-system -l component=etcd -o jsonpath="*)
     if [ -e "$d/kubeadm" ]; then echo etcd-lab-f-cp-1; fi ;;

@@ -598,6 +598,77 @@ fn a_management_cluster_rebuilt_from_git() {
 /// Secrets not there yet (sops-secrets-operator still working): the Job does not set
 /// status.bootstrapped without them, so the policy refuses every machine and the bootstrap
 /// provider never generates a PKI of its own.
+/// D4: a `<cluster>-ca` the bootstrap provider wrote from its own bundle (it reconciled
+/// before the sealed Secret existed, and the sops-secrets-operator never adopts it), or one
+/// from another import, is refused by the guard: no machine joins a foreign PKI.
+#[test]
+fn the_guard_refuses_a_ca_git_did_not_seal() {
+    let complete = render_phase("complete", &[], &[]);
+    let is_ca = |o: &Value| kind(o) == "Secret" && o["metadata"]["name"] == "lab-f-ca";
+    let without_ca: Vec<Value> = complete.iter().filter(|o| !is_ca(o)).cloned().collect();
+    let running = || {
+        let mut w = lab_f(true);
+        for n in KUBEADM {
+            w.remove_kubeadm_node(n);
+        }
+        w.members.push(Member {
+            name: "talos-a".into(),
+            kubeadm: false,
+            learner: false,
+        });
+        w
+    };
+    // The CA Secret a controller wrote: known by name, with none of capstan's annotations.
+    let world = Arc::new(Mutex::new(running()));
+    world.lock().unwrap().secrets.insert("lab-f-ca".into());
+    let runs = argo_sync(&world, &without_ca);
+    assert!(!last_ok(&runs), "{}", show(&runs));
+    assert!(
+        runs[0].output.contains(
+            "Secret lab-f/lab-f-ca was not applied from git (no capstan.dev/kubernetes-ca annotation)"
+        ),
+        "{}",
+        show(&runs)
+    );
+    {
+        let w = world.lock().unwrap();
+        assert!(!w.tcp.as_ref().unwrap().bootstrapped);
+        assert_eq!(w.machines.len(), 0);
+    }
+    // Another import's CA (its annotation differs from spec.provenance).
+    let other = "sha256:".to_string() + &"0".repeat(64);
+    let foreign: Vec<Value> = complete
+        .iter()
+        .cloned()
+        .map(|mut o| {
+            if is_ca(&o) {
+                o["metadata"]["annotations"]["capstan.dev/kubernetes-ca"] =
+                    Value::from(other.clone());
+            }
+            o
+        })
+        .collect();
+    let world = Arc::new(Mutex::new(running()));
+    let runs = argo_sync(&world, &foreign);
+    assert!(!last_ok(&runs), "{}", show(&runs));
+    assert!(
+        runs[0].output.contains(&format!(
+            "holds the Kubernetes CA {other}, but git (spec.provenance) records sha256:932dfdf4"
+        )),
+        "{}",
+        show(&runs)
+    );
+    assert!(!world.lock().unwrap().tcp.as_ref().unwrap().bootstrapped);
+    // The sealed Secret from git: the guard sets the status, machines follow.
+    let runs = argo_sync(&world, &complete);
+    assert!(last_ok(&runs), "{}", show(&runs));
+    let mut w = world.lock().unwrap();
+    w.advance(60);
+    assert_eq!(w.cp_machines(), 3);
+    assert!(w.generated_pki.is_empty(), "{:?}", w.generated_pki);
+    assert_safe(&w, "the CA from git");
+}
+
 #[test]
 fn no_machine_before_the_imported_secrets_exist() {
     let complete = render_phase("complete", &[], &[]);

@@ -105,12 +105,16 @@ pub struct Report {
     pub stale: bool,
     /// Every cluster in git.
     pub clusters: Vec<ClusterCheck>,
+    /// Where its key custody falls short ([`super::custody::index_policy`]; empty: it holds).
+    pub custody: Vec<String>,
 }
 
 impl Report {
     /// Whether anything is missing or the backup is stale.
     pub fn failed(&self) -> bool {
-        self.stale || self.clusters.iter().any(|c| !c.missing.is_empty())
+        self.stale
+            || !self.custody.is_empty()
+            || self.clusters.iter().any(|c| !c.missing.is_empty())
     }
 }
 
@@ -299,6 +303,7 @@ pub fn check(
         // A time more than five minutes ahead is not believed either.
         stale: age > max_age_seconds || age < -300,
         clusters,
+        custody: super::custody::index_policy(backup),
     }
 }
 
@@ -330,6 +335,7 @@ mod tests {
             kinds: BTreeMap::new(),
             clusters: Vec::new(),
             recipients: Vec::new(),
+            offline_recipients: None,
             objects: None,
         }
     }

@@ -69,6 +69,37 @@ pub fn policy(recipients: &[Recipient]) -> Vec<String> {
     out
 }
 
+/// The custody policy applied to a pushed backup's index (`backup check`, keyless): its
+/// recipients, and those it records as offline. An index without the record (pushed before
+/// capstan kept it) cannot show the policy holds, and says so.
+pub fn index_policy(index: &super::Index) -> Vec<String> {
+    let Some(offline) = &index.offline_recipients else {
+        return vec![
+            "its index does not record which recipients are kept offline (pushed by an older capstan): push a \
+             new backup with a recipients file (-R) that marks the offline DR recipient"
+                .into(),
+        ];
+    };
+    let mut distinct: Vec<&str> = index.recipients.iter().map(String::as_str).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut out = Vec::new();
+    if distinct.len() < 2 {
+        out.push(format!(
+            "it is encrypted to {} distinct recipient(s): with that key lost the backup is lost, and with it the \
+             clusters' CA keys; push with at least two, one kept offline",
+            distinct.len()
+        ));
+    }
+    if !offline.iter().any(|o| distinct.contains(&o.as_str())) {
+        out.push(format!(
+            "none of its recipients is marked offline: push with a recipients file (-R) that has the line \
+             `{OFFLINE_MARK}` right before the DR recipient, and keep that identity off every machine that runs capstan"
+        ));
+    }
+    out
+}
+
 /// The warning `secrets rekey` and `backup push` give: backups already pushed stay
 /// encrypted to the recipients they were pushed with.
 pub const REKEY_WARNING: &str = "backups already pushed stay encrypted to the recipients they were pushed with: a \

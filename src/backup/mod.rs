@@ -115,6 +115,11 @@ pub struct Index {
     pub clusters: Vec<String>,
     /// The age recipients the backup is encrypted to.
     pub recipients: Vec<String>,
+    /// Those of [`Index::recipients`] the pushing operator marked as kept offline
+    /// ([`custody::OFFLINE_MARK`]), so that `backup check` applies the custody policy
+    /// without a key; absent in indexes written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline_recipients: Option<Vec<String>>,
     /// The non-secret object manifest, one entry per object ([`objects`]); absent in
     /// indexes written before it existed (then `backup check` needs the identity), and in
     /// a backup whose manifest would not fit an index ([`objects::MAX_MANIFEST_JSON`]).
@@ -196,6 +201,7 @@ impl IndexBuilder {
             kinds: self.kinds,
             clusters: self.clusters,
             recipients: recipients.iter().map(ToString::to_string).collect(),
+            offline_recipients: None,
             objects: self.objects,
         }
     }

@@ -746,6 +746,7 @@ mod tests {
             kinds: Default::default(),
             clusters: vec![],
             recipients: vec![],
+            offline_recipients: None,
             objects: None,
         };
         (index, ct)
@@ -830,6 +831,7 @@ mod tests {
             kinds: Default::default(),
             clusters: vec![],
             recipients: vec![],
+            offline_recipients: None,
             objects: None,
         };
         let back = opened(&index, &ct, &id).unwrap();

@@ -915,6 +915,7 @@ mod tests {
             kinds: BTreeMap::new(),
             clusters: vec![],
             recipients: vec![],
+            offline_recipients: None,
             objects: None,
         }
     }

@@ -230,6 +230,9 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
                 String::new()
             }
         )?;
+        for c in &report.custody {
+            writeln!(out, "custody  {}", line(c))?;
+        }
         for c in &report.clusters {
             if c.missing.is_empty() {
                 writeln!(out, "ok       {}", line(&c.name))?;
@@ -270,6 +273,13 @@ fn push(args: BackupPushArgs) -> Result<Status> {
             eprintln!("warning: {w}");
         }
     }
+    let mut offline: Vec<String> = marked
+        .iter()
+        .filter(|r| r.offline)
+        .map(|r| r.key.to_string())
+        .collect();
+    offline.sort();
+    offline.dedup();
     let recipients: Vec<_> = marked.into_iter().map(|r| r.key).collect();
     anyhow::ensure!(
         !recipients.is_empty(),
@@ -295,7 +305,10 @@ fn push(args: BackupPushArgs) -> Result<Status> {
             &recipients,
             w,
         )
-        .map(|(index, _)| index)
+        .map(|(mut index, _)| {
+            index.offline_recipients = Some(offline.clone());
+            index
+        })
     })?;
     eprintln!(
         "backup {} pushed to {}: {} objects, {} bytes encrypted to {} recipient(s)",

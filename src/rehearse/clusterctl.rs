@@ -39,6 +39,9 @@ pub struct MoveDump {
     pub machines: Vec<super::model::Machine>,
     /// The Secrets saved, by name.
     pub secrets: BTreeSet<String>,
+    /// The saved Secrets as applied (their metadata: `backupTargetObject` writes each
+    /// object whole, `mover.go:1031-1080`), for those the model holds an object of.
+    pub secret_objects: Vec<super::model::LiveObject>,
     /// Secrets of the namespace the dump does not hold.
     pub left_out: BTreeSet<String>,
 }
@@ -298,7 +301,7 @@ impl World {
         if !refused.is_empty() {
             return Err(refused);
         }
-        let (secrets, left_out) = self
+        let (secrets, left_out): (BTreeSet<String>, BTreeSet<String>) = self
             .secrets
             .iter()
             .cloned()
@@ -312,6 +315,14 @@ impl World {
                 .collect(),
             machine_sets: self.machine_sets.clone(),
             machines: self.machines.clone(),
+            secret_objects: secrets
+                .iter()
+                .filter_map(|n| {
+                    self.live
+                        .get(&("Secret".into(), self.facts.namespace.clone(), n.clone()))
+                        .cloned()
+                })
+                .collect(),
             secrets,
             left_out,
         })
@@ -363,6 +374,12 @@ impl World {
             })
             .collect();
         self.secrets = dump.secrets.clone();
+        for o in &dump.secret_objects {
+            self.live.insert(
+                (o.kind.clone(), o.namespace.clone(), o.name.clone()),
+                o.clone(),
+            );
+        }
         self.control_plane_ready = false;
         self.cluster_paused = false;
     }

@@ -4,6 +4,7 @@
 //! injected per call ([`Fault`]).
 
 use super::model::{Fault, World, ANN_PAUSED, MANAGER_ANNOTATE};
+use serde_json::Value;
 
 /// A shim's answer to one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +47,9 @@ impl Reply {
 }
 
 const THROTTLED: &str = "Error from server (TooManyRequests): the server has received too many requests and has asked us to try again later";
+/// The guard's read of the CA fingerprint capstan's sealed `<cluster>-ca` carries
+/// (`templates/migration/lib.sh`, `ca_check`).
+const CA_ANNOTATION_JSONPATH: &str = "jsonpath={.metadata.annotations.capstan\\.dev/kubernetes-ca}";
 const TCP_RES: &str = "taloscontrolplanes.controlplane.cluster.x-k8s.io";
 
 /// `validatingadmissionpolic(y|ies)[bindings].admissionregistration.k8s.io/NAME` as (kind,
@@ -248,6 +252,22 @@ impl World {
                     ));
                 }
                 Reply::ok(&out)
+            }
+            ["get", "secret", name, "-o", jsonpath] if *jsonpath == CA_ANNOTATION_JSONPATH => {
+                if !self.secrets.contains(*name) {
+                    return not_found(&format!("secrets \"{name}\""));
+                }
+                // A Secret a controller wrote is known by name only: no annotations.
+                let annotation = self
+                    .live
+                    .get(&("Secret".to_string(), ns.clone(), name.to_string()))
+                    .and_then(|o| {
+                        o.value
+                            .pointer("/metadata/annotations/capstan.dev~1kubernetes-ca")
+                            .and_then(Value::as_str)
+                    })
+                    .unwrap_or_default();
+                Reply::ok(annotation)
             }
             ["get", "secret", names @ .., "-o", "name"] => {
                 let mut out = String::new();

@@ -1127,6 +1127,15 @@ impl World {
             self.secrets.insert(bundle);
             self.generated_pki.push(name.clone());
         }
+        // writeK8sCASecret: `<cluster>-ca` from the bundle it has, only when absent; the
+        // Secret it writes carries none of capstan's annotations [A10].
+        let ca = format!("{}-ca", self.facts.cluster);
+        if !self.secrets.contains(&ca) {
+            self.note(format!(
+                "the bootstrap provider created {ca} from its own bundle for {name}"
+            ));
+            self.secrets.insert(ca);
+        }
         let node_after = self.node_after + 3 * (self.vms.len() as u64 % 3);
         let vip_config = control_plane && self.tcp.as_ref().is_some_and(|t| t.vip_config);
         self.push_vm(Vm {

@@ -1089,7 +1089,12 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
         }
     }
     json!({
-        "cluster": {"name": name, "namespace": config.metadata.namespace},
+        "cluster": {
+            "name": name,
+            "namespace": config.metadata.namespace,
+            // The Kubernetes CA git records: the Jobs' guard compares the live `<name>-ca`.
+            "caFingerprint": s.provenance.as_ref().and_then(|p| p.fingerprints.as_ref()).map(|f| &f.kubernetes_ca),
+        },
         "flavour": s.flavour.as_str(),
         "labels": {"cluster.x-k8s.io/cluster-name": name},
         "names": {

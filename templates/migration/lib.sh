@@ -31,6 +31,14 @@
       refuses when Talos control-plane Nodes run there: this management cluster lost its
       Machines, and new ones would become a second control plane. Then sets and verifies
       the status.
+    - ca_check: when git records the Kubernetes CA (spec.provenance), the live <cluster>-ca
+      must carry capstan's capstan.dev/kubernetes-ca annotation with that fingerprint (render
+      refuses a sealed file whose annotation differs from spec.provenance). A <cluster>-ca
+      without it was not applied from git: the bootstrap provider writes one from its own
+      bundle when it reconciles first (CABPT v0.6.12 controllers/secrets.go:132-166), and the
+      sops-secrets-operator then never adopts it; a different fingerprint is another import's.
+      The annotation is the Secret's public claim: the Job holds no tool to hash tls.crt, and
+      `capstan backup check -i` compares the certificate itself.
     - workload_kubeconfig: the workload cluster's kubeconfig from <cluster>-kubeconfig (the
       control-plane provider writes it), to a file only this process can read.
     - workload: what the workload cluster runs: $kubeadm_etcd (etcd static Pods in kube-system:
@@ -41,6 +49,7 @@
 ns={{ cluster.namespace }}
 cluster={{ cluster.name }}
 tcp={{ names.controlPlane }}
+ca_fingerprint={{ cluster.caFingerprint or "" }}
 cp_selector={{ "cluster.x-k8s.io/cluster-name=" ~ cluster.name ~ ",cluster.x-k8s.io/control-plane" }}
 {% raw -%}
 tcp_res=taloscontrolplanes.controlplane.cluster.x-k8s.io
@@ -125,6 +134,7 @@ guard() {
   retry 60 5 "TalosControlPlane $ns/$tcp cannot be read after 5 minutes" tcp_get '{.metadata.name}' || return 1
   retry 60 5 "Secrets $ns/$cluster-talos and $ns/$cluster-ca are not both there after 5 minutes: the providers would generate a new PKI; sync the sealed Secrets first (sops-secrets-operator: kubectl -n $ns get sopssecrets)" \
     kc -n "$ns" get secret "$cluster-talos" "$cluster-ca" -o name || return 1
+  ca_check || return 1
   tcp_get '{.status.bootstrapped}' || return 1
   case "$out" in
     true) log "$ns/$tcp: status.bootstrapped is true"; return 0 ;;
@@ -151,6 +161,20 @@ guard() {
     err "$count control-plane Machines existed before status.bootstrapped was set: the provider may have bootstrapped a second etcd; check etcdctl member list on a kubeadm control-plane node (capstan explain 'please run talosctl bootstrap')"
     return 1
   fi
+}
+ca_check() {
+  [ -n "$ca_fingerprint" ] || return 0
+  kc -n "$ns" get secret "$cluster-ca" -o 'jsonpath={.metadata.annotations.capstan\.dev/kubernetes-ca}' || return 1
+  case "$out" in
+    "$ca_fingerprint") log "$ns/$cluster-ca holds the Kubernetes CA git records ($ca_fingerprint)"; return 0 ;;
+    '')
+      err "Secret $ns/$cluster-ca was not applied from git (no capstan.dev/kubernetes-ca annotation): the bootstrap provider writes one with its own CA when it reconciles before the sealed Secret exists, and new machines would join a foreign PKI; delete it (kubectl -n $ns delete secret $cluster-ca) and sync the sealed Secret from git, then compare fingerprints: capstan explain x509-unknown-authority"
+      return 1 ;;
+    sha256:*[!0-9a-f]* | *[!0-9a-z:]*) err "unexpected kubectl output for $ns/$cluster-ca's annotation"; return 1 ;;
+    *)
+      err "Secret $ns/$cluster-ca holds the Kubernetes CA $out, but git (spec.provenance) records $ca_fingerprint: it comes from another import; apply the sealed Secret from git (or restore this cluster's secrets.age) before any machine is admitted"
+      return 1 ;;
+  esac
 }
 workload_kubeconfig() {
   if ! kc -n "$ns" get secret "$cluster-kubeconfig" -o 'go-template={{.data.value | base64decode}}'; then

@@ -413,6 +413,27 @@ impl ClusterConfig {
             v.at_most(&format!("{path}.replicas"), pool.replicas.into(), INT32_MAX);
             v.machine(&format!("{path}.machine"), &pool.machine);
         }
+        if let Some(f) = s.provenance.as_ref().and_then(|p| p.fingerprints.as_ref()) {
+            // The migration Jobs compare the live `<cluster>-ca` with kubernetesCa, so each
+            // is written into a shell script: only `sha256:` and 64 hex digits pass.
+            for (field, value) in [
+                ("kubernetesCa", &f.kubernetes_ca),
+                ("etcdCa", &f.etcd_ca),
+                ("frontProxyCa", &f.front_proxy_ca),
+                ("serviceAccountKey", &f.service_account_key),
+            ] {
+                if !is_sha256_fingerprint(value) {
+                    v.push(
+                        &format!("spec.provenance.fingerprints.{field}"),
+                        format!(
+                            "`{}` is not a fingerprint: expected `sha256:` and 64 lowercase hex digits, \
+                             as `capstan import kubeadm` writes it",
+                            crate::printable::line(value)
+                        ),
+                    );
+                }
+            }
+        }
         if s.migration.is_none() && self.imported() && purpose == Purpose::Render {
             v.push(
                 "spec.migration.phase",
@@ -777,4 +798,10 @@ impl Validator {
             self.non_empty(&format!("{path}.template"), t);
         }
     }
+}
+
+/// `sha256:` and 64 lowercase hex digits, the form `spec.provenance.fingerprints` records.
+pub fn is_sha256_fingerprint(s: &str) -> bool {
+    s.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
