@@ -1752,6 +1752,93 @@ networking:
     }
 
     #[test]
+    fn init_configuration_bind_port_and_endpoint_without_port() {
+        let init = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nlocalAPIEndpoint:\n  advertiseAddress: 10.0.0.11\n  bindPort: 443\n---\n";
+        let f =
+            parse_cluster_configuration("k.yaml", format!("{init}{V1BETA4}").as_bytes()).unwrap();
+        assert_eq!(f.local_api_bind_port, Some(443));
+        // kubeadm completes a controlPlaneEndpoint without a port with the bind port.
+        assert_eq!(f.control_plane_endpoint.unwrap().port, 443);
+        let f =
+            parse_cluster_configuration("k.yaml", format!("{init}{V1BETA3}").as_bytes()).unwrap();
+        assert_eq!(
+            f.control_plane_endpoint.unwrap().port,
+            8443,
+            "a given port stays"
+        );
+        let f = parse_cluster_configuration("k.yaml", V1BETA3.as_bytes()).unwrap();
+        assert_eq!(
+            f.local_api_bind_port, None,
+            "the InitConfiguration sets none"
+        );
+        let bad = format!("{}{V1BETA4}", init.replace("443", "http"));
+        let err = parse_cluster_configuration("k.yaml", bad.as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "k.yaml: InitConfiguration.localAPIEndpoint.bindPort: expected a port number, found a string"
+        );
+        let bad = format!("{}{V1BETA4}", init.replace("443", "70000"));
+        let err = parse_cluster_configuration("k.yaml", bad.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("expected a port number 1-65535, found 70000"),
+            "{err}"
+        );
+        assert!(endpoint_has_port("[fd00::1]:6443") && endpoint_has_port("lb:443"));
+        assert!(
+            !endpoint_has_port("fd00::1")
+                && !endpoint_has_port("[fd00::1]")
+                && !endpoint_has_port("lb")
+        );
+    }
+
+    #[test]
+    fn cluster_configuration_extras() {
+        let f = parse_cluster_configuration("k.yaml", V1BETA4.as_bytes()).unwrap();
+        assert_eq!(f.extras, ClusterConfigExtras::default());
+        let text = V1BETA4.replace(
+            "etcd:\n",
+            "imageRepository: registry.example.internal/k8s\ndns: {disabled: true}\nproxy: {disabled: true}\ncontrollerManager:\n  extraArgs:\n  - {name: node-cidr-mask-size, value: \"25\"}\nscheduler:\n  extraArgs:\n  - {name: config, value: /etc/kubernetes/sched.yaml}\netcd:\n",
+        )
+        .replace(
+            "  - name: api-audiences\n    value: https://lb.example:6443\n",
+            "  - name: api-audiences\n    value: https://lb.example:6443\n  extraVolumes:\n  - {name: audit, hostPath: /etc/kubernetes/audit, mountPath: /etc/audit}\n  extraEnvs:\n  - {name: HTTPS_PROXY, value: http://proxy:3128}\n",
+        )
+        .replace(
+            "  external:\n    endpoints: [https://etcd:2379]\n",
+            "  local:\n    serverCertSANs: [etcd.example.internal]\n    peerCertSANs: [10.0.0.5]\n",
+        );
+        let x = parse_cluster_configuration("k.yaml", text.as_bytes())
+            .unwrap()
+            .extras;
+        assert_eq!(
+            x.image_repository.as_deref(),
+            Some("registry.example.internal/k8s")
+        );
+        assert!(x.dns_disabled && x.proxy_disabled);
+        assert_eq!(
+            x.api_server_extra_volumes,
+            ["/etc/kubernetes/audit → /etc/audit"]
+        );
+        assert_eq!(x.extra_envs, ["apiServer.extraEnvs.HTTPS_PROXY"]);
+        assert_eq!(
+            x.etcd_cert_sans,
+            ["server: etcd.example.internal", "peer: 10.0.0.5"]
+        );
+        assert_eq!(
+            x.controller_manager_extra_args.get("node-cidr-mask-size"),
+            Some("25")
+        );
+        assert_eq!(x.scheduler_extra_args.len(), 1);
+        let bad = V1BETA4.replace("etcd:\n", "proxy: {disabled: yes please}\netcd:\n");
+        let err = parse_cluster_configuration("k.yaml", bad.as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "k.yaml: proxy.disabled: expected a boolean, found a string"
+        );
+    }
+
+    #[test]
     fn cluster_configuration_from_configmap() {
         let indented: String = V1BETA4.lines().map(|l| format!("    {l}\n")).collect();
         let cm = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kubeadm-config\n  namespace: kube-system\ndata:\n  ClusterConfiguration: |\n{indented}");

@@ -806,3 +806,31 @@ fn discovery_endpoint_problem(endpoint: &str) -> Option<String> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::discovery_endpoint_problem;
+
+    #[test]
+    fn discovery_endpoints_as_talos_reads_them() {
+        for ok in [
+            "https://discovery.example.internal/",
+            "https://discovery.example.internal",
+            "https://10.0.0.5:3000/",
+            "http://discovery.example.internal/",
+        ] {
+            assert_eq!(discovery_endpoint_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "discovery.example.internal",
+            "https://",
+            "https:///",
+            "https://discovery.example.internal/v1",
+            "grpc://discovery.example.internal/",
+            "https://user@discovery/",
+            "https://disc overy/",
+        ] {
+            assert!(discovery_endpoint_problem(bad).is_some(), "{bad}");
+        }
+    }
+}
