@@ -13,6 +13,8 @@ for old, new in [
         "    strategy: external\n    controlPlanePool:\n      addresses: [10.20.30.150-10.20.30.153]\n      prefix: 24\n      gateway: 10.20.30.1\n",
         "    strategy: vip\n    vip: {address: 10.20.30.10, link: ens192}\n",
     ),
+    # KubePrism's control-plane addresses with the VIP: a discovery service of the site's own.
+    ("  talos:\n", "  talos:\n    discovery: {endpoint: \"https://discovery.example.internal/\"}\n"),
     ("talos: v1.10.6", f"talos: {talos}"),
     # The VM template holds the Talos release cluster.yaml names (finding talos-image).
     ("template: talos-v1.10.6-vmware", f"template: talos-{talos}-vmware"),

@@ -643,12 +643,67 @@ fn endpoint_strategy() {
         ),
         (POOL, ""),
     ];
+    // D3: without a discovery service of its own, the VIP is KubePrism's only upstream on
+    // workers: a warning that says so (and says "air-gapped" when cluster.yaml shows it).
     let (code, f) = endpoint_findings(&vip);
-    assert_eq!((code, f[0].0.as_str()), (Some(0), "info"), "{f:?}");
+    assert_eq!((code, f[0].0.as_str()), (Some(0), "warning"), "{f:?}");
+    assert_eq!(f[0].1, "spec.endpoint.strategy vs spec.talos.discovery");
+    for needle in [
+        "KubePrism",
+        "only upstream",
+        "up to 60 s later",
+        "NotReady",
+        "https://discovery.talos.dev/",
+    ] {
+        assert!(f[0].2.contains(needle), "`{needle}` not in {f:?}");
+    }
+    assert!(!f[0].2.contains("air-gapped"), "{f:?}");
     assert!(
-        f[0].2.contains("`machine.network.interfaces[].vip`")
-            && f[0].2.contains("up to 60 s later"),
+        !f[0].2.contains("do not notice") && !f[0].2.contains("unaffected"),
         "{f:?}"
+    );
+    let mirrors = (
+        "  provenance:",
+        "  talos: {registryMirrors: {registry.k8s.io: [https://registry.example.internal/v2/registry.k8s.io]}}\n  provenance:",
+    );
+    let (code, f) = endpoint_findings(&[vip[0], vip[1], mirrors]);
+    assert_eq!((code, f[0].0.as_str()), (Some(0), "warning"), "{f:?}");
+    assert!(
+        f[0].2
+            .contains("in an air-gapped fleet (cluster.yaml names registry mirrors"),
+        "{f:?}"
+    );
+    // With a discovery service named: the trade-off is reported (info), per Talos version,
+    // with the port-security and NSX prerequisites to confirm (D18).
+    let discovery = (
+        "  provenance:",
+        "  talos: {discovery: {endpoint: \"https://discovery.example.internal/\"}}\n  provenance:",
+    );
+    let (code, f) = endpoint_findings(&[vip[0], vip[1], discovery]);
+    assert_eq!((code, f[0].0.as_str()), (Some(0), "info"), "{f:?}");
+    for needle in [
+        "`machine.network.interfaces[].vip`",
+        "up to 60 s later",
+        "discovery service `https://discovery.example.internal/`",
+        "forged transmits, MAC address changes",
+        "SpoofGuard and IP discovery",
+    ] {
+        assert!(f[0].2.contains(needle), "`{needle}` not in {f:?}");
+    }
+    // A discovery endpoint Talos would refuse (a path) is invalid (render refuses the file).
+    let bad = (
+        "  provenance:",
+        "  talos: {discovery: {endpoint: \"https://discovery.example.internal/v1\"}}\n  provenance:",
+    );
+    let s = Setup::new(&[vip[0], vip[1], bad]);
+    let o = capstan(&["render", "clusters/lab-f"], &s.dir);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "spec.talos.discovery.endpoint: expected the discovery service's URL without a path"
+        ),
+        "{}",
+        stderr(&o)
     );
     // The endpoint is another address than the VIP: nothing would follow the machines to it.
     let (code, f) = endpoint_findings(&[
@@ -2260,4 +2315,102 @@ fn pool_addresses_a_running_node_holds_block() {
     ] {
         assert!(e.contains(needle), "`{needle}` not in {e}");
     }
+}
+
+/// Issue 40 items 1 and 6 (D2, D15) on files our code did not write: the kubeadm files the
+/// shared script writes (`tests/fixtures/kubeadm/make-kubeadm-pki.sh`, v1beta4), then edited
+/// as a drifted cluster has them: an InitConfiguration binding the apiservers to port 443,
+/// an image repository of the site's own, kube-proxy not installed by kubeadm. As written,
+/// both findings pass (or say what they cannot compare); each drift blocks with its fix.
+#[test]
+fn kubeadm_configuration_the_migration_drops_blocks() {
+    let s = Setup::new(&[]);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm/make-kubeadm-pki.sh");
+    let st = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(s.dir.join("script"))
+        .args([
+            "rsa",
+            "https://kubernetes.default.svc.cluster.local",
+            "secretbox",
+            "key2",
+            "v1beta4",
+        ])
+        .status()
+        .expect("bash runs the kubeadm script (it needs openssl)");
+    assert!(st.success(), "make-kubeadm-pki.sh failed");
+    let config = "script/kubeadm-config.yaml";
+    let args = ["--kubeadm-config", config];
+    let out = stdout(&s.check(&args));
+    entry(&out, "PASS", "kubeadm-config");
+    let e = entry(&out, "INFO", "kubeadm-bind-port");
+    assert!(e.contains("holds no InitConfiguration"), "{e}");
+
+    // `kubeadm init --config` with an InitConfiguration: the apiservers bound to 443, and a
+    // controlPlaneEndpoint without a port, which kubeadm completes with the bind port.
+    let text = std::fs::read_to_string(s.dir.join(config)).unwrap();
+    s.write(
+        config,
+        format!(
+            "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nlocalAPIEndpoint:\n  advertiseAddress: 10.20.30.11\n  bindPort: 443\n---\n{}",
+            text.replace("controlPlaneEndpoint: lab-f.example.internal:6443", "controlPlaneEndpoint: lab-f.example.internal")
+        ),
+    );
+    let o = s.check(&args);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let e = entry(&out, "BLOCK", "kubeadm-bind-port");
+    for needle in [
+        "kubeadm bound the apiservers to port 443, the Talos apiservers would listen on 6443",
+        "spec.endpoint.backendPort: 443",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+    // The endpoint kubeadm uses is lab-f.example.internal:443 (the bind port), not :6443.
+    let e = entry(&out, "BLOCK", "endpoint");
+    assert!(
+        e.contains("kubeadm uses `lab-f.example.internal:443`"),
+        "{e}"
+    );
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "    port: 6443\n",
+        "    port: 443\n    backendPort: 443\n",
+    );
+    let out = stdout(&s.check(&args));
+    entry(&out, "PASS", "kubeadm-bind-port");
+    entry(&out, "PASS", "endpoint");
+
+    // An image repository of the site's own, and no kube-proxy from kubeadm.
+    s.edit(
+        config,
+        "imageRepository: registry.k8s.io\n",
+        "imageRepository: registry.example.internal/k8s\nproxy:\n  disabled: true\n",
+    );
+    let o = s.check(&args);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let e = entry(&out, "BLOCK", "kubeadm-config");
+    for needle in [
+        "pulls its images from `registry.example.internal/k8s`",
+        "from `registry.k8s.io`",
+        "registry.k8s.io: [https://registry.example.internal/v2/k8s]",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+    assert!(
+        out.contains("proxy.disabled vs spec.kubeProxy.disabled")
+            && out.contains("set `spec.kubeProxy.disabled: true`"),
+        "{out}"
+    );
+    // Both carried: the mirror named, kube-proxy disabled on Talos.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "  controlPlane:\n",
+        "  kubeProxy: {disabled: true}\n  talos:\n    registryMirrors: {registry.k8s.io: [https://registry.example.internal/v2/k8s]}\n  controlPlane:\n",
+    );
+    let out = stdout(&s.check(&args));
+    assert!(!blocking(&out).contains(&"kubeadm-config"), "{out}");
+    entry(&out, "PASS", "kubeadm-config");
 }

@@ -876,12 +876,71 @@ pub struct ClusterConfigFacts {
     pub etcd_external: bool,
     /// `etcd.local.extraArgs` in file order.
     pub etcd_extra_args: FlagMap,
+    /// `InitConfiguration.localAPIEndpoint.bindPort`, when the file holds an
+    /// InitConfiguration document that sets it (the `kubeadm-config` ConfigMap holds only
+    /// the ClusterConfiguration): the port `kubeadm init` gave the apiservers' `--secure-port`.
+    pub local_api_bind_port: Option<u16>,
+    /// The fields below change what the migration means and are not carried as such:
+    /// `check` (finding `kubeadm-config`) refuses or warns about each. See the table in
+    /// [`parse_cluster_configuration`].
+    pub extras: ClusterConfigExtras,
+}
+
+/// ClusterConfiguration fields read only so that `check` can say what they change (finding
+/// `kubeadm-config`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterConfigExtras {
+    /// `imageRepository`, when set and not empty (kubeadm's default is `registry.k8s.io`).
+    pub image_repository: Option<String>,
+    /// `dns.disabled` (v1beta4): kubeadm installed no CoreDNS.
+    pub dns_disabled: bool,
+    /// `proxy.disabled` (v1beta4): kubeadm installed no kube-proxy.
+    pub proxy_disabled: bool,
+    /// `apiServer.extraVolumes` as `hostPath → mountPath`, in file order.
+    pub api_server_extra_volumes: Vec<String>,
+    /// The names of `apiServer.extraEnvs` and `etcd.local.extraEnvs` (v1beta4), as
+    /// `apiServer.extraEnvs.NAME` / `etcd.local.extraEnvs.NAME`.
+    pub extra_envs: Vec<String>,
+    /// `etcd.local.serverCertSANs` then `etcd.local.peerCertSANs`, as `server: SAN` / `peer: SAN`.
+    pub etcd_cert_sans: Vec<String>,
+    /// `controllerManager.extraArgs` in file order.
+    pub controller_manager_extra_args: FlagMap,
+    /// `scheduler.extraArgs` in file order.
+    pub scheduler_extra_args: FlagMap,
 }
 
 /// Parse kubeadm's ClusterConfiguration (`kubeadm.k8s.io/v1beta3` or `v1beta4`) from a
-/// file that may hold several documents (InitConfiguration, …), or from the
-/// `kube-system/kubeadm-config` ConfigMap (`data.ClusterConfiguration`). Unknown fields are
-/// ignored; wrong types are errors naming the field.
+/// file that may hold several documents (an InitConfiguration's
+/// `localAPIEndpoint.bindPort` is read too), or from the `kube-system/kubeadm-config`
+/// ConfigMap (`data.ClusterConfiguration`). Wrong types are errors naming the field.
+///
+/// Every ClusterConfiguration field, and what capstan does with it (kubernetes/kubernetes
+/// `cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go` at 1329935, and `v1beta3/types.go`; a
+/// field not listed is ignored for the reason given for its group):
+///
+/// | field | what capstan does | why |
+/// |---|---|---|
+/// | `clusterName` | carried by `import` (metadata.name) | names the cluster's objects |
+/// | `controlPlaneEndpoint` | carried; `check` finding `endpoint` compares it | Talos nodes join through it; without a port kubeadm uses `bindPort`, so does capstan |
+/// | `kubernetesVersion` | carried | |
+/// | `networking.*` | carried; `check` finding `dns-domain` | |
+/// | `apiServer.certSANs`, `apiServer.extraArgs` | carried; `check` findings `apiserver-*` | |
+/// | `apiServer.extraVolumes` | warned (`kubeadm-config`) | host files the flags read are not on Talos nodes unless an overlay carries them (`machine.files`, `cluster.apiServer.extraVolumes`) |
+/// | `apiServer.extraEnvs`, `etcd.local.extraEnvs` (v1beta4) | warned (`kubeadm-config`) | Talos runs them without (carry with `cluster.apiServer.env` / an overlay) |
+/// | `apiServer.timeoutForControlPlane` (v1beta3) | ignored | `kubeadm init` only |
+/// | `controllerManager`, `scheduler` | flagged (`kubeadm-config`); compared from their manifests elsewhere | Talos runs its own flags |
+/// | `etcd.local.extraArgs`, `imageTag` | carried / compared (`etcd-args`, `versions`) | |
+/// | `etcd.local.dataDir` | ignored | the Talos members keep their data in Talos's own `/var/lib/etcd`; the kubeadm data dir leaves with its node |
+/// | `etcd.local.serverCertSANs`, `peerCertSANs` | warned (`kubeadm-config`) | Talos members' certificates name only the node; clients reaching etcd by another name fail TLS |
+/// | `etcd.local.imageRepository` | ignored | Talos runs its own etcd image (`cluster.etcd.image`) |
+/// | `etcd.external` | refused (`etcd-topology`) | |
+/// | `imageRepository` | refused (`kubeadm-config`) unless `spec.talos.registryMirrors` has `registry.k8s.io` | Talos pulls the control plane from `registry.k8s.io` (Talos v1.10.6 `constants.go:404-416`) |
+/// | `dns.disabled`, `proxy.disabled` (v1beta4) | warned / refused (`kubeadm-config`) | Talos installs CoreDNS and kube-proxy when missing |
+/// | `dns.imageRepository`, `dns.imageTag` | ignored | the running CoreDNS stays; Talos never upgrades it |
+/// | `certificatesDir` | ignored | `import` takes the files themselves |
+/// | `featureGates` | ignored | kubeadm's own gates (`PublicKeysECDSA`, `EtcdLearnerMode`, …) change what `kubeadm` does, not what the cluster runs; the keys are read as they are |
+/// | `encryptionAlgorithm` (v1beta4) | ignored | `import` reads the CA and service-account keys whatever their algorithm (RSA or ECDSA: `.ci/run` imports both) |
+/// | `certificateValidityPeriod`, `caCertificateValidityPeriod` (v1beta4) | ignored | Talos issues and rotates its own leaf certificates; the CAs are imported with their own expiry (`check` finding `ca-expiry`) |
 pub fn parse_cluster_configuration(
     label: &str,
     bytes: &[u8],
@@ -890,6 +949,7 @@ pub fn parse_cluster_configuration(
     let d = Doc { label };
     let mut found = Vec::new();
     let mut kinds = Vec::new();
+    let mut local_api_bind_port = None;
     for (i, doc) in docs.iter().enumerate() {
         let path = if docs.len() > 1 {
             format!("(document {})", i + 1)
@@ -900,6 +960,31 @@ pub fn parse_cluster_configuration(
         let kind = d.opt_str(m, "", "kind")?.unwrap_or("");
         match kind {
             "ClusterConfiguration" => found.push(m),
+            "InitConfiguration" if local_api_bind_port.is_none() => {
+                let ep = "localAPIEndpoint";
+                if let Some(api) = d.opt_map(m, "", ep)? {
+                    local_api_bind_port = match api.get("bindPort") {
+                        None | Some(Value::Null) => None,
+                        Some(v) => {
+                            let path = format!("InitConfiguration.{ep}.bindPort");
+                            let n = v
+                                .as_u64()
+                                .ok_or_else(|| d.wrong(&path, "a port number", v))?;
+                            match u16::try_from(n) {
+                                Ok(0) => None, // kubeadm defaults 0 to 6443
+                                Ok(p) => Some(p),
+                                Err(_) => {
+                                    return Err(d.invalid(
+                                        &path,
+                                        format!("expected a port number 1-65535, found {n}"),
+                                    ))
+                                }
+                            }
+                        }
+                    };
+                }
+                kinds.push(kind.to_string());
+            }
             "ConfigMap" => {
                 if let Some(data) = d.opt_map(m, "", "data")? {
                     if let Some(text) = d.opt_str(data, "data", "ClusterConfiguration")? {
@@ -960,7 +1045,15 @@ pub fn parse_cluster_configuration(
 
     let control_plane_endpoint = match d.opt_str(root, "", "controlPlaneEndpoint")? {
         None | Some("") => None,
-        Some(s) => Some(parse_endpoint(s).map_err(|p| d.invalid("controlPlaneEndpoint", p))?),
+        Some(s) => {
+            let mut ep = parse_endpoint(s).map_err(|p| d.invalid("controlPlaneEndpoint", p))?;
+            // kubeadm: "specified but without a TCP port, the BindPort is used" (v1beta4
+            // `types.go`, ClusterConfiguration.ControlPlaneEndpoint).
+            if let (false, Some(p)) = (endpoint_has_port(s), local_api_bind_port) {
+                ep.port = p;
+            }
+            Some(ep)
+        }
     };
     let kubernetes_version = match d.opt_str(root, "", "kubernetesVersion")? {
         None | Some("") => None,
@@ -985,6 +1078,37 @@ pub fn parse_cluster_configuration(
         }
     }
 
+    let mut extras = ClusterConfigExtras {
+        image_repository: d
+            .opt_str(root, "", "imageRepository")?
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        ..ClusterConfigExtras::default()
+    };
+    for (key, flag) in [
+        ("dns", &mut extras.dns_disabled),
+        ("proxy", &mut extras.proxy_disabled),
+    ] {
+        if let Some(m) = d.opt_map(root, "", key)? {
+            *flag = match m.get("disabled") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => return Err(d.wrong(&join(key, "disabled"), "a boolean", other)),
+            };
+        }
+    }
+    for (key, args) in [
+        (
+            "controllerManager",
+            &mut extras.controller_manager_extra_args,
+        ),
+        ("scheduler", &mut extras.scheduler_extra_args),
+    ] {
+        if let Some(m) = d.opt_map(root, "", key)? {
+            *args = extra_args(&d, m, &join(key, "extraArgs"), v1beta4)?;
+        }
+    }
+
     let mut api_server_extra_args = FlagMap::new();
     let mut api_server_cert_sans = Vec::new();
     if let Some(api) = d.opt_map(root, "", "apiServer")? {
@@ -992,6 +1116,20 @@ pub fn parse_cluster_configuration(
             api_server_cert_sans = d.string_list(sans, "apiServer.certSANs")?;
         }
         api_server_extra_args = extra_args(&d, api, "apiServer.extraArgs", v1beta4)?;
+        if let Some(vols) = d.opt_seq(api, "apiServer", "extraVolumes")? {
+            for (i, v) in vols.iter().enumerate() {
+                let path = format!("apiServer.extraVolumes[{i}]");
+                let m = d.as_map(v, &path)?;
+                let host = d.opt_str(m, &path, "hostPath")?.unwrap_or("");
+                let mount = d.opt_str(m, &path, "mountPath")?.unwrap_or("");
+                extras
+                    .api_server_extra_volumes
+                    .push(format!("{host} → {mount}"));
+            }
+        }
+        extras
+            .extra_envs
+            .extend(env_names(&d, api, "apiServer.extraEnvs")?);
     }
 
     let mut etcd_image_tag = None;
@@ -1000,6 +1138,17 @@ pub fn parse_cluster_configuration(
     if let Some(etcd) = d.opt_map(root, "", "etcd")? {
         if let Some(local) = d.opt_map(etcd, "etcd", "local")? {
             etcd_extra_args = extra_args(&d, local, "etcd.local.extraArgs", v1beta4)?;
+            extras
+                .extra_envs
+                .extend(env_names(&d, local, "etcd.local.extraEnvs")?);
+            for (key, kind) in [("serverCertSANs", "server"), ("peerCertSANs", "peer")] {
+                if let Some(sans) = d.opt_seq(local, "etcd.local", key)? {
+                    let sans = d.string_list(sans, &join("etcd.local", key))?;
+                    extras
+                        .etcd_cert_sans
+                        .extend(sans.into_iter().map(|s| format!("{kind}: {s}")));
+                }
+            }
             if let Some(tag) = local.get("imageTag").filter(|v| !v.is_null()) {
                 let tag = d.scalar_text(tag, "etcd.local.imageTag")?;
                 etcd_image_tag = Some(tag).filter(|t| !t.is_empty());
@@ -1024,7 +1173,44 @@ pub fn parse_cluster_configuration(
         etcd_image_tag,
         etcd_external,
         etcd_extra_args,
+        local_api_bind_port,
+        extras,
     })
+}
+
+/// The names of a v1beta4 `extraEnvs` list (`[{name, value}]`), as `PATH.NAME`.
+fn env_names(
+    d: &Doc<'_>,
+    parent: &serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<Vec<String>, KubeadmError> {
+    let key = path.rsplit('.').next().unwrap_or(path);
+    let Some(items) = d.opt_seq(parent, path.rsplit_once('.').map_or("", |(p, _)| p), key)? else {
+        return Ok(Vec::new());
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let ipath = format!("{path}[{i}]");
+            let m = d.as_map(item, &ipath)?;
+            let name = d
+                .opt_str(m, &ipath, "name")?
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| d.missing(&join(&ipath, "name"), "the variable's name"))?;
+            Ok(format!("{path}.{name}"))
+        })
+        .collect()
+}
+
+/// Whether a `controlPlaneEndpoint` names a port (`host:port`, `[v6]:port`).
+fn endpoint_has_port(s: &str) -> bool {
+    match s.strip_prefix('[') {
+        Some(rest) => rest
+            .split_once(']')
+            .is_some_and(|(_, after)| after.starts_with(':')),
+        None => s.matches(':').count() == 1,
+    }
 }
 
 /// A kubeadm `extraArgs`: a mapping in v1beta3, a list of `{name, value}` in v1beta4 (where
@@ -1563,6 +1749,93 @@ networking:
         assert_eq!(f.api_server_extra_args.len(), 3);
         assert_eq!(f.etcd_image_tag, None);
         assert!(f.etcd_external);
+    }
+
+    #[test]
+    fn init_configuration_bind_port_and_endpoint_without_port() {
+        let init = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nlocalAPIEndpoint:\n  advertiseAddress: 10.0.0.11\n  bindPort: 443\n---\n";
+        let f =
+            parse_cluster_configuration("k.yaml", format!("{init}{V1BETA4}").as_bytes()).unwrap();
+        assert_eq!(f.local_api_bind_port, Some(443));
+        // kubeadm completes a controlPlaneEndpoint without a port with the bind port.
+        assert_eq!(f.control_plane_endpoint.unwrap().port, 443);
+        let f =
+            parse_cluster_configuration("k.yaml", format!("{init}{V1BETA3}").as_bytes()).unwrap();
+        assert_eq!(
+            f.control_plane_endpoint.unwrap().port,
+            8443,
+            "a given port stays"
+        );
+        let f = parse_cluster_configuration("k.yaml", V1BETA3.as_bytes()).unwrap();
+        assert_eq!(
+            f.local_api_bind_port, None,
+            "the InitConfiguration sets none"
+        );
+        let bad = format!("{}{V1BETA4}", init.replace("443", "http"));
+        let err = parse_cluster_configuration("k.yaml", bad.as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "k.yaml: InitConfiguration.localAPIEndpoint.bindPort: expected a port number, found a string"
+        );
+        let bad = format!("{}{V1BETA4}", init.replace("443", "70000"));
+        let err = parse_cluster_configuration("k.yaml", bad.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("expected a port number 1-65535, found 70000"),
+            "{err}"
+        );
+        assert!(endpoint_has_port("[fd00::1]:6443") && endpoint_has_port("lb:443"));
+        assert!(
+            !endpoint_has_port("fd00::1")
+                && !endpoint_has_port("[fd00::1]")
+                && !endpoint_has_port("lb")
+        );
+    }
+
+    #[test]
+    fn cluster_configuration_extras() {
+        let f = parse_cluster_configuration("k.yaml", V1BETA4.as_bytes()).unwrap();
+        assert_eq!(f.extras, ClusterConfigExtras::default());
+        let text = V1BETA4.replace(
+            "etcd:\n",
+            "imageRepository: registry.example.internal/k8s\ndns: {disabled: true}\nproxy: {disabled: true}\ncontrollerManager:\n  extraArgs:\n  - {name: node-cidr-mask-size, value: \"25\"}\nscheduler:\n  extraArgs:\n  - {name: config, value: /etc/kubernetes/sched.yaml}\netcd:\n",
+        )
+        .replace(
+            "  - name: api-audiences\n    value: https://lb.example:6443\n",
+            "  - name: api-audiences\n    value: https://lb.example:6443\n  extraVolumes:\n  - {name: audit, hostPath: /etc/kubernetes/audit, mountPath: /etc/audit}\n  extraEnvs:\n  - {name: HTTPS_PROXY, value: http://proxy:3128}\n",
+        )
+        .replace(
+            "  external:\n    endpoints: [https://etcd:2379]\n",
+            "  local:\n    serverCertSANs: [etcd.example.internal]\n    peerCertSANs: [10.0.0.5]\n",
+        );
+        let x = parse_cluster_configuration("k.yaml", text.as_bytes())
+            .unwrap()
+            .extras;
+        assert_eq!(
+            x.image_repository.as_deref(),
+            Some("registry.example.internal/k8s")
+        );
+        assert!(x.dns_disabled && x.proxy_disabled);
+        assert_eq!(
+            x.api_server_extra_volumes,
+            ["/etc/kubernetes/audit → /etc/audit"]
+        );
+        assert_eq!(x.extra_envs, ["apiServer.extraEnvs.HTTPS_PROXY"]);
+        assert_eq!(
+            x.etcd_cert_sans,
+            ["server: etcd.example.internal", "peer: 10.0.0.5"]
+        );
+        assert_eq!(
+            x.controller_manager_extra_args.get("node-cidr-mask-size"),
+            Some("25")
+        );
+        assert_eq!(x.scheduler_extra_args.len(), 1);
+        let bad = V1BETA4.replace("etcd:\n", "proxy: {disabled: yes please}\netcd:\n");
+        let err = parse_cluster_configuration("k.yaml", bad.as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "k.yaml: proxy.disabled: expected a boolean, found a string"
+        );
     }
 
     #[test]

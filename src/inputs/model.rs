@@ -257,7 +257,38 @@ pub struct TalosSettings {
     /// e.g. `docker.io: [https://registry.example.internal/v2/docker.io]`.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub registry_mirrors: std::collections::BTreeMap<String, Vec<String>>,
+    /// The Talos discovery service the machines register with (`cluster.discovery`). Talos
+    /// uses the public `https://discovery.talos.dev/` without it; KubePrism learns the
+    /// control-plane addresses only from discovery members (see [`Discovery`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Discovery>,
 }
+
+/// Talos cluster discovery (`cluster.discovery`, rendered on every machine).
+///
+/// Why it matters: KubePrism, the API load balancer every Talos kubelet uses, takes as
+/// upstreams the cluster endpoint, `localhost` on control-plane nodes and the addresses of
+/// the discovery `Member`s that run a control plane (Talos v1.10.6
+/// `internal/app/machined/pkg/controllers/k8s/kubeprism_endpoints.go:44-79`). Members come
+/// only from a discovery registry: Talos enables discovery with the public service by default
+/// (`pkg/machinery/config/generate/generate.go:94-95`, `constants.go:988`
+/// `https://discovery.talos.dev/`), and disables the Kubernetes registry for every config
+/// contract above 1.1 (`generate/init.go:202-209`, `config/contract.go:109-111`); that
+/// registry is deprecated, incompatible with Kubernetes 1.32+ (Talos v1.10.6
+/// `website/content/v1.10/talos-guides/discovery.md:23`), so capstan does not offer it. A
+/// fleet that cannot reach the public service therefore gives workers the endpoint as their
+/// only upstream, unless it names a discovery service of its own here.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Discovery {
+    /// The discovery service's URL (`cluster.discovery.registries.service.endpoint`), e.g.
+    /// a self-hosted `https://discovery.example.internal/`, or the public
+    /// `https://discovery.talos.dev/` named to say the machines reach it.
+    pub endpoint: String,
+}
+
+/// Talos's default discovery service (Talos v1.10.6 `pkg/machinery/constants/constants.go:988`).
+pub const PUBLIC_DISCOVERY_ENDPOINT: &str = "https://discovery.talos.dev/";
 
 impl TalosSettings {
     /// Nothing set (the section is then not written).
@@ -266,6 +297,7 @@ impl TalosSettings {
             && self.time_servers.is_empty()
             && self.nameservers.is_empty()
             && self.registry_mirrors.is_empty()
+            && self.discovery.is_none()
     }
 }
 

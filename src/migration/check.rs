@@ -30,6 +30,7 @@ mod encryption;
 mod endpoint;
 pub use endpoint::{CONTROL_PLANE_SURGE, VIP_FAILOVER_SECONDS};
 mod identity;
+mod kubeadm_config;
 mod kubelet;
 mod leftovers;
 pub use leftovers::{
@@ -89,6 +90,8 @@ pub const IDS: &[&str] = &[
     "anonymous-auth",
     "pod-security",
     "etcd-topology",
+    "kubeadm-bind-port",
+    "kubeadm-config",
     "etcd-args",
     "etcd-db-size",
     "etcd-snapshot",
@@ -591,6 +594,8 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.anonymous_auth(&mut out);
     cx.pod_security(&mut out);
     cx.etcd_topology(&mut out);
+    cx.kubeadm_bind_port(&mut out);
+    cx.kubeadm_config(&mut out);
     cx.etcd_args(&mut out);
     cx.etcd_db_size(&mut out);
     cx.etcd_snapshot(&mut out);

@@ -598,6 +598,22 @@ fn stub(
             "missing: Talos nodes must join behind the existing load balancer endpoint",
         )
     })?;
+    // The port the kubeadm apiservers listen on: the manifest's `--secure-port` (what runs),
+    // else the InitConfiguration's `localAPIEndpoint.bindPort` when the file holds one, else
+    // 6443 (kube-apiserver's and kubeadm's default).
+    let backend_port = match (apiserver.secure_port(), cluster.local_api_bind_port) {
+        (Some(running), Some(bind)) => {
+            if running != bind {
+                warnings.push(format!(
+                    "{manifest} runs --secure-port={running} but {cfg_file} says localAPIEndpoint.bindPort: {bind}: \
+                     using {running}, what runs"
+                ));
+            }
+            running
+        }
+        (Some(p), None) | (None, Some(p)) => p,
+        (None, None) => crate::inputs::model::DEFAULT_BACKEND_PORT,
+    };
     let k8s_version = match (
         apiserver.kubernetes_version(),
         cluster.kubernetes_version.as_deref(),
@@ -705,11 +721,7 @@ fn stub(
                 port: endpoint.port,
                 // The kubeadm apiservers' own port, rendered as Talos's localAPIServerPort:
                 // written even when it is 6443, so the bundle and the review show it (D2).
-                backend_port: Some(
-                    apiserver
-                        .secure_port()
-                        .unwrap_or(crate::inputs::model::DEFAULT_BACKEND_PORT),
-                ),
+                backend_port: Some(backend_port),
                 // Chosen by the platform team before phase `complete` (`capstan check` says so).
                 strategy: None,
                 vip: None,

@@ -448,7 +448,11 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
             let mut v = vec![
                 format!(
                     "Strategy `vip`: the control-plane nodes share `{}` on `{}`: the node that wins Talos's election \
-                     (in etcd) announces it. The nodes must share one L2 segment, and the address must be free on it.",
+                     (in etcd) announces it. The nodes must share one L2 segment, and the address must be free on it. \
+                     Confirm with the vSphere and network teams (capstan cannot see it): the port group's security \
+                     policy (forged transmits, MAC address changes) and, on an NSX segment, SpoofGuard and IP \
+                     discovery (which bind addresses to each vNIC) let the address move between the VMs by \
+                     gratuitous ARP.",
                     vip.address, vip.link
                 ),
                 format!(
@@ -496,10 +500,23 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
             v.push(format!(
                 "Every later rollout moves the VIP off each machine it replaces: when a machine holding it leaves etcd, \
                  the next node announces the address up to {} s later (the election lease the leaving node cannot \
-                 revoke; Talos `vip.go`), up to {replicas} times per rollout. Talos nodes reach the API through \
-                 KubePrism and do not notice; kubectl, CI and the management cluster retry. Where that is too long, \
-                 use `strategy: external`.",
-                crate::migration::check::VIP_FAILOVER_SECONDS
+                 revoke; Talos `vip.go`), up to {replicas} times per rollout. kubectl, CI and the management cluster \
+                 retry. {} Where that is too long, use `strategy: external`.",
+                crate::migration::check::VIP_FAILOVER_SECONDS,
+                match &s.talos.discovery {
+                    Some(d) => format!(
+                        "Talos kubelets reach the API through KubePrism, which also uses the control-plane nodes' own \
+                         addresses it learns from the discovery service `{}`: they ride the gap out as long as the \
+                         machines reach that service (`talosctl -n <worker> get kubeprismendpoints` lists them).",
+                        d.endpoint
+                    ),
+                    None => "Talos kubelets reach the API through KubePrism, which learns the control-plane nodes' own \
+                             addresses only from the discovery service (spec.talos.discovery; Talos's default is the \
+                             public `https://discovery.talos.dev/`): where the machines cannot reach one, the VIP is a \
+                             worker's only upstream, every gap cuts the kubelets off, and past the node-monitor grace \
+                             period the pods of every Talos node turn NotReady (`capstan check`, `endpoint-strategy`)."
+                        .to_string(),
+                }
             ));
             v
         }

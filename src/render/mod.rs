@@ -1113,6 +1113,9 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             // boot (the template), not every TalosConfig.
             "contract": SemVer::parse(&s.versions.talos).map_or_else(|| s.versions.talos.clone(), |v| format!("v{}.{}", v.major, v.minor)),
             "installImage": s.talos.install_image,
+            // `cluster.discovery` (every machine, every minor: still in the v1alpha1 document
+            // from Talos 1.12).
+            "discovery": s.talos.discovery.as_ref().map(|d| json!({"endpoint": d.endpoint})),
             // Talos 1.12 moved time, resolvers and registry mirrors out of the v1alpha1
             // document (its schema no longer has them) into documents of their own.
             "timeServers": if separate_documents { json!([]) } else { json!(s.talos.time_servers) },

@@ -281,6 +281,11 @@ impl ClusterConfig {
                             }
                         }
                     }
+                    if let Some(d) = &t.discovery {
+                        if let Some(problem) = discovery_endpoint_problem(&d.endpoint) {
+                            v.push("spec.talos.discovery.endpoint", problem);
+                        }
+                    }
                     for (i, dns) in self.spec.kubelet.cluster_dns.iter().enumerate() {
                         if dns.parse::<std::net::IpAddr>().is_err() {
                             v.push(
@@ -804,4 +809,55 @@ impl Validator {
 pub fn is_sha256_fingerprint(s: &str) -> bool {
     s.strip_prefix("sha256:")
         .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// Why Talos would refuse a discovery service endpoint: it takes `url.ParseRequestURI`, an
+/// empty or `/` path, and `http` as insecure, any other scheme as TLS (Talos v1.10.6
+/// `pkg/machinery/config/types/v1alpha1/v1alpha1_validation.go:540-546`,
+/// `internal/app/machined/pkg/controllers/cluster/config.go:53-70`). capstan asks for
+/// `http(s)://host[:port][/]`.
+fn discovery_endpoint_problem(endpoint: &str) -> Option<String> {
+    let rest = endpoint
+        .strip_prefix("https://")
+        .or_else(|| endpoint.strip_prefix("http://"));
+    let ok = rest.is_some_and(|r| {
+        let (host, path) = r.split_once('/').unwrap_or((r, ""));
+        !host.is_empty()
+            && path.is_empty()
+            && !host.contains(|c: char| c.is_whitespace() || matches!(c, '@' | '?' | '#'))
+    });
+    (!ok).then(|| {
+        format!(
+            "expected the discovery service's URL without a path (`https://discovery.example.internal/`), got `{}`",
+            endpoint.escape_debug()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::discovery_endpoint_problem;
+
+    #[test]
+    fn discovery_endpoints_as_talos_reads_them() {
+        for ok in [
+            "https://discovery.example.internal/",
+            "https://discovery.example.internal",
+            "https://10.0.0.5:3000/",
+            "http://discovery.example.internal/",
+        ] {
+            assert_eq!(discovery_endpoint_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "discovery.example.internal",
+            "https://",
+            "https:///",
+            "https://discovery.example.internal/v1",
+            "grpc://discovery.example.internal/",
+            "https://user@discovery/",
+            "https://disc overy/",
+        ] {
+            assert!(discovery_endpoint_problem(bad).is_some(), "{bad}");
+        }
+    }
 }

@@ -15,11 +15,19 @@
 //!   holder drops the address when its etcd stops (358-371), but its election key lives
 //!   until the session lease expires (60 s, 226-237) when it cannot revoke it (its own
 //!   etcd is gone), so the next node announces the address up to 60 s later.
+//! - Talos v1.10.6 `internal/app/machined/pkg/controllers/k8s/kubeprism_endpoints.go:44-79`:
+//!   KubePrism, the API load balancer every Talos kubelet uses, takes as upstreams the
+//!   endpoint, `localhost` on control-plane nodes, and the discovery members that run a
+//!   control plane. Discovery defaults to the public service (`generate/generate.go:94-95`)
+//!   and the Kubernetes registry is off for every contract above 1.1 (`generate/init.go:202-209`,
+//!   `config/contract.go:109-111`): without a reachable discovery service the VIP is a
+//!   worker's only upstream, and each failover cuts every Talos kubelet off the API (D3).
 
 use std::net::IpAddr;
 
+use super::machines::{registry_host, PUBLIC_REGISTRIES};
 use super::{Cx, Finding, Severity};
-use crate::inputs::model::{EndpointStrategy, Phase};
+use crate::inputs::model::{EndpointStrategy, Phase, PUBLIC_DISCOVERY_ENDPOINT};
 
 /// The most a Talos VIP stays unannounced when the node holding it leaves etcd: the etcd
 /// election session's lease (`concurrency.NewSession` default TTL), which the leaving node
@@ -156,32 +164,81 @@ impl Cx<'_> {
                     .map_or("spec.vsphere.network".to_string(), |v| {
                         format!("`{}`", v.network)
                     });
-                out.push(Finding::new(
-                    id,
-                    Severity::Info,
-                    "spec.endpoint.strategy",
-                    format!(
-                        "Talos VIP `{addr}` on `{}` of the control-plane nodes (rendered as {}): they must share \
-                         one L2 segment (every control-plane VM is on port group {network}) and the address must be \
-                         free on it{}. A rollout keeps the endpoint but not without gaps: when a replaced machine \
-                         holding the VIP leaves etcd, the next node announces the address up to \
-                         {VIP_FAILOVER_SECONDS} s later (Talos `vip.go`: the election lease cannot be revoked \
-                         without the node's etcd), up to once per machine replaced ({replicas} per rollout). \
-                         Talos nodes reach the API through KubePrism and are unaffected; kubectl, CI and the \
-                         management cluster see it. Where that is too long, use `strategy: external`",
-                        vip.link,
-                        if self.talos_at_least(12) {
-                            "a `Layer2VIPConfig` document, Talos 1.12 and later"
+                let rendered = if self.talos_at_least(12) {
+                    "a `Layer2VIPConfig` document, Talos 1.12 and later"
+                } else {
+                    "`machine.network.interfaces[].vip`, up to Talos 1.11"
+                };
+                let now = if migrating {
+                    " now: the Talos control-plane nodes announce it as soon as they run etcd"
+                } else {
+                    ""
+                };
+                let gap = format!(
+                    "when a replaced machine holding the VIP leaves etcd, the next node announces the address up to \
+                     {VIP_FAILOVER_SECONDS} s later (Talos `vip.go`: the election lease cannot be revoked without the \
+                     node's etcd), up to once per machine replaced ({replicas} per rollout)"
+                );
+                match &s.talos.discovery {
+                    Some(d) => out.push(Finding::new(
+                        id,
+                        Severity::Info,
+                        "spec.endpoint.strategy",
+                        format!(
+                            "Talos VIP `{addr}` on `{}` of the control-plane nodes (rendered as {rendered}): they must \
+                             share one L2 segment (every control-plane VM is on port group {network}) and the address \
+                             must be free on it{now}; confirm that the port group's security policy (forged transmits, \
+                             MAC address changes) and, on an NSX segment, SpoofGuard and IP discovery let the address \
+                             move between the VMs by gratuitous ARP (not verified by capstan). A rollout keeps the \
+                             endpoint but not without gaps: {gap}. Talos kubelets reach the API through KubePrism, \
+                             which also uses the control-plane nodes' own addresses learnt from the discovery service \
+                             `{}` while the machines reach it; kubectl, CI and the management cluster see the gap. \
+                             Where that is too long, use `strategy: external`",
+                            vip.link, d.endpoint
+                        ),
+                    )),
+                    None => {
+                        // A warning, not a refusal: capstan cannot see whether the machines
+                        // reach the public service (a proxy, a firewall rule), and every
+                        // blocking finding on cluster.yaml alone is also a `render` refusal.
+                        // Registry mirrors or a private Job image say the fleet is air-gapped.
+                        let job = s.migration.as_ref().and_then(|m| m.job_image.as_deref());
+                        let evidence = if !s.talos.registry_mirrors.is_empty() {
+                            Some("cluster.yaml names registry mirrors (spec.talos.registryMirrors)".to_string())
                         } else {
-                            "`machine.network.interfaces[].vip`, up to Talos 1.11"
-                        },
-                        if migrating {
-                            " now: the Talos control-plane nodes announce it as soon as they run etcd"
-                        } else {
-                            ""
-                        }
-                    ),
-                ));
+                            job.map(registry_host)
+                                .filter(|h| !PUBLIC_REGISTRIES.contains(h))
+                                .map(|h| format!("the Job image comes from `{h}`, a registry of the fleet's own"))
+                        };
+                        out.push(
+                            Finding::new(
+                                id,
+                                Severity::Warning,
+                                "spec.endpoint.strategy vs spec.talos.discovery",
+                                format!(
+                                    "Talos VIP `{addr}` without a discovery service of the fleet's own{}: KubePrism, \
+                                     which every Talos kubelet uses to reach the API, learns the control-plane \
+                                     nodes' addresses only from discovery, and Talos's default is the public \
+                                     {PUBLIC_DISCOVERY_ENDPOINT}; where the machines cannot reach it, the VIP is a \
+                                     worker's only upstream. Each failover ({gap}) then cuts every Talos kubelet \
+                                     off the API, and past the node-monitor grace period (40 s by default in Kubernetes 1.30) the node \
+                                     controller marks the pods of every Talos node NotReady and Services drop them \
+                                     cluster-wide until the kubelets report again",
+                                    evidence.map_or(String::new(), |e| format!(" in an air-gapped fleet ({e})"))
+                                ),
+                            )
+                            .fix(format!(
+                                "name a discovery service the machines reach: `spec.talos.discovery: {{endpoint: \
+                                 https://discovery.example.internal/}}` (a self-hosted Talos discovery service), or \
+                                 `endpoint: {PUBLIC_DISCOVERY_ENDPOINT}` to say they reach the public one; or use \
+                                 `strategy: external` with a load balancer. The VIP also needs one L2 segment \
+                                 ({network}) with the address free on it: confirm vSphere port security (forged \
+                                 transmits, MAC address changes) and NSX SpoofGuard and IP discovery let it move \
+                                 between the VMs"
+                            )),
+                        );
+                    }
+                }
             }
             EndpointStrategy::External => {
                 let Some(pool) = &e.control_plane_pool else {

@@ -7,7 +7,7 @@ use crate::inputs::model::SemVer;
 
 /// Registries Talos and Kubernetes pull from by default; a Job image from another host
 /// means the fleet uses a registry of its own.
-const PUBLIC_REGISTRIES: &[&str] = &[
+pub(super) const PUBLIC_REGISTRIES: &[&str] = &[
     "docker.io",
     "registry-1.docker.io",
     "index.docker.io",
@@ -160,6 +160,16 @@ impl Cx<'_> {
             missing.push(
                 "time servers (`spec.talos.timeServers`): Talos uses time.cloudflare.com and waits for time sync \
                  without limit before starting etcd and the kubelet",
+            );
+        }
+        // D3: with the VIP, KubePrism's only other upstreams come from discovery
+        // (`endpoint-strategy` says why).
+        if s.endpoint.strategy == Some(crate::inputs::model::EndpointStrategy::Vip)
+            && t.discovery.is_none()
+        {
+            missing.push(
+                "discovery service (`spec.talos.discovery`): Talos registers with discovery.talos.dev, and with \
+                 strategy `vip` KubePrism knows no control-plane address but the VIP without it (`endpoint-strategy`)",
             );
         }
         let field = "spec.talos vs spec.migration.jobImage";
