@@ -50,13 +50,22 @@ fn identity() -> String {
     root().join(IDENTITY).display().to_string()
 }
 
+/// A recipients file with the example's recipient and an offline DR recipient, the custody
+/// policy `backup check` applies (D16); returns its path.
+fn custody(t: &Path) -> String {
+    let dr = write_identity(&t.join("dr-identity.txt"));
+    let p = t.join("custody-recipients.txt");
+    std::fs::write(&p, format!("{}\n# capstan: offline\n{dr}\n", recipient())).unwrap();
+    p.display().to_string()
+}
+
 #[test]
 fn push_list_pull_round_trip_and_refusals() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     moved(&t.join("move"));
     let url = format!("file://{}/store", t.display());
-    let o = run(&["backup", "push", "move", &url, "-r", &recipient()], t);
+    let o = run(&["backup", "push", "move", &url, "-R", &custody(t)], t);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let id = stdout(&o).trim().to_string();
     assert_eq!(id.len(), 25, "{id}");
@@ -185,7 +194,7 @@ fn push_list_pull_round_trip_and_refusals() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--recipient"), "{}", stderr(&o));
     std::fs::create_dir_all(t.join("empty")).unwrap();
-    let o = run(&["backup", "push", "empty", &url, "-r", &recipient()], t);
+    let o = run(&["backup", "push", "empty", &url, "-R", &custody(t)], t);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("no `clusterctl move` objects"),
@@ -261,7 +270,7 @@ fn check_ties_the_newest_backup_to_the_repository() {
     let url = format!("file://{}/store", t.display());
     let example = example().display().to_string();
     moved_example(&t.join("short"), 3);
-    let o = run(&["backup", "push", "short", &url, "-r", &recipient()], t);
+    let o = run(&["backup", "push", "short", &url, "-R", &custody(t)], t);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = run(&["backup", "check", &example, &url, "-i", &identity()], t);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -274,7 +283,7 @@ fn check_ties_the_newest_backup_to_the_repository() {
     // A newer, complete backup: exit 0; then too old for --max-age.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     moved_example(&t.join("full"), 4);
-    let o = run(&["backup", "push", "full", &url, "-r", &recipient()], t);
+    let o = run(&["backup", "push", "full", &url, "-R", &custody(t)], t);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = run(
         &[
@@ -343,7 +352,7 @@ fn restore_plan_names_the_newest_backup_or_the_path_without_one() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("## No backup under"), "{}", stdout(&o));
     moved_example(&t.join("m"), 4);
-    let o = run(&["backup", "push", "m", &url, "-r", &recipient()], t);
+    let o = run(&["backup", "push", "m", &url, "-R", &custody(t)], t);
     let id = stdout(&o).trim().to_string();
     let o = run(&["restore", "plan", &example, "--backup", &url], t);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -379,7 +388,7 @@ fn a_killed_pull_leaves_no_decrypted_files_after_the_next_run() {
         .unwrap();
     }
     let url = format!("file://{}/store", t.display());
-    let o = run(&["backup", "push", "move", &url, "-r", &recipient()], t);
+    let o = run(&["backup", "push", "move", &url, "-R", &custody(t)], t);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let staged = |t: &Path| -> Vec<std::path::PathBuf> {
         std::fs::read_dir(t)
@@ -512,8 +521,8 @@ fn keyless_check_fails_without_the_move_label_and_passes_with_it() {
                 "push",
                 &dir.display().to_string(),
                 &url,
-                "-r",
-                &recipient(),
+                "-R",
+                &custody(t),
             ],
             t,
         );
@@ -1086,7 +1095,7 @@ fn backup_dump_in_phases_clusterctl_refuses_restores_and_checks() {
         let d = run(&args, t);
         assert_eq!(d.status.code(), Some(0), "{}", stderr(&d));
         let url = format!("file://{}/store-{tag}", t.display());
-        let o = run(&["backup", "push", &to, &url, "-r", &recipient()], t);
+        let o = run(&["backup", "push", &to, &url, "-R", &custody(t)], t);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         let c = capstan_plain(&["backup", "check", &example, &url], t, &[]);
         (t.join(&to), stderr(&d), c)

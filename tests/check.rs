@@ -1667,7 +1667,7 @@ fn drifted_kubeadm_cluster() {
     s.edit(
         "clusters/lab-f/cluster.yaml",
         "  vsphere:\n",
-        "  talos:\n    timeServers: [ntp.example.internal]\n    registryMirrors: {ghcr.io: [https://registry.example.internal/v2/ghcr.io], registry.k8s.io: [https://registry.example.internal/v2/registry.k8s.io]}\n  vsphere:\n",
+        "  talos:\n    timeServers: [ntp.example.internal]\n    registryMirrors: {ghcr.io: [https://registry.example.internal/v2/ghcr.io], registry.k8s.io: [https://registry.example.internal/v2/registry.k8s.io]}\n    discovery: {endpoint: https://discovery.example.internal/}\n  vsphere:\n",
     );
     let mut seal = assert_cmd::Command::cargo_bin("capstan").unwrap();
     seal.args([

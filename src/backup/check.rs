@@ -334,10 +334,44 @@ mod tests {
             files: 0,
             kinds: BTreeMap::new(),
             clusters: Vec::new(),
-            recipients: Vec::new(),
-            offline_recipients: None,
+            // Two recipients, the DR one marked offline: the custody policy holds.
+            recipients: vec!["age1operator".into(), "age1dr".into()],
+            offline_recipients: Some(vec!["age1dr".into()]),
             objects: None,
         }
+    }
+
+    /// D16: the keyless check fails a backup whose index shows one recipient, none kept
+    /// offline, or no record of it.
+    #[test]
+    fn custody_is_checked_from_the_index() {
+        let ok = index("2026-12-05T08:00:00Z");
+        assert!(super::super::custody::index_policy(&ok).is_empty());
+        let one = super::super::Index {
+            recipients: vec!["age1dr".into(), "age1dr".into()],
+            ..ok.clone()
+        };
+        let p = super::super::custody::index_policy(&one);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("1 distinct recipient"), "{p:?}");
+        let online = super::super::Index {
+            offline_recipients: Some(vec!["age1someone-else".into()]),
+            ..ok.clone()
+        };
+        let p = super::super::custody::index_policy(&online);
+        assert!(
+            p.len() == 1 && p[0].contains("none of its recipients is marked offline"),
+            "{p:?}"
+        );
+        let old = super::super::Index {
+            offline_recipients: None,
+            ..ok.clone()
+        };
+        assert!(super::super::custody::index_policy(&old)[0].contains("does not record"));
+        let now = unix_of("2026-12-05T08:00:00Z").unwrap() + 60;
+        let r = check(&one, &[], &[], now, 3600);
+        assert!(!r.stale && !r.custody.is_empty() && r.failed(), "{r:?}");
+        assert!(!check(&ok, &[], &[], now, 3600).failed());
     }
 
     #[test]

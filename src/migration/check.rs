@@ -1531,6 +1531,13 @@ mod tests {
             "{f:#?}"
         );
         let named = format!("{mirror}  talos:\n    timeServers: [ntp.example.internal]\n    registryMirrors: {{ghcr.io: [https://registry.example.internal/v2/ghcr.io]}}\n");
+        // MINIMAL's endpoint is a VIP: without a discovery service of its own, KubePrism on
+        // the workers has the VIP as its only upstream (D3).
+        let f = of(&check(&inputs(&named)), "air-gap")[0].clone();
+        assert_eq!(f.severity, Severity::Warning, "{f:#?}");
+        assert!(f.summary.contains("discovery"), "{f:#?}");
+        let named =
+            format!("{named}    discovery: {{endpoint: https://discovery.example.internal/}}\n");
         assert_eq!(worst(&inputs(&named), "air-gap"), Severity::Pass);
         assert_eq!(worst(&inputs(MINIMAL), "air-gap"), Severity::Info);
     }

@@ -53,6 +53,8 @@
 //! | `apiserver-cert-sans` | every name the kubeadm apiserver certificate answers to is in the Talos apiserver certificate |
 //! | `apiserver-flags` | every kube-apiserver flag kubeadm runs with is run the same by Talos |
 //! | `apiserver-uncarried` | nothing the kubeadm apiservers run that Talos cannot carry: the listening port, several service-account keys, a structured authorization configuration |
+//! | `kubeadm-bind-port` | the kubeadm InitConfiguration's `localAPIEndpoint.bindPort` is `spec.endpoint.backendPort` |
+//! | `kubeadm-config` | nothing of kubeadm's ClusterConfiguration that changes the migration is dropped: image repository, kube-proxy disabled |
 //! | `anonymous-auth` | Talos allows anonymous requests when kubeadm does |
 //! | `pod-security` | Talos enforces the Pod Security level the kubeadm apiservers enforce |
 //! | `addresses-in-use` | no running node holds an address of an IPAM pool of the render, or the VIP |
@@ -153,6 +155,8 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("apiserver-cert-sans", Guard::Check, "every name the kubeadm apiserver certificate answers to is in the Talos apiserver certificate"),
     ("apiserver-flags", Guard::Check, "every kube-apiserver flag kubeadm runs with is run the same by Talos (OIDC, webhook authn/authz, admission plugins, feature gates)"),
     ("apiserver-uncarried", Guard::Check, "the Talos apiservers listen on the kubeadm apiservers' port (spec.endpoint.backendPort), and kubeadm verifies with one service-account key and no structured authorization configuration, which Talos cannot carry"),
+    ("kubeadm-bind-port", Guard::Check, "the kubeadm InitConfiguration's localAPIEndpoint.bindPort is the port the Talos apiservers listen on (spec.endpoint.backendPort)"),
+    ("kubeadm-config", Guard::Check, "nothing of kubeadm's ClusterConfiguration that changes the migration is dropped (an image repository of the fleet's own needs a registry.k8s.io mirror; kube-proxy disabled stays disabled)"),
     ("anonymous-auth", Guard::Check, "Talos allows anonymous requests when kubeadm does (LB health checks on /healthz)"),
     ("pod-security", Guard::Check, "Talos enforces the Pod Security level the kubeadm apiservers enforce"),
     ("addresses-in-use", Guard::Check, "no running node holds an address of an IPAM pool of the render (the machines' pools, the control-plane pool) or the VIP"),
@@ -680,11 +684,27 @@ pub static ENTRIES: &[Entry] = &[
         unless: &[],
         source: "kubectl, Argo CD, the management cluster's controllers (`Get \"https://<endpoint>:6443/...\": dial tcp …`)",
         cause: "Cluster API replaced the control-plane VMs (every content-hash change rolls them: a Talos or Kubernetes upgrade, a template or patch change), and the new machines took new addresses. A load balancer whose backends were the old machines points only at deleted VMs once the rollout has replaced them all (provider review B7). Also seen when a Talos VIP's interface name is wrong (no node announces it) or, briefly, while the VIP moves off a machine being replaced (up to 60 s).",
-        caught_by: &["endpoint-strategy"],
+        caught_by: &["endpoint-strategy", "apiserver-uncarried", "kubeadm-bind-port"],
         fix: &[
+            "if the Talos apiservers refuse on the load balancer's backend port: they listen on `spec.endpoint.backendPort` (Talos's `cluster.controlPlane.localAPIServerPort`, 6443 when absent), which must be the port kubeadm's apiservers bound (`--secure-port`, `localAPIEndpoint.bindPort`); `capstan check --apiserver-manifest … --kubeadm-config …` compares them",
             "now: add the control-plane machines' current addresses to the load balancer (`kubectl get nodes -l node-role.kubernetes.io/control-plane -o wide`; on the management cluster `kubectl get machines -o wide`), each with a TCP health check",
             "for good: set `spec.endpoint.strategy` in `cluster.yaml`: `external` with `controlPlanePool` (exactly replicas + 1 addresses, which the load balancer lists), or `vip` with `vip: {address, link}`; `capstan plan` gives the hand-over",
             "with a VIP: `talosctl -n <cp-node> get links` must list `spec.endpoint.vip.link`, and `talosctl -n <cp-node> get addresses` shows the VIP on the node holding it",
+        ],
+        procedures: &[],
+    },
+    // ---- images ----------------------------------------------------------------------
+    Entry {
+        id: "image-pull-registry",
+        title: "Talos control-plane or kube-proxy images cannot be pulled",
+        patterns: &[r"\b(ErrImagePull|ImagePullBackOff)\b"],
+        unless: &[],
+        source: "`kubectl get pods -n kube-system` on the workload cluster, `talosctl -n <node> containers -k`",
+        cause: "Talos pulls its control-plane images from registry.k8s.io (and ghcr.io for Talos's own), not from kubeadm's `imageRepository`; a fleet that reaches only its own registry needs a mirror for each in `spec.talos.registryMirrors`.",
+        caught_by: &["kubeadm-config"],
+        fix: &[
+            "see what is pulled from where: `kubectl -n kube-system describe pod <pod>` (the Events name the image and the error)",
+            "add a mirror for the registry in `spec.talos.registryMirrors` of cluster.yaml (`registry.k8s.io: [https://<your registry>/v2/registry.k8s.io]`), render and sync",
         ],
         procedures: &[],
     },
@@ -1226,6 +1246,9 @@ mod tests {
     }
 
     cases! {
+        image_pull_on_the_talos_control_plane:
+            r#"Failed to pull image "registry.k8s.io/kube-apiserver:v1.30.4": rpc error: code = Unknown desc = failed to pull and unpack image: dial tcp 34.96.108.209:443: i/o timeout; Warning Failed ErrImagePull"#
+            => ["image-pull-registry"];
         address_conflict:
             "IPv4: 10.20.30.150: duplicate address detected on ens192 (hwaddr 00:50:56:aa:bb:cc)"
             => ["address-conflict"];
