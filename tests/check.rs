@@ -2184,19 +2184,16 @@ fn etcd_status_names_are_escaped() {
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }
 
-/// D2, D9 and D15 on files our code did not write: the kubeadm files openssl and the shared
-/// script write (`tests/fixtures/kubeadm/make-kubeadm-pki.sh`), then edited as a drifted
-/// cluster has them. As written, both findings pass; each drift blocks with its fix.
-#[test]
-fn what_talos_cannot_carry_blocks_on_files_our_code_did_not_write() {
-    let s = Setup::new(&[]);
+/// The kubeadm files the shared script writes (`tests/fixtures/kubeadm/make-kubeadm-pki.sh`,
+/// v1beta4, secretbox `key2`) with a `key` (`rsa`, `ecdsa`) CA, under `script/` of the setup.
+fn kubeadm_script(s: &Setup, key: &str) {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm/make-kubeadm-pki.sh");
     let st = std::process::Command::new("bash")
         .arg(&script)
         .arg(s.dir.join("script"))
         .args([
-            "ecdsa",
+            key,
             "https://kubernetes.default.svc.cluster.local",
             "secretbox",
             "key2",
@@ -2205,6 +2202,15 @@ fn what_talos_cannot_carry_blocks_on_files_our_code_did_not_write() {
         .status()
         .expect("bash runs the kubeadm script (it needs openssl)");
     assert!(st.success(), "make-kubeadm-pki.sh failed");
+}
+
+/// D2, D9 and D15 on files our code did not write: the kubeadm files openssl and the shared
+/// script write (`tests/fixtures/kubeadm/make-kubeadm-pki.sh`), then edited as a drifted
+/// cluster has them. As written, both findings pass; each drift blocks with its fix.
+#[test]
+fn what_talos_cannot_carry_blocks_on_files_our_code_did_not_write() {
+    let s = Setup::new(&[]);
+    kubeadm_script(&s, "ecdsa");
     let manifest = "script/manifests/kube-apiserver.yaml";
     let args = [
         "--apiserver-manifest",
@@ -2325,21 +2331,7 @@ fn pool_addresses_a_running_node_holds_block() {
 #[test]
 fn kubeadm_configuration_the_migration_drops_blocks() {
     let s = Setup::new(&[]);
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm/make-kubeadm-pki.sh");
-    let st = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(s.dir.join("script"))
-        .args([
-            "rsa",
-            "https://kubernetes.default.svc.cluster.local",
-            "secretbox",
-            "key2",
-            "v1beta4",
-        ])
-        .status()
-        .expect("bash runs the kubeadm script (it needs openssl)");
-    assert!(st.success(), "make-kubeadm-pki.sh failed");
+    kubeadm_script(&s, "rsa");
     let config = "script/kubeadm-config.yaml";
     let args = ["--kubeadm-config", config];
     let out = stdout(&s.check(&args));
