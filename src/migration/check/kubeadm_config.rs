@@ -62,18 +62,13 @@ impl Cx<'_> {
                 Severity::Blocking,
                 field,
                 format!(
-                    "kubeadm bound the apiservers to port {bind}, the Talos apiservers would listen on {} \
-                     (spec.endpoint.backendPort{}): the load balancer's health checks of the backends fail on every \
-                     Talos machine, and the API is gone once the kubeadm backends are removed",
-                    e.backend_port(),
-                    if e.backend_port.is_none() { ", absent: 6443" } else { "" }
+                    "kubeadm bound the apiservers to port {bind}, {}",
+                    super::parity::backend_port_consequence(e)
                 ),
             )
             .fix(format!(
-                "set `spec.endpoint.backendPort: {bind}` (rendered as Talos's cluster.controlPlane.localAPIServerPort), \
-                 or move the load balancer's backends to port {} first (and check the running port with \
-                 `--apiserver-manifest`)",
-                e.backend_port()
+                "{} (and check the running port with `--apiserver-manifest`)",
+                super::parity::backend_port_fix(bind, e)
             )),
         );
     }

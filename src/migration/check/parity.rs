@@ -609,6 +609,31 @@ enum TalosFlag {
     Unset,
 }
 
+/// What a kubeadm apiserver port other than `spec.endpoint.backendPort` does (D2), said
+/// after the kubeadm side's port (`apiserver-uncarried`, `kubeadm-bind-port`).
+pub(super) fn backend_port_consequence(e: &crate::inputs::model::Endpoint) -> String {
+    format!(
+        "the Talos apiservers would listen on {} (spec.endpoint.backendPort{}): the load balancer's health \
+         checks of the backends fail on every Talos machine, and the API is gone once the kubeadm backends \
+         are removed",
+        e.backend_port(),
+        if e.backend_port.is_none() {
+            format!(", absent: {}", crate::inputs::model::DEFAULT_BACKEND_PORT)
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The fix for [`backend_port_consequence`]: carry the kubeadm port, or move the backends.
+pub(super) fn backend_port_fix(kubeadm_port: u16, e: &crate::inputs::model::Endpoint) -> String {
+    format!(
+        "set `spec.endpoint.backendPort: {kubeadm_port}` (rendered as Talos's \
+         cluster.controlPlane.localAPIServerPort), or move the load balancer's backends to port {} first",
+        e.backend_port()
+    )
+}
+
 fn talos_flag(name: &str) -> TalosFlag {
     use crate::inputs::model::{APISERVER_ARGS_DENIED, APISERVER_ARGS_FROM_FIELDS};
     use TalosFlag::*;
@@ -899,17 +924,10 @@ impl Cx<'_> {
                 a.file
             ));
             problems.push(format!(
-                "the kubeadm apiservers listen on port {kubeadm_port}, the Talos apiservers would listen on \
-                 {} (spec.endpoint.backendPort{}): the load balancer's health checks of the backends fail on \
-                 every Talos machine, and the API is gone once the kubeadm backends are removed",
-                endpoint.backend_port(),
-                if endpoint.backend_port.is_none() { ", absent: 6443" } else { "" }
+                "the kubeadm apiservers listen on port {kubeadm_port}, {}",
+                backend_port_consequence(endpoint)
             ));
-            fixes.push(format!(
-                "set `spec.endpoint.backendPort: {kubeadm_port}` (rendered as Talos's \
-                 cluster.controlPlane.localAPIServerPort), or move the load balancer's backends to port {} first",
-                endpoint.backend_port()
-            ));
+            fixes.push(backend_port_fix(kubeadm_port, endpoint));
         }
         // D9: Talos mounts one `service-account.pub` and refuses the flag as an extra arg
         // (Talos v1.10.6 `control_plane_static_pod.go:394`, MergeDenied `:431`).
