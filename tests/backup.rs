@@ -1256,3 +1256,207 @@ fn backup_dump_in_phases_clusterctl_refuses_restores_and_checks() {
     );
     assert!(!t.join("bad").exists());
 }
+
+/// The live lists of [`live_lists`] as secrets mode `operator` leaves them: every Secret a
+/// restore needs (move-labelled) created by sops-secrets-operator, its SopsSecret the
+/// controller (`newKubeSecretFromTemplate`, [A35] of `src/rehearse/assumptions.md`).
+fn operator_lists() -> Vec<(String, serde_json::Value)> {
+    let mut live = live_lists(3);
+    for (_, l) in &mut live {
+        for i in l["items"].as_array_mut().unwrap() {
+            let labelled = i["metadata"]["labels"]
+                .get(capstan::rehearse::clusterctl::MOVE_LABEL)
+                .is_some();
+            if i["kind"] == "Secret" && labelled {
+                let name = i["metadata"]["name"].as_str().unwrap().to_string();
+                i["metadata"]["ownerReferences"] = serde_json::json!([{
+                    "apiVersion": "isindir.github.com/v1alpha3", "kind": "SopsSecret",
+                    "name": name, "uid": format!("ss-{name}"), "controller": true,
+                    "blockOwnerDeletion": true}]);
+            }
+        }
+    }
+    live
+}
+
+/// Secrets mode `operator` (D4): `clusterctl move` never saves a Secret its SopsSecret
+/// owns, so a clusterctl backup of a complete cluster fails `backup check` naming the Talos
+/// bundle and the CA, and saying what to do. `capstan backup dump` saves them without that
+/// owner, annotated `sopssecret/managed: "true"`; `--from-directory` (modelled) creates
+/// them, the check passes, and when Argo CD brings the SopsSecrets back the operator
+/// (modelled, `rehearse::sops_operator`) adopts each one, which it refuses without the
+/// annotation.
+#[test]
+fn operator_mode_backups_hold_the_secrets_clusterctl_never_saves() {
+    use capstan::rehearse::sops_operator::{reconcile, Outcome};
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let example = example().display().to_string();
+    let live = operator_lists();
+    // clusterctl's rule over lab-g (complete; clusterctl refuses lab-f's window).
+    let objects: Vec<serde_json::Value> = live[1].1["items"].as_array().unwrap().clone();
+    let g = capstan::rehearse::clusterctl::move_graph(&objects);
+    let by_clusterctl = t.join("clusterctl");
+    std::fs::create_dir(&by_clusterctl).unwrap();
+    for &i in &g.saved {
+        let o = &objects[i];
+        let f = format!(
+            "{}_{}_{}.yaml",
+            o["kind"].as_str().unwrap(),
+            o["metadata"]["namespace"].as_str().unwrap(),
+            o["metadata"]["name"].as_str().unwrap()
+        );
+        std::fs::write(by_clusterctl.join(f), o.to_string()).unwrap();
+    }
+    let left: Vec<&str> = g
+        .left_out
+        .iter()
+        .map(|(i, _)| objects[*i]["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        left.contains(&"lab-g-talos") && left.contains(&"lab-g-ca"),
+        "{left:?}"
+    );
+    let url = format!("file://{}/store-clusterctl", t.display());
+    let o = run(
+        &["backup", "push", "clusterctl", &url, "-R", &custody(t)],
+        t,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let c = capstan_plain(&["backup", "check", &example, &url], t, &[]);
+    assert_eq!(c.status.code(), Some(1), "{}", stdout(&c));
+    let out = stdout(&c);
+    for s in [
+        "Secret lab-g/lab-g-talos (the Talos secrets bundle",
+        "Secret lab-g/lab-g-ca (the Kubernetes CA; `clusterctl move` saves it by its name when nothing owns it, and never when its SopsSecret owns it (secrets mode operator): back up with `capstan backup dump`",
+    ] {
+        assert!(out.contains(s), "{s} not in {out}");
+    }
+
+    // capstan's dump saves them without the SopsSecret, annotated.
+    let mut args = vec!["backup".to_string(), "dump".to_string()];
+    for (ns, v) in &live {
+        let f = format!("live-{ns}.json");
+        std::fs::write(t.join(&f), v.to_string()).unwrap();
+        args.push(f);
+    }
+    args.extend(["--to".into(), "dump".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let d = run(&args, t);
+    assert_eq!(d.status.code(), Some(0), "{}", stderr(&d));
+    let err = stderr(&d);
+    for s in [
+        "lab-f/lab-f-ca",
+        "lab-f/lab-f-talos",
+        "lab-f/lab-f-vsphere",
+        "lab-g/lab-g-ca",
+        "lab-g/lab-g-talos",
+    ] {
+        assert!(
+            err.contains(&format!("saved without its SopsSecret owner: Secret {s} ")),
+            "{s}: {err}"
+        );
+    }
+    assert!(!err.contains("left out:"), "{err}");
+    let restored = from_directory(&t.join("dump"));
+    let url = format!("file://{}/store-dump", t.display());
+    let o = run(&["backup", "push", "dump", &url, "-R", &custody(t)], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let c = capstan_plain(&["backup", "check", &example, &url], t, &[]);
+    assert_eq!(c.status.code(), Some(0), "{}{}", stdout(&c), stderr(&c));
+
+    // After the restore, Argo CD applies the SopsSecrets (new uids) and the operator
+    // reconciles each against the Secret `--from-directory` created.
+    let mut adopted = 0;
+    for s in restored.iter().filter(|o| {
+        o["kind"] == "Secret"
+            && o["metadata"]["labels"]
+                .get(capstan::rehearse::clusterctl::MOVE_LABEL)
+                .is_some()
+    }) {
+        let name = s["metadata"]["name"].as_str().unwrap();
+        assert!(s["metadata"].get("ownerReferences").is_none(), "{name}");
+        let sops = serde_json::json!({"apiVersion": "isindir.github.com/v1alpha3", "kind": "SopsSecret",
+            "metadata": {"namespace": s["metadata"]["namespace"], "name": name, "uid": format!("restored-{name}")}});
+        let template = serde_json::json!({"name": name, "labels": s["metadata"]["labels"]});
+        match reconcile(&sops, &template, Some(s)) {
+            Outcome::Adopted(next) => {
+                assert_eq!(
+                    next["metadata"]["ownerReferences"][0]["uid"],
+                    format!("restored-{name}")
+                );
+                adopted += 1;
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        // The same copy without the annotation (an ownerless Secret as a hand-made
+        // backup or `kubectl apply` leaves it): refused, the SopsSecret Degraded.
+        let mut bare = s.clone();
+        bare["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove("sopssecret/managed");
+        assert_eq!(reconcile(&sops, &template, Some(&bare)), Outcome::NotOwned);
+    }
+    assert_eq!(adopted, 5);
+}
+
+/// The restore runbook's "apply the sealed Secrets" step, run as printed with the real
+/// `kubectl` (its `apply` replaced by a capture): each Secret it would apply carries
+/// `sopssecret/managed: "true"`, so sops-secrets-operator (modelled) adopts it once its
+/// SopsSecret is back instead of refusing it.
+#[test]
+#[ignore = "needs kubectl"]
+fn the_runbook_applies_sealed_secrets_the_operator_adopts() {
+    use capstan::rehearse::sops_operator::{reconcile, Outcome};
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let example = example().display().to_string();
+    let url = format!("file://{}/store", t.display());
+    std::fs::create_dir_all(t.join("store")).unwrap();
+    moved_example(&t.join("m"), 4);
+    let o = run(&["backup", "push", "m", &url, "-R", &custody(t)], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["restore", "plan", &example, "--backup", &url], t);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let plan = stdout(&o);
+    let cmd = plan
+        .lines()
+        .filter_map(|l| {
+            l.split('`')
+                .find(|s| s.starts_with("for f in clusters/lab-f/secrets/"))
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no apply step in {plan}"))
+        .replace("| kubectl apply -f -", "| cat; echo ---")
+        .replace("-i operator-identity.txt", &format!("-i {}", identity()));
+    let bin = assert_cmd::cargo::cargo_bin("capstan");
+    let sh = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -e; cd {}; export PATH={}:$PATH; {cmd}",
+            example,
+            bin.parent().unwrap().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        sh.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sh.stderr)
+    );
+    let docs = capstan::yaml::parse_stream(&String::from_utf8(sh.stdout).unwrap()).unwrap();
+    assert_eq!(docs.len(), 3, "lab-f's three sealed Secrets");
+    for s in &docs {
+        let name = s["metadata"]["name"].as_str().unwrap();
+        let sops = serde_json::json!({"apiVersion": "isindir.github.com/v1alpha3", "kind": "SopsSecret",
+            "metadata": {"namespace": "lab-f", "name": name, "uid": "u"}});
+        assert!(
+            matches!(
+                reconcile(&sops, &serde_json::json!({"name": name}), Some(s)),
+                Outcome::Adopted(_)
+            ),
+            "{name}"
+        );
+    }
+}

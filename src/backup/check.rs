@@ -162,15 +162,18 @@ fn why(cluster: &str, secret: &str) -> &'static str {
             "the Talos secrets bundle; without it a restored bootstrap provider generates a new Talos PKI \
              for the first new Machine and the control-plane provider loses every node. `clusterctl move` \
              saves it only with the label clusterctl.cluster.x-k8s.io/move: render it from this capstan \
-             (the sealed Secrets carry the label) and back up again"
+             (the sealed Secrets carry the label) and back up again; in secrets mode operator its SopsSecret \
+             owns it and `clusterctl move` never saves it: back up with `capstan backup dump`"
         }
         Some("-ca") => {
-            "the Kubernetes CA; owned by the sops-secrets-operator it is saved only with the label \
-             clusterctl.cluster.x-k8s.io/move: render it from this capstan and back up again"
+            "the Kubernetes CA; `clusterctl move` saves it by its name when nothing owns it, and never when \
+             its SopsSecret owns it (secrets mode operator): back up with `capstan backup dump`, which saves \
+             it without that owner"
         }
         _ => {
             "the vSphere identity (spec.vsphere.identityRef); `clusterctl move` saves it only with the label \
-             clusterctl.cluster.x-k8s.io/move or CAPV's ownership: render it from this capstan and back up again"
+             clusterctl.cluster.x-k8s.io/move or CAPV's ownership: render it from this capstan and back up again; \
+             in secrets mode operator, back up with `capstan backup dump`"
         }
     }
 }

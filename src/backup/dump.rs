@@ -12,6 +12,9 @@
 //! - one file each, `<Kind>_<namespace>_<name>.yaml` (`objectgraph.go:141-143`), holding the
 //!   object as JSON with its uid, owner references, resourceVersion and status, as
 //!   `backupTargetObject` writes `obj.MarshalJSON()` (`mover.go:1031-1080`), mode 0600;
+//! - one deliberate difference, for secrets mode `operator`: a move-labelled Secret owned by
+//!   a SopsSecret, which clusterctl never saves, is saved without that owner and annotated
+//!   for the operator to adopt back ([`detach_from_sopssecret`]);
 //! - every Cluster with `spec.paused: true`: clusterctl saves the Clusters after pausing
 //!   them (`mover.go:402-406`), so `--from-directory` creates them paused and unpauses them
 //!   once every object exists (`:468-478`).
@@ -135,6 +138,64 @@ pub struct Dump {
     /// How many objects are left out as linked to no Cluster (Secrets and ConfigMaps of
     /// the namespace that are no cluster's).
     pub unlinked: usize,
+    /// The move-labelled Secrets owned by a SopsSecret, saved without that owner and
+    /// annotated for the operator to adopt back ([`detach_from_sopssecret`]),
+    /// `namespace/name`.
+    pub detached: Vec<String>,
+}
+
+/// The annotation with which isindir/sops-secrets-operator manages a Secret it did not create.
+pub use crate::secrets::sopssecret::MANAGED_ANNOTATION as SOPS_MANAGED;
+
+/// Secrets mode `operator`: the Secrets a restore needs (`<cluster>-talos`, `<cluster>-ca`,
+/// the vSphere identity: move-labelled) are created by sops-secrets-operator with their
+/// SopsSecret as controller (`internal/controllers/sopssecret_controller.go`,
+/// `newKubeSecretFromTemplate`: `SetControllerReference`). A SopsSecret is no kind the move
+/// discovers (its CRD carries no clusterctl label, `objectgraph.go:424`), and the move never
+/// saves an object whose owner is outside its graph, label or not (`mover.go:509-554`), so
+/// `clusterctl move` never saves them. capstan's dump saves such a Secret **without** its
+/// SopsSecret owner references and with [`SOPS_MANAGED`]: `--from-directory` creates it
+/// ownerless (or leaves the copy the runbook applied first: `restoreTargetObject` skips an
+/// object that exists, `mover.go:1100-1108`), and once Argo CD brings the SopsSecret back
+/// the operator adopts it instead of failing "Child secret is not owned by controller"
+/// (`isKubeSecretManagedOrAnnotatedToBeManaged`; `refreshKubeSecretIfNeeded` then writes
+/// its template's owner references, labels and annotations). A Secret with any other owner,
+/// or without the move label, is left as the move leaves it. Whether `v` was changed.
+pub fn detach_from_sopssecret(v: &mut Value) -> bool {
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
+    if s("/apiVersion") != "v1" || s("/kind") != "Secret" {
+        return false;
+    }
+    let labelled = v
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|l| l.contains_key(crate::rehearse::clusterctl::MOVE_LABEL));
+    let refs = v
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array);
+    let by_operator = refs.is_some_and(|r| {
+        !r.is_empty()
+            && r.iter().all(|o| {
+                o.get("kind").and_then(Value::as_str) == Some(crate::secrets::sopssecret::KIND)
+                    && o.get("apiVersion")
+                        .and_then(Value::as_str)
+                        .is_some_and(|a| a.starts_with("isindir.github.com/"))
+            })
+    });
+    if !labelled || !by_operator {
+        return false;
+    }
+    let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    meta.remove("ownerReferences");
+    let ann = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if let Some(ann) = ann.as_object_mut() {
+        ann.insert(SOPS_MANAGED.0.into(), Value::String(SOPS_MANAGED.1.into()));
+    }
+    true
 }
 
 /// The file name of an object, `None` when a part would not make one file name.
@@ -232,7 +293,22 @@ pub fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
             objects.push(item);
         }
     }
-    let owned: Vec<Value> = objects.iter().map(|v| (*v).clone()).collect();
+    let mut detached = Vec::new();
+    let owned: Vec<Value> = objects
+        .iter()
+        .map(|v| {
+            let mut v = (*v).clone();
+            if detach_from_sopssecret(&mut v) {
+                let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
+                detached.push(format!(
+                    "{}/{}",
+                    s("/metadata/namespace"),
+                    s("/metadata/name")
+                ));
+            }
+            v
+        })
+        .collect();
     let owned = Scrubbed(Value::Array(owned));
     let all = owned.0.as_array().map_or(&[][..], Vec::as_slice);
     let graph = move_graph(all);
@@ -306,10 +382,12 @@ pub fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
             unlinked += 1;
         }
     }
+    detached.sort();
     Ok(Dump {
         files,
         clusters,
         paused,
+        detached,
         orphans: orphans.into_iter().collect(),
         unlinked,
     })

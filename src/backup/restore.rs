@@ -248,8 +248,10 @@ pub fn runbook(
         .iter()
         .map(|c| {
             md_code(&format!(
-                "for f in clusters/{}/secrets/*.yaml; do capstan secrets decrypt \"$f\" -i operator-identity.txt | kubectl apply -f -; done",
-                c.metadata.name
+                "for f in clusters/{}/secrets/*.yaml; do capstan secrets decrypt \"$f\" -i operator-identity.txt | kubectl annotate --local -f - {}={} -o yaml | kubectl apply -f -; done",
+                c.metadata.name,
+                super::dump::SOPS_MANAGED.0,
+                super::dump::SOPS_MANAGED.1
             ))
         })
         .collect();
@@ -292,8 +294,13 @@ pub fn runbook(
         ),
         format!(
             "Apply the sealed Secrets from git (the operator who holds an identity of `spec.recipients` decrypts them; \
-             nothing is written to disk): {}.",
-            secrets.join(", ")
+             nothing is written to disk): {}. The annotation `{}: \"{}\"` lets sops-secrets-operator (secrets mode \
+             `operator`) adopt each Secret when Argo CD brings its SopsSecret back: without it the operator refuses \
+             a Secret it did not create (\"Child secret is not owned by controller\"), the SopsSecret stays Degraded \
+             and its sync wave never completes; in mode `decrypt` nothing reads it.",
+            secrets.join(", "),
+            super::dump::SOPS_MANAGED.0,
+            super::dump::SOPS_MANAGED.1
         ),
         format!(
             "Fetch the backup: {} (checked against its \
@@ -439,8 +446,7 @@ mod tests {
         let cabpt = at("`kubectl -n cabpt-system scale deployment -l cluster.x-k8s.io/provider=bootstrap-talos --replicas=0`");
         let capv = at("-n capv-system patch deployment/capv-controller-manager");
         let ipam = at("-n caip-in-cluster-system patch");
-        let sealed =
-            at("capstan secrets decrypt \"$f\" -i operator-identity.txt | kubectl apply -f -");
+        let sealed = at("capstan secrets decrypt \"$f\" -i operator-identity.txt | kubectl annotate --local -f - sopssecret/managed=true -o yaml | kubectl apply -f -");
         let restore = at("clusterctl move --from-directory restore");
         let status = at("-n lab-b patch taloscontrolplanes");
         // D8: the inventory is reconciled before CAPV and IPAM act, then the Talos providers start.

@@ -377,6 +377,13 @@ fn dump(args: BackupDumpArgs) -> Result<Status> {
     for o in &dump.orphans {
         eprintln!("left out: {}", line(o));
     }
+    for d in &dump.detached {
+        eprintln!(
+            "saved without its SopsSecret owner: Secret {} (clusterctl never saves it: its owner is outside the move's \
+             graph); annotated sopssecret/managed: \"true\", so sops-secrets-operator adopts it once its SopsSecret is back",
+            line(d)
+        );
+    }
     for c in &dump.paused {
         eprintln!(
             "warning: Cluster {} is paused (spec.paused: true) on the live cluster: a `clusterctl move` killed between \

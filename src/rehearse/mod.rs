@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod kubectl;
 pub mod model;
 pub mod report;
+pub mod sops_operator;
 mod workers;
 
 use serde_json::Value;

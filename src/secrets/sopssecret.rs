@@ -47,6 +47,10 @@ use serde_json::{json, Map, Value};
 pub const API_VERSION: &str = "isindir.github.com/v1alpha3";
 /// The operator's kind.
 pub const KIND: &str = "SopsSecret";
+/// The annotation with which the operator manages a pre-existing Secret it did not create
+/// (`api/v1alpha3/sopssecret_types.go`: `SopsSecretManagedAnnotation`; compared
+/// case-sensitively, `isAnnotatedToBeManaged` in `internal/controllers/sopssecret_controller.go`).
+pub const MANAGED_ANNOTATION: (&str, &str) = ("sopssecret/managed", "true");
 /// Annotation: digest of the sealed Secret a SopsSecret was made from (see [`sealed_values_digest`]).
 pub const ANN_SEALED_VALUES: &str = "capstan.dev/sealed-values-sha256";
 
