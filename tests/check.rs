@@ -1172,8 +1172,13 @@ fn import_stub_checks_clean_but_for_the_providers_and_inputs() {
     );
     // kubeadm's etcd 3.5.15 is fine with Talos 1.10 (etcd 3.5); a later 1.11+ (etcd 3.6)
     // finds no kubeadm member left (M11), so there is nothing to warn about. The one
-    // warning: the endpoint strategy, required before phase complete (the stub says how).
-    assert_eq!(with("warning"), ["endpoint-strategy"], "{report:#}");
+    // warnings: the endpoint strategy, required before phase complete (the stub says how),
+    // and the one recipient import was given (D16: add one kept offline).
+    assert_eq!(
+        with("warning"),
+        ["endpoint-strategy", "recipients"],
+        "{report:#}"
+    );
     for id in [
         "etcd-version-skew",
         "flavour-talos-version",
@@ -1685,7 +1690,9 @@ fn drifted_kubeadm_cluster() {
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("summary: 0 blocking, 0 warnings,"), "{out}");
+    // The one warning: the sealed Secrets are encrypted to the one recipient import was given.
+    assert!(out.contains("summary: 0 blocking, 1 warning,"), "{out}");
+    entry(&out, "WARN", "recipients");
     for id in [
         "apiserver-cert-sans",
         "etcd-args",

@@ -100,6 +100,7 @@ pub const IDS: &[&str] = &[
     "talos-image",
     "air-gap",
     "vsphere-identity",
+    "recipients",
     "ca-intermediate",
     "ca-expiry",
     "bootstrap-token",
@@ -604,6 +605,7 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.talos_image(&mut out);
     cx.air_gap(&mut out);
     cx.vsphere_identity(&mut out);
+    cx.recipients(&mut out);
     cx.cas(&mut out);
     cx.bootstrap_token(&mut out);
     cx.kube_proxy_labels(&mut out);
@@ -1453,6 +1455,34 @@ mod tests {
         assert!(e.to_string().contains("s.json: [0].Status.dbSize"), "{e}");
         let docs = crate::yaml::parse_stream("hello").unwrap();
         assert!(parse_etcd_status("s.json", &docs).is_err());
+    }
+
+    #[test]
+    fn recipients_one_lost_identity_must_not_lose_the_sealed_secrets() {
+        let mut i = inputs(MINIMAL);
+        let key = "age1uhh4sjky7uv75cdmgk5vjarsd9dv6kxkvjnf7zspu3v4crp0udgq47fxk5";
+        i.config.spec.recipients = vec![];
+        assert_eq!(of(&check(&i), "recipients")[0].severity, Severity::Info);
+        i.config.spec.recipients = vec![key.into(), key.into()];
+        let fs = check(&i);
+        let f = of(&fs, "recipients")[0];
+        assert_eq!(
+            f.severity,
+            Severity::Warning,
+            "the same key twice is one: {f:#?}"
+        );
+        assert!(
+            f.fix
+                .as_deref()
+                .unwrap_or("")
+                .contains("capstan secrets rekey"),
+            "{f:#?}"
+        );
+        i.config.spec.recipients = vec![
+            key.into(),
+            "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p".into(),
+        ];
+        assert_eq!(of(&check(&i), "recipients")[0].severity, Severity::Pass);
     }
 
     #[test]

@@ -4,6 +4,59 @@
 use super::*;
 
 impl Cx<'_> {
+    /// Key custody of the sealed Secrets (D16): `spec.recipients` with one distinct
+    /// recipient leaves the imported PKI, the Talos bundle and the etcd encryption key
+    /// readable with one identity only; with it lost, only a backup holds them. The policy
+    /// of backups (`backup::custody::policy`: two recipients, one kept offline) applied to
+    /// git. Which recipient is kept offline cannot be read from `cluster.yaml`, so it is
+    /// said, not checked.
+    pub(super) fn recipients(&self, out: &mut Vec<Finding>) {
+        let id = "recipients";
+        let field = "spec.recipients";
+        let mut distinct: Vec<&str> = self
+            .i
+            .config
+            .spec
+            .recipients
+            .iter()
+            .map(String::as_str)
+            .collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let f = match distinct.len() {
+            0 => Finding::new(
+                id,
+                Severity::Info,
+                field,
+                "no recipients: nothing of this cluster is sealed in git".into(),
+            ),
+            1 => Finding::new(
+                id,
+                Severity::Warning,
+                field,
+                "the sealed Secrets (the imported CAs, the Talos secrets bundle with the etcd encryption key) are \
+                 encrypted to one recipient: with its identity lost they can be read from a backup only, and a \
+                 restore needs them (`capstan restore plan`, Keys)"
+                    .into(),
+            )
+            .fix(format!(
+                "add a second recipient whose identity is kept offline (on no machine that runs capstan or Argo CD) \
+                 to spec.recipients, then `capstan secrets rekey {}`",
+                self.cluster_dir()
+            )),
+            n => Finding::new(
+                id,
+                Severity::Pass,
+                field,
+                format!(
+                    "the sealed Secrets are encrypted to {n} recipients: one lost identity loses none of them \
+                     (keep one of them offline)"
+                ),
+            ),
+        };
+        out.push(f);
+    }
+
     pub(super) fn cas(&self, out: &mut Vec<Finding>) {
         let Some(cas) = &self.i.cas else {
             out.push(not_compared(
