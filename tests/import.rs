@@ -499,7 +499,7 @@ fn decrypt_errors() {
 }
 
 #[test]
-fn a_directory_not_named_after_the_cluster_is_warned_about() {
+fn a_directory_not_named_after_the_cluster_is_refused_before_anything_is_written() {
     let s = setup(Alg::P256);
     let o = import(&s, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -524,12 +524,54 @@ fn a_directory_not_named_after_the_cluster_is_warned_about() {
         &r,
     ]);
     let o = capstan(&args, &s.dir);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "error: clusters/lab-h: the cluster would be `lab-f` (kubeadm's clusterName, or --name) but its directory \
+         is `lab-h`; its sealed files and objects are named after the cluster, and no later import renames them. \
+         Nothing was written: pass --name lab-h (with --namespace NAMESPACE if it should not be `lab-h` too), or \
+         import into a directory named `lab-f`\n"
+    );
+    assert!(!s.dir.join("clusters/lab-h").exists());
+    // The way out it names.
+    args.extend_from_slice(&["--name", "lab-h"]);
+    let o = capstan(&args, &s.dir);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(s.dir.join("clusters/lab-h/secrets/lab-h-ca.yaml").exists());
+    // From inside the directory (`--out .`), the same rule.
+    let inside = s.dir.join("clusters/lab-i");
+    std::fs::create_dir_all(&inside).unwrap();
+    let mut args = IMPORT_ARGS
+        .iter()
+        .map(|a| {
+            if a.contains('/') {
+                format!("../../{a}")
+            } else {
+                a.to_string()
+            }
+        })
+        .collect::<Vec<_>>();
+    args.extend(
+        [
+            "--talos-version",
+            "v1.10.6",
+            "--out",
+            ".",
+            "--recipient",
+            &r,
+        ]
+        .iter()
+        .map(|x| x.to_string()),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = capstan(&args, &inside);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("warning: the cluster is `lab-f` (kubeadm's clusterName, or --name) but its directory is `clusters/lab-h`"),
+        stderr(&o).contains("its directory is `lab-i`"),
         "{}",
         stderr(&o)
     );
+    assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
 }
 
 #[test]

@@ -592,8 +592,11 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
          cluster secrets, which would lock out Talos machines that use the old ones). After a change on the kubeadm \
          side (the encryption key moved to Talos's name) and before any Talos machine exists (phase `prepare`), \
          run the same import with --update: it replaces the bundle and the sealed Secrets and updates \
-         spec.encryption and spec.provenance in cluster.yaml, keeping the rest",
-        secrets_path.display()
+         spec.encryption and spec.provenance in cluster.yaml, keeping the rest. If the earlier import itself was \
+         wrong (another cluster, another name) and nothing uses it yet (no Talos machine, never synced), remove \
+         the directory (`rm -r {}`) and import again",
+        secrets_path.display(),
+        args.out.display()
     );
     let cluster_path = args.out.join(inputs::CLUSTER_FILE);
     anyhow::ensure!(
@@ -643,6 +646,20 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
             args.print_bootstrap_secret,
         );
     }
+    // (`--update` compares with cluster.yaml instead.) Refused before anything is written: a cluster imported under kubeadm's default
+    // `clusterName: kubernetes` into `clusters/prod-a` would write `kubernetes-*` files that
+    // no later import can rename (`--update` keeps the name, a new import never overwrites).
+    if let Some(base) = directory_name(&args.out) {
+        let name = &imported.config.metadata.name;
+        anyhow::ensure!(
+            base == *name,
+            "{}: the cluster would be `{name}` (kubeadm's clusterName, or --name) but its directory is `{base}`; \
+             its sealed files and objects are named after the cluster, and no later import renames them. Nothing \
+             was written: pass --name {base} (with --namespace NAMESPACE if it should not be `{base}` too), or \
+             import into a directory named `{name}`",
+            args.out.display()
+        );
+    }
     let write_stub = !cluster_path.exists();
     let mut files: Vec<(&str, &[u8])> = vec![(SECRETS_FILE, imported.secrets_age.as_bytes())];
     for (rel, text) in &imported.sealed {
@@ -655,9 +672,6 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
     let mut err = std::io::stderr().lock();
     for w in &imported.warnings {
         writeln!(err, "warning: {}", line(&w.to_string()))?;
-    }
-    if let Some(w) = directory_name_warning(&args.out, &imported.config.metadata.name) {
-        writeln!(err, "warning: {w}")?;
     }
     let n = imported.config.spec.recipients.len();
     writeln!(
@@ -692,18 +706,15 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
     Ok(Status::Success)
 }
 
-/// A warning when a cluster directory is not named after its cluster: the cluster renders
-/// under its own name, and its sealed files carry that name, not the directory's.
-fn directory_name_warning(dir: &std::path::Path, name: &str) -> Option<String> {
-    let base = dir.file_name()?.to_string_lossy();
-    (base != name).then(|| {
-        format!(
-            "the cluster is `{name}` (kubeadm's clusterName, or --name) but its directory is `{}`: it renders \
-             as `{name}` and its sealed files are named `{name}-*.yaml`; import into `.../{name}` or pass \
-             --name {base}",
-            dir.display()
-        )
-    })
+/// The name of the directory a cluster is imported into (`.` and a trailing `/` resolved
+/// against the working directory), `None` when it has none (`/`, a path ending in `..`).
+fn directory_name(dir: &std::path::Path) -> Option<String> {
+    let abs = std::path::absolute(dir).ok()?;
+    let abs: std::path::PathBuf = abs
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    Some(abs.file_name()?.to_string_lossy().into_owned())
 }
 
 fn explain(args: ExplainArgs) -> Result<Status> {

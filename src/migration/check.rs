@@ -1895,6 +1895,13 @@ mod tests {
             Some(errors::IDENTITY_TRANSFORMER),
         );
         assert!(f.summary.contains("drops the aescbc key"), "{f:#?}");
+        // The fix follows the two-step order: secretbox added after aescbc everywhere, then first.
+        let fix = f.fix.as_deref().unwrap_or("");
+        let (after, first) = (
+            fix.find("with key `key2` after aescbc on every kubeadm apiserver"),
+            fix.find("then move it first"),
+        );
+        assert!(after.is_some() && first.is_some() && after < first, "{fix}");
         // Another provider still listed after the first.
         let extra = enc.replace(
             "  - identity: {}\n",

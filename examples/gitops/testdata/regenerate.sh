@@ -12,10 +12,10 @@ for c in lab-f lab-g; do
   sed -i "s/lab-f/$c/g" "$work/kubeadm/kubeadm-config.yaml"
   cargo run -q -- import kubeadm --pki "$work/kubeadm/pki" --apiserver-manifest "$work/kubeadm/manifests/kube-apiserver.yaml" \
     --kubeadm-config "$work/kubeadm/kubeadm-config.yaml" --encryption-config "$work/kubeadm/encryption-config.yaml" \
-    --recipient "$pub" --talos-version v1.10.6 --out "$work/out"
+    --recipient "$pub" --talos-version v1.10.6 --out "$work/$c"
   rm -rf "examples/gitops/clusters/$c/secrets" "examples/gitops/clusters/$c/secrets.age"
-  cp -r "$work/out/secrets" "$work/out/secrets.age" "examples/gitops/clusters/$c/"
-  sed -n '/^  recipients:/,$p' "$work/out/cluster.yaml"
+  cp -r "$work/$c/secrets" "$work/$c/secrets.age" "examples/gitops/clusters/$c/"
+  sed -n '/^  recipients:/,$p' "$work/$c/cluster.yaml"
   rm -rf "$work"
 done
 # lab-f's vSphere credentials (identityRef kind Secret), sealed like the rest; example only.

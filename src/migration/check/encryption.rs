@@ -44,8 +44,12 @@ impl Cx<'_> {
                 )
                 .error(errors::IDENTITY_TRANSFORMER)
                 .fix(format!(
-                    "on the kubeadm side put a secretbox provider with key `key2` first (keep aescbc `key1` \
-                     second to read old data), restart the apiservers, {reencrypt}, then import again"
+                    "on the kubeadm side move to secretbox in two steps (README procedure \"{}\"): add a \
+                     secretbox provider with key `key2` after aescbc on every kubeadm apiserver and restart them \
+                     all one at a time, then move it first (keep aescbc `key1` second to read old data) and restart \
+                     them all again, {reencrypt}, then import again; secretbox first in one step leaves apiservers \
+                     that cannot read each other's writes (`no matching prefix found`)",
+                    crate::procedure::ROTATE_KEY_NAME.title
                 )),
             );
         }
