@@ -288,10 +288,15 @@ pub fn compare(restored: &Restored, vms: &[VmPlacement], nodes: &[Node]) -> Repo
             continue;
         }
         let uuid = vm.bios_uuid.as_deref().unwrap_or("");
-        let select = if uuid.is_empty() {
-            format!("-vm {}", sh(&vm.name))
+        // govmomi v0.56.0: `-vm.uuid` finds by BIOS UUID first (`cli/flags/search.go:79-81,
+        // 193-194`), for `vm.power` and `vm.change` alike; without one, `vm.power` takes the
+        // name as an argument (`cli/vm/power.go:58-60`, no `-vm` flag) and `vm.change` as
+        // `-vm NAME` (`cli/vm/change.go:137-138`).
+        let (power, change) = if uuid.is_empty() {
+            (sh(&vm.name), format!("-vm {}", sh(&vm.name)))
         } else {
-            format!("-vm.uuid {}", sh(uuid))
+            let by = format!("-vm.uuid {}", sh(uuid));
+            (by.clone(), by)
         };
         for ip in &vm.guest_ips {
             orphan_ips.push((ip.clone(), &vm.name));
@@ -312,7 +317,7 @@ pub fn compare(restored: &Restored, vms: &[VmPlacement], nodes: &[Node]) -> Repo
             ),
             actions: vec![
                 format!(
-                    "quarantine it, keep it: `govc vm.power -off -force {select}` then `govc vm.change {select} \
+                    "quarantine it, keep it: `govc vm.power -off -force {power}` then `govc vm.change {change} \
                      -annotation 'capstan restore: orphan, kept powered off'`"
                 ),
                 "if it was a node, `kubectl delete node <name>` on its workload cluster after the power-off".into(),
@@ -448,6 +453,23 @@ mod tests {
             rep.mismatches[1].actions[0].contains("govc vm.power -off -force -vm.uuid '4211aaaa")
         );
         assert!(rep.mismatches[0].actions[0].contains("MachineSet"));
+        // A VM without a BIOS UUID: `vm.power` takes its name as an argument (it has no
+        // `-vm` flag), `vm.change` as `-vm NAME`.
+        let mut bare = vm("old-vm", "", &[]);
+        bare.bios_uuid = None;
+        let rep = compare(&r, &[vms[0].clone(), bare], &nodes[..1]);
+        let orphan = rep
+            .mismatches
+            .iter()
+            .find(|m| m.kind == "orphan-vm")
+            .unwrap();
+        assert!(
+            orphan.actions[0].contains(
+                "`govc vm.power -off -force 'old-vm'` then `govc vm.change -vm 'old-vm' "
+            ),
+            "{:?}",
+            orphan.actions
+        );
         // Clean: every VM matched, every address claimed.
         let clean = compare(
             &r,

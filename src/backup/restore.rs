@@ -6,8 +6,11 @@
 //! `--from-directory` creates them group by group, without status, and then unpauses every
 //! Cluster. A TalosControlPlane restored without `status.bootstrapped` would have its
 //! provider send the Talos bootstrap RPC to a machine, which starts a second, empty etcd;
-//! so the control-plane provider is stopped until every TalosControlPlane has its status
-//! back, on the temporary cluster and again on the permanent one.
+//! so every TalosControlPlane stays paused (`cluster.x-k8s.io/paused`, which CACPPT v0.5.12
+//! honours, `taloscontrolplane_controller.go:117`) until it has its status back, on the
+//! temporary cluster and again on the permanent one. No provider is scaled to 0: each
+//! serves failurePolicy-Fail webhooks on the kinds `--from-directory` creates ([A36]), so
+//! those that take `--watch-filter` (CABPT, CAPV, the IPAM provider) are held with it.
 //!
 //! Two more upstream facts order the runbook:
 //! - The old management cluster must be fenced before `--from-directory` (D5): restored
@@ -22,8 +25,9 @@
 //!   it cannot be at 0 replicas while `--from-directory` creates them: it runs with
 //!   `--watch-filter` (`main.go:183-184`; every controller filters on it, e.g.
 //!   `controllers/vspherevm_controller.go:100`) and so reconciles nothing until the flag is
-//!   removed. The bootstrap provider stops with the control-plane provider (D4: without
-//!   the secrets bundle CABPT v0.6.12 generates a new Talos PKI, `controllers/secrets.go:44-71`).
+//!   removed. The bootstrap provider is held the same way (D4: without the secrets bundle
+//!   CABPT v0.6.12 generates a new Talos PKI, `controllers/secrets.go:44-71`; it takes
+//!   `--watch-filter`, `main.go:61-62`, `controllers/talosconfig_controller.go:91`).
 //!
 //! Pure: names in, Markdown out.
 
@@ -97,6 +101,9 @@ nodes:
 - role: control-plane
 ";
 
+/// The annotation Cluster API controllers, CACPPT among them, pause an object with.
+const PAUSED: &str = "cluster.x-k8s.io/paused";
+
 /// The label value held providers filter on: no object carries it.
 const HOLD: &str = "capstan-restore-hold";
 
@@ -106,7 +113,9 @@ const PROVIDERS: [(&str, &str); 5] = [
     ("cabpt-system", "bootstrap-talos"),
     ("cacppt-system", "control-plane-talos"),
     ("capv-system", "infrastructure-vsphere"),
-    ("caip-in-cluster-system", "ipam-in-cluster"),
+    // The release's own namespace and prefix (ipam-in-cluster v1.0.3
+    // `config/default/kustomization.yaml:2, 9`).
+    ("capi-ipam-in-cluster-system", "ipam-in-cluster"),
 ];
 
 /// The restore runbook for the clusters of a repository (`configs`, `ipam` when any uses
@@ -209,20 +218,65 @@ pub fn runbook(
         md_code(id),
         md_text(created)
     );
-    let hold = |verb: &str, kubeconfig: &str| -> String {
-        let cmds = [
-            format!("kubectl{kubeconfig} -n cabpt-system scale deployment -l cluster.x-k8s.io/provider=bootstrap-talos --replicas={verb}"),
-            format!("kubectl{kubeconfig} -n cacppt-system scale deployment -l cluster.x-k8s.io/provider=control-plane-talos --replicas={verb}"),
-        ];
-        cmds.iter()
-            .map(|c| format!("`{c}`"))
-            .collect::<Vec<_>>()
-            .join(" and ")
-    };
-    let mut filtered = vec!["capv-system deployment/capv-controller-manager"];
+    // Held with `--watch-filter`, never at 0 replicas: each serves failurePolicy-Fail
+    // webhooks the restore's creates need [A36].
+    let mut filtered = vec![
+        "cabpt-system deployment/cabpt-controller-manager",
+        "capv-system deployment/capv-controller-manager",
+    ];
     if ipam {
-        filtered.push("caip-in-cluster-system deployment/caip-in-cluster-controller-manager");
+        filtered
+            .push("capi-ipam-in-cluster-system deployment/capi-ipam-in-cluster-controller-manager");
     }
+    let rollout: String = filtered
+        .iter()
+        .map(|t| {
+            let (ns, d) = t.split_once(' ').unwrap_or(("", t));
+            format!("`kubectl -n {ns} rollout status {d}`")
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    // CACPPT takes no `--watch-filter` (v0.5.12 `main.go:60-72`) and honours the pause
+    // annotation on its TalosControlPlane (`taloscontrolplane_controller.go:117`).
+    let tcp_name = |c: &ClusterConfig| format!("{}-cp", c.metadata.name);
+    let in_control_plane_phase = |c: &ClusterConfig| {
+        c.spec.migration.as_ref().map(|m| m.phase)
+            == Some(crate::inputs::model::Phase::ControlPlane)
+    };
+    let pause_live = |kubeconfig: &str| -> String {
+        configs
+            .iter()
+            .map(|c| {
+                format!(
+                    "`kubectl{kubeconfig} -n {} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {} {PAUSED}=true --overwrite`",
+                    c.metadata.namespace,
+                    tcp_name(c)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let unpause = |kubeconfig: &str| -> String {
+        let mut out: Vec<String> = configs
+            .iter()
+            .filter(|c| !in_control_plane_phase(c))
+            .map(|c| {
+                format!(
+                    "`kubectl{kubeconfig} -n {} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {} {PAUSED}-`",
+                    c.metadata.namespace,
+                    tcp_name(c)
+                )
+            })
+            .collect();
+        out.extend(configs.iter().filter(|c| in_control_plane_phase(c)).map(|c| {
+            format!(
+                "keep {} paused: it is in phase `control-plane`, which git renders paused (the etcd audit would \
+                 remove the kubeadm members)",
+                md_code(&format!("{}/{}", c.metadata.namespace, tcp_name(c)))
+            )
+        }));
+        out.join(", ")
+    };
     let watch = |op: &str| -> String {
         filtered
             .iter()
@@ -281,16 +335,19 @@ pub fn runbook(
             "Install the providers the lost cluster ran: {init_code}, then `kubectl wait --for=condition=Available deployment --all -A --timeout=10m`."
         ),
         format!(
-            "Hold every provider that acts on machines: stop the Talos bootstrap and control-plane providers together \
-             ({}; if `clusterctl init` put them elsewhere: `kubectl get deployment -A -l cluster.x-k8s.io/provider`): \
-             without its secrets bundle the bootstrap provider generates a new Talos PKI, and the control-plane provider \
-             must not see a TalosControlPlane before its `status.bootstrapped` is back. Make CAPV{} reconcile nothing: \
-             {}, then `kubectl -n capv-system rollout status deployment capv-controller-manager`. They keep \
-             serving the webhooks `clusterctl move --from-directory` needs, and reconcile only objects labelled \
-             `cluster.x-k8s.io/watch-filter={HOLD}`, which none is.",
-            hold("0", ""),
-            if ipam { " and the IPAM provider" } else { "" },
-            watch("add")
+            "Hold every provider that acts on machines, without stopping any: each serves failurePolicy-Fail \
+             webhooks on the objects `clusterctl move --from-directory` creates (the bootstrap provider TalosConfigs, \
+             the control-plane provider TalosControlPlanes, CAPV VSphereVMs and VSphereMachines{}), and a provider at \
+             0 replicas makes those creates fail. Make the bootstrap provider, CAPV{} reconcile nothing: {}, then {}; \
+             they reconcile only objects labelled `cluster.x-k8s.io/watch-filter={HOLD}`, which none is (without its \
+             secrets bundle the bootstrap provider would generate a new Talos PKI for the first new Machine). The \
+             control-plane provider takes no such flag: it keeps running, and every TalosControlPlane is restored \
+             paused (below). If `clusterctl init` put a provider elsewhere: `kubectl get deployment -A -l \
+             cluster.x-k8s.io/provider`.",
+            if ipam { ", the IPAM provider its pools" } else { "" },
+            if ipam { " and the IPAM provider" } else { " and" },
+            watch("add"),
+            rollout
         ),
         format!(
             "Apply the sealed Secrets from git (the operator who holds an identity of `spec.recipients` decrypts them; \
@@ -306,6 +363,14 @@ pub fn runbook(
             "Fetch the backup: {} (checked against its \
              index and manifest: a corrupt or truncated backup is refused; files mode 0600).",
             md_code(&format!("capstan backup pull {url}/{id} restore -i dr-identity.txt"))
+        ),
+        format!(
+            "Restore every TalosControlPlane paused: {}. The control-plane provider must not see one before its \
+             `status.bootstrapped` is back (it would send the Talos bootstrap RPC and start a second, empty etcd); \
+             the annotation outlasts the unpause of the Clusters at the end of `--from-directory`.",
+            md_code(&format!(
+                "for f in restore/TalosControlPlane_*.yaml; do kubectl annotate --local -f \"$f\" {PAUSED}=true -o json > \"$f.new\" && mv \"$f.new\" \"$f\"; done"
+            ))
         ),
         "Restore the objects: `clusterctl move --from-directory restore` (keep `restore` until the check below is clean)."
             .into(),
@@ -359,9 +424,9 @@ pub fn runbook(
     step(
         &mut md,
         format!(
-            "Let the providers reconcile: {}; then start the bootstrap and control-plane providers: {}.",
+            "Let the providers reconcile: {}; then the control planes: {}.",
             watch("remove"),
-            hold("1", "")
+            unpause("")
         ),
     );
     step(
@@ -374,9 +439,13 @@ pub fn runbook(
     step(
         &mut md,
         format!(
-            "Move to the permanent management cluster: {init_code} there (same releases), hold its providers as \
-             above (with its kubeconfig), `clusterctl move --to-kubeconfig permanent.kubeconfig`, set \
-             `status.bootstrapped` on every TalosControlPlane there as above, then let them reconcile."
+            "Move to the permanent management cluster: {init_code} there (same releases), hold its bootstrap \
+             provider, CAPV{} as above (`--kubeconfig permanent.kubeconfig`), pause every TalosControlPlane here so the \
+             move carries the pause ({}), `clusterctl move --to-kubeconfig permanent.kubeconfig`, set \
+             `status.bootstrapped` on every TalosControlPlane there as above, then let them reconcile as above \
+             (`--kubeconfig permanent.kubeconfig`).",
+            if ipam { ", the IPAM provider" } else { "" },
+            pause_live("")
         ),
     );
     step(
@@ -442,22 +511,66 @@ mod tests {
         let fence = at("kubectl --kubeconfig old.kubeconfig -n capv-system scale deployment");
         let confirm = at("old.kubeconfig get deploy -A");
         let kind = at("kind create cluster");
-        let stop = at("`kubectl -n cacppt-system scale deployment -l cluster.x-k8s.io/provider=control-plane-talos --replicas=0");
-        let cabpt = at("`kubectl -n cabpt-system scale deployment -l cluster.x-k8s.io/provider=bootstrap-talos --replicas=0`");
+        let cabpt = at("-n cabpt-system patch deployment/cabpt-controller-manager");
         let capv = at("-n capv-system patch deployment/capv-controller-manager");
-        let ipam = at("-n caip-in-cluster-system patch");
+        let ipam = at("-n capi-ipam-in-cluster-system patch deployment/capi-ipam-in-cluster-controller-manager");
         let sealed = at("capstan secrets decrypt \"$f\" -i operator-identity.txt | kubectl annotate --local -f - sopssecret/managed=true -o yaml | kubectl apply -f -");
+        let pull = at("capstan backup pull");
+        let paused = at("for f in restore/TalosControlPlane_*.yaml; do kubectl annotate --local -f \"$f\" cluster.x-k8s.io/paused=true");
         let restore = at("clusterctl move --from-directory restore");
         let status = at("-n lab-b patch taloscontrolplanes");
-        // D8: the inventory is reconciled before CAPV and IPAM act, then the Talos providers start.
+        // D8: the inventory is reconciled before CAPV and IPAM act, then the control planes go.
         let check = at("capstan restore check restore");
         let unhold = at("(delete the `--watch-filter=capstan-restore-hold` argument)");
-        let start = at("--replicas=1");
+        let unpause = at("-n lab-b annotate taloscontrolplanes.controlplane.cluster.x-k8s.io lab-b-cp cluster.x-k8s.io/paused-");
         let order = [
-            fence, confirm, kind, cabpt, stop, capv, ipam, sealed, restore, status, check, unhold,
-            start,
+            fence, confirm, kind, cabpt, capv, ipam, sealed, pull, paused, restore, status, check,
+            unhold, unpause,
         ];
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{md}");
+        // [A36]: no provider of the temporary cluster is at 0 replicas when `--from-directory`
+        // creates the objects whose webhooks it serves.
+        let before = &md[..restore];
+        let stopped: Vec<&str> = PROVIDERS
+            .iter()
+            .filter(|(ns, p)| {
+                before.contains(&format!(
+                    "`kubectl -n {ns} scale deployment -l cluster.x-k8s.io/provider={p} --replicas=0"
+                ))
+            })
+            .map(|(_, p)| *p)
+            .collect();
+        let kinds = [
+            "Cluster",
+            "TalosControlPlane",
+            "TalosConfig",
+            "Machine",
+            "VSphereMachine",
+            "VSphereVM",
+            "InClusterIPPool",
+            "IPAddressClaim",
+            "IPAddress",
+        ];
+        assert_eq!(
+            crate::rehearse::clusterctl::refused_creates(&kinds, &stopped),
+            Vec::<String>::new(),
+            "{md}"
+        );
+        // The runbook of main before this, which scaled both Talos providers to 0, is refused.
+        assert_eq!(
+            crate::rehearse::clusterctl::refused_creates(
+                &kinds,
+                &["bootstrap-talos", "control-plane-talos"]
+            ),
+            [
+                "TalosControlPlane: control-plane-talos",
+                "TalosConfig: bootstrap-talos"
+            ]
+        );
+        // The permanent cluster: the pause is carried by the move.
+        let pause_here = at("-n lab-b annotate taloscontrolplanes.controlplane.cluster.x-k8s.io lab-b-cp cluster.x-k8s.io/paused=true --overwrite");
+        let to_kubeconfig = at("clusterctl move --to-kubeconfig permanent.kubeconfig");
+        assert!(unpause < pause_here && pause_here < to_kubeconfig, "{md}");
         assert!(
             md.contains("## Keys") && md.contains("dr-identity.txt") && md.contains("repo-server")
         );

@@ -281,6 +281,42 @@ pub fn saves_secret(secret: &Value, clusters: &[&str], in_graph: &dyn Fn(&str) -
     move_graph(&objects).saved.contains(&last)
 }
 
+/// The admission webhooks with `failurePolicy: Fail` on CREATE that refuse an object of a
+/// kind while the provider serving them runs no pod [A36]: `clusterctl move --from-directory`
+/// creates each object with a plain `Create` (`restoreTargetObject`, cluster-api v1.10.10
+/// `mover.go:1126`), which the API server refuses when the webhook's Service has no
+/// endpoint. Kind, then the provider (its `cluster.x-k8s.io/provider` label).
+pub const CREATE_WEBHOOKS: &[(&str, &str)] = &[
+    // CABPT v0.6.12 `config/webhook/manifests.yaml:7-26` (vtalosconfig; templates: UPDATE only).
+    ("TalosConfig", "bootstrap-talos"),
+    // CACPPT v0.5.12 `config/webhook/manifests.yaml:7-28` (defaulting), `:35-55` (validating).
+    ("TalosControlPlane", "control-plane-talos"),
+    // CAPV v1.13.1 `config/govmomi/webhook/manifests.yaml`.
+    ("VSphereVM", "infrastructure-vsphere"),
+    ("VSphereMachine", "infrastructure-vsphere"),
+    // ipam-in-cluster v1.0.3 `config/webhook/manifests.yaml:7-102` (pools only).
+    ("InClusterIPPool", "ipam-in-cluster"),
+    // cluster-api v1.10.10 `config/webhook/manifests.yaml:455-500`.
+    ("IPAddress", "cluster-api"),
+    ("IPAddressClaim", "cluster-api"),
+    ("Machine", "cluster-api"),
+    ("Cluster", "cluster-api"),
+];
+
+/// The creates of `kinds` the API server refuses while the providers `stopped` run no pod
+/// ([`CREATE_WEBHOOKS`]): each as `Kind: provider`.
+pub fn refused_creates(kinds: &[&str], stopped: &[&str]) -> Vec<String> {
+    kinds
+        .iter()
+        .filter_map(|k| {
+            CREATE_WEBHOOKS
+                .iter()
+                .find(|(kind, p)| kind == k && stopped.contains(p))
+                .map(|(kind, p)| format!("{kind}: {p}"))
+        })
+        .collect()
+}
+
 impl World {
     /// `clusterctl move --to-directory`: the dump, or why it is refused
     /// (`checkProvisioningCompleted`).

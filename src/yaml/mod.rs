@@ -35,6 +35,90 @@ pub struct YamlError {
 /// (`010`, `0644`); unknown tags are refused; a block scalar that ends the text without a
 /// line break is refused (kubectl reads a final newline into it, YAML 1.2 readers do not).
 pub fn parse_stream(text: &str) -> Result<Vec<Value>, YamlError> {
+    let markers = document_markers(text);
+    if markers.len() <= PIECE_DOCUMENTS {
+        return parse_whole(text);
+    }
+    // A long stream (a fleet's render: 5,000 clusters are ~100,000 documents) is read in
+    // pieces of PIECE_DOCUMENTS documents, each split at a document marker, so the parsers'
+    // per-stream budgets (serde-saphyr: 250,000 nodes, 1,024 documents) bound a piece, not
+    // the stream; the size of the whole is bounded by the reader's byte cap. A marker line
+    // ends any document in YAML 1.2 (`c-forbidden`: no scalar holds one at column 0), so the
+    // pieces hold exactly the stream's documents.
+    let mut bounds = vec![(0, 1)];
+    bounds.extend(
+        markers
+            .iter()
+            .skip(PIECE_DOCUMENTS)
+            .step_by(PIECE_DOCUMENTS)
+            .copied(),
+    );
+    let mut out = Vec::new();
+    for (i, &(start, line)) in bounds.iter().enumerate() {
+        let end = bounds.get(i + 1).map_or(text.len(), |b| b.0);
+        out.extend(parse_whole(&text[start..end]).map_err(|e| YamlError {
+            message: shift_lines(&e.message, line - 1),
+        })?);
+    }
+    Ok(out)
+}
+
+/// Documents per piece of a long stream ([`parse_stream`]), below serde-saphyr's 1,024.
+const PIECE_DOCUMENTS: usize = 512;
+
+/// The document markers (`---` at the start of a line, then a space, a tab or the line's
+/// end) as byte offset and line number, or none when the stream has directives (`%`) or
+/// document end markers (`...`), which a split would separate from their documents.
+fn document_markers(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let b = text.as_bytes();
+    let mut line = 1;
+    let mut at = 0;
+    let marker = |rest: &[u8], m: &[u8; 3]| {
+        rest.starts_with(m) && matches!(rest.get(3), None | Some(b' ' | b'\t' | b'\n' | b'\r'))
+    };
+    while at < b.len() {
+        let rest = &b[at..];
+        if marker(rest, b"---") {
+            out.push((at, line));
+        } else if rest.first() == Some(&b'%') || marker(rest, b"...") {
+            return Vec::new();
+        }
+        match memchr::memchr(b'\n', rest) {
+            Some(i) => {
+                at += i + 1;
+                line += 1;
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// `message` with every `line N` moved down by `by` lines (an error of a piece, told in the
+/// stream's lines).
+fn shift_lines(message: &str, by: usize) -> String {
+    if by == 0 {
+        return message.to_string();
+    }
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find("line ") {
+        out.push_str(&rest[..i + 5]);
+        rest = &rest[i + 5..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&(n + by).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// [`parse_stream`] of a stream short enough for the parsers' budgets.
+fn parse_whole(text: &str) -> Result<Vec<Value>, YamlError> {
     let docs = match subset::parse_stream(text) {
         Some(docs) => docs,
         None => {
@@ -779,6 +863,63 @@ mod tests {
         );
     }
     use serde_json::json;
+
+    /// A fleet's render is longer than one parse may be (serde-saphyr: 1,024 documents,
+    /// 250,000 nodes; the subset reader: 1,000 and 200,000): read in pieces, the stream
+    /// gives exactly its documents, in order, from either reader, and an error names the
+    /// stream's line.
+    #[test]
+    fn a_stream_beyond_the_parsers_budgets_is_read_whole() {
+        let doc = |i: usize, flow: bool| {
+            let items: String = (0..60)
+                .map(|k| {
+                    if flow {
+                        format!("  k{k}: {{v: \"{i}-{k}\"}}\n")
+                    } else {
+                        format!("  k{k}:\n    v: \"{i}-{k}\"\n")
+                    }
+                })
+                .collect();
+            format!("---\nkind: ConfigMap\nmetadata:\n  name: c{i}\ndata:\n{items}")
+        };
+        for flow in [false, true] {
+            // 3,000 documents of 124 nodes: 372,000 nodes.
+            let text: String = (0..3000).map(|i| doc(i, flow)).collect();
+            let docs = parse_stream(&text).unwrap();
+            assert_eq!(docs.len(), 3000);
+            for (i, d) in docs.iter().enumerate() {
+                assert_eq!(d["metadata"]["name"], format!("c{i}"));
+                assert_eq!(d["data"]["k59"]["v"], format!("{i}-59"));
+            }
+            // An implicit first document, and `--- ` with a comment.
+            let text2 = format!("a: 1\n--- # two\n{}", &text[4..]);
+            assert_eq!(parse_stream(&text2).unwrap().len(), 3001);
+        }
+        // A duplicate key in document 2,500: told at its line in the stream.
+        let mut text: String = (0..3000).map(|i| doc(i, false)).collect();
+        let line_of_doc = |n: usize, t: &str| {
+            t.find(&format!("  name: c{n}\n"))
+                .map(|at| t[..at].matches('\n').count() + 1)
+        };
+        let at = text.find("  name: c2500\n").unwrap();
+        text.insert_str(at, "  name: dup\n");
+        let want = line_of_doc(2500, &text).unwrap();
+        let e = parse_stream(&text).unwrap_err();
+        assert!(
+            e.message.contains(&format!("line {want}")),
+            "want line {want}: {}",
+            e.message
+        );
+        // Directives or end markers: read whole, as before (within the budgets).
+        assert_eq!(
+            parse_stream("%YAML 1.2\n---\na: 1\n...\n").unwrap().len(),
+            1
+        );
+        assert_eq!(
+            shift_lines("at line 3, column 1; line x", 10),
+            "at line 13, column 1; line x"
+        );
+    }
 
     #[test]
     fn replace_block_keeps_everything_else() {
