@@ -191,3 +191,41 @@ fn a_version_the_crd_does_not_define_is_an_error_and_empty_input_too() {
         stderr(&o)
     );
 }
+
+/// A stream longer than one parse may be (3,000 documents: beyond serde-saphyr's 1,024 and
+/// the subset reader's 1,000) is read whole; at the byte limit the message names the limit
+/// and how to raise it (issue 42: a fleet's saved render could not be read back).
+#[test]
+fn long_streams_are_read_and_the_byte_limit_says_how_to_raise_it() {
+    let tmp = setup();
+    let doc = |i: usize| {
+        format!("---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w{i}\nspec:\n  size: 3\n")
+    };
+    let text: String = (0..3000).map(doc).collect();
+    std::fs::write(tmp.path().join("fleet.yaml"), &text).unwrap();
+    let o = capstan(&["validate", "--crds", "crds", "fleet.yaml"], tmp.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("validated 3000 objects against 1 CRD versions: 0 invalid"),
+        "{}",
+        stderr(&o)
+    );
+    // 1 MiB and more, under a 1 MiB limit.
+    let big: String = (0..16_000).map(doc).collect();
+    assert!(big.len() > 1 << 20);
+    std::fs::write(tmp.path().join("big.yaml"), &big).unwrap();
+    let o = capstan_plain(
+        &["validate", "--crds", "crds", "big.yaml"],
+        tmp.path(),
+        &[("CAPSTAN_MAX_YAML_MIB", "1")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "error: big.yaml: larger than 1048576 bytes, the limit for a YAML input (README: Safety); raise it with \
+         the environment variable CAPSTAN_MAX_YAML_MIB (MiB, up to 4096; memory grows with it, about 10 times the \
+         stream)\n"
+    );
+    let o = capstan(&["validate", "--crds", "crds", "big.yaml"], tmp.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

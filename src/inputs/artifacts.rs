@@ -154,6 +154,7 @@ impl MovedDirectory {
                     path: dir.label(),
                     cap: MAX_MOVED_FILES as u64,
                     what: "a `clusterctl move` directory (files)",
+                    raise: "",
                 });
             }
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -191,6 +192,7 @@ impl MovedDirectory {
             path: self.dir.label(),
             cap: InputKind::Backup.cap(),
             what: "a `clusterctl move` directory",
+            raise: "",
         }
     }
 }

@@ -641,6 +641,7 @@ impl Revision {
                 path: self.label(rel),
                 cap: kind.cap(),
                 what: kind.what(),
+                raise: kind.raise(),
             });
         }
         self.blob(e).map(Some)

@@ -100,7 +100,7 @@ pub enum InputError {
         what: &'static str,
     },
     /// An input is larger than its kind of input can be.
-    #[error("{path}: larger than {cap} bytes, the limit for {what} (README: Safety)")]
+    #[error("{path}: larger than {cap} bytes, the limit for {what} (README: Safety){raise}")]
     TooLarge {
         /// The path.
         path: String,
@@ -108,6 +108,8 @@ pub enum InputError {
         cap: u64,
         /// The kind of input.
         what: &'static str,
+        /// How to raise the limit, when it can be (`; …`), else empty.
+        raise: &'static str,
     },
     /// A repository file resolves outside the repository (a symbolic link).
     #[error("{path}: resolves to {resolved}, outside {root} (a symbolic link): capstan reads only files inside the repository")]
@@ -211,6 +213,17 @@ fn rel(root: &Path, path: &Path) -> String {
     s.join("/")
 }
 
+/// The cap of a YAML input (`validate`, `diff` streams): 256 MiB, room for a 5,000-cluster
+/// render (183 MB measured), or `CAPSTAN_MAX_YAML_MIB` (1 to 4096; anything else is the
+/// default).
+fn yaml_cap() -> u64 {
+    std::env::var("CAPSTAN_MAX_YAML_MIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|m| (1..=4096).contains(m))
+        .map_or(256 << 20, |m| m << 20)
+}
+
 /// What an input file is, for the size it may have. Every cap is far above any real file of
 /// its kind; they keep a hostile repository from exhausting memory (`/dev/zero` behind a
 /// link, a file of gigabytes). The README's Safety section lists them.
@@ -247,11 +260,22 @@ impl InputKind {
             InputKind::ClusterFile | InputKind::SecretsAge | InputKind::Sealed => 1 << 20,
             InputKind::Template | InputKind::Identity | InputKind::Kubeadm => 1 << 20,
             InputKind::Overlay => 4 << 20,
-            InputKind::Yaml => 64 << 20,
+            InputKind::Yaml => yaml_cap(),
             InputKind::Moved => MAX_MOVED_FILE,
             InputKind::Backup => 1 << 30,
             // etcd's largest suggested backend quota is 8 GiB; twice that, streamed.
             InputKind::EtcdSnapshot => 16 << 30,
+        }
+    }
+
+    /// How the limit is raised, for the message at the limit (empty when it is fixed).
+    pub fn raise(self) -> &'static str {
+        match self {
+            InputKind::Yaml => {
+                "; raise it with the environment variable CAPSTAN_MAX_YAML_MIB (MiB, up to 4096; memory grows \
+                 with it, about 10 times the stream)"
+            }
+            _ => "",
         }
     }
 
@@ -373,6 +397,7 @@ fn read_input_bytes(
             path: path.label(),
             cap,
             what: kind.what(),
+            raise: kind.raise(),
         });
     }
     Ok(bytes)
@@ -790,6 +815,7 @@ pub fn read_etcd_snapshot(path: &Path) -> Result<SnapshotFile, InputError> {
             path: path.label(),
             cap: kind.cap(),
             what: kind.what(),
+            raise: kind.raise(),
         });
     }
     let truncated = || {
