@@ -440,3 +440,24 @@ fn error_foreign_file_while_many_clusters_render_in_parallel() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Where the user stands does not change the render (issue 42): `render .` inside a
+/// cluster's directory and `render lab-f` inside `clusters/` find the repository root (the
+/// parent of `clusters/`) and its overlays, and give the bytes of `render clusters/lab-f`.
+#[test]
+fn the_repository_root_is_found_from_inside_it() {
+    let root = example();
+    let from_root = capstan(&["render", "clusters/lab-f"], &root);
+    assert_eq!(from_root.status.code(), Some(0), "{}", stderr(&from_root));
+    for (cwd, arg) in [
+        (root.join("clusters/lab-f"), "."),
+        (root.join("clusters/lab-f"), "./"),
+        (root.join("clusters"), "lab-f"),
+    ] {
+        let o = capstan(&["render", arg], &cwd);
+        assert_eq!(o.status.code(), Some(0), "{arg} in {cwd:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), stdout(&from_root), "{arg} in {cwd:?}");
+    }
+    let o = capstan(&["plan", "."], &root.join("clusters/lab-f"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -192,16 +192,43 @@ pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
     Err(InputError::NoClusters { dir: dir.label() })
 }
 
-/// The repository root of a cluster directory: the parent of its `clusters/` directory.
+/// The repository root of a cluster directory: the parent of its `clusters/` directory,
+/// found as typed (`clusters/prod-a`) or, when the path does not show it (`.` inside the
+/// cluster, `prod-a` inside `clusters/`), from the absolute path, as kustomize and git
+/// resolve where they stand. A directory under no `clusters/` is its own root (a flat
+/// repository).
 pub fn repo_root(cluster_dir: &Path) -> PathBuf {
-    let parent = cluster_dir.parent();
-    match parent {
-        Some(p) if p.file_name().is_some_and(|n| n == "clusters") => p
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from(".")),
-        _ => cluster_dir.to_path_buf(),
+    let under_clusters = |d: &Path| -> Option<PathBuf> {
+        let p = d.parent()?;
+        if p.file_name().is_some_and(|n| n == "clusters") {
+            Some(
+                p.parent()
+                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+            )
+        } else {
+            None
+        }
+    };
+    if let Some(root) = under_clusters(cluster_dir) {
+        return root;
     }
+    // `.` and `..` resolved lexically would misread a link; the absolute path keeps `..`
+    // and only drops `.` components, so a path with `..` stays as typed.
+    let has_parent_dir = cluster_dir
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir));
+    if !has_parent_dir {
+        if let Ok(abs) = std::path::absolute(cluster_dir) {
+            let abs: PathBuf = abs
+                .components()
+                .filter(|c| !matches!(c, std::path::Component::CurDir))
+                .collect();
+            if let Some(root) = under_clusters(&abs) {
+                return root;
+            }
+        }
+    }
+    cluster_dir.to_path_buf()
 }
 
 fn rel(root: &Path, path: &Path) -> String {
