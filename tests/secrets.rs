@@ -678,3 +678,41 @@ fn a_restore_secret_whose_mac_covers_its_labels_is_refused_with_the_re_seal() {
         "{err}"
     );
 }
+
+/// An identity through a pipe, as `-i <(pass show age)` gives it (issue 42: sops and age
+/// users keep keys in password managers): read like a file, bounded; nothing else may be a
+/// pipe.
+#[test]
+fn an_identity_from_process_substitution_is_read() {
+    let bin = assert_cmd::cargo::cargo_bin("capstan");
+    let id = root().join("examples/gitops/testdata/age-identity.txt");
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} secrets decrypt -i <(cat {}) clusters/lab-g/secrets/lab-g-ca.yaml",
+            bin.display(),
+            id.display()
+        ))
+        .current_dir(example())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("kind: Secret"), "{}", stdout(&o));
+    // The sealed file itself may not be a pipe.
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} secrets decrypt -i {} <(cat clusters/lab-g/secrets/lab-g-ca.yaml)",
+            bin.display(),
+            id.display()
+        ))
+        .current_dir(example())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("a FIFO, not a regular file"),
+        "{}",
+        stderr(&o)
+    );
+}

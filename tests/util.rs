@@ -33,10 +33,13 @@ pub fn capstan_plain(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output 
         "CAPSTAN_AGE_KEY_FILE",
         "SOPS_AGE_KEY_FILE",
         "SOPS_AGE_KEY",
+        "SOPS_AGE_KEY_CMD",
         "CI",
     ] {
         c.env_remove(v);
     }
+    // sops' default key file is read too: none of the machine's.
+    c.env("XDG_CONFIG_HOME", "/nonexistent/capstan-tests");
     for (k, v) in env {
         c.env(k, v);
     }
