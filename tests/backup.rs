@@ -373,6 +373,7 @@ fn restore_plan_names_the_newest_backup_or_the_path_without_one() {
 /// A pull killed half-way leaves its decrypted files in the staging directory beside OUT
 /// (never in OUT); the next pull removes them before it writes anything.
 #[test]
+#[ignore = "slow: a 48 MiB backup pushed, then pulled and killed (about 40 s on 2 cores)"]
 fn a_killed_pull_leaves_no_decrypted_files_after_the_next_run() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();

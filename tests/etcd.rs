@@ -64,18 +64,6 @@ fn free_port() -> u16 {
     }
 }
 
-fn available() -> bool {
-    let ok = |b: &str, arg: &str| {
-        Command::new(b)
-            .arg(arg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    ok("etcd", "--version") && ok("etcdctl", "version")
-}
-
 impl Cluster {
     fn endpoints(&self, names: &[&str]) -> String {
         self.members
@@ -271,23 +259,17 @@ fn etcdctl_commands(steps: &[String]) -> Vec<Vec<String>> {
     out
 }
 
-fn skip_notice() -> bool {
-    if available() {
-        return false;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "etcd and etcdctl are required in CI (.ci/run installs etcd-server and etcd-client)"
-    );
-    eprintln!("notice: etcd/etcdctl not installed: the real-etcd rollback test was skipped");
-    true
+/// The real-etcd tests are `#[ignore = "needs etcd and etcdctl"]`; run (`--include-ignored`,
+/// as `.ci/run` does), a missing etcd fails them.
+fn need_etcd() {
+    crate::util::need("etcd", &["--version"]);
+    crate::util::need("etcdctl", &["version"]);
 }
 
 #[test]
+#[ignore = "needs etcd and etcdctl"]
 fn the_documented_rollback_keeps_quorum_and_deleting_machines_first_loses_it() {
-    if skip_notice() {
-        return;
-    }
+    need_etcd();
     let procedure = &capstan::procedure::ROLLBACK_CONTROL_PLANE;
     let steps = procedure.steps(&capstan::procedure::Names::placeholders());
     let commands = etcdctl_commands(&steps);
@@ -523,10 +505,9 @@ fn command_with(steps: &[String], needle: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs etcd and etcdctl"]
 fn the_documented_snapshot_is_taken_restored_and_passes_check() {
-    if skip_notice() {
-        return;
-    }
+    need_etcd();
     let steps = capstan::procedure::ETCD_SNAPSHOT.steps(&capstan::procedure::Names::placeholders());
     let save = command_with(&steps, "snapshot save");
     // Run inside the kubeadm etcd Pod, whose image carries etcdctl, with the certificate

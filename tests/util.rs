@@ -13,6 +13,24 @@ pub fn example() -> PathBuf {
     root().join("examples/gitops")
 }
 
+/// The tool check of a test marked `#[ignore = "needs …"]`: `program args` must run and exit 0.
+/// A plain `cargo test` reports such a test as ignored; asked to run it (`cargo test --
+/// --include-ignored`, as `.ci/run` does), a missing tool fails the test instead of letting
+/// it pass without having run.
+pub fn need(program: &str, args: &[&str]) {
+    let ran = std::process::Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    assert!(
+        ran.as_ref().is_ok_and(std::process::ExitStatus::success),
+        "this test needs `{program}`, and `{program} {}` did not succeed ({ran:?}): install it \
+         (.ci/run installs every tool the ignored tests need), or run without --include-ignored",
+        args.join(" ")
+    );
+}
+
 /// Run the capstan binary with arguments in a working directory.
 pub fn capstan(args: &[&str], cwd: &Path) -> Output {
     assert_cmd::Command::cargo_bin("capstan")

@@ -10,8 +10,8 @@ Inputs (recorded in the generated file's header):
   `x-kubernetes-list-map-keys` when that list contains `x-kubernetes-patch-merge-key`
   (composite keys, e.g. `containerPort` + `protocol`), else the merge key alone. A list
   with the strategy and no key is a list of primitives merged as a set (`finalizers`).
-- custom resources: the CRD schemas in ../shared/crds (and its `cacppt-v1beta2-contract`)
-  and tests/fixtures/crds: a list with `x-kubernetes-list-type: map` merges by its
+- custom resources: the CRD schemas vendored in tests/fixtures/crds (and its
+  `cacppt-v1beta2-contract`; tests/fixtures/crds/SOURCES.md names their upstream): a list with `x-kubernetes-list-type: map` merges by its
   `x-kubernetes-list-map-keys`.
 
 Usage: python3 tools/merge-keys.py [--check]   (run from the repository root; --check
@@ -27,7 +27,7 @@ import yaml
 
 K8S = "v1.34.0"
 OUT = "src/inputs/overlay/merge_keys.rs"
-CRD_DIRS = ["../shared/crds", "../shared/crds/cacppt-v1beta2-contract", "tests/fixtures/crds"]
+CRD_DIRS = ["tests/fixtures/crds", "tests/fixtures/crds/cacppt-v1beta2-contract"]
 
 
 def definitions_path():

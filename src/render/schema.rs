@@ -2409,10 +2409,10 @@ spec:
     }
 
     // -----------------------------------------------------------------------------------------
-    // Real CRDs from ../shared/crds beside the repository (skipped when absent)
+    // Real CRDs, vendored in tests/fixtures/crds (SOURCES.md there names their upstream)
 
-    fn crds_dir() -> Option<std::path::PathBuf> {
-        crate::secrets::pki::testkit::shared_path("crds")
+    fn crds_dir() -> std::path::PathBuf {
+        crate::secrets::pki::testkit::fixture_path("crds")
     }
 
     const BASE_FILES: [&str; 6] = [
@@ -2437,9 +2437,8 @@ spec:
         CrdSet::from_documents(docs)
     }
 
-    fn base_set() -> Option<CrdSet> {
-        let dir = crds_dir()?;
-        Some(load(&dir, &BASE_FILES).unwrap())
+    fn base_set() -> CrdSet {
+        load(&crds_dir(), &BASE_FILES).unwrap()
     }
 
     fn yaml_obj(text: &str) -> Value {
@@ -2504,7 +2503,7 @@ spec:
 
     #[test]
     fn real_crds_load_and_count() {
-        let Some(dir) = crds_dir() else { return };
+        let dir = crds_dir();
         let set = load(&dir, &BASE_FILES).unwrap();
         // Cluster, MachineDeployment, VSphereCluster, VSphereMachineTemplate, TalosConfigTemplate: 2 versions each; TCP: 1.
         assert_eq!(set.len(), 11);
@@ -2527,7 +2526,7 @@ spec:
 
     #[test]
     fn real_crds_both_talos_flavours_collide() {
-        let Some(dir) = crds_dir() else { return };
+        let dir = crds_dir();
         let mut files = BASE_FILES.to_vec();
         files.push(V1BETA2_TCP);
         let err = load(&dir, &files).unwrap_err();
@@ -2540,7 +2539,7 @@ spec:
 
     #[test]
     fn real_crds_accept_valid_objects() {
-        let Some(set) = base_set() else { return };
+        let set = base_set();
         let v1beta1 = "
 apiVersion: cluster.x-k8s.io/v1beta1
 kind: Cluster
@@ -2588,7 +2587,7 @@ spec:
 
     #[test]
     fn real_crds_vsphere_machine_template_violations() {
-        let Some(set) = base_set() else { return };
+        let set = base_set();
         let mut obj = yaml_obj(VSMT_V1BETA2);
         let spec = &mut obj["spec"]["template"]["spec"];
         spec["numCPUs"] = json!(1);
@@ -2609,7 +2608,7 @@ spec:
 
     #[test]
     fn real_crds_cluster_v1beta2_rejects_api_version_in_ref() {
-        let Some(set) = base_set() else { return };
+        let set = base_set();
         let mut obj = yaml_obj(CLUSTER_V1BETA2);
         obj["spec"]["controlPlaneRef"]["apiVersion"] =
             json!("controlplane.cluster.x-k8s.io/v1alpha3");
@@ -2631,7 +2630,7 @@ spec:
 
     #[test]
     fn real_crds_talos_control_plane_version() {
-        let Some(set) = base_set() else { return };
+        let set = base_set();
         let mut obj = yaml_obj(TCP_V1ALPHA3);
         obj["spec"].as_object_mut().unwrap().remove("version");
         assert_eq!(
@@ -2656,7 +2655,7 @@ spec:
 
     #[test]
     fn real_crds_machine_deployment_missing_cluster_name() {
-        let Some(set) = base_set() else { return };
+        let set = base_set();
         let obj = yaml_obj(
             "
 apiVersion: cluster.x-k8s.io/v1beta2
@@ -2690,7 +2689,7 @@ spec:
 
     #[test]
     fn real_crds_v1beta2_talos_control_plane() {
-        let Some(dir) = crds_dir() else { return };
+        let dir = crds_dir();
         let set = load(&dir, &[V1BETA2_TCP]).unwrap();
         let obj = yaml_obj("
 apiVersion: controlplane.cluster.x-k8s.io/v1beta1
@@ -2716,7 +2715,7 @@ spec:
 
     #[test]
     fn real_crds_timing() {
-        let Some(dir) = crds_dir() else { return };
+        let dir = crds_dir();
         let t0 = std::time::Instant::now();
         let set = load(&dir, &BASE_FILES).unwrap();
         let loaded = t0.elapsed();

@@ -1470,13 +1470,14 @@ mod tests {
     const LM: &str = "2026-01-01T00:00:00Z";
     const LM2: &str = "2026-02-02T12:34:56Z";
 
-    fn vectors_dir() -> Option<PathBuf> {
-        crate::secrets::pki::testkit::shared_path("sops-vectors")
+    /// The SOPS vectors (`tests/fixtures/sops-vectors`, from gibbz00/rops; see SOURCES.md).
+    fn vectors_dir() -> PathBuf {
+        crate::secrets::pki::testkit::fixture_path("sops-vectors")
     }
 
-    /// (dir, identity) or None with a notice when the vectors are absent.
-    fn vectors() -> Option<(PathBuf, x25519::Identity)> {
-        let dir = vectors_dir()?;
+    /// (dir, identity) of the vectors.
+    fn vectors() -> (PathBuf, x25519::Identity) {
+        let dir = vectors_dir();
         let text = std::fs::read_to_string(dir.join("identity.txt")).unwrap();
         let id = text
             .lines()
@@ -1485,7 +1486,7 @@ mod tests {
             .unwrap()
             .parse::<x25519::Identity>()
             .unwrap();
-        Some((dir, id))
+        (dir, id)
     }
 
     fn read(dir: &Path, name: &str) -> String {
@@ -1543,7 +1544,7 @@ mod tests {
 
     #[test]
     fn every_vector_decrypts_to_its_twin() {
-        let Some((dir, id)) = vectors() else { return };
+        let (dir, id) = vectors();
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let name = entry.unwrap().file_name().into_string().unwrap();
@@ -1564,7 +1565,7 @@ mod tests {
 
     #[test]
     fn vector_metadata_is_read() {
-        let Some((dir, _)) = vectors() else { return };
+        let (dir, _) = vectors();
         let parse = |n: &str| SopsFile::parse(n, &read(&dir, n)).unwrap().metadata;
         let m = parse("age_mac_only_encrypted.sops.yaml");
         assert!(m.mac_only_encrypted);
@@ -1583,7 +1584,7 @@ mod tests {
 
     #[test]
     fn tampered_ciphertext_fails_without_leaking() {
-        let Some((dir, id)) = vectors() else { return };
+        let (dir, id) = vectors();
         let text = read(&dir, "age_example.sops.yaml");
         let needle = "data:8qKuCV7Hk";
         assert!(text.contains(needle));
@@ -1607,7 +1608,7 @@ mod tests {
 
     #[test]
     fn changed_unencrypted_value_is_a_mac_mismatch() {
-        let Some((dir, id)) = vectors() else { return };
+        let (dir, id) = vectors();
         let text = read(&dir, "age_encrypted_regex.sops.yaml");
         let bad = text.replacen("\nb: aaa\n", "\nb: aab\n", 1);
         assert_ne!(bad, text);
@@ -1655,7 +1656,7 @@ mod tests {
 
     #[test]
     fn wrong_identity_is_reported() {
-        let Some((dir, _)) = vectors() else { return };
+        let (dir, _) = vectors();
         let file = SopsFile::parse("e.yaml", &read(&dir, "age_example.sops.yaml")).unwrap();
         let err = file
             .decrypt("e.yaml", &[x25519::Identity::generate()])

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# How the example's secrets were made (run from the repository root, with ../shared present):
-# kubeadm-style files from the shared openssl script, imported with capstan to the
+# How the example's secrets were made (run from the repository root):
+# kubeadm-style files from the vendored openssl script (tests/fixtures/kubeadm), imported with capstan to the
 # published example key; the provenance printed in each new cluster.yaml stub was then
 # copied into examples/gitops/clusters/<name>/cluster.yaml by hand. Rerunning makes a
 # new PKI: every fingerprint and golden file changes.
@@ -8,7 +8,7 @@ set -euo pipefail
 pub=$(grep -o 'age1[0-9a-z]*' examples/gitops/testdata/age-identity.txt)
 for c in lab-f lab-g; do
   work=$(mktemp -d)
-  bash ../shared/tools/make-kubeadm-pki.sh "$work/kubeadm" ecdsa https://kubernetes.default.svc.cluster.local secretbox key2 v1beta4
+  bash tests/fixtures/kubeadm/make-kubeadm-pki.sh "$work/kubeadm" ecdsa https://kubernetes.default.svc.cluster.local secretbox key2 v1beta4
   sed -i "s/lab-f/$c/g" "$work/kubeadm/kubeadm-config.yaml"
   cargo run -q -- import kubeadm --pki "$work/kubeadm/pki" --apiserver-manifest "$work/kubeadm/manifests/kube-apiserver.yaml" \
     --kubeadm-config "$work/kubeadm/kubeadm-config.yaml" --encryption-config "$work/kubeadm/encryption-config.yaml" \

@@ -5,18 +5,17 @@
 //! `protocol`), from the OpenAPI definitions vendored by the PyPI package
 //! `kubernetes-validate` (`kubernetes-json-schema/v1.34.0-local/_definitions.json`). Custom resources:
 //! `x-kubernetes-list-type: map` with its `x-kubernetes-list-map-keys`, from
-//! - `../shared/crds/bootstrap.cluster.x-k8s.io_talosconfigs.yaml`
-//! - `../shared/crds/bootstrap.cluster.x-k8s.io_talosconfigtemplates.yaml`
-//! - `../shared/crds/cluster.x-k8s.io_clusters.yaml`
-//! - `../shared/crds/cluster.x-k8s.io_machinedeployments.yaml`
-//! - `../shared/crds/cluster.x-k8s.io_machinehealthchecks.yaml`
-//! - `../shared/crds/controlplane.cluster.x-k8s.io_taloscontrolplanes.yaml`
-//! - `../shared/crds/infrastructure.cluster.x-k8s.io_vsphereclusters.yaml`
-//! - `../shared/crds/infrastructure.cluster.x-k8s.io_vspheremachinetemplates.yaml`
-//! - `../shared/crds/ipam.cluster.x-k8s.io_inclusterippools.yaml`
-//! - `../shared/crds/cacppt-v1beta2-contract/controlplane.cluster.x-k8s.io_taloscontrolplanes.yaml`
-//! - `../shared/crds/cacppt-v1beta2-contract/controlplane.cluster.x-k8s.io_taloscontrolplanetemplates.yaml`
+//! - `tests/fixtures/crds/bootstrap.cluster.x-k8s.io_talosconfigs.yaml`
+//! - `tests/fixtures/crds/bootstrap.cluster.x-k8s.io_talosconfigtemplates.yaml`
+//! - `tests/fixtures/crds/cluster.x-k8s.io_clusters.yaml`
+//! - `tests/fixtures/crds/cluster.x-k8s.io_machinedeployments.yaml`
 //! - `tests/fixtures/crds/cluster.x-k8s.io_machinehealthchecks.yaml`
+//! - `tests/fixtures/crds/controlplane.cluster.x-k8s.io_taloscontrolplanes.yaml`
+//! - `tests/fixtures/crds/infrastructure.cluster.x-k8s.io_vsphereclusters.yaml`
+//! - `tests/fixtures/crds/infrastructure.cluster.x-k8s.io_vspheremachinetemplates.yaml`
+//! - `tests/fixtures/crds/ipam.cluster.x-k8s.io_inclusterippools.yaml`
+//! - `tests/fixtures/crds/cacppt-v1beta2-contract/controlplane.cluster.x-k8s.io_taloscontrolplanes.yaml`
+//! - `tests/fixtures/crds/cacppt-v1beta2-contract/controlplane.cluster.x-k8s.io_taloscontrolplanetemplates.yaml`
 //!
 //! A node is a type, as the fields below it that merge lists or lead to such fields.
 

@@ -14,27 +14,20 @@ use zeroize::Zeroizing;
 
 pub const DAY: u64 = 86_400;
 
-/// `rel` under the shared reference material beside the repository (`../shared`), for
-/// tests against files capstan did not write. Absent, a test skips with a printed
-/// notice; in CI (`CI` set to `true`) an absent directory fails the test instead of
-/// letting it pass silently.
-pub fn shared_path(rel: &str) -> Option<std::path::PathBuf> {
+/// `rel` under the test data the repository vendors (`tests/fixtures/`: CRDs, SOPS vectors,
+/// Talos schemas, the kubeadm PKI script; each directory's `SOURCES.md` says where its files
+/// came from), for tests against files capstan did not write. Always there: a missing file
+/// is a broken checkout, and fails the test.
+pub fn fixture_path(rel: &str) -> std::path::PathBuf {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared")
+        .join("tests/fixtures")
         .join(rel);
-    if path.exists() {
-        return Some(path);
-    }
     assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "{} is missing, and CI=true: the shared reference material must be present in CI",
+        path.exists(),
+        "{} is missing: the repository vendors it under tests/fixtures/ (see SOURCES.md there)",
         path.display()
     );
-    eprintln!(
-        "skipping: {} not present (the project's own tests still run; CI runs this one)",
-        path.display()
-    );
-    None
+    path
 }
 
 pub fn now() -> SystemTime {
