@@ -1410,6 +1410,7 @@ fn operator_mode_backups_hold_the_secrets_clusterctl_never_saves() {
 #[ignore = "needs kubectl"]
 fn the_runbook_applies_sealed_secrets_the_operator_adopts() {
     use capstan::rehearse::sops_operator::{reconcile, Outcome};
+    need("kubectl", &["version", "--client"]);
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let example = example().display().to_string();
