@@ -19,6 +19,7 @@ pub mod objects;
 pub mod payload;
 pub mod restore;
 pub mod staging;
+#[cfg(feature = "backup")]
 pub mod store;
 
 pub use payload::{open, seal};

@@ -1,11 +1,16 @@
 //! CLI glue of `capstan backup push|dump|list|pull|check` and `capstan restore`: arguments to library calls, results to
 //! stdout and stderr.
 
-use crate::backup::{self, store::Store};
-use crate::cli::terminal::{identities, optional_identities, Status};
+use crate::backup;
+#[cfg(feature = "backup")]
+use crate::backup::store::Store;
+use crate::cli::terminal::Status;
+#[cfg(feature = "backup")]
+use crate::cli::terminal::{identities, optional_identities};
+#[cfg(feature = "backup")]
+use crate::cli::{BackupCheckArgs, BackupListArgs, BackupPullArgs, BackupPushArgs};
 use crate::cli::{
-    BackupCheckArgs, BackupCommand, BackupDumpArgs, BackupListArgs, BackupPullArgs, BackupPushArgs,
-    RestoreCheckArgs, RestoreCheckFormat, RestorePlanArgs,
+    BackupCommand, BackupDumpArgs, RestoreCheckArgs, RestoreCheckFormat, RestorePlanArgs,
 };
 use crate::inputs;
 use crate::printable::{self, line, Label};
@@ -15,20 +20,31 @@ use std::io::Write as _;
 /// Run one `capstan backup` command.
 pub fn run(cmd: BackupCommand) -> Result<Status> {
     match cmd {
+        #[cfg(feature = "backup")]
         BackupCommand::Push(args) => push(args),
         BackupCommand::Dump(args) => dump(args),
+        #[cfg(feature = "backup")]
         BackupCommand::List(args) => list(args),
+        #[cfg(feature = "backup")]
         BackupCommand::Pull(args) => pull(args),
+        #[cfg(feature = "backup")]
         BackupCommand::Check(args) => check(args),
+        #[cfg(not(feature = "backup"))]
+        BackupCommand::Push(_)
+        | BackupCommand::List(_)
+        | BackupCommand::Pull(_)
+        | BackupCommand::Check(_) => Err(without_backup()),
     }
 }
 
+#[cfg(feature = "backup")]
 fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+#[cfg(feature = "backup")]
 /// Print what a listing skipped, escaped, on stderr.
 fn report_skipped(skipped: &[String]) {
     for s in skipped {
@@ -36,6 +52,7 @@ fn report_skipped(skipped: &[String]) {
     }
 }
 
+#[cfg(feature = "backup")]
 /// The newest backup under `url` (or the one its last segment names): its index, and the
 /// store it is in. What was skipped on the way is reported.
 fn choose(url: &str) -> Result<(Store, backup::Index)> {
@@ -53,6 +70,7 @@ fn choose(url: &str) -> Result<(Store, backup::Index)> {
     Ok((store, index))
 }
 
+#[cfg(feature = "backup")]
 /// Stream, verify and decrypt backup `index`, each file to `sink`; the store's own error
 /// (a stall, a trickle) comes first when the download failed.
 fn open_streamed(
@@ -85,6 +103,7 @@ fn open_streamed(
     result.map_err(|e| reader.failure.take().unwrap_or(e))
 }
 
+#[cfg(feature = "backup")]
 /// Progress of a download on stderr, when it is a terminal: at most twice a second.
 struct Progress {
     on: bool,
@@ -93,6 +112,7 @@ struct Progress {
     last: std::time::Instant,
 }
 
+#[cfg(feature = "backup")]
 impl Progress {
     fn new(on: bool, total: u64) -> Progress {
         Progress {
@@ -120,11 +140,13 @@ impl Progress {
     }
 }
 
+#[cfg(feature = "backup")]
 struct Counted<'a, R> {
     inner: &'a mut R,
     progress: &'a mut Progress,
 }
 
+#[cfg(feature = "backup")]
 impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
@@ -133,6 +155,7 @@ impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
     }
 }
 
+#[cfg(feature = "backup")]
 /// The newest backup's files, in memory (for `check`), its public object manifest
 /// checked against them.
 fn fetch(
@@ -162,6 +185,7 @@ fn fetch(
     Ok((index, files, objects))
 }
 
+#[cfg(feature = "backup")]
 fn check(args: BackupCheckArgs) -> Result<Status> {
     let max_age = backup::check::parse_duration(&args.max_age).ok_or_else(|| {
         anyhow::anyhow!(
@@ -253,6 +277,7 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
     })
 }
 
+#[cfg(feature = "backup")]
 fn push(args: BackupPushArgs) -> Result<Status> {
     use backup::custody;
     let mut marked = Vec::new();
@@ -403,6 +428,7 @@ fn dump(args: BackupDumpArgs) -> Result<Status> {
     Ok(Status::Success)
 }
 
+#[cfg(feature = "backup")]
 fn list(args: BackupListArgs) -> Result<Status> {
     let store = Store::open(&args.url, false)?;
     let mut out = std::io::stdout().lock();
@@ -455,6 +481,7 @@ fn list(args: BackupListArgs) -> Result<Status> {
     Ok(Status::Success)
 }
 
+#[cfg(feature = "backup")]
 /// Whether the last segment of a URL is a backup id (`20261205T083000Z-1a2b3c4d`).
 fn split_id(url: &str) -> (&str, Option<&str>) {
     match url.trim_end_matches('/').rsplit_once('/') {
@@ -463,6 +490,7 @@ fn split_id(url: &str) -> (&str, Option<&str>) {
     }
 }
 
+#[cfg(feature = "backup")]
 fn pull(args: BackupPullArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
     let (store, index) = choose(&args.url)?;
@@ -513,6 +541,22 @@ fn pull(args: BackupPullArgs) -> Result<Status> {
     Ok(Status::Success)
 }
 
+/// `restore plan` in a build without the `backup` feature.
+#[cfg(not(feature = "backup"))]
+pub fn restore_plan(_args: RestorePlanArgs) -> Result<Status> {
+    Err(without_backup())
+}
+
+/// Why a backup command is refused in a build without the `backup` feature.
+#[cfg(not(feature = "backup"))]
+fn without_backup() -> anyhow::Error {
+    anyhow::anyhow!(
+        "this capstan was built without the `backup` feature (the Argo CD plugin image carries no S3 client): \
+         run backup push, list, pull, check and restore plan with the CLI build (`cargo install` or the CI image)"
+    )
+}
+
+#[cfg(feature = "backup")]
 /// `capstan restore plan`: the runbook for the repository's clusters and the newest backup.
 pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
     let dirs = inputs::discover(&args.repo)?;
