@@ -800,6 +800,16 @@ pub fn apiserver_flag_differences(
     out
 }
 
+/// The node-local kubeconfig file a webhook authorizer reads
+/// (`webhook.connectionInfo.kubeConfigFile`, with `type: KubeConfigFile`).
+fn webhook_kubeconfig(a: &crate::inputs::kubeadm::KubeadmAuthorizer) -> Option<String> {
+    let c = a.webhook.as_ref()?.get("connectionInfo")?;
+    (c.get("type").and_then(serde_json::Value::as_str) == Some("KubeConfigFile"))
+        .then(|| c.get("kubeConfigFile").and_then(serde_json::Value::as_str))
+        .flatten()
+        .map(|p| crate::printable::line(p).into_owned())
+}
+
 /// kube-apiserver's `--anonymous-auth` as the kubeadm apiserver runs it (default true).
 fn kubeadm_anonymous(a: &crate::inputs::kubeadm::ApiServerFacts) -> bool {
     a.args.get("anonymous-auth").is_none_or(|v| v != "false")
@@ -1018,44 +1028,140 @@ impl Cx<'_> {
                     .into(),
             );
         }
-        // D9: Talos writes its own authorization configuration and refuses the flag
-        // (Talos v1.10.6 `control_plane_static_pod.go:420-435`); its carrier,
-        // `cluster.apiServer.authorizationConfig`, exists from Talos v1.9 (the v1.9 config
-        // schema has it, v1.8's does not), Node and RBAC always added.
+        // D9: Talos writes its own authorization configuration and refuses the flag from
+        // v1.9 (MergeDenied, v1.9.6:435 … v1.13.9:436); its carrier,
+        // `cluster.apiServer.authorizationConfig`, is in the config schemas of v1.9 to v1.13,
+        // not v1.8's (Talos v1.8.4 passes `--authorization-mode=Node,RBAC`, :365).
+        let mut notes: Vec<String> = Vec::new();
         if let Some(file) = a.value.args.get("authorization-config") {
-            fields.push(format!("{} --authorization-config", a.file));
-            problems.push(format!(
+            let carried = &self.i.config.spec.api_server.authorization_config;
+            let field = format!(
+                "spec.apiServer.authorizationConfig vs {} --authorization-config",
+                a.file
+            );
+            let lost = format!(
                 "the kubeadm apiservers authorise with the structured authorization configuration `{file}` \
                  (webhook authorizers, CEL match conditions); Talos writes its own and refuses the flag, so \
                  requests only a kubeadm authorizer allows get 403 from the Talos apiservers"
-            ));
-            fixes.push(if self.talos_at_least(9) {
-                "carry the authorizers of that file other than Node and RBAC into Talos's \
-                 `cluster.apiServer.authorizationConfig` with a Talos patch overlay (Talos adds Node and RBAC \
-                 itself), and put each webhook's kubeconfig file on the control-plane nodes (`machine.files`) \
-                 with its directory mounted (`cluster.apiServer.extraVolumes`)"
-                    .to_string()
-            } else {
-                format!(
+            );
+            if !self.talos_at_least(9) {
+                fields.push(field);
+                problems.push(lost);
+                fixes.push(format!(
                     "Talos {} has no `cluster.apiServer.authorizationConfig` (from v1.9 on): migrate to Talos \
-                     v1.9 or later, or move the kubeadm apiservers to `--authorization-mode` with \
-                     `--authorization-webhook-config-file` first",
+                     v1.9 or later and set spec.apiServer.authorizationConfig, or move the kubeadm apiservers to \
+                     `--authorization-mode` with `--authorization-webhook-config-file` first",
                     self.talos_str()
-                )
-            });
+                ));
+            } else if carried.is_empty() {
+                fields.push(field);
+                problems.push(lost);
+                fixes.push(format!(
+                    "set spec.apiServer.authorizationConfig to the `authorizers` of `{file}` (rendered into \
+                     Talos's cluster.apiServer.authorizationConfig; Talos adds Node first and RBAC second when \
+                     they are missing){}",
+                    self.i.authorization.as_ref().map_or_else(
+                        || format!(", and check again with `--authorization-config {file}` to compare them"),
+                        |k| format!(
+                            ": {}",
+                            k.value
+                                .iter()
+                                .map(|x| {
+                                    format!(
+                                        "{{type: {}, name: {}{}}}",
+                                        crate::printable::line(&x.kind),
+                                        crate::printable::line(&x.name),
+                                        if x.webhook.is_some() { ", webhook: …" } else { "" }
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    )
+                ));
+            } else if let Some(k) = &self.i.authorization {
+                let talos = crate::inputs::model::talos_authorizers(carried);
+                let same = talos.len() == k.value.len()
+                    && talos.iter().zip(&k.value).all(|(t, x)| {
+                        t.kind.as_str() == x.kind && t.name == x.name && t.webhook == x.webhook
+                    });
+                if same {
+                    for (i, x) in k.value.iter().enumerate() {
+                        if let Some(path) = webhook_kubeconfig(x) {
+                            notes.push(format!(
+                                "the webhook authorizer `{}` (spec.apiServer.authorizationConfig[{i}]) reads \
+                                 `{path}` on the node, which Talos does not write: put it on the Talos control-plane \
+                                 nodes (`machine.files` in a Talos patch overlay) and mount its directory \
+                                 (`cluster.apiServer.extraVolumes`), or every request that reaches the webhook \
+                                 fails on a Talos apiserver",
+                                crate::printable::line(&x.name)
+                            ));
+                        }
+                    }
+                } else {
+                    let show = |kind: &str, name: &str| {
+                        format!("{kind} `{}`", crate::printable::line(name))
+                    };
+                    fields.push(format!("{field} ({})", k.file));
+                    problems.push(format!(
+                        "the kubeadm apiservers authorise with {} in that order (`{}`), the Talos apiservers \
+                         would with {} (spec.apiServer.authorizationConfig, Node and RBAC added where missing, \
+                         webhooks compared field by field): requests are decided differently whenever they reach \
+                         a Talos apiserver",
+                        k.value.iter().map(|x| show(&x.kind, &x.name)).collect::<Vec<_>>().join(", "),
+                        k.file,
+                        talos.iter().map(|x| show(x.kind.as_str(), &x.name)).collect::<Vec<_>>().join(", "),
+                    ));
+                    fixes.push(format!(
+                        "make spec.apiServer.authorizationConfig the `authorizers` of `{}` as written (same order, \
+                         names and webhook settings; Talos takes only Node, RBAC and Webhook)",
+                        k.file
+                    ));
+                }
+            } else {
+                notes.push(format!(
+                    "spec.apiServer.authorizationConfig is set but was not compared with `{file}`: pass \
+                     `--authorization-config` with a copy of it"
+                ));
+            }
         }
-        if problems.is_empty() {
+        if problems.is_empty() && notes.is_empty() {
             out.push(Finding::new(
                 id,
                 Severity::Pass,
                 format!("spec.endpoint.backendPort vs {} --secure-port", a.file),
                 format!(
                     "both sides listen on port {kubeadm_port}, verify service-account tokens with one key and \
-                     authorise without a structured authorization configuration"
+                     authorise {}",
+                    if a.value.args.contains("authorization-config") {
+                        "with the same authorizers (spec.apiServer.authorizationConfig)"
+                    } else {
+                        "without a structured authorization configuration"
+                    }
                 ),
             ));
             return;
         }
+        if problems.is_empty() {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    format!(
+                        "spec.apiServer.authorizationConfig vs {} --authorization-config",
+                        a.file
+                    ),
+                    format!(
+                        "both sides listen on port {kubeadm_port} and verify service-account tokens with one key; \
+                         the authorizers are carried, but {}",
+                        notes.join("; ")
+                    ),
+                )
+                .fix("see above: Talos carries the configuration, not the files it names"),
+            );
+            return;
+        }
+        fixes.extend(notes);
         out.push(
             Finding::new(
                 id,
