@@ -2382,6 +2382,52 @@ fn authorization_config_is_carried_or_blocks() {
     );
 }
 
+/// Issue 40 item 3: `--tls-cipher-suites` is merged additively by Talos into a list of its
+/// own that lost the `TLS_RSA_*` suites in v1.12 (v1.11.6:378, v1.12.11:374), on the shared
+/// script's manifest. Talos v1.10's own list passes on v1.10, blocks on v1.12 with the two
+/// suites to carry; a narrower kubeadm list warns (Talos serves more; no extra arg removes one).
+#[test]
+fn cipher_suites_are_compared_with_the_talos_minor_s_list() {
+    let s = Setup::new(&[]);
+    kubeadm_script(&s, "rsa");
+    let manifest = "script/manifests/kube-apiserver.yaml";
+    let talos_1_8 = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_128_GCM_SHA256";
+    s.edit(
+        manifest,
+        "    - --secure-port=6443\n",
+        &format!("    - --secure-port=6443\n    - --tls-cipher-suites={talos_1_8}\n"),
+    );
+    let args = ["--apiserver-manifest", manifest];
+    entry(&stdout(&s.check(&args)), "PASS", "apiserver-flags");
+
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "talos: v1.10.6",
+        "talos: v1.12.11",
+    );
+    let o = s.check(&args);
+    assert_eq!(o.status.code(), Some(1));
+    let e = entry(&stdout(&o), "BLOCK", "apiserver-flags");
+    assert!(
+        e.contains("tls-cipher-suites: \"TLS_RSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_128_GCM_SHA256\""),
+        "{e}"
+    );
+
+    s.edit(
+        manifest,
+        &format!("--tls-cipher-suites={talos_1_8}"),
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    );
+    let e = entry(&stdout(&s.check(&args)), "WARN", "apiserver-flags");
+    for needle in [
+        "would accept more than the kubeadm ones",
+        "no extra",
+        "TLS_AES_128_GCM_SHA256",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+}
+
 /// D14: a running node's address inside a pool of the render (the example's `node-ips`
 /// overlay pool, lab-f's control-plane pool) blocks `check --nodes`, naming node, address
 /// and pool; nodes outside every pool pass.
