@@ -5,6 +5,20 @@ Usage: python3 .ci/talos-parity-cluster.py CLUSTER.yaml TALOS_VERSION
 import sys
 
 path, talos = sys.argv[1], sys.argv[2]
+# cluster.apiServer.authorizationConfig is in the config schemas from Talos v1.9 (capstan
+# refuses spec.apiServer.authorizationConfig for v1.8).
+minor = int(talos.lstrip("v").split(".")[1])
+authz = (
+    """    authorizationConfig:
+    - {type: Node, name: node}
+    - type: Webhook
+      name: opa
+      webhook: {timeout: 3s, subjectAccessReviewVersion: v1, matchConditionSubjectAccessReviewVersion: v1, failurePolicy: NoOpinion, connectionInfo: {type: KubeConfigFile, kubeConfigFile: /etc/kubernetes/authz/opa.kubeconfig}, matchConditions: [{expression: "has(request.resourceAttributes)"}]}
+    - {type: RBAC, name: rbac}
+"""
+    if minor >= 9
+    else ""
+)
 s = open(path).read()
 for old, new in [
     # The endpoint as a Talos VIP: an interface's `vip` up to Talos 1.11, a Layer2VIPConfig
@@ -23,18 +37,18 @@ for old, new in [
     ('    etcdVersion: "3.5.15-0"\n', '    etcdVersion: "3.5.26-0"\n'),
     (
         "  encryption:\n",
-        """  apiServer:
+        ("""  apiServer:
     certSANs: [api.lab-f.example.internal, 10.0.0.100, "*.lab-f.example.internal"]
     extraArgs: {anonymous-auth: "true", oidc-issuer-url: "https://dex.example.internal", service-node-port-range: "20000-32767", enable-admission-plugins: AlwaysPullImages}
     podSecurity: privileged
-  etcd:
+{authz}  etcd:
     extraArgs: {quota-backend-bytes: "8589934592", election-timeout: "5000", heartbeat-interval: "500"}
   kubeProxy: {disabled: true}
   kubelet:
     clusterDNS: [169.254.20.10]
     extraConfig: {maxPods: 250, kubeReserved: {cpu: 200m, memory: 1Gi}, evictionHard: {memory.available: 500Mi}}
   encryption:
-""",
+""").replace("{authz}", authz),
     ),
     (
         "  - name: ingress\n    replicas: 2\n",

@@ -2286,6 +2286,155 @@ fn what_talos_cannot_carry_blocks_on_files_our_code_did_not_write() {
     }
 }
 
+/// Issue 40 item 3 (D9) on files our code did not write: the shared script's apiserver
+/// manifest given `--authorization-config`, and a hand-written AuthorizationConfiguration with
+/// a webhook. Uncarried it blocks; `spec.apiServer.authorizationConfig` carrying the same
+/// authorizers (Talos inserting Node at 0 and RBAC at 1 when missing) clears it, with a
+/// warning for the webhook's kubeconfig file Talos does not write; another order, or Talos
+/// v1.8, blocks.
+#[test]
+fn authorization_config_is_carried_or_blocks() {
+    let s = Setup::new(&[]);
+    kubeadm_script(&s, "ecdsa");
+    let manifest = "script/manifests/kube-apiserver.yaml";
+    s.edit(
+        manifest,
+        "    - --service-account-key-file=/etc/kubernetes/pki/sa.pub\n",
+        "    - --service-account-key-file=/etc/kubernetes/pki/sa.pub\n    - --authorization-config=/etc/kubernetes/authz/config.yaml\n",
+    );
+    let webhook = "{timeout: 3s, authorizedTTL: 5m, unauthorizedTTL: 30s, subjectAccessReviewVersion: v1, matchConditionSubjectAccessReviewVersion: v1, failurePolicy: NoOpinion, connectionInfo: {type: KubeConfigFile, kubeConfigFile: /etc/kubernetes/authz/opa.kubeconfig}, matchConditions: [{expression: \"has(request.resourceAttributes)\"}]}";
+    let authz = |order: &[&str]| {
+        let mut t = "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthorizationConfiguration\nauthorizers:\n".to_string();
+        for a in order {
+            t.push_str(&match *a {
+                "Webhook" => format!("- type: Webhook\n  name: opa\n  webhook: {webhook}\n"),
+                "Node" => "- type: Node\n  name: node\n".to_string(),
+                _ => "- type: RBAC\n  name: rbac\n".to_string(),
+            });
+        }
+        t
+    };
+    s.write("script/authz.yaml", authz(&["Node", "RBAC", "Webhook"]));
+    let bare = ["--apiserver-manifest", manifest];
+    let args = [
+        "--apiserver-manifest",
+        manifest,
+        "--authorization-config",
+        "script/authz.yaml",
+    ];
+    // Not carried: blocks, and says what to set (with the file: its authorizers).
+    let o = s.check(&bare);
+    assert_eq!(o.status.code(), Some(1));
+    let e = entry(&stdout(&o), "BLOCK", "apiserver-uncarried");
+    assert!(
+        e.contains("set spec.apiServer.authorizationConfig")
+            && e.contains("--authorization-config /etc/kubernetes/authz/config.yaml"),
+        "{e}"
+    );
+    let e = entry(&stdout(&s.check(&args)), "BLOCK", "apiserver-uncarried");
+    assert!(e.contains("{type: Webhook, name: opa, webhook: …}"), "{e}");
+
+    // Carried: only the webhook (Talos adds Node first and RBAC second).
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "    podSecurity: privileged\n",
+        &format!("    podSecurity: privileged\n    authorizationConfig:\n    - type: Webhook\n      name: opa\n      webhook: {webhook}\n"),
+    );
+    let out = stdout(&s.check(&args));
+    let e = entry(&out, "WARN", "apiserver-uncarried");
+    for needle in [
+        "the authorizers are carried",
+        "/etc/kubernetes/authz/opa.kubeconfig",
+        "machine.files",
+        "extraVolumes",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+    // Without the file: carried but not compared.
+    let e = entry(&stdout(&s.check(&bare)), "WARN", "apiserver-uncarried");
+    assert!(e.contains("was not compared"), "{e}");
+
+    // kubeadm asks the webhook before RBAC; Talos would put RBAC at 1, before it.
+    s.write("script/authz.yaml", authz(&["Node", "Webhook", "RBAC"]));
+    let e = entry(&stdout(&s.check(&args)), "BLOCK", "apiserver-uncarried");
+    for needle in [
+        "Node `node`, Webhook `opa`, RBAC `rbac`",
+        "Node `node`, RBAC `rbac`, Webhook `opa`",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+    // Carried in kubeadm's order: cleared again.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "    authorizationConfig:\n",
+        "    authorizationConfig:\n    - {type: Node, name: node}\n",
+    );
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "  controlPlane:\n",
+        "    - {type: RBAC, name: rbac}\n  controlPlane:\n",
+    );
+    entry(&stdout(&s.check(&args)), "WARN", "apiserver-uncarried");
+
+    // Talos v1.8 has no field for it.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "talos: v1.10.6",
+        "talos: v1.8.4",
+    );
+    let e = entry(&stdout(&s.check(&args)), "BLOCK", "apiserver-uncarried");
+    assert!(
+        e.contains("Talos v1.8.4 has no `cluster.apiServer.authorizationConfig`"),
+        "{e}"
+    );
+}
+
+/// Issue 40 item 3: `--tls-cipher-suites` is merged additively by Talos into a list of its
+/// own that lost the `TLS_RSA_*` suites in v1.12 (v1.11.6:378, v1.12.11:374), on the shared
+/// script's manifest. Talos v1.10's own list passes on v1.10, blocks on v1.12 with the two
+/// suites to carry; a narrower kubeadm list warns (Talos serves more; no extra arg removes one).
+#[test]
+fn cipher_suites_are_compared_with_the_talos_minor_s_list() {
+    let s = Setup::new(&[]);
+    kubeadm_script(&s, "rsa");
+    let manifest = "script/manifests/kube-apiserver.yaml";
+    let talos_1_8 = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_128_GCM_SHA256";
+    s.edit(
+        manifest,
+        "    - --secure-port=6443\n",
+        &format!("    - --secure-port=6443\n    - --tls-cipher-suites={talos_1_8}\n"),
+    );
+    let args = ["--apiserver-manifest", manifest];
+    entry(&stdout(&s.check(&args)), "PASS", "apiserver-flags");
+
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "talos: v1.10.6",
+        "talos: v1.12.11",
+    );
+    let o = s.check(&args);
+    assert_eq!(o.status.code(), Some(1));
+    let e = entry(&stdout(&o), "BLOCK", "apiserver-flags");
+    assert!(
+        e.contains("tls-cipher-suites: \"TLS_RSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_128_GCM_SHA256\""),
+        "{e}"
+    );
+
+    s.edit(
+        manifest,
+        &format!("--tls-cipher-suites={talos_1_8}"),
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    );
+    let e = entry(&stdout(&s.check(&args)), "WARN", "apiserver-flags");
+    for needle in [
+        "would accept more than the kubeadm ones",
+        "no extra",
+        "TLS_AES_128_GCM_SHA256",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+}
+
 /// D14: a running node's address inside a pool of the render (the example's `node-ips`
 /// overlay pool, lab-f's control-plane pool) blocks `check --nodes`, naming node, address
 /// and pool; nodes outside every pool pass.

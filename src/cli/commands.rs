@@ -929,6 +929,14 @@ fn check(args: CheckArgs) -> Result<Status> {
             value,
         });
     }
+    if let Some(p) = &args.authorization_config {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_authorization_config(&f.label, &f.bytes)?;
+        ci.authorization = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
     if let Some(p) = &args.apiserver_cert {
         let f = inputs::read_input(p)?;
         let value = crate::secrets::pki::certificate_summary(&f.label, &f.bytes)?;

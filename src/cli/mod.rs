@@ -663,6 +663,9 @@ pub struct CheckArgs {
     /// The kubeadm EncryptionConfiguration: provider order and key names (and the key, with --identity).
     #[arg(long, value_name = "FILE")]
     pub encryption_config: Option<PathBuf>,
+    /// The kubeadm apiservers' AuthorizationConfiguration (the file their `--authorization-config` names): compared with spec.apiServer.authorizationConfig.
+    #[arg(long, value_name = "FILE")]
+    pub authorization_config: Option<PathBuf>,
     /// The kubeadm PKI directory (`/etc/kubernetes/pki` layout): CA shape and expiry.
     #[arg(long, value_name = "DIR")]
     pub pki: Option<PathBuf>,

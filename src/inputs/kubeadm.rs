@@ -218,6 +218,72 @@ impl Doc<'_> {
 }
 
 // ---------------------------------------------------------------------------------------
+// AuthorizationConfiguration
+
+/// One authorizer of a kubeadm apiserver's `--authorization-config` file, as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubeadmAuthorizer {
+    /// `type` (`Node`, `RBAC`, `Webhook`, or a type Talos does not take).
+    pub kind: String,
+    /// `name`.
+    pub name: String,
+    /// `webhook`, as written (a mapping), when present.
+    pub webhook: Option<Value>,
+}
+
+/// The API versions of `AuthorizationConfiguration` read.
+pub const AUTHORIZATION_CONFIG_VERSIONS: &[&str] = &[
+    "apiserver.config.k8s.io/v1",
+    "apiserver.config.k8s.io/v1beta1",
+];
+
+/// Read a kube-apiserver `AuthorizationConfiguration` (the file `--authorization-config`
+/// names): its authorizers in order.
+pub fn parse_authorization_config(
+    label: &str,
+    bytes: &[u8],
+) -> Result<Vec<KubeadmAuthorizer>, KubeadmError> {
+    let docs = parse_yaml_stream(label, bytes)?;
+    let d = Doc { label };
+    let doc = docs
+        .iter()
+        .find(|v| v.get("kind").and_then(Value::as_str) == Some("AuthorizationConfiguration"))
+        .ok_or_else(|| d.missing("kind", "an AuthorizationConfiguration document"))?;
+    let m = d.as_map(doc, "")?;
+    let version = d.opt_str(m, "", "apiVersion")?.unwrap_or("");
+    if !AUTHORIZATION_CONFIG_VERSIONS.contains(&version) {
+        return Err(d.invalid(
+            "apiVersion",
+            format!(
+                "`{version}`: expected {}",
+                AUTHORIZATION_CONFIG_VERSIONS.join(" or ")
+            ),
+        ));
+    }
+    let items = d
+        .opt_seq(m, "", "authorizers")?
+        .ok_or_else(|| d.missing("authorizers", "a sequence of authorizers"))?;
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("authorizers[{i}]");
+        let a = d.as_map(item, &path)?;
+        let kind = d
+            .opt_str(a, &path, "type")?
+            .ok_or_else(|| d.missing(&join(&path, "type"), "the authorizer's type"))?;
+        let name = d
+            .opt_str(a, &path, "name")?
+            .ok_or_else(|| d.missing(&join(&path, "name"), "the authorizer's name"))?;
+        let webhook = d.opt_map(a, &path, "webhook")?.cloned().map(Value::Object);
+        out.push(KubeadmAuthorizer {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            webhook,
+        });
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------
 // Flags
 
 /// Command-line flags in order, names without leading dashes. A flag may repeat.

@@ -14,9 +14,11 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt;
 
+mod authorization;
 mod endpoint;
 mod lifecycle;
 mod validate;
+pub use authorization::{talos_authorizers, Authorizer, AuthorizerType};
 pub use endpoint::{
     AddressPool, Endpoint, EndpointStrategy, IpamPool, Vip, DEFAULT_BACKEND_PORT, POOL_LISTED_MAX,
 };
@@ -227,12 +229,20 @@ pub struct ApiServer {
     /// `cluster.apiServer.admissionControl` (PodSecurity `defaults`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_security: Option<PodSecurityLevel>,
+    /// The authorizers of the kubeadm apiservers' structured authorization configuration
+    /// (their `--authorization-config` file's `authorizers`), rendered into Talos's
+    /// `cluster.apiServer.authorizationConfig` (Talos v1.9 and later; see [`Authorizer`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub authorization_config: Vec<Authorizer>,
 }
 
 impl ApiServer {
     /// Nothing set (the section is then not written).
     pub fn is_empty(&self) -> bool {
-        self.cert_sans.is_empty() && self.extra_args.is_empty() && self.pod_security.is_none()
+        self.cert_sans.is_empty()
+            && self.extra_args.is_empty()
+            && self.pod_security.is_none()
+            && self.authorization_config.is_empty()
     }
 }
 
@@ -399,27 +409,43 @@ impl PodSecurityLevel {
     }
 }
 
-/// kube-apiserver flags Talos refuses in `cluster.apiServer.extraArgs` (MergeDenied:
-/// Talos `control_plane_static_pod.go` v1.10.6:414-436, v1.13.2:415-437;
-/// `authorization-config` from v1.10).
-pub const APISERVER_ARGS_DENIED: &[&str] = &[
-    "etcd-servers",
-    "client-ca-file",
-    "requestheader-client-ca-file",
-    "proxy-client-cert-file",
-    "proxy-client-key-file",
-    "encryption-provider-config",
-    "etcd-cafile",
-    "etcd-certfile",
-    "etcd-keyfile",
-    "kubelet-client-certificate",
-    "kubelet-client-key",
-    "service-account-key-file",
-    "service-account-signing-key-file",
-    "tls-cert-file",
-    "tls-private-key-file",
-    "authorization-config",
+/// kube-apiserver flags Talos refuses in `cluster.apiServer.extraArgs` (its MergeDenied
+/// policy), each with the first Talos minor that denies it. Read in the newest patch of every
+/// supported minor, `internal/app/machined/pkg/controllers/k8s/control_plane_static_pod.go`
+/// `manageAPIServer`: v1.8.4:417-431, v1.9.6:420-435, v1.10.9:420-435, v1.11.6:420-435,
+/// v1.12.11:416-431, v1.13.9:421-436. The fifteen file and etcd flags are denied in every
+/// one; `authorization-config` from v1.9 (v1.9.6:435, v1.12.11:431, v1.13.9:436), when Talos
+/// began writing its own authorization configuration (`handleKubeAPIServerAuthorizationFlags`,
+/// v1.9.6:934-965). Talos v1.14 is only a pre-release in the mirror (its `manageAPIServer` was
+/// restructured) and was not read: a minor above 13 takes v1.13.9's list.
+pub const APISERVER_ARGS_DENIED: &[(&str, u32)] = &[
+    ("etcd-servers", 8),
+    ("client-ca-file", 8),
+    ("requestheader-client-ca-file", 8),
+    ("proxy-client-cert-file", 8),
+    ("proxy-client-key-file", 8),
+    ("encryption-provider-config", 8),
+    ("etcd-cafile", 8),
+    ("etcd-certfile", 8),
+    ("etcd-keyfile", 8),
+    ("kubelet-client-certificate", 8),
+    ("kubelet-client-key", 8),
+    ("service-account-key-file", 8),
+    ("service-account-signing-key-file", 8),
+    ("tls-cert-file", 8),
+    ("tls-private-key-file", 8),
+    ("authorization-config", 9),
 ];
+
+/// Whether Talos 1.`talos_minor` refuses `name` in `cluster.apiServer.extraArgs`
+/// ([`APISERVER_ARGS_DENIED`]). A Talos version that does not parse (`None`) is taken as the
+/// newest minor read.
+pub fn apiserver_arg_denied(name: &str, talos_minor: Option<u32>) -> bool {
+    let minor = talos_minor.unwrap_or(u32::MAX);
+    APISERVER_ARGS_DENIED
+        .iter()
+        .any(|(n, from)| *n == name && minor >= *from)
+}
 
 /// kube-apiserver flags capstan renders from other fields of `cluster.yaml` (so not taken
 /// as extra args), and the field that sets each.
@@ -430,6 +456,10 @@ pub const APISERVER_ARGS_FROM_FIELDS: &[(&str, &str)] = &[
     (
         "admission-control-config-file",
         "set spec.apiServer.podSecurity (Talos writes the file)",
+    ),
+    (
+        "authorization-config",
+        "set spec.apiServer.authorizationConfig (Talos v1.9 and later write the file from it)",
     ),
 ];
 

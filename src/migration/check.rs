@@ -495,6 +495,9 @@ pub struct CheckInputs {
     pub cluster_config: Option<Input<ClusterConfigFacts>>,
     /// `--encryption-config`: the kubeadm EncryptionConfiguration.
     pub encryption: Option<Input<EncryptionFacts>>,
+    /// `--authorization-config`: the kubeadm apiservers' AuthorizationConfiguration (the
+    /// file their `--authorization-config` names), its authorizers in order.
+    pub authorization: Option<Input<Vec<crate::inputs::kubeadm::KubeadmAuthorizer>>>,
     /// `--apiserver-cert`: the kubeadm apiserver serving certificate.
     pub apiserver_cert: Option<Input<CertSummary>>,
     /// `--kube-proxy`: the kube-proxy DaemonSet.
@@ -547,6 +550,7 @@ impl CheckInputs {
             apiserver: None,
             cluster_config: None,
             encryption: None,
+            authorization: None,
             apiserver_cert: None,
             kube_proxy: None,
             etcd_version: None,

@@ -669,11 +669,18 @@ fn stub(
         ));
     }
     // The apiserver names and etcd settings Talos must carry (`check` compares them).
-    let (extra_args, pod_security) = crate::migration::check::carried_apiserver_settings(apiserver);
+    let talos_minor = SemVer::parse(&opts.talos_version)
+        .filter(|v| v.major == 1)
+        .map(|v| v.minor);
+    let (extra_args, pod_security) =
+        crate::migration::check::carried_apiserver_settings(apiserver, talos_minor);
     let api_server = model::ApiServer {
         cert_sans: extra_cert_sans(cluster, &endpoint.host),
         extra_args,
         pod_security,
+        // The import reads no file the manifest's `--authorization-config` names (only the
+        // files named on its command line); `check` says what to set.
+        authorization_config: Vec::new(),
     };
     let etcd = model::Etcd {
         extra_args: crate::migration::check::ETCD_PARITY_FLAGS

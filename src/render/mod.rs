@@ -1158,6 +1158,9 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "certSANs": cert_sans,
             "extraArgs": s.api_server.extra_args,
             "podSecurity": s.api_server.pod_security.map(|l| l.as_str()),
+            // Talos v1.9+ (validation refuses it for v1.8): written as Talos's
+            // AuthorizationConfiguration, Node and RBAC added when missing.
+            "authorizationConfig": s.api_server.authorization_config,
         },
         "etcd": {"extraArgs": s.etcd.extra_args},
         "kubeProxy": {"disabled": s.kube_proxy.disabled},
@@ -1885,6 +1888,71 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("spec.etcd.extraArgs.data-dir"), "{text}");
+    }
+
+    /// spec.apiServer.authorizationConfig reaches `cluster.apiServer.authorizationConfig` as
+    /// written (Talos adds Node and RBAC itself), and is refused where Talos lacks or ignores
+    /// it, or beside the extra args Talos refuses it with.
+    #[test]
+    fn authorization_config_reaches_the_control_plane_patch_from_talos_1_9() {
+        let r = Renderer::new(&[]).unwrap();
+        let authz = "  apiServer:\n    authorizationConfig:\n    - type: Webhook\n      name: opa\n      webhook: {timeout: 3s, subjectAccessReviewVersion: v1, matchConditionSubjectAccessReviewVersion: v1, failurePolicy: Deny, connectionInfo: {type: KubeConfigFile, kubeConfigFile: /etc/kubernetes/authz/opa.kubeconfig}}\n    - {type: RBAC, name: rbac}\n";
+        let c = config(&format!("{MINIMAL}{authz}"));
+        let out = r.render("cluster.yaml", &c, &[]).unwrap();
+        let tcp = out
+            .resources
+            .iter()
+            .find(|x| x.kind() == "TalosControlPlane")
+            .unwrap();
+        let text = tcp
+            .value
+            .pointer("/spec/controlPlaneConfig/controlplane/strategicPatches/0")
+            .and_then(Value::as_str)
+            .unwrap();
+        let p = yaml::parse_one(text).unwrap();
+        assert_eq!(
+            p.pointer("/cluster/apiServer/authorizationConfig"),
+            Some(&json!([
+                {"type": "Webhook", "name": "opa", "webhook": {"timeout": "3s", "subjectAccessReviewVersion": "v1", "matchConditionSubjectAccessReviewVersion": "v1", "failurePolicy": "Deny", "connectionInfo": {"type": "KubeConfigFile", "kubeConfigFile": "/etc/kubernetes/authz/opa.kubeconfig"}}},
+                {"type": "RBAC", "name": "rbac"}
+            ]))
+        );
+        // Absent: not written (Talos's own Node, RBAC).
+        let plain = r.render("cluster.yaml", &config(MINIMAL), &[]).unwrap();
+        assert!(!format!("{:?}", plain.resources).contains("authorizationConfig"));
+        // Talos v1.8: no such field.
+        let v18 = config(&format!(
+            "{}{authz}",
+            MINIMAL
+                .replace("talos: v1.10.6", "talos: v1.8.4")
+                .replace("template: talos-v1.10.6", "template: talos-v1.8.4")
+        ));
+        let e = r.render("cluster.yaml", &v18, &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("spec.apiServer.authorizationConfig: Talos v1.8.4 has no cluster.apiServer.authorizationConfig"),
+            "{e}"
+        );
+        // Beside authorization-mode, a nameless or webhook-less authorizer, a duplicate name.
+        let bad = config(&format!(
+            "{MINIMAL}  apiServer:\n    extraArgs: {{authorization-mode: \"Node,RBAC,Webhook\", authorization-config: /etc/x.yaml}}\n    authorizationConfig:\n    - {{type: Webhook, name: opa}}\n    - {{type: RBAC, name: opa, webhook: {{timeout: 3s}}}}\n    - {{type: Node, name: \"\"}}\n"
+        ));
+        let e = r.render("cluster.yaml", &bad, &[]).unwrap_err().to_string();
+        for needle in [
+            "spec.apiServer.extraArgs.authorization-mode: Talos refuses `authorization-mode` beside cluster.apiServer.authorizationConfig",
+            "spec.apiServer.extraArgs.authorization-config: capstan does not carry `authorization-config` as an extra arg: set spec.apiServer.authorizationConfig",
+            "spec.apiServer.authorizationConfig[0].webhook: missing",
+            "spec.apiServer.authorizationConfig[1].name: `opa` names two authorizers",
+            "spec.apiServer.authorizationConfig[1].webhook: only a `Webhook` authorizer",
+            "spec.apiServer.authorizationConfig[2].name: missing",
+        ] {
+            assert!(e.contains(needle), "{needle} not in {e}");
+        }
+        // An unknown type is refused when the file is read.
+        let unknown = yaml::parse_one(&format!(
+            "{MINIMAL}  apiServer:\n    authorizationConfig: [{{type: ABAC, name: abac}}]\n"
+        ))
+        .unwrap();
+        assert!(ClusterConfig::from_value("cluster.yaml", unknown).is_err());
     }
 
     #[test]

@@ -76,8 +76,7 @@ impl ClusterConfig {
                 .find(|(n, _)| n == name)
                 .map(|(_, why)| *why)
                 .or_else(|| {
-                    APISERVER_ARGS_DENIED
-                        .contains(&name.as_str())
+                    apiserver_arg_denied(name, talos.filter(|t| t.major == 1).map(|t| t.minor))
                         .then_some("Talos manages it")
                 });
             if let Some(why) = why {
@@ -87,6 +86,7 @@ impl ClusterConfig {
                 );
             }
         }
+        authorization_config(&mut v, s, talos, k8s);
         for name in s.etcd.extra_args.keys() {
             let path = format!("spec.etcd.extraArgs.{name}");
             v.flag_name(&path, name);
@@ -832,6 +832,90 @@ fn discovery_endpoint_problem(endpoint: &str) -> Option<String> {
             endpoint.escape_debug()
         )
     })
+}
+
+/// `spec.apiServer.authorizationConfig`: only where Talos has and uses the field, not beside
+/// the flags Talos refuses it with, each authorizer as Talos and kube-apiserver take it (see
+/// [`Authorizer`]).
+fn authorization_config(
+    v: &mut Validator,
+    s: &ClusterSpec,
+    talos: Option<SemVer>,
+    k8s: Option<SemVer>,
+) {
+    let list = &s.api_server.authorization_config;
+    if list.is_empty() {
+        return;
+    }
+    let path = "spec.apiServer.authorizationConfig";
+    if let Some(t) = talos.filter(|t| t.major == 1 && t.minor < 9) {
+        v.push(
+            path,
+            format!(
+                "Talos {t} has no cluster.apiServer.authorizationConfig (its config schema has it from v1.9): \
+                 set spec.versions.talos to v1.9 or later, or remove the field and move the kubeadm apiservers \
+                 to `--authorization-mode` with `--authorization-webhook-config-file` before migrating"
+            ),
+        );
+    }
+    if let Some(k) = k8s.filter(|k| k.major == 1 && k.minor < 29) {
+        v.push(
+            path,
+            format!(
+                "Talos ignores it for Kubernetes {k} (it writes an authorization configuration only from \
+                 Kubernetes 1.29 and passes `--authorization-mode=Node,RBAC` before): upgrade Kubernetes to \
+                 v1.29 or later first, or remove the field"
+            ),
+        );
+    }
+    for name in s.api_server.extra_args.keys() {
+        if name == "authorization-mode" || name.starts_with("authorization-webhook-") {
+            v.push(
+                &format!("spec.apiServer.extraArgs.{name}"),
+                format!(
+                    "Talos refuses `{name}` beside cluster.apiServer.authorizationConfig: express it as \
+                     authorizers of spec.apiServer.authorizationConfig and remove the extra arg"
+                ),
+            );
+        }
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (i, a) in list.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        if a.name.trim().is_empty() {
+            v.push(
+                &format!("{at}.name"),
+                "missing: every authorizer needs a name (Talos refuses one without)".into(),
+            );
+        } else if names.contains(&a.name.as_str()) {
+            v.push(
+                &format!("{at}.name"),
+                format!("`{}` names two authorizers: names must be unique", a.name),
+            );
+        } else {
+            names.push(&a.name);
+        }
+        match (a.kind, &a.webhook) {
+            (AuthorizerType::Webhook, None) => v.push(
+                &format!("{at}.webhook"),
+                "missing: a `Webhook` authorizer needs its webhook configuration (timeout, \
+                 subjectAccessReviewVersion, failurePolicy, connectionInfo…), as in the kubeadm file"
+                    .into(),
+            ),
+            (AuthorizerType::Webhook, Some(w)) if !w.is_object() => v.push(
+                &format!("{at}.webhook"),
+                "expected a mapping (the authorizer's `webhook` of the kubeadm file)".into(),
+            ),
+            (AuthorizerType::Node | AuthorizerType::Rbac, Some(_)) => v.push(
+                &format!("{at}.webhook"),
+                format!(
+                    "only a `Webhook` authorizer has a webhook configuration, not `{}`: remove it",
+                    a.kind.as_str()
+                ),
+            ),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]

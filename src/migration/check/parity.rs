@@ -592,22 +592,35 @@ impl Cx<'_> {
     }
 }
 
-/// How Talos treats a kube-apiserver flag (Talos `control_plane_static_pod.go`
-/// `manageAPIServer`, v1.10.6:344-443, v1.13.2:344-443).
+/// How Talos treats a kube-apiserver flag given to it as an extra arg: its `manageAPIServer`
+/// (`internal/app/machined/pkg/controllers/k8s/control_plane_static_pod.go`, v1.8.4:344-431,
+/// v1.9.6:344-435, v1.10.9:344-435, v1.11.6:344-435, v1.12.11:344-431, v1.13.9:344-436)
+/// builds the flags, then merges the extra args into them (`pkg/argsbuilder/argsbuilder_args.go`
+/// v1.9.6:46-80: MergeDenied refuses, MergeAdditive appends what is not there yet, every other
+/// flag is replaced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TalosFlag {
     /// Compared by another finding (issuer, audiences, service CIDR, encryption,
-    /// anonymous auth, the admission configuration).
+    /// anonymous auth, the admission configuration, the authorization configuration).
     ComparedElsewhere,
     /// A node-local file or address Talos sets itself (most are MergeDenied).
     Managed,
     /// Talos sets this value; an extra arg replaces it.
     Fixed(&'static str),
-    /// Talos sets these comma-separated values; an extra arg is appended to them.
+    /// Talos sets these comma-separated values; an extra arg is appended to them, never
+    /// removes one.
     Additive(&'static str),
     /// Talos does not set it: kube-apiserver's default unless an extra arg sets it.
     Unset,
 }
+
+/// The cipher suites Talos v1.8 to v1.11 pass: v1.8.4:379, v1.9.6:378, v1.10.9:378,
+/// v1.11.6:378 (with RSA key exchange, `TLS_RSA_WITH_*`).
+const TALOS_CIPHER_SUITES_1_8: &str = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_128_GCM_SHA256";
+
+/// The cipher suites Talos v1.12 and later pass: v1.12.11:374, v1.13.9:374 (the TLS 1.3
+/// suites and ECDHE only, no RSA key exchange).
+const TALOS_CIPHER_SUITES_1_12: &str = "TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384,TLS_CHACHA20_POLY1305_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256";
 
 /// What a kubeadm apiserver port other than `spec.endpoint.backendPort` does (D2), said
 /// after the kubeadm side's port (`apiserver-uncarried`, `kubeadm-bind-port`).
@@ -634,19 +647,26 @@ pub(super) fn backend_port_fix(kubeadm_port: u16, e: &crate::inputs::model::Endp
     )
 }
 
-fn talos_flag(name: &str) -> TalosFlag {
-    use crate::inputs::model::{APISERVER_ARGS_DENIED, APISERVER_ARGS_FROM_FIELDS};
+/// How Talos 1.`minor` treats `name` (see [`TalosFlag`]; every row below holds in each
+/// minor v1.8 to v1.13 unless it names minors). `None` (a version that does not parse) and a
+/// minor above 13 (not read: v1.14 is a pre-release in the mirror) take v1.13.9's rows.
+fn talos_flag(name: &str, minor: Option<u32>) -> TalosFlag {
+    use crate::inputs::model::{apiserver_arg_denied, APISERVER_ARGS_FROM_FIELDS};
     use TalosFlag::*;
+    let minor = minor.unwrap_or(13);
     if APISERVER_ARGS_FROM_FIELDS.iter().any(|(n, _)| *n == name)
         || matches!(name, "encryption-provider-config" | "anonymous-auth")
     {
         return ComparedElsewhere;
     }
-    if APISERVER_ARGS_DENIED.contains(&name) {
+    // MergeDenied (v1.8.4:417-431 … v1.13.9:421-436).
+    if apiserver_arg_denied(name, Some(minor)) {
         return Managed;
     }
     match name {
+        // The node's address and Talos's listening port (v1.13.9:361, 388, 398-400).
         "advertise-address" | "bind-address" | "secure-port" => Managed,
+        // Builder values, replaced by an extra arg (v1.8.4:359-400, v1.13.9:355-396).
         "allow-privileged" => Fixed("true"),
         "enable-bootstrap-token-auth" => Fixed("true"),
         "requestheader-allowed-names" => Fixed("front-proxy-client"),
@@ -661,13 +681,17 @@ fn talos_flag(name: &str) -> TalosFlag {
         "audit-log-maxage" => Fixed("30"),
         "audit-log-maxbackup" => Fixed("10"),
         "audit-log-maxsize" => Fixed("100"),
+        // MergeAdditive (v1.8.4:412-415, v1.9.6:415-418, v1.12.11:411-414, v1.13.9:416-419).
         "enable-admission-plugins" => Additive("NodeRestriction"),
-        // Node and RBAC always: as `authorization-mode`, or as the authorization config
-        // Talos writes from Kubernetes 1.29 on.
+        // v1.8: a builder value (v1.8.4:365). From v1.9 Talos passes `Node,RBAC` when an
+        // extra arg sets `authorization-mode` or an `authorization-webhook-*` flag (or
+        // Kubernetes is older than 1.29), and otherwise its own authorization configuration,
+        // which always holds Node and RBAC (v1.9.6:934-965, v1.13.9:947-978;
+        // `control_plane.go` v1.9.6:143-159): Node and RBAC either way.
         "authorization-mode" => Additive("Node,RBAC"),
         "feature-gates" => Additive(""),
-        // Talos restricts the suites; clients kubeadm served keep working with them.
-        "tls-cipher-suites" => Managed,
+        "tls-cipher-suites" if minor >= 12 => Additive(TALOS_CIPHER_SUITES_1_12),
+        "tls-cipher-suites" => Additive(TALOS_CIPHER_SUITES_1_8),
         _ => Unset,
     }
 }
@@ -699,14 +723,19 @@ pub struct FlagDifference {
     pub carry: Option<String>,
     /// Only logging differs (audit, profiling).
     pub observability: bool,
+    /// Talos runs values of an additive flag kubeadm does not (e.g. cipher suites kubeadm
+    /// left out): every value kubeadm runs is there too, so nothing kubeadm served breaks,
+    /// and no extra arg can remove them.
+    pub widens: bool,
 }
 
-/// Compare the kubeadm kube-apiserver's flags with what Talos will run given
-/// `extra_args` (`spec.apiServer.extraArgs`). Flags other findings compare are left to
+/// Compare the kubeadm kube-apiserver's flags with what Talos 1.`talos_minor` will run
+/// given `extra_args` (`spec.apiServer.extraArgs`). Flags other findings compare are left to
 /// them.
 pub fn apiserver_flag_differences(
     kubeadm: &crate::inputs::kubeadm::FlagMap,
     extra_args: &std::collections::BTreeMap<String, String>,
+    talos_minor: Option<u32>,
 ) -> Vec<FlagDifference> {
     let mut out = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
@@ -718,7 +747,8 @@ pub fn apiserver_flag_differences(
         let k = values.join(",");
         let extra = extra_args.get(name).map(String::as_str);
         let is_file = values.iter().any(|v| v.starts_with('/'));
-        let (talos, same, carry) = match talos_flag(name) {
+        let mut widens = false;
+        let (talos, same, carry) = match talos_flag(name, talos_minor) {
             TalosFlag::ComparedElsewhere | TalosFlag::Managed => continue,
             TalosFlag::Additive(default) => {
                 let mut effective: Vec<&str> = items(default);
@@ -731,12 +761,16 @@ pub fn apiserver_flag_differences(
                     .into_iter()
                     .filter(|v| !effective.contains(v))
                     .collect();
+                let kubeadm_items = items(&k);
+                let added = effective.iter().any(|v| !kubeadm_items.contains(v));
                 let mut want: Vec<&str> = extra.map(items).unwrap_or_default();
                 want.extend(missing.iter().copied());
+                // Only what kubeadm lacks and Talos adds: nothing to carry, a warning.
+                widens = missing.is_empty() && added;
                 (
                     Some(effective.join(",")),
-                    missing.is_empty(),
-                    Some(want.join(",")),
+                    missing.is_empty() && !added,
+                    (!missing.is_empty()).then(|| want.join(",")),
                 )
             }
             TalosFlag::Fixed(default) => {
@@ -760,9 +794,20 @@ pub fn apiserver_flag_differences(
             // would point at nothing.
             carry: carry.filter(|_| !is_file || extra.is_some()),
             observability: observability_only(name),
+            widens,
         });
     }
     out
+}
+
+/// The node-local kubeconfig file a webhook authorizer reads
+/// (`webhook.connectionInfo.kubeConfigFile`, with `type: KubeConfigFile`).
+fn webhook_kubeconfig(a: &crate::inputs::kubeadm::KubeadmAuthorizer) -> Option<String> {
+    let c = a.webhook.as_ref()?.get("connectionInfo")?;
+    (c.get("type").and_then(serde_json::Value::as_str) == Some("KubeConfigFile"))
+        .then(|| c.get("kubeConfigFile").and_then(serde_json::Value::as_str))
+        .flatten()
+        .map(|p| crate::printable::line(p).into_owned())
 }
 
 /// kube-apiserver's `--anonymous-auth` as the kubeadm apiserver runs it (default true).
@@ -775,12 +820,13 @@ fn kubeadm_anonymous(a: &crate::inputs::kubeadm::ApiServerFacts) -> bool {
 /// (`privileged` when kubeadm has no admission configuration; unknown otherwise).
 pub fn carried_apiserver_settings(
     a: &crate::inputs::kubeadm::ApiServerFacts,
+    talos_minor: Option<u32>,
 ) -> (
     std::collections::BTreeMap<String, String>,
     Option<crate::inputs::model::PodSecurityLevel>,
 ) {
     let mut extra = std::collections::BTreeMap::new();
-    for d in apiserver_flag_differences(&a.args, &Default::default()) {
+    for d in apiserver_flag_differences(&a.args, &Default::default(), talos_minor) {
         if let Some(v) = d.carry {
             extra.insert(d.name, v);
         }
@@ -811,7 +857,11 @@ impl Cx<'_> {
         };
         let extra = &self.i.config.spec.api_server.extra_args;
         let field = format!("spec.apiServer.extraArgs vs {} command", a.file);
-        let diffs = apiserver_flag_differences(&a.value.args, extra);
+        let diffs = apiserver_flag_differences(
+            &a.value.args,
+            extra,
+            self.talos.filter(|t| t.major == 1).map(|t| t.minor),
+        );
         if diffs.is_empty() {
             out.push(Finding::new(
                 id,
@@ -834,14 +884,22 @@ impl Cx<'_> {
                     .map_or("kube-apiserver's default".to_string(), |t| format!("`{t}`"))
             )
         };
-        let blocking: Vec<&FlagDifference> = diffs.iter().filter(|d| !d.observability).collect();
+        let blocking: Vec<&FlagDifference> = diffs
+            .iter()
+            .filter(|d| !d.observability && !d.widens)
+            .collect();
         let carry: Vec<String> = diffs
             .iter()
             .filter_map(|d| d.carry.as_ref().map(|v| format!("{}: \"{v}\"", d.name)))
             .collect();
         let files: Vec<String> = diffs
             .iter()
-            .filter(|d| d.carry.is_none())
+            .filter(|d| d.carry.is_none() && !d.widens)
+            .map(|d| format!("`--{}`", d.name))
+            .collect();
+        let widened: Vec<String> = diffs
+            .iter()
+            .filter(|d| d.widens)
             .map(|d| format!("`--{}`", d.name))
             .collect();
         let mut fix = String::new();
@@ -864,16 +922,33 @@ impl Cx<'_> {
                 files.join(", ")
             ));
         }
-        let (severity, what) = if blocking.is_empty() {
+        if !widened.is_empty() {
+            if !fix.is_empty() {
+                fix.push_str("; ");
+            }
+            fix.push_str(&format!(
+                "{} also hold values Talos {} always passes (it merges these flags additively, so no extra \
+                 arg removes one): accept them, or check that the policy that chose kubeadm's list allows them",
+                widened.join(", "),
+                self.talos_str()
+            ));
+        }
+        let (severity, what) = if !blocking.is_empty() {
+            (
+                Severity::Blocking,
+                "requests the kubeadm apiservers serve would be authenticated, authorised or admitted \
+                 differently whenever they reach a Talos apiserver",
+            )
+        } else if widened.is_empty() {
             (
                 Severity::Warning,
                 "the Talos apiservers would log differently",
             )
         } else {
             (
-                Severity::Blocking,
-                "requests the kubeadm apiservers serve would be authenticated, authorised or admitted \
-                 differently whenever they reach a Talos apiserver",
+                Severity::Warning,
+                "the Talos apiservers would accept more than the kubeadm ones (nothing the kubeadm \
+                 apiservers serve breaks)",
             )
         };
         out.push(
@@ -953,44 +1028,140 @@ impl Cx<'_> {
                     .into(),
             );
         }
-        // D9: Talos writes its own authorization configuration and refuses the flag
-        // (Talos v1.10.6 `control_plane_static_pod.go:420-435`); its carrier,
-        // `cluster.apiServer.authorizationConfig`, exists from Talos v1.9 (the v1.9 config
-        // schema has it, v1.8's does not), Node and RBAC always added.
+        // D9: Talos writes its own authorization configuration and refuses the flag from
+        // v1.9 (MergeDenied, v1.9.6:435 … v1.13.9:436); its carrier,
+        // `cluster.apiServer.authorizationConfig`, is in the config schemas of v1.9 to v1.13,
+        // not v1.8's (Talos v1.8.4 passes `--authorization-mode=Node,RBAC`, :365).
+        let mut notes: Vec<String> = Vec::new();
         if let Some(file) = a.value.args.get("authorization-config") {
-            fields.push(format!("{} --authorization-config", a.file));
-            problems.push(format!(
+            let carried = &self.i.config.spec.api_server.authorization_config;
+            let field = format!(
+                "spec.apiServer.authorizationConfig vs {} --authorization-config",
+                a.file
+            );
+            let lost = format!(
                 "the kubeadm apiservers authorise with the structured authorization configuration `{file}` \
                  (webhook authorizers, CEL match conditions); Talos writes its own and refuses the flag, so \
                  requests only a kubeadm authorizer allows get 403 from the Talos apiservers"
-            ));
-            fixes.push(if self.talos_at_least(9) {
-                "carry the authorizers of that file other than Node and RBAC into Talos's \
-                 `cluster.apiServer.authorizationConfig` with a Talos patch overlay (Talos adds Node and RBAC \
-                 itself), and put each webhook's kubeconfig file on the control-plane nodes (`machine.files`) \
-                 with its directory mounted (`cluster.apiServer.extraVolumes`)"
-                    .to_string()
-            } else {
-                format!(
+            );
+            if !self.talos_at_least(9) {
+                fields.push(field);
+                problems.push(lost);
+                fixes.push(format!(
                     "Talos {} has no `cluster.apiServer.authorizationConfig` (from v1.9 on): migrate to Talos \
-                     v1.9 or later, or move the kubeadm apiservers to `--authorization-mode` with \
-                     `--authorization-webhook-config-file` first",
+                     v1.9 or later and set spec.apiServer.authorizationConfig, or move the kubeadm apiservers to \
+                     `--authorization-mode` with `--authorization-webhook-config-file` first",
                     self.talos_str()
-                )
-            });
+                ));
+            } else if carried.is_empty() {
+                fields.push(field);
+                problems.push(lost);
+                fixes.push(format!(
+                    "set spec.apiServer.authorizationConfig to the `authorizers` of `{file}` (rendered into \
+                     Talos's cluster.apiServer.authorizationConfig; Talos adds Node first and RBAC second when \
+                     they are missing){}",
+                    self.i.authorization.as_ref().map_or_else(
+                        || format!(", and check again with `--authorization-config {file}` to compare them"),
+                        |k| format!(
+                            ": {}",
+                            k.value
+                                .iter()
+                                .map(|x| {
+                                    format!(
+                                        "{{type: {}, name: {}{}}}",
+                                        crate::printable::line(&x.kind),
+                                        crate::printable::line(&x.name),
+                                        if x.webhook.is_some() { ", webhook: …" } else { "" }
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    )
+                ));
+            } else if let Some(k) = &self.i.authorization {
+                let talos = crate::inputs::model::talos_authorizers(carried);
+                let same = talos.len() == k.value.len()
+                    && talos.iter().zip(&k.value).all(|(t, x)| {
+                        t.kind.as_str() == x.kind && t.name == x.name && t.webhook == x.webhook
+                    });
+                if same {
+                    for (i, x) in k.value.iter().enumerate() {
+                        if let Some(path) = webhook_kubeconfig(x) {
+                            notes.push(format!(
+                                "the webhook authorizer `{}` (spec.apiServer.authorizationConfig[{i}]) reads \
+                                 `{path}` on the node, which Talos does not write: put it on the Talos control-plane \
+                                 nodes (`machine.files` in a Talos patch overlay) and mount its directory \
+                                 (`cluster.apiServer.extraVolumes`), or every request that reaches the webhook \
+                                 fails on a Talos apiserver",
+                                crate::printable::line(&x.name)
+                            ));
+                        }
+                    }
+                } else {
+                    let show = |kind: &str, name: &str| {
+                        format!("{kind} `{}`", crate::printable::line(name))
+                    };
+                    fields.push(format!("{field} ({})", k.file));
+                    problems.push(format!(
+                        "the kubeadm apiservers authorise with {} in that order (`{}`), the Talos apiservers \
+                         would with {} (spec.apiServer.authorizationConfig, Node and RBAC added where missing, \
+                         webhooks compared field by field): requests are decided differently whenever they reach \
+                         a Talos apiserver",
+                        k.value.iter().map(|x| show(&x.kind, &x.name)).collect::<Vec<_>>().join(", "),
+                        k.file,
+                        talos.iter().map(|x| show(x.kind.as_str(), &x.name)).collect::<Vec<_>>().join(", "),
+                    ));
+                    fixes.push(format!(
+                        "make spec.apiServer.authorizationConfig the `authorizers` of `{}` as written (same order, \
+                         names and webhook settings; Talos takes only Node, RBAC and Webhook)",
+                        k.file
+                    ));
+                }
+            } else {
+                notes.push(format!(
+                    "spec.apiServer.authorizationConfig is set but was not compared with `{file}`: pass \
+                     `--authorization-config` with a copy of it"
+                ));
+            }
         }
-        if problems.is_empty() {
+        if problems.is_empty() && notes.is_empty() {
             out.push(Finding::new(
                 id,
                 Severity::Pass,
                 format!("spec.endpoint.backendPort vs {} --secure-port", a.file),
                 format!(
                     "both sides listen on port {kubeadm_port}, verify service-account tokens with one key and \
-                     authorise without a structured authorization configuration"
+                     authorise {}",
+                    if a.value.args.contains("authorization-config") {
+                        "with the same authorizers (spec.apiServer.authorizationConfig)"
+                    } else {
+                        "without a structured authorization configuration"
+                    }
                 ),
             ));
             return;
         }
+        if problems.is_empty() {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    format!(
+                        "spec.apiServer.authorizationConfig vs {} --authorization-config",
+                        a.file
+                    ),
+                    format!(
+                        "both sides listen on port {kubeadm_port} and verify service-account tokens with one key; \
+                         the authorizers are carried, but {}",
+                        notes.join("; ")
+                    ),
+                )
+                .fix("see above: Talos carries the configuration, not the files it names"),
+            );
+            return;
+        }
+        fixes.extend(notes);
         out.push(
             Finding::new(
                 id,
@@ -1160,6 +1331,105 @@ impl Cx<'_> {
                 )
                 .fix("pass --apiserver-manifest, or set spec.apiServer.podSecurity (kubeadm's default: `privileged`)"),
             ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::kubeadm::FlagMap;
+
+    fn flags(pairs: &[(&str, &str)]) -> FlagMap {
+        let mut m = FlagMap::new();
+        for (k, v) in pairs {
+            m.push(k, v);
+        }
+        m
+    }
+
+    /// Talos merges `tls-cipher-suites` additively into a list that changed in v1.12
+    /// (v1.11.6:378 with RSA key exchange, v1.12.11:374 without).
+    #[test]
+    fn cipher_suites_are_additive_with_the_minor_s_list() {
+        let kubeadm = flags(&[("tls-cipher-suites", TALOS_CIPHER_SUITES_1_8)]);
+        let none = Default::default();
+        // v1.8-v1.11 run exactly this list: nothing differs.
+        for minor in [8, 9, 10, 11] {
+            assert!(
+                apiserver_flag_differences(&kubeadm, &none, Some(minor)).is_empty(),
+                "v1.{minor}"
+            );
+        }
+        // v1.12+ lack the two RSA suites: they must be carried.
+        for minor in [12, 13] {
+            let d = apiserver_flag_differences(&kubeadm, &none, Some(minor));
+            assert_eq!(d.len(), 1, "v1.{minor}: {d:?}");
+            assert_eq!(d[0].name, "tls-cipher-suites");
+            assert!(!d[0].widens);
+            assert_eq!(
+                d[0].carry.as_deref(),
+                Some("TLS_RSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_128_GCM_SHA256")
+            );
+            assert!(d[0]
+                .talos
+                .as_deref()
+                .is_some_and(|t| t.starts_with("TLS_AES_128_GCM_SHA256,")));
+        }
+        // The carried extra arg (appended to Talos's list) leaves only what v1.12 adds (the
+        // TLS 1.3 and `_SHA256` ChaCha names): widened, nothing missing.
+        let carried = [(
+            "tls-cipher-suites".to_string(),
+            "TLS_RSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_128_GCM_SHA256".to_string(),
+        )]
+        .into_iter()
+        .collect();
+        let d = apiserver_flag_differences(&kubeadm, &carried, Some(12));
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].widens && d[0].carry.is_none());
+    }
+
+    /// A kubeadm list narrower than Talos's: every suite kubeadm runs is there, Talos runs
+    /// more, and no extra arg removes them (MergeAdditive): a warning, nothing to carry.
+    #[test]
+    fn a_narrower_kubeadm_cipher_list_is_widened_not_carried() {
+        let kubeadm = flags(&[("tls-cipher-suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256")]);
+        for minor in [8, 11, 12, 13] {
+            let d = apiserver_flag_differences(&kubeadm, &Default::default(), Some(minor));
+            assert_eq!(d.len(), 1, "v1.{minor}: {d:?}");
+            assert!(d[0].widens);
+            assert_eq!(d[0].carry, None);
+        }
+        // v1.8-v1.11 add the RSA key-exchange suites, v1.12+ do not.
+        let t = |minor| {
+            apiserver_flag_differences(&kubeadm, &Default::default(), Some(minor))[0]
+                .talos
+                .clone()
+                .unwrap_or_default()
+        };
+        assert!(t(11).contains("TLS_RSA_WITH_AES_128_GCM_SHA256"));
+        assert!(!t(12).contains("TLS_RSA_WITH_AES_128_GCM_SHA256"));
+    }
+
+    /// `authorization-config`: MergeDenied from v1.9 (v1.9.6:435), not in v1.8.4's list; the
+    /// file flags in every minor. `check` leaves it to `apiserver-uncarried` in each.
+    #[test]
+    fn authorization_config_is_denied_from_v1_9() {
+        use crate::inputs::model::apiserver_arg_denied;
+        assert!(!apiserver_arg_denied("authorization-config", Some(8)));
+        for minor in 9..=13 {
+            assert!(apiserver_arg_denied("authorization-config", Some(minor)));
+        }
+        for minor in 8..=13 {
+            assert!(apiserver_arg_denied(
+                "service-account-key-file",
+                Some(minor)
+            ));
+            assert!(!apiserver_arg_denied("tls-cipher-suites", Some(minor)));
+            assert_eq!(
+                talos_flag("authorization-config", Some(minor)),
+                TalosFlag::ComparedElsewhere
+            );
         }
     }
 }
