@@ -14,9 +14,14 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt;
 
+mod components;
 mod endpoint;
 mod lifecycle;
 mod validate;
+pub use components::{
+    refused_arg, ControllerManager, Scheduler, CONTROLLER_MANAGER_ARGS_REFUSED,
+    SCHEDULER_ARGS_REFUSED,
+};
 pub use endpoint::{
     AddressPool, Endpoint, EndpointStrategy, IpamPool, Vip, DEFAULT_BACKEND_PORT, POOL_LISTED_MAX,
 };
@@ -138,6 +143,14 @@ pub struct ClusterSpec {
     /// etcd settings the kubeadm cluster has and Talos must carry (`cluster.etcd`).
     #[serde(default, skip_serializing_if = "Etcd::is_empty")]
     pub etcd: Etcd,
+    /// kube-controller-manager settings the kubeadm cluster has and Talos must carry
+    /// (`cluster.controllerManager`).
+    #[serde(default, skip_serializing_if = "ControllerManager::is_empty")]
+    pub controller_manager: ControllerManager,
+    /// kube-scheduler settings the kubeadm cluster has and Talos must carry
+    /// (`cluster.scheduler`).
+    #[serde(default, skip_serializing_if = "Scheduler::is_empty")]
+    pub scheduler: Scheduler,
     /// kube-proxy as Talos manages it (`cluster.proxy`).
     #[serde(default, skip_serializing_if = "KubeProxy::is_default")]
     pub kube_proxy: KubeProxy,

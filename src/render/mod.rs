@@ -1160,6 +1160,8 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "podSecurity": s.api_server.pod_security.map(|l| l.as_str()),
         },
         "etcd": {"extraArgs": s.etcd.extra_args},
+        "controllerManager": {"extraArgs": s.controller_manager.extra_args},
+        "scheduler": {"extraArgs": s.scheduler.extra_args},
         "kubeProxy": {"disabled": s.kube_proxy.disabled},
         "kubelet": {"clusterDNS": s.kubelet.cluster_dns, "extraConfig": s.kubelet.extra_config},
         "healthCheck": {
