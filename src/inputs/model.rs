@@ -1592,6 +1592,43 @@ spec:
     }
 
     #[test]
+    fn controller_manager_and_scheduler_extra_args_refuse_what_talos_manages() {
+        let with = |block: &str| MINIMAL.replace("  vsphere:\n", &format!("{block}  vsphere:\n"));
+        let ok = with(
+            "  controllerManager:\n    extraArgs: {node-cidr-mask-size: \"25\", controllers: bootstrapsigner}\n  scheduler:\n    extraArgs: {kube-api-qps: \"100\"}\n",
+        );
+        assert_eq!(problems(&ok), Vec::<String>::new());
+        let c = parse(&ok).unwrap();
+        assert_eq!(
+            c.spec.controller_manager.extra_args["node-cidr-mask-size"],
+            "25"
+        );
+        let p = problems(&with(
+            "  controllerManager:\n    extraArgs: {root-ca-file: /x, cluster-cidr: 10.0.0.0/8, secure-port: \"1\"}\n  scheduler:\n    extraArgs: {config: /etc/s.yaml}\n",
+        ));
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p.iter().any(|m| m.starts_with("spec.controllerManager.extraArgs.root-ca-file: capstan does not carry `root-ca-file` as an extra arg: Talos mounts the bundle's CA and refuses the flag (MergeDenied)")), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|m| m.contains("cluster-cidr") && m.contains("set spec.network.pods")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.contains("secure-port") && m.contains("10257")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.starts_with("spec.scheduler.extraArgs.config:")
+                    && m.contains("cluster.scheduler.config")),
+            "{p:?}"
+        );
+        // Unknown fields of the sections are refused like any other.
+        assert!(parse(&with("  scheduler:\n    profiles: []\n")).is_err());
+    }
+
+    #[test]
     fn version_rules() {
         let p = problems(&MINIMAL.replace("kubernetes: v1.30.4", "kubernetes: 1.30.4"));
         assert_eq!(p.len(), 1, "{p:?}");
