@@ -2484,6 +2484,15 @@ fn controller_manager_and_scheduler_flags_on_kubeadm_manifests() {
     ] {
         assert!(e.contains(needle), "`{needle}` not in {e}");
     }
+    // The two entries as an operator reads them.
+    assert_golden(
+        "check-controller-manager-scheduler-flags.txt",
+        &format!(
+            "{}{}",
+            entry(&out, "BLOCK", "controller-manager-flags"),
+            entry(&out, "BLOCK", "scheduler-flags")
+        ),
+    );
     let e = entry(&out, "BLOCK", "scheduler-flags");
     for needle in [
         "/etc/kubernetes/scheduler-config.yaml",

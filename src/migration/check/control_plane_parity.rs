@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{list, not_compared, Cx, Finding, Severity};
+use super::{not_compared, Cx, Finding, Severity};
 use crate::inputs::kubeadm::FlagMap;
 
 /// The two components compared here.
@@ -50,12 +50,11 @@ impl Component {
     }
 }
 
-/// The leader-lease sentence every difference carries (see the module's documentation).
-pub const LEADER_LEASE_NOTE: &str = "during phase `control-plane` the kubeadm and Talos instances \
-     elect one leader through the same Lease (kube-system/kube-controller-manager, \
-     kube-system/kube-scheduler: Talos sets no `--leader-elect-resource-*` flag), so the behaviour \
-     flips whenever the lease moves between a kubeadm and a Talos instance (a leader that stops \
-     renewing loses it after 15 s by default)";
+/// The leader-lease sentence every difference carries (see the module's documentation),
+/// after the Lease's name.
+pub const LEADER_LEASE_NOTE: &str = "(Talos sets no `--leader-elect-resource-*` flag), so the \
+     behaviour flips whenever the lease moves between a kubeadm and a Talos instance (a leader \
+     that stops renewing loses it after 15 s by default)";
 
 /// How Talos treats a flag of one component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +62,9 @@ enum TalosFlag {
     /// A node-local file or kubeconfig Talos sets itself with the same meaning, or a value
     /// another finding compares.
     Managed,
-    /// Talos will not run the kubeadm value, and no extra arg can make it (the reason).
-    Uncarriable(&'static str),
+    /// Talos will not run the kubeadm value, and no extra arg can make it: what Talos
+    /// runs, and the reason.
+    Uncarriable(&'static str, &'static str),
     /// Talos sets this value; an extra arg replaces it.
     Fixed(&'static str),
     /// Talos sets these comma-separated values; an extra arg's values are appended.
@@ -99,6 +99,7 @@ fn controller_manager_flag(name: &str, ipv4_pods: bool) -> TalosFlag {
         | "service-cluster-ip-range"
         | "cloud-provider" => Managed,
         "secure-port" => Uncarriable(
+            "10257",
             "Talos probes /healthz on port 10257 (v1.13.9:696,710), so another port fails its liveness probe",
         ),
         "allocate-node-cidrs" => Fixed("true"),
@@ -124,12 +125,14 @@ fn scheduler_flag(name: &str) -> TalosFlag {
     match name {
         "kubeconfig" | "authentication-kubeconfig" | "authorization-kubeconfig" => Managed,
         "config" => Uncarriable(
+            "its own /system/config/kubernetes/kube-scheduler/scheduler-config.yaml",
             "Talos writes its own KubeSchedulerConfiguration and refuses the flag (MergeDenied, v1.13.9:777); \
              scheduler profiles go in Talos's `cluster.scheduler.config`, where Talos forces `apiVersion: \
              kubescheduler.config.k8s.io/v1` and `clientConnection.kubeconfig` \
              (`render_config_static_pods.go` v1.13.9:285-305, v1.8.4:245-253)",
         ),
         "secure-port" => Uncarriable(
+            "10259",
             "Talos probes port 10259 (v1.13.9:808-830), so another port fails its probes",
         ),
         "authentication-tolerate-lookup-failure" => Fixed("false"),
@@ -214,12 +217,12 @@ pub fn component_flag_differences(
         let mut why_not: Option<String> = None;
         let (talos, same, carry) = match flag {
             TalosFlag::Managed => continue,
-            TalosFlag::Uncarriable(why) => {
+            TalosFlag::Uncarriable(talos, why) => {
                 if matches!(name, "secure-port") && k == default_port(component) {
                     continue;
                 }
                 why_not = Some(why.to_string());
-                (None, false, None)
+                (Some(talos.to_string()), false, None)
             }
             TalosFlag::Additive(default) => {
                 let mut effective: Vec<&str> = items(default);
@@ -424,7 +427,7 @@ impl Cx<'_> {
             fixes.push(format!(
                 "change the kubeadm side first, on every control-plane node, to what Talos runs ({}), and \
                  watch the cluster before migrating",
-                list(&cannot)
+                cannot.join("; ")
             ));
         }
         let what = if behaviour {
@@ -442,7 +445,8 @@ impl Cx<'_> {
                 },
                 field,
                 format!(
-                    "{what}: {}; {LEADER_LEASE_NOTE}",
+                    "{what}: {}; during phase `control-plane` the kubeadm and Talos instances elect one \
+                     leader through the same Lease, kube-system/{bin} {LEADER_LEASE_NOTE}",
                     diffs.iter().map(describe).collect::<Vec<_>>().join("; ")
                 ),
             )
