@@ -130,6 +130,24 @@ fn expect(
 const MANIFEST: &[&str] = &["--apiserver-manifest", "kubeadm/kube-apiserver.yaml"];
 const KUBEADM_CONFIG: &[&str] = &["--kubeadm-config", "kubeadm/kubeadm-config.yaml"];
 const ENCRYPTION: &[&str] = &["--encryption-config", "kubeadm/encryption-config.yaml"];
+/// kubeadm v1.30's kube-controller-manager and kube-scheduler manifests (hand-written
+/// fixtures), as [`write_control_plane_manifests`] puts them.
+const CONTROL_PLANE_MANIFESTS: &[&str] = &[
+    "--controller-manager-manifest",
+    "kubeadm/kube-controller-manager.yaml",
+    "--scheduler-manifest",
+    "kubeadm/kube-scheduler.yaml",
+];
+
+fn write_control_plane_manifests(s: &Setup) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm");
+    for f in ["kube-controller-manager.yaml", "kube-scheduler.yaml"] {
+        s.write(
+            &format!("kubeadm/{f}"),
+            std::fs::read(fixtures.join(f)).unwrap(),
+        );
+    }
+}
 
 #[test]
 fn complete_inputs_pass() {
@@ -1425,6 +1443,7 @@ fn drifted_kubeadm_cluster() {
         &["--cni-daemonset", "kubeadm/cni.yaml"],
         &["--etcd-status", "kubeadm/etcd-status.json"],
         &["--kubelet-config", "kubeadm/kubelet-config.yaml"],
+        CONTROL_PLANE_MANIFESTS,
     ]
     .concat();
     // cluster.yaml as a first draft would have it: none of the drift recorded.
@@ -1438,6 +1457,7 @@ fn drifted_kubeadm_cluster() {
     s.write("kubeadm/providers.yaml", PROVIDERS);
     // Cilium as its chart installs it by default (the agent asks for SYS_MODULE).
     s.write("kubeadm/cni.yaml", CILIUM_DEFAULT);
+    write_control_plane_manifests(&s);
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
@@ -1521,7 +1541,11 @@ fn drifted_kubeadm_cluster() {
     import_with(
         &s,
         "v1.10.6",
-        &["--kubelet-config", "kubeadm/kubelet-config.yaml"],
+        &[
+            &["--kubelet-config", "kubeadm/kubelet-config.yaml"],
+            CONTROL_PLANE_MANIFESTS,
+        ]
+        .concat(),
     );
     // The stub is in phase prepare: every input, the identity too, is needed from now on.
     let all = [&all[..], &["--identity", "identity.txt"]].concat();

@@ -1579,7 +1579,7 @@ mod tests {
                 assert_eq!(f.summary.contains(i.flag), wanted, "{} in {f:#?}", i.flag);
             }
             let fix = f.fix.unwrap();
-            assert!(fix.starts_with("run `capstan check . --apiserver-manifest kube-apiserver.yaml --kubeadm-config kubeadm-config.yaml"), "{fix}");
+            assert!(fix.starts_with("run `capstan check . --apiserver-manifest kube-apiserver.yaml --controller-manager-manifest kube-controller-manager.yaml --scheduler-manifest kube-scheduler.yaml --kubeadm-config kubeadm-config.yaml"), "{fix}");
             assert!(
                 fix.contains(
                     "--nodes nodes.yaml --providers providers.yaml --identity age-identity.txt`"
@@ -1609,7 +1609,7 @@ mod tests {
         let f = blocking_with(&i, "check-inputs", None);
         assert!(!f.summary.contains("--encryption-config"), "{f:#?}");
         assert!(!f.summary.contains("--apiserver-manifest"), "{f:#?}");
-        assert!(f.fix.unwrap().starts_with("run `capstan check clusters/lab-f --apiserver-manifest kube-apiserver.yaml --kubeadm-config"));
+        assert!(f.fix.unwrap().starts_with("run `capstan check clusters/lab-f --apiserver-manifest kube-apiserver.yaml --controller-manager-manifest kube-controller-manager.yaml --scheduler-manifest kube-scheduler.yaml --kubeadm-config"));
     }
 
     #[test]
