@@ -43,6 +43,10 @@ for old, new in [
     podSecurity: privileged
 {authz}  etcd:
     extraArgs: {quota-backend-bytes: "8589934592", election-timeout: "5000", heartbeat-interval: "500"}
+  controllerManager:
+    extraArgs: {controllers: bootstrapsigner, node-cidr-mask-size: "25", node-monitor-grace-period: 20s}
+  scheduler:
+    extraArgs: {kube-api-qps: "100"}
   kubeProxy: {disabled: true}
   kubelet:
     clusterDNS: [169.254.20.10]

@@ -130,6 +130,24 @@ fn expect(
 const MANIFEST: &[&str] = &["--apiserver-manifest", "kubeadm/kube-apiserver.yaml"];
 const KUBEADM_CONFIG: &[&str] = &["--kubeadm-config", "kubeadm/kubeadm-config.yaml"];
 const ENCRYPTION: &[&str] = &["--encryption-config", "kubeadm/encryption-config.yaml"];
+/// kubeadm v1.30's kube-controller-manager and kube-scheduler manifests (hand-written
+/// fixtures), as [`write_control_plane_manifests`] puts them.
+const CONTROL_PLANE_MANIFESTS: &[&str] = &[
+    "--controller-manager-manifest",
+    "kubeadm/kube-controller-manager.yaml",
+    "--scheduler-manifest",
+    "kubeadm/kube-scheduler.yaml",
+];
+
+fn write_control_plane_manifests(s: &Setup) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm");
+    for f in ["kube-controller-manager.yaml", "kube-scheduler.yaml"] {
+        s.write(
+            &format!("kubeadm/{f}"),
+            std::fs::read(fixtures.join(f)).unwrap(),
+        );
+    }
+}
 
 #[test]
 fn complete_inputs_pass() {
@@ -1430,6 +1448,7 @@ fn drifted_kubeadm_cluster() {
         &["--cni-daemonset", "kubeadm/cni.yaml"],
         &["--etcd-status", "kubeadm/etcd-status.json"],
         &["--kubelet-config", "kubeadm/kubelet-config.yaml"],
+        CONTROL_PLANE_MANIFESTS,
     ]
     .concat();
     // cluster.yaml as a first draft would have it: none of the drift recorded.
@@ -1443,6 +1462,7 @@ fn drifted_kubeadm_cluster() {
     s.write("kubeadm/providers.yaml", PROVIDERS);
     // Cilium as its chart installs it by default (the agent asks for SYS_MODULE).
     s.write("kubeadm/cni.yaml", CILIUM_DEFAULT);
+    write_control_plane_manifests(&s);
     let o = s.check(&all);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
@@ -1526,7 +1546,11 @@ fn drifted_kubeadm_cluster() {
     import_with(
         &s,
         "v1.10.6",
-        &["--kubelet-config", "kubeadm/kubelet-config.yaml"],
+        &[
+            &["--kubelet-config", "kubeadm/kubelet-config.yaml"],
+            CONTROL_PLANE_MANIFESTS,
+        ]
+        .concat(),
     );
     // The stub is in phase prepare: every input, the identity too, is needed from now on.
     let all = [&all[..], &["--identity", "identity.txt"]].concat();
@@ -2561,4 +2585,175 @@ fn kubeadm_configuration_the_migration_drops_blocks() {
     let out = stdout(&s.check(&args));
     assert!(!blocking(&out).contains(&"kubeadm-config"), "{out}");
     entry(&out, "PASS", "kubeadm-config");
+}
+
+/// D19 on files our code did not write: kubeadm v1.30's kube-controller-manager and
+/// kube-scheduler manifests (hand-written fixtures, `tests/fixtures/kubeadm/`). As kubeadm
+/// writes them, only `--controllers`' `bootstrapsigner` differs (Talos runs
+/// `*,tokencleaner`); drifted flags block with the extra args that carry them, the leader
+/// lease said; what no extra arg carries (`--leader-elect=false`, scheduler `--config`) is
+/// named; `import` writes the carriable flags and its cluster passes.
+#[test]
+fn controller_manager_and_scheduler_flags_on_kubeadm_manifests() {
+    let s = Setup::new(&[]);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm");
+    for f in ["kube-controller-manager.yaml", "kube-scheduler.yaml"] {
+        s.write(
+            &format!("kubeadm/{f}"),
+            std::fs::read(fixtures.join(f)).unwrap(),
+        );
+    }
+    let kcm = "kubeadm/kube-controller-manager.yaml";
+    let sched = "kubeadm/kube-scheduler.yaml";
+    let args = [
+        "--controller-manager-manifest",
+        kcm,
+        "--scheduler-manifest",
+        sched,
+    ];
+    // Not given: not compared.
+    let out = stdout(&s.check(&[]));
+    assert!(
+        out.contains("controller-manager-flags") && out.contains("--controller-manager-manifest"),
+        "{out}"
+    );
+
+    let o = s.check(&args);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let e = entry(&out, "BLOCK", "controller-manager-flags");
+    for needle in [
+        "`--controllers`: kubeadm `*,bootstrapsigner,tokencleaner`, Talos `*,tokencleaner`",
+        "spec.controllerManager.extraArgs: {controllers: \"bootstrapsigner\"}",
+        "kube-system/kube-controller-manager",
+        "phase `control-plane`",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+    assert!(!e.contains("node-cidr-mask-size"), "24 is the default: {e}");
+    entry(&out, "PASS", "scheduler-flags");
+
+    // Carried: it passes.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "  controlPlane:\n",
+        "  controllerManager:\n    extraArgs: {controllers: bootstrapsigner}\n  controlPlane:\n",
+    );
+    let out = stdout(&s.check(&args));
+    entry(&out, "PASS", "controller-manager-flags");
+
+    // A drifted kubeadm control plane.
+    s.edit(kcm, "--node-cidr-mask-size=24", "--node-cidr-mask-size=25\n    - --node-monitor-grace-period=20s\n    - --terminated-pod-gc-threshold=500\n    - --cluster-signing-duration=720h\n    - --bind-address=0.0.0.0");
+    s.edit(kcm, "    - --bind-address=127.0.0.1\n", "");
+    s.edit(
+        sched,
+        "    - --leader-elect=true\n",
+        "    - --leader-elect=true\n    - --config=/etc/kubernetes/scheduler-config.yaml\n",
+    );
+    let o = s.check(&args);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let e = entry(&out, "BLOCK", "controller-manager-flags");
+    for needle in [
+        "`--node-cidr-mask-size`: kubeadm `25`, Talos kube-controller-manager's default",
+        "`--node-monitor-grace-period`: kubeadm `20s`",
+        "`--bind-address`: kubeadm `0.0.0.0`, Talos `127.0.0.1`",
+        "cluster-signing-duration: \"720h\"",
+        "terminated-pod-gc-threshold: \"500\"",
+        "cluster.controllerManager.extraArgs",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+    // The two entries as an operator reads them.
+    assert_golden(
+        "check-controller-manager-scheduler-flags.txt",
+        &format!(
+            "{}{}",
+            entry(&out, "BLOCK", "controller-manager-flags"),
+            entry(&out, "BLOCK", "scheduler-flags")
+        ),
+    );
+    let e = entry(&out, "BLOCK", "scheduler-flags");
+    for needle in [
+        "/etc/kubernetes/scheduler-config.yaml",
+        "cluster.scheduler.config",
+        "clientConnection.kubeconfig",
+        "kube-system/kube-scheduler",
+    ] {
+        assert!(e.contains(needle), "`{needle}` not in {e}");
+    }
+    // Only the bind address left: a warning, not a block.
+    s.edit(
+        "clusters/lab-f/cluster.yaml",
+        "extraArgs: {controllers: bootstrapsigner}",
+        "extraArgs: {controllers: bootstrapsigner, node-cidr-mask-size: \"25\", node-monitor-grace-period: 20s, terminated-pod-gc-threshold: \"500\", cluster-signing-duration: 720h}",
+    );
+    let out = stdout(&s.check(&args));
+    let e = entry(&out, "WARN", "controller-manager-flags");
+    assert!(
+        e.contains("observability or tuning only") && e.contains("bind-address"),
+        "{e}"
+    );
+
+    // Leader election off on the kubeadm side: nothing carries it.
+    s.edit(kcm, "--leader-elect=true", "--leader-elect=false");
+    let e = entry(
+        &stdout(&s.check(&args)),
+        "BLOCK",
+        "controller-manager-flags",
+    );
+    assert!(
+        e.contains("two instances would run the controllers at once"),
+        "{e}"
+    );
+    assert!(!e.contains("leader-elect: \"false\""), "{e}");
+}
+
+/// `import kubeadm` with the two manifests writes the flags Talos can carry into
+/// spec.controllerManager and spec.scheduler, and the imported cluster passes both findings.
+#[test]
+fn import_carries_controller_manager_flags() {
+    let s = Setup::new(&[]);
+    std::fs::remove_file(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeadm");
+    let kcm = std::fs::read_to_string(fixtures.join("kube-controller-manager.yaml"))
+        .unwrap()
+        .replace(
+            "--node-cidr-mask-size=24",
+            "--node-cidr-mask-size=25\n    - --node-monitor-grace-period=20s",
+        );
+    s.write("kubeadm/kube-controller-manager.yaml", kcm);
+    s.write(
+        "kubeadm/kube-scheduler.yaml",
+        std::fs::read(fixtures.join("kube-scheduler.yaml")).unwrap(),
+    );
+    let manifests = [
+        "--controller-manager-manifest",
+        "kubeadm/kube-controller-manager.yaml",
+        "--scheduler-manifest",
+        "kubeadm/kube-scheduler.yaml",
+    ];
+    import_with(&s, "v1.10.6", &manifests);
+    let cluster = std::fs::read_to_string(s.dir.join("clusters/lab-f/cluster.yaml")).unwrap();
+    assert!(cluster.contains("controllerManager:"), "{cluster}");
+    assert!(
+        cluster.contains("controllers: bootstrapsigner"),
+        "{cluster}"
+    );
+    assert!(
+        cluster.contains("node-cidr-mask-size: '25'")
+            || cluster.contains("node-cidr-mask-size: \"25\""),
+        "{cluster}"
+    );
+    assert!(
+        cluster.contains("node-monitor-grace-period: 20s"),
+        "{cluster}"
+    );
+    assert!(
+        !cluster.contains("scheduler:"),
+        "nothing to carry: {cluster}"
+    );
+    let out = stdout(&s.check(&manifests));
+    entry(&out, "PASS", "controller-manager-flags");
+    entry(&out, "PASS", "scheduler-flags");
 }

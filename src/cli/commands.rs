@@ -625,6 +625,8 @@ fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
         &args.kubeadm_config,
         args.encryption_config.as_deref(),
         args.kubelet_config.as_deref(),
+        args.controller_manager_manifest.as_deref(),
+        args.scheduler_manifest.as_deref(),
     )?;
     let imported = import::import_kubeadm(
         files,
@@ -909,6 +911,22 @@ fn check(args: CheckArgs) -> Result<Status> {
         let f = inputs::read_input(p)?;
         let value = kubeadm::parse_apiserver_manifest(&f.label, &f.bytes)?;
         ci.apiserver = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.controller_manager_manifest {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_controller_manager_manifest(&f.label, &f.bytes)?;
+        ci.controller_manager = Some(Input {
+            file: f.label,
+            value,
+        });
+    }
+    if let Some(p) = &args.scheduler_manifest {
+        let f = inputs::read_input(p)?;
+        let value = kubeadm::parse_scheduler_manifest(&f.label, &f.bytes)?;
+        ci.scheduler = Some(Input {
             file: f.label,
             value,
         });

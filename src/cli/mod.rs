@@ -230,6 +230,12 @@ pub struct ImportKubeadmArgs {
     /// The kube-apiserver static pod manifest (`/etc/kubernetes/manifests/kube-apiserver.yaml`).
     #[arg(long, value_name = "FILE")]
     pub apiserver_manifest: PathBuf,
+    /// The kube-controller-manager static pod manifest (`/etc/kubernetes/manifests/kube-controller-manager.yaml`): the flags Talos can carry are written to `spec.controllerManager.extraArgs`.
+    #[arg(long, value_name = "FILE")]
+    pub controller_manager_manifest: Option<PathBuf>,
+    /// The kube-scheduler static pod manifest (`/etc/kubernetes/manifests/kube-scheduler.yaml`): the flags Talos can carry are written to `spec.scheduler.extraArgs`.
+    #[arg(long, value_name = "FILE")]
+    pub scheduler_manifest: Option<PathBuf>,
     /// The kubeadm ClusterConfiguration (`kubectl -n kube-system get cm kubeadm-config -o jsonpath='{.data.ClusterConfiguration}'`), v1beta3 or v1beta4.
     #[arg(long, value_name = "FILE")]
     pub kubeadm_config: PathBuf,
@@ -657,6 +663,12 @@ pub struct CheckArgs {
     /// The kubeadm kube-apiserver static pod manifest: issuers, audiences, encryption, service CIDR, version.
     #[arg(long, value_name = "FILE")]
     pub apiserver_manifest: Option<PathBuf>,
+    /// The kubeadm kube-controller-manager static pod manifest (`/etc/kubernetes/manifests/kube-controller-manager.yaml`): node CIDR mask, node grace period, controllers, pod GC.
+    #[arg(long, value_name = "FILE")]
+    pub controller_manager_manifest: Option<PathBuf>,
+    /// The kubeadm kube-scheduler static pod manifest (`/etc/kubernetes/manifests/kube-scheduler.yaml`): its flags and `--config`.
+    #[arg(long, value_name = "FILE")]
+    pub scheduler_manifest: Option<PathBuf>,
     /// The kubeadm ClusterConfiguration (or the kubeadm-config ConfigMap): CIDRs, DNS domain, endpoint, versions.
     #[arg(long, value_name = "FILE")]
     pub kubeadm_config: Option<PathBuf>,

@@ -818,6 +818,57 @@ fn image_tag(image: &str) -> Option<&str> {
 /// Parse the kube-apiserver static Pod manifest: the container named `kube-apiserver` (or
 /// the first), its image, and its flags from `command` and `args`.
 pub fn parse_apiserver_manifest(label: &str, bytes: &[u8]) -> Result<ApiServerFacts, KubeadmError> {
+    let (pod, path) = read_static_pod(label, bytes, "kube-apiserver")?;
+    let d = Doc { label };
+    let secure_port = match pod.args.get("secure-port") {
+        None => None,
+        Some(p) => Some(p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
+            d.invalid(
+                &format!("{path} --secure-port"),
+                format!("expected a port number 1-65535, found {p:?}"),
+            )
+        })?),
+    };
+    Ok(ApiServerFacts {
+        container: pod.container,
+        image: pod.image,
+        args: pod.args,
+        secure_port,
+    })
+}
+
+/// What capstan reads from a kubeadm control-plane static Pod other than the apiserver's
+/// (`/etc/kubernetes/manifests/kube-controller-manager.yaml`, `kube-scheduler.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticPodFacts {
+    /// The container read (the one named after the component, or the first).
+    pub container: String,
+    /// The container's `image` reference, when set.
+    pub image: Option<String>,
+    /// `--flag=value` arguments from `command` then `args`, in order.
+    pub args: FlagMap,
+}
+
+/// Parse the kube-controller-manager static Pod manifest kubeadm writes.
+pub fn parse_controller_manager_manifest(
+    label: &str,
+    bytes: &[u8],
+) -> Result<StaticPodFacts, KubeadmError> {
+    read_static_pod(label, bytes, "kube-controller-manager").map(|(p, _)| p)
+}
+
+/// Parse the kube-scheduler static Pod manifest kubeadm writes.
+pub fn parse_scheduler_manifest(label: &str, bytes: &[u8]) -> Result<StaticPodFacts, KubeadmError> {
+    read_static_pod(label, bytes, "kube-scheduler").map(|(p, _)| p)
+}
+
+/// One v1 Pod document: the container named `component` (or the first), its image and its
+/// flags from `command` then `args`; with the container's field path, for messages.
+fn read_static_pod(
+    label: &str,
+    bytes: &[u8],
+    component: &str,
+) -> Result<(StaticPodFacts, String), KubeadmError> {
     let docs = parse_yaml_stream(label, bytes)?;
     let d = Doc { label };
     let root = match docs.as_slice() {
@@ -848,7 +899,7 @@ pub fn parse_apiserver_manifest(label: &str, bytes: &[u8]) -> Result<ApiServerFa
         let path = format!("spec.containers[{i}]");
         let m = d.as_map(c, &path)?;
         let name = d.opt_str(m, &path, "name")?;
-        if name == Some("kube-apiserver") {
+        if name == Some(component) {
             chosen = Some((i, m));
             break;
         }
@@ -856,8 +907,16 @@ pub fn parse_apiserver_manifest(label: &str, bytes: &[u8]) -> Result<ApiServerFa
             chosen = Some((i, m));
         }
     }
-    let (index, container) =
-        chosen.ok_or_else(|| d.missing("spec.containers[0]", "the kube-apiserver container"))?;
+    let (index, container) = chosen.ok_or_else(|| {
+        d.missing(
+            "spec.containers[0]",
+            match component {
+                "kube-apiserver" => "the kube-apiserver container",
+                "kube-controller-manager" => "the kube-controller-manager container",
+                _ => "the kube-scheduler container",
+            },
+        )
+    })?;
     let path = format!("spec.containers[{index}]");
     let mut items = Vec::new();
     for field in ["command", "args"] {
@@ -866,24 +925,15 @@ pub fn parse_apiserver_manifest(label: &str, bytes: &[u8]) -> Result<ApiServerFa
         }
     }
     let args = FlagMap::from_args(&items);
-    let secure_port = match args.get("secure-port") {
-        None => None,
-        Some(p) => Some(p.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(|| {
-            d.invalid(
-                &format!("{path} --secure-port"),
-                format!("expected a port number 1-65535, found {p:?}"),
-            )
-        })?),
-    };
-    Ok(ApiServerFacts {
+    let facts = StaticPodFacts {
         container: d
             .opt_str(container, &path, "name")?
             .unwrap_or("")
             .to_string(),
         image: d.opt_str(container, &path, "image")?.map(str::to_string),
         args,
-        secure_port,
-    })
+    };
+    Ok((facts, path))
 }
 
 // ---------------------------------------------------------------------------------------

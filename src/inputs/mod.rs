@@ -767,6 +767,8 @@ pub fn read_kubeadm_files(
     kubeadm_config: &Path,
     encryption_config: Option<&Path>,
     kubelet_config: Option<&Path>,
+    controller_manager_manifest: Option<&Path>,
+    scheduler_manifest: Option<&Path>,
 ) -> Result<crate::inputs::KubeadmFiles, InputError> {
     require_pki_dir(pki)?;
     Ok(crate::inputs::KubeadmFiles {
@@ -781,6 +783,8 @@ pub fn read_kubeadm_files(
         kubeadm_config: input_file(kubeadm_config)?,
         encryption_config: encryption_config.map(input_file).transpose()?,
         kubelet_config: kubelet_config.map(input_file).transpose()?,
+        controller_manager_manifest: controller_manager_manifest.map(input_file).transpose()?,
+        scheduler_manifest: scheduler_manifest.map(input_file).transpose()?,
     })
 }
 
@@ -1457,6 +1461,10 @@ pub struct KubeadmFiles {
     pub encryption_config: Option<InputFile>,
     /// The kubelets' KubeletConfiguration (the `kubelet-config` ConfigMap), when given.
     pub kubelet_config: Option<InputFile>,
+    /// The kube-controller-manager static pod manifest, when given.
+    pub controller_manager_manifest: Option<InputFile>,
+    /// The kube-scheduler static pod manifest, when given.
+    pub scheduler_manifest: Option<InputFile>,
 }
 
 /// A template that replaces a built-in one.

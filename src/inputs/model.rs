@@ -15,10 +15,15 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 mod authorization;
+mod components;
 mod endpoint;
 mod lifecycle;
 mod validate;
 pub use authorization::{talos_authorizers, Authorizer, AuthorizerType};
+pub use components::{
+    refused_arg, ControllerManager, Scheduler, CONTROLLER_MANAGER_ARGS_REFUSED,
+    SCHEDULER_ARGS_REFUSED,
+};
 pub use endpoint::{
     AddressPool, Endpoint, EndpointStrategy, IpamPool, Vip, DEFAULT_BACKEND_PORT, POOL_LISTED_MAX,
 };
@@ -140,6 +145,14 @@ pub struct ClusterSpec {
     /// etcd settings the kubeadm cluster has and Talos must carry (`cluster.etcd`).
     #[serde(default, skip_serializing_if = "Etcd::is_empty")]
     pub etcd: Etcd,
+    /// kube-controller-manager settings the kubeadm cluster has and Talos must carry
+    /// (`cluster.controllerManager`).
+    #[serde(default, skip_serializing_if = "ControllerManager::is_empty")]
+    pub controller_manager: ControllerManager,
+    /// kube-scheduler settings the kubeadm cluster has and Talos must carry
+    /// (`cluster.scheduler`).
+    #[serde(default, skip_serializing_if = "Scheduler::is_empty")]
+    pub scheduler: Scheduler,
     /// kube-proxy as Talos manages it (`cluster.proxy`).
     #[serde(default, skip_serializing_if = "KubeProxy::is_default")]
     pub kube_proxy: KubeProxy,
@@ -1606,6 +1619,43 @@ spec:
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn controller_manager_and_scheduler_extra_args_refuse_what_talos_manages() {
+        let with = |block: &str| MINIMAL.replace("  vsphere:\n", &format!("{block}  vsphere:\n"));
+        let ok = with(
+            "  controllerManager:\n    extraArgs: {node-cidr-mask-size: \"25\", controllers: bootstrapsigner}\n  scheduler:\n    extraArgs: {kube-api-qps: \"100\"}\n",
+        );
+        assert_eq!(problems(&ok), Vec::<String>::new());
+        let c = parse(&ok).unwrap();
+        assert_eq!(
+            c.spec.controller_manager.extra_args["node-cidr-mask-size"],
+            "25"
+        );
+        let p = problems(&with(
+            "  controllerManager:\n    extraArgs: {root-ca-file: /x, cluster-cidr: 10.0.0.0/8, secure-port: \"1\"}\n  scheduler:\n    extraArgs: {config: /etc/s.yaml}\n",
+        ));
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p.iter().any(|m| m.starts_with("spec.controllerManager.extraArgs.root-ca-file: capstan does not carry `root-ca-file` as an extra arg: Talos mounts the bundle's CA and refuses the flag (MergeDenied)")), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|m| m.contains("cluster-cidr") && m.contains("set spec.network.pods")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.contains("secure-port") && m.contains("10257")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.starts_with("spec.scheduler.extraArgs.config:")
+                    && m.contains("cluster.scheduler.config")),
+            "{p:?}"
+        );
+        // Unknown fields of the sections are refused like any other.
+        assert!(parse(&with("  scheduler:\n    profiles: []\n")).is_err());
     }
 
     #[test]

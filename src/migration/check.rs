@@ -18,7 +18,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
-use crate::inputs::kubeadm::{ApiServerFacts, ClusterConfigFacts, EncryptionFacts, KeyedProvider};
+use crate::inputs::kubeadm::{
+    ApiServerFacts, ClusterConfigFacts, EncryptionFacts, KeyedProvider, StaticPodFacts,
+};
 use crate::inputs::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS_SUPPORT};
 use crate::printable::line;
 use crate::secrets::pki::{self, CertSummary, PkiError};
@@ -44,6 +46,11 @@ pub use cni::{find_cni_daemonsets, replaces_kube_proxy, CniInput};
 pub use kubelet::{
     carried_kubelet_settings, parse_kubelet_config, talos_cluster_dns, KubeletFacts,
     KUBELET_PARITY_KEYS,
+};
+mod control_plane_parity;
+pub use control_plane_parity::{
+    carried_component_args, component_flag_differences, Component, ComponentFlagDifference,
+    LEADER_LEASE_NOTE,
 };
 mod parity;
 mod placement;
@@ -89,6 +96,8 @@ pub const IDS: &[&str] = &[
     "apiserver-uncarried",
     "anonymous-auth",
     "pod-security",
+    "controller-manager-flags",
+    "scheduler-flags",
     "etcd-topology",
     "kubeadm-bind-port",
     "kubeadm-config",
@@ -491,6 +500,10 @@ pub struct CheckInputs {
     pub config_file: String,
     /// `--apiserver-manifest`: the kubeadm kube-apiserver static Pod.
     pub apiserver: Option<Input<ApiServerFacts>>,
+    /// `--controller-manager-manifest`: the kubeadm kube-controller-manager static Pod.
+    pub controller_manager: Option<Input<StaticPodFacts>>,
+    /// `--scheduler-manifest`: the kubeadm kube-scheduler static Pod.
+    pub scheduler: Option<Input<StaticPodFacts>>,
     /// `--kubeadm-config`: kubeadm's ClusterConfiguration.
     pub cluster_config: Option<Input<ClusterConfigFacts>>,
     /// `--encryption-config`: the kubeadm EncryptionConfiguration.
@@ -548,6 +561,8 @@ impl CheckInputs {
             config,
             config_file: config_file.to_string(),
             apiserver: None,
+            controller_manager: None,
+            scheduler: None,
             cluster_config: None,
             encryption: None,
             authorization: None,
@@ -598,6 +613,8 @@ pub fn check(inputs: &CheckInputs) -> Vec<Finding> {
     cx.apiserver_uncarried(&mut out);
     cx.anonymous_auth(&mut out);
     cx.pod_security(&mut out);
+    cx.controller_manager_flags(&mut out);
+    cx.scheduler_flags(&mut out);
     cx.etcd_topology(&mut out);
     cx.kubeadm_bind_port(&mut out);
     cx.kubeadm_config(&mut out);
@@ -1596,7 +1613,7 @@ mod tests {
                 assert_eq!(f.summary.contains(i.flag), wanted, "{} in {f:#?}", i.flag);
             }
             let fix = f.fix.unwrap();
-            assert!(fix.starts_with("run `capstan check . --apiserver-manifest kube-apiserver.yaml --kubeadm-config kubeadm-config.yaml"), "{fix}");
+            assert!(fix.starts_with("run `capstan check . --apiserver-manifest kube-apiserver.yaml --controller-manager-manifest kube-controller-manager.yaml --scheduler-manifest kube-scheduler.yaml --kubeadm-config kubeadm-config.yaml"), "{fix}");
             assert!(
                 fix.contains(
                     "--nodes nodes.yaml --providers providers.yaml --identity age-identity.txt`"
@@ -1626,7 +1643,7 @@ mod tests {
         let f = blocking_with(&i, "check-inputs", None);
         assert!(!f.summary.contains("--encryption-config"), "{f:#?}");
         assert!(!f.summary.contains("--apiserver-manifest"), "{f:#?}");
-        assert!(f.fix.unwrap().starts_with("run `capstan check clusters/lab-f --apiserver-manifest kube-apiserver.yaml --kubeadm-config"));
+        assert!(f.fix.unwrap().starts_with("run `capstan check clusters/lab-f --apiserver-manifest kube-apiserver.yaml --controller-manager-manifest kube-controller-manager.yaml --scheduler-manifest kube-scheduler.yaml --kubeadm-config"));
     }
 
     #[test]

@@ -57,6 +57,8 @@
 //! | `kubeadm-config` | nothing of kubeadm's ClusterConfiguration that changes the migration is dropped: image repository, kube-proxy disabled |
 //! | `anonymous-auth` | Talos allows anonymous requests when kubeadm does |
 //! | `pod-security` | Talos enforces the Pod Security level the kubeadm apiservers enforce |
+//! | `controller-manager-flags` | every kube-controller-manager flag kubeadm runs with is run the same by Talos (node CIDR mask, grace period, pod GC, signing duration, controllers), whichever instance holds the lease |
+//! | `scheduler-flags` | every kube-scheduler flag kubeadm runs with is run the same by Talos; a `--config` of kubeadm's is refused with where profiles go |
 //! | `addresses-in-use` | no running node holds an address of an IPAM pool of the render, or the VIP |
 //! | `etcd-topology` | kubeadm runs etcd on its control-plane nodes (stacked): external etcd is refused |
 //! | `etcd-args` | the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings |
@@ -159,6 +161,8 @@ pub const FINDINGS: &[(&str, Guard, &str)] = &[
     ("kubeadm-config", Guard::Check, "nothing of kubeadm's ClusterConfiguration that changes the migration is dropped (an image repository of the fleet's own needs a registry.k8s.io mirror; kube-proxy disabled stays disabled)"),
     ("anonymous-auth", Guard::Check, "Talos allows anonymous requests when kubeadm does (LB health checks on /healthz)"),
     ("pod-security", Guard::Check, "Talos enforces the Pod Security level the kubeadm apiservers enforce"),
+    ("controller-manager-flags", Guard::Check, "every kube-controller-manager flag kubeadm runs with is run the same by Talos (node CIDR mask size, node grace period, terminated-pod GC, signing duration, controllers), so nothing flips when the leader lease moves"),
+    ("scheduler-flags", Guard::Check, "every kube-scheduler flag kubeadm runs with is run the same by Talos; a kubeadm --config is refused (profiles go in Talos's cluster.scheduler.config)"),
     ("addresses-in-use", Guard::Check, "no running node holds an address of an IPAM pool of the render (the machines' pools, the control-plane pool) or the VIP"),
     ("etcd-topology", Guard::Check, "kubeadm runs etcd on its control-plane nodes (stacked), the topology the migration joins; external etcd is refused"),
     ("etcd-args", Guard::Check, "the Talos etcd members run with the kubeadm members' quota, timeouts and snapshot settings"),
@@ -378,6 +382,20 @@ pub static ENTRIES: &[Entry] = &[
         caught_by: &["secrets-bundle"],
         fix: &[
             "remove the flag; carry the kubeadm `sa.key` in the bundle instead (`capstan import kubeadm --pki …`, or `talosctl gen secrets --from-kubernetes-pki`)",
+        ],
+        procedures: &[],
+    },
+    Entry {
+        id: "extra-arg-scheduler-config",
+        title: "Talos refuses a kube-scheduler configuration file",
+        patterns: &[r#"extra arg "?config"? is not allowed"#],
+        unless: &[],
+        source: "Talos (argsbuilder) when rendering the kube-scheduler static pod from `cluster.scheduler.extraArgs`",
+        cause: "Talos writes its own KubeSchedulerConfiguration and refuses `--config` (MergeDenied, Talos `control_plane_static_pod.go` v1.13.9:777). A kubeadm scheduler started with `--config` runs profiles, plugins or weights the Talos schedulers would not.",
+        caught_by: &["scheduler-flags"],
+        fix: &[
+            "remove `config` from `cluster.scheduler.extraArgs`; put the file's profiles in Talos's `cluster.scheduler.config` with a Talos patch overlay (Talos sets its `apiVersion` and `clientConnection.kubeconfig` itself)",
+            "`capstan check <cluster-dir> --scheduler-manifest kube-scheduler.yaml` names the kubeadm flags that differ",
         ],
         procedures: &[],
     },
@@ -879,6 +897,20 @@ pub static ENTRIES: &[Entry] = &[
         procedures: &[],
     },
     Entry {
+        id: "cluster-info-unsigned",
+        title: "kubeadm join finds no signature for its token in cluster-info",
+        patterns: &[r"no JWS signed token in the cluster-info ConfigMap", r"there is no JWS signed token"],
+        unless: &[],
+        source: "`kubeadm join` with token discovery, during or after phase `control-plane`",
+        cause: "The bootstrapsigner controller of kube-controller-manager signs `kube-public/cluster-info` for each bootstrap token. kubeadm runs `--controllers=*,bootstrapsigner,tokencleaner`; Talos runs `*,tokencleaner`, so while a Talos instance holds the `kube-system/kube-controller-manager` lease a new token is never signed.",
+        caught_by: &["controller-manager-flags"],
+        fix: &[
+            "set `spec.controllerManager.extraArgs: {controllers: bootstrapsigner}` in cluster.yaml (appended to Talos's list; `import kubeadm --controller-manager-manifest` writes it) and sync",
+            "`capstan check <cluster-dir> --controller-manager-manifest kube-controller-manager.yaml` lists every other flag that differs",
+        ],
+        procedures: &[],
+    },
+    Entry {
         id: "healthz-unauthorized",
         title: "Load-balancer health checks get 401 from the Talos apiservers",
         patterns: &[r"/(?:healthz|livez|readyz)\b.*\b401\b", r"\b401\b.*/(?:healthz|livez|readyz)\b"],
@@ -1246,6 +1278,9 @@ mod tests {
     }
 
     cases! {
+        cluster_info_unsigned:
+            r#"error execution phase preflight: couldn't validate the identity of the API Server: there is no JWS signed token in the cluster-info ConfigMap. This token id "abcdef" is invalid for this cluster, can't connect"#
+            => ["cluster-info-unsigned"];
         image_pull_on_the_talos_control_plane:
             r#"Failed to pull image "registry.k8s.io/kube-apiserver:v1.30.4": rpc error: code = Unknown desc = failed to pull and unpack image: dial tcp 34.96.108.209:443: i/o timeout; Warning Failed ErrImagePull"#
             => ["image-pull-registry"];
@@ -1327,6 +1362,9 @@ mod tests {
         extra_arg_sa_key:
             r#"extra arg "service-account-signing-key-file" is not allowed"#
             => ["extra-arg-service-account-keys", "extra-arg-not-allowed"];
+        extra_arg_scheduler_config:
+            r#"[talos] controller failed {"controller": "k8s.ControlPlaneStaticPodController", "error": "error updating static pod: extra arg \"config\" is not allowed"}"#
+            => ["extra-arg-scheduler-config", "extra-arg-not-allowed"];
         extra_arg_other:
             r#"extra arg "cloud-provider" is not allowed"#
             => ["extra-arg-not-allowed"];

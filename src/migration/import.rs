@@ -693,6 +693,29 @@ fn stub(
             })
             .collect(),
     };
+    // The kube-controller-manager and kube-scheduler flags Talos can carry (`check`'s
+    // `controller-manager-flags` and `scheduler-flags` compare them and name the rest).
+    use crate::migration::check::{carried_component_args, Component};
+    let controller_manager = match &files.controller_manager_manifest {
+        None => model::ControllerManager::default(),
+        Some(f) => model::ControllerManager {
+            extra_args: carried_component_args(
+                Component::ControllerManager,
+                &kubeadm::parse_controller_manager_manifest(&f.label, &f.bytes)?.args,
+                &cluster.pod_subnets,
+            ),
+        },
+    };
+    let scheduler = match &files.scheduler_manifest {
+        None => model::Scheduler::default(),
+        Some(f) => model::Scheduler {
+            extra_args: carried_component_args(
+                Component::Scheduler,
+                &kubeadm::parse_scheduler_manifest(&f.label, &f.bytes)?.args,
+                &cluster.pod_subnets,
+            ),
+        },
+    };
     let kubelet = match &files.kubelet_config {
         None => model::Kubelet::default(),
         Some(f) => {
@@ -743,6 +766,8 @@ fn stub(
             encryption,
             api_server,
             etcd,
+            controller_manager,
+            scheduler,
             kube_proxy: Default::default(),
             deletion: Default::default(),
             health_check: Default::default(),
@@ -871,6 +896,8 @@ mod tests {
                 kubeadm_config: self.get("kubeadm-config"),
                 encryption_config: Some(self.get("encryption")),
                 kubelet_config: None,
+                controller_manager_manifest: None,
+                scheduler_manifest: None,
             }
         }
     }

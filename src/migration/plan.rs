@@ -249,6 +249,12 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
                 "CAPV makes no vSphere cluster module (anti-affinity) for a TalosControlPlane: keep the control-plane VMs on separate hosts (below), and check where they run before the first kubeadm node is removed (`capstan check --vsphere-inventory`, `control-plane-hosts`).",
                 "If etcd loses quorum anyway (`etcdserver: no leader`, `request timed out`): before the first kubeadm member is removed, restore it from one kubeadm member (`capstan explain 'etcdserver: no leader'`); after, on the Talos side from a snapshot (\"Restore etcd quorum on the Talos control plane\", below).",
             ]);
+            // D19: Talos sets `--leader-elect=true` and no `--leader-elect-resource-*` flag
+            // (Talos `control_plane_static_pod.go` v1.13.9:583-600, :762-771), so both sides
+            // share the default Leases (`migration::check::control_plane_parity`).
+            section(&mut md, "Leader leases during this phase", &[
+                "kube-controller-manager and kube-scheduler each run one active instance, elected through the Leases `kube-system/kube-controller-manager` and `kube-system/kube-scheduler`, which the kubeadm and Talos instances share: whichever holds a lease runs with its own flags, and the lease moves when its holder stops renewing for 15 s (a reboot, a drained or removed kubeadm node). `capstan check --controller-manager-manifest … --scheduler-manifest …` (`controller-manager-flags`, `scheduler-flags`) shows the flags that would flip; `kubectl -n kube-system get lease kube-controller-manager kube-scheduler` shows the holder.",
+            ]);
             md.push_str(&ANTI_AFFINITY.markdown(&names, "##"));
             md.push('\n');
             section(&mut md, "Around the sync", &[

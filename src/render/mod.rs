@@ -1163,6 +1163,8 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
             "authorizationConfig": s.api_server.authorization_config,
         },
         "etcd": {"extraArgs": s.etcd.extra_args},
+        "controllerManager": {"extraArgs": s.controller_manager.extra_args},
+        "scheduler": {"extraArgs": s.scheduler.extra_args},
         "kubeProxy": {"disabled": s.kube_proxy.disabled},
         "kubelet": {"clusterDNS": s.kubelet.cluster_dns, "extraConfig": s.kubelet.extra_config},
         "healthCheck": {
@@ -1805,15 +1807,26 @@ mod tests {
             .is_none());
         assert!(plain.pointer("/cluster/etcd").is_none());
         assert!(plain.pointer("/cluster/proxy").is_none());
+        // Not set: not written (D19).
+        assert!(plain.pointer("/cluster/controllerManager").is_none());
+        assert!(plain.pointer("/cluster/scheduler").is_none());
         // Every Talos kubelet runs --cloud-provider=external (B2).
         assert_eq!(
             plain.pointer("/cluster/externalCloudProvider/enabled"),
             Some(&json!(true))
         );
         let c = config(&format!(
-            "{MINIMAL}  apiServer:\n    certSANs: [api.example, 10.0.0.100]\n    extraArgs: {{anonymous-auth: \"true\", oidc-issuer-url: https://dex.example}}\n    podSecurity: privileged\n  etcd:\n    extraArgs: {{quota-backend-bytes: \"8589934592\"}}\n  kubeProxy: {{disabled: true}}\n"
+            "{MINIMAL}  apiServer:\n    certSANs: [api.example, 10.0.0.100]\n    extraArgs: {{anonymous-auth: \"true\", oidc-issuer-url: https://dex.example}}\n    podSecurity: privileged\n  etcd:\n    extraArgs: {{quota-backend-bytes: \"8589934592\"}}\n  controllerManager:\n    extraArgs: {{node-monitor-grace-period: 20s, controllers: bootstrapsigner}}\n  scheduler:\n    extraArgs: {{kube-api-qps: \"100\"}}\n  kubeProxy: {{disabled: true}}\n"
         ));
         let p = patch_of(&c);
+        assert_eq!(
+            p.pointer("/cluster/controllerManager/extraArgs"),
+            Some(&json!({"controllers": "bootstrapsigner", "node-monitor-grace-period": "20s"}))
+        );
+        assert_eq!(
+            p.pointer("/cluster/scheduler/extraArgs"),
+            Some(&json!({"kube-api-qps": "100"}))
+        );
         assert_eq!(p.pointer("/cluster/proxy/disabled"), Some(&json!(true)));
         // Only the VIP's interface is under `machine` without the kubelet settings.
         assert_eq!(

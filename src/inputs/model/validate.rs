@@ -87,6 +87,29 @@ impl ClusterConfig {
             }
         }
         authorization_config(&mut v, s, talos, k8s);
+        for (field, table, args) in [
+            (
+                "spec.controllerManager.extraArgs",
+                CONTROLLER_MANAGER_ARGS_REFUSED,
+                &s.controller_manager.extra_args,
+            ),
+            (
+                "spec.scheduler.extraArgs",
+                SCHEDULER_ARGS_REFUSED,
+                &s.scheduler.extra_args,
+            ),
+        ] {
+            for name in args.keys() {
+                let path = format!("{field}.{name}");
+                v.flag_name(&path, name);
+                if let Some(why) = refused_arg(table, name) {
+                    v.push(
+                        &path,
+                        format!("capstan does not carry `{name}` as an extra arg: {why}"),
+                    );
+                }
+            }
+        }
         for name in s.etcd.extra_args.keys() {
             let path = format!("spec.etcd.extraArgs.{name}");
             v.flag_name(&path, name);

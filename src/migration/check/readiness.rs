@@ -25,6 +25,16 @@ pub const INPUTS: &[CheckInput] = &[
         source: "/etc/kubernetes/manifests/kube-apiserver.yaml on a kubeadm control-plane node",
     },
     CheckInput {
+        flag: "--controller-manager-manifest",
+        placeholder: "kube-controller-manager.yaml",
+        source: "/etc/kubernetes/manifests/kube-controller-manager.yaml on a kubeadm control-plane node",
+    },
+    CheckInput {
+        flag: "--scheduler-manifest",
+        placeholder: "kube-scheduler.yaml",
+        source: "/etc/kubernetes/manifests/kube-scheduler.yaml on a kubeadm control-plane node",
+    },
+    CheckInput {
         flag: "--kubeadm-config",
         placeholder: "kubeadm-config.yaml",
         source: "`kubectl -n kube-system get cm kubeadm-config -o yaml`",
@@ -125,6 +135,10 @@ impl Cx<'_> {
         let i = self.i;
         match flag {
             "--apiserver-manifest" => i.apiserver.as_ref().map(|x| x.file.clone()),
+            "--controller-manager-manifest" => {
+                i.controller_manager.as_ref().map(|x| x.file.clone())
+            }
+            "--scheduler-manifest" => i.scheduler.as_ref().map(|x| x.file.clone()),
             "--kubeadm-config" => i.cluster_config.as_ref().map(|x| x.file.clone()),
             "--encryption-config" => i.encryption.as_ref().map(|x| x.file.clone()),
             "--pki" => i
