@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use super::parity::items;
 use super::{not_compared, Cx, Finding, Severity};
 use crate::inputs::kubeadm::FlagMap;
 
@@ -164,13 +165,6 @@ fn tuning_only(name: &str) -> bool {
             | "permit-port-sharing"
     ) || name.starts_with("concurrent-")
         || name.starts_with("log")
-}
-
-fn items(list: &str) -> Vec<&str> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect()
 }
 
 /// One flag on which the kubeadm and Talos instances of a component differ.

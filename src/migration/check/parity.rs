@@ -701,7 +701,8 @@ fn observability_only(name: &str) -> bool {
     name.starts_with("audit-") || name == "profiling" || name == "v" || name.starts_with("log")
 }
 
-fn items(list: &str) -> Vec<&str> {
+/// The items of a comma-separated flag value, trimmed, empty ones left out.
+pub(super) fn items(list: &str) -> Vec<&str> {
     list.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
