@@ -229,6 +229,14 @@ fn rekey_rewraps_only_the_sops_metadata() {
         ),
     )
     .unwrap();
+    // The repository's `.sops.yaml` still lists the old set (issue 42): said, with the fix.
+    std::fs::write(
+        repo.join(".sops.yaml"),
+        format!(
+            "creation_rules:\n  - path_regex: clusters/.*/secrets/.*\\.yaml$\n    age: {old_pub}\n"
+        ),
+    )
+    .unwrap();
     let o = capstan(
         &[
             "secrets",
@@ -245,6 +253,33 @@ fn rekey_rewraps_only_the_sops_metadata() {
         "{}",
         stderr(&o)
     );
+    assert!(
+        stderr(&o).contains(
+            "warning: .sops.yaml creation_rules[0] gives clusters/lab-g/secrets/lab-g-ca.yaml, "
+        ) && stderr(&o).contains(&format!("(lacking: {new_pub}; besides: none)"))
+            && stderr(&o).contains(&format!("set its `age` to \"{old_pub},{new_pub}\"")),
+        "{}",
+        stderr(&o)
+    );
+    // In step: nothing said.
+    std::fs::write(
+        repo.join(".sops.yaml"),
+        format!("creation_rules:\n  - path_regex: secrets/\n    age: >-\n      {new_pub},\n      {old_pub}\n"),
+    )
+    .unwrap();
+    let again = capstan(
+        &[
+            "secrets",
+            "rekey",
+            "-i",
+            id.to_str().unwrap(),
+            "clusters/lab-g",
+        ],
+        &repo,
+    );
+    ok(&again);
+    assert!(!stderr(&again).contains(".sops.yaml"), "{}", stderr(&again));
+    std::fs::remove_file(repo.join(".sops.yaml")).unwrap();
     let after = read("secrets/lab-g-ca.yaml");
     for line in changed_lines(&before, &after) {
         let in_sops = after

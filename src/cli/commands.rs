@@ -524,9 +524,93 @@ fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
         "still wrapped for other recipients than spec.recipients: {}",
         stale.join(", ")
     );
+    sops_config_in_step(&c, &files)?;
     // D16: a rekey does not reach the backups of the management cluster.
     eprintln!("note: {}", crate::backup::custody::REKEY_WARNING);
     Ok(Status::Success)
+}
+
+/// After `secrets rekey`: a warning for each creation rule of the repository's `.sops.yaml`
+/// that gives the rekeyed sealed files other age recipients than `spec.recipients` (a
+/// later `sops updatekeys` or `sops edit` would encrypt them to its set, dropping the new
+/// recipients), and for files no rule matches.
+fn sops_config_in_step(c: &inputs::ClusterInput, files: &[(String, Vec<u8>)]) -> Result<()> {
+    use crate::secrets::sops_config::{rule_for, Rule};
+    let root = inputs::repo_root(&c.dir);
+    let path = root.join(".sops.yaml");
+    if !path.exists() {
+        return Ok(());
+    }
+    let label = path.display().to_string();
+    let text = inputs::read_repository_text(&path, &root, inputs::InputKind::Overlay)?;
+    let config =
+        crate::yaml::parse_one(&text).map_err(|e| anyhow::anyhow!("{label}: {}", e.message))?;
+    let here = |p: &std::path::Path| {
+        if p.as_os_str().is_empty() {
+            std::path::PathBuf::from(".")
+        } else {
+            p.to_path_buf()
+        }
+    };
+    let (root_c, dir_c) = (here(&root).canonicalize()?, here(&c.dir).canonicalize()?);
+    let under = dir_c.strip_prefix(&root_c).unwrap_or(&dir_c).to_path_buf();
+    let wanted: std::collections::BTreeSet<&str> = c
+        .config
+        .spec
+        .recipients
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let mut by_rule: std::collections::BTreeMap<usize, (Vec<String>, Vec<String>)> =
+        std::collections::BTreeMap::new();
+    let mut unmatched = Vec::new();
+    for (rel, _) in files
+        .iter()
+        .filter(|(r, _)| r != crate::inputs::SECRETS_FILE)
+    {
+        let repo_rel = under.join(rel).display().to_string();
+        match rule_for(&config, &label, &repo_rel)? {
+            None => return Ok(()),
+            Some(Rule::NoMatch) => unmatched.push(repo_rel),
+            Some(Rule::Age { index, recipients }) => {
+                let have: std::collections::BTreeSet<&str> =
+                    recipients.iter().map(String::as_str).collect();
+                if have != wanted {
+                    by_rule
+                        .entry(index)
+                        .or_insert_with(|| (recipients.clone(), Vec::new()))
+                        .1
+                        .push(repo_rel);
+                }
+            }
+        }
+    }
+    let mut err = std::io::stderr().lock();
+    for (index, (have, paths)) in &by_rule {
+        let have: std::collections::BTreeSet<&str> = have.iter().map(String::as_str).collect();
+        let missing: Vec<&str> = wanted.difference(&have).copied().collect();
+        let extra: Vec<&str> = have.difference(&wanted).copied().collect();
+        writeln!(
+            err,
+            "warning: {} creation_rules[{index}] gives {} other age recipients than spec.recipients (lacking: {}; \
+             besides: {}): a later `sops updatekeys` or `sops edit` would encrypt them to its set; set its `age` to \
+             \"{}\"",
+            line(&label),
+            line(&paths.join(", ")),
+            if missing.is_empty() { "none".into() } else { missing.join(", ") },
+            if extra.is_empty() { "none".into() } else { extra.join(", ") },
+            c.config.spec.recipients.join(",")
+        )?;
+    }
+    if !unmatched.is_empty() {
+        writeln!(
+            err,
+            "warning: {}: no creation rule matches {}: `sops` refuses to encrypt them (\"no matching creation rules\")",
+            line(&label),
+            line(&unmatched.join(", "))
+        )?;
+    }
+    Ok(())
 }
 
 /// `import kubeadm --update`: the new import folded into the existing cluster directory.

@@ -6,6 +6,7 @@
 pub mod pki;
 pub mod seal;
 pub mod sops;
+pub mod sops_config;
 pub mod sopssecret;
 pub mod talos;
 
