@@ -317,6 +317,10 @@ pub fn init(args: InitArgs) -> Result<Status> {
         )?,
     }
     writeln!(err, "\n{}", crate::cli::scaffold::NEXT_STEPS)?;
+    writeln!(err, "placeholders to replace before anything is applied:")?;
+    for p in crate::cli::scaffold::placeholders(args.repo_url.is_some()) {
+        writeln!(err, "  - {p}")?;
+    }
     Ok(Status::Success)
 }
 

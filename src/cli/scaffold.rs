@@ -8,7 +8,12 @@
 //!   user's own Secrets in `clusters/<name>/secrets/` are sealed like capstan's;
 //! - `deploy/argocd/`: the plugin, sidecar patch, kustomization and ApplicationSet shipped in
 //!   capstan's own `deploy/argocd/` (see [`crate::argocd`]), with the repository URL;
-//! - `README.md`: how the repository works.
+//! - `README.md`: how the repository works;
+//! - `.gitignore`: what `render -o` and `backup pull` leave beside their output while they
+//!   run (`.<OUT>.capstan-lock`, `.<OUT>.capstan-new-<pid>`), and `capstan backup dump`'s
+//!   plaintext `dump/` of the README recipe;
+//! - `deploy/ci/`: the pull-request review jobs shipped in capstan's own `deploy/ci/`
+//!   (GitHub Actions, GitLab CI), as they are.
 
 use crate::argocd;
 
@@ -43,6 +48,39 @@ pub fn sops_yaml(recipients: &[String]) -> String {
 
 /// The repository README.
 pub const README: &str = include_str!("scaffold/README.md");
+
+/// The repository `.gitignore`.
+pub const GITIGNORE: &str = "# Written by `capstan init`.\n\
+# `capstan render -o OUT` and `capstan backup pull URL OUT` work beside OUT while they run.\n\
+.*.capstan-lock\n\
+.*.capstan-new-*\n\
+# `capstan backup dump` (README recipe): plaintext live objects, removed once pushed.\n\
+/dump/\n";
+
+/// The CI review jobs shipped with capstan (`deploy/ci/` of its repository), copied as they are.
+pub const CI_FILES: &[(&str, &str)] = &[
+    (
+        "deploy/ci/github-actions.yml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/ci/github-actions.yml"
+        )),
+    ),
+    (
+        "deploy/ci/github-actions-comment.yml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/ci/github-actions-comment.yml"
+        )),
+    ),
+    (
+        "deploy/ci/gitlab-ci.yml",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/ci/gitlab-ci.yml"
+        )),
+    ),
+];
 
 /// The overlays shipped with capstan (`overlays/` of its repository), which `init` copies
 /// into a new repository (a test keeps this list equal to the directory).
@@ -103,8 +141,28 @@ pub const NEXT_STEPS: &str = "next steps:
   1. import each kubeadm cluster: `capstan import kubeadm --pki … --apiserver-manifest … --kubeadm-config … \
 -r age1… --talos-version vX.Y.Z --out clusters/<name>`, then fill in the placeholders its cluster.yaml lists
   2. compare kubeadm with Talos: `capstan check clusters/<name> …` (every input it names), and follow `capstan plan clusters/<name>`
-  3. render and review: `capstan render clusters/<name>`; reviews of pull requests: deploy/ci/ in capstan's repository
+  3. render and review: `capstan render clusters/<name>`; reviews of pull requests: deploy/ci/ (copy a job into .github/workflows/ or .gitlab-ci.yml; each names the image to set)
   4. commit and push, then install the Argo CD plugin and ApplicationSet: `kubectl apply -k deploy/argocd` (see README.md)";
+
+/// The placeholders the scaffold's files carry, for `init`'s next steps: the images of the
+/// plugin sidecar and the CI jobs (`registry.example.internal/platform/…`), and the
+/// ApplicationSet's repository URL unless `--repo-url` set it.
+pub fn placeholders(repo_url_set: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if !repo_url_set {
+        out.push(format!(
+            "deploy/argocd/applicationset.yaml: repoURL `{}` (or run init again with --repo-url into an empty directory)",
+            argocd::REPO_URL_PLACEHOLDER
+        ));
+    }
+    out.push(
+        "deploy/argocd/repo-server-patch.yaml: the sidecar image `registry.example.internal/platform/capstan:…` (built from capstan's deploy/image/Dockerfile, target plugin)".into(),
+    );
+    out.push(
+        "deploy/ci/*.yml: the job image `registry.example.internal/platform/capstan-ci:…` (target ci)".into(),
+    );
+    out
+}
 
 /// Every file of the scaffold, by path relative to the repository root.
 pub fn files(
@@ -129,8 +187,10 @@ pub fn files(
     let mut out = vec![
         (".sops.yaml".to_string(), sops_yaml(&checked)),
         ("README.md".to_string(), README.to_string()),
+        (".gitignore".to_string(), GITIGNORE.to_string()),
         ("clusters/.gitkeep".to_string(), String::new()),
     ];
+    out.extend(CI_FILES.iter().map(|(p, t)| (p.to_string(), t.to_string())));
     out.extend(
         SHIPPED_OVERLAYS
             .iter()
@@ -150,6 +210,45 @@ pub fn files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_shipped_ci_file_is_scaffolded_and_the_gitignore_covers_the_work_files() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut on_disk: Vec<String> = std::fs::read_dir(root.join("deploy/ci"))
+            .unwrap()
+            .map(|e| format!("deploy/ci/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = CI_FILES.iter().map(|(p, _)| p.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, on_disk);
+        let f = files(&[R.to_string()], None).unwrap();
+        let ignore = &f.iter().find(|(p, _)| p == ".gitignore").unwrap().1;
+        for pattern in [".*.capstan-lock", ".*.capstan-new-*", "/dump/"] {
+            assert!(ignore.lines().any(|l| l == pattern), "{pattern}: {ignore}");
+        }
+        assert!(f.iter().any(|(p, _)| p == "deploy/ci/gitlab-ci.yml"));
+        // Each placeholder named is in the files it names.
+        let has = |path_prefix: &str, text: &str| {
+            f.iter()
+                .any(|(p, t)| p.starts_with(path_prefix) && t.contains(text))
+        };
+        let named = placeholders(false);
+        assert!(named[0].contains(argocd::REPO_URL_PLACEHOLDER));
+        assert!(has(
+            "deploy/argocd/applicationset.yaml",
+            argocd::REPO_URL_PLACEHOLDER
+        ));
+        assert!(has(
+            "deploy/argocd/repo-server-patch.yaml",
+            "registry.example.internal/platform/capstan:"
+        ));
+        assert!(has(
+            "deploy/ci/",
+            "registry.example.internal/platform/capstan-ci:"
+        ));
+        assert_eq!(placeholders(true).len(), named.len() - 1);
+    }
 
     #[test]
     fn every_shipped_overlay_file_is_scaffolded() {
