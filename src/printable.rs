@@ -1,5 +1,5 @@
 //! Text from inputs made safe to print: on a terminal or a CI log ([`escape`] for text that
-//! may span lines, [`line`] for a name or a value that must stay on its line, as git's
+//! may span lines, [`line()`] for a name or a value that must stay on its line, as git's
 //! `core.quotePath` and `ls` quote file names), and in a Markdown comment ([`md_text`],
 //! [`md_code`], [`md_cell_code`], [`md_fence`]). Input is untrusted: a name, a key or a
 //! value may carry an ANSI escape, a carriage return that overwrites the line, a
@@ -7,7 +7,7 @@
 //! block, fakes a heading, splits a table cell, links or mentions someone.
 //!
 //! On a terminal every control character (C0, DEL, C1) and every bidirectional formatting
-//! character is written escaped as `\u{1b}` (line breaks and tabs too in [`line`]);
+//! character is written escaped as `\u{1b}` (line breaks and tabs too in [`line()`]);
 //! everything else, and so every ordinary name, is printed as it is.
 
 use std::borrow::Cow;
@@ -76,7 +76,7 @@ pub fn line(text: &str) -> Cow<'_, str> {
 
 /// `text` as Markdown text on one line, wherever GitHub and GitLab render it: a
 /// paragraph, a list item, a heading, a table cell, or inside an HTML block such as
-/// `<summary><code>…</code></summary>`. As [`line`] for control characters; the characters
+/// `<summary><code>…</code></summary>`. As [`line()`] for control characters; the characters
 /// that Markdown or HTML would read (`&` `<` `>` `|` `` ` `` `*` `_` `[` `]` `~` `\` `#`
 /// `$`, GitHub's math) are written as numeric character references, which both decode to the
 /// character as text and none of which splits a table cell; an `@` is followed by a zero
@@ -123,7 +123,7 @@ fn longest_backtick_run(text: &str) -> usize {
     longest
 }
 
-/// `text` as a Markdown inline code span outside a table: [`line`]'s escapes inside a
+/// `text` as a Markdown inline code span outside a table: [`line()`]'s escapes inside a
 /// backtick run longer than any in `text` (padded with a space when `text` starts or
 /// ends with a backtick, as CommonMark strips one). Nothing inside a code span is read as
 /// Markdown, HTML, a link or a mention.
@@ -154,7 +154,7 @@ pub fn md_fence(body: &str) -> String {
     "`".repeat((longest_backtick_run(body) + 1).max(3))
 }
 
-/// A path as messages name it: its `display()` text as [`line`], so a file or directory
+/// A path as messages name it: its `display()` text as [`line()`], so a file or directory
 /// name cannot start a line of its own in a message that spans lines (an error's causes),
 /// nor carry a control or bidirectional character.
 pub trait Label {

@@ -141,7 +141,7 @@ macro_rules! drain_command {
     };
 }
 
-/// The drain command of the runbooks ([`drain_command`]).
+/// The drain command of the runbooks (`drain_command`).
 pub const DRAIN: &str = drain_command!();
 
 /// What to do when a drain waits on a PodDisruptionBudget, for the runbooks.

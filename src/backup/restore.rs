@@ -9,7 +9,7 @@
 //! so every TalosControlPlane stays paused (`cluster.x-k8s.io/paused`, which CACPPT v0.5.12
 //! honours, `taloscontrolplane_controller.go:117`) until it has its status back, on the
 //! temporary cluster and again on the permanent one. No provider is scaled to 0: each
-//! serves failurePolicy-Fail webhooks on the kinds `--from-directory` creates ([A36]), so
+//! serves failurePolicy-Fail webhooks on the kinds `--from-directory` creates (\[A36]), so
 //! those that take `--watch-filter` (CABPT, CAPV, the IPAM provider) are held with it.
 //!
 //! Two more upstream facts order the runbook:

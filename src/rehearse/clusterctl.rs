@@ -282,7 +282,7 @@ pub fn saves_secret(secret: &Value, clusters: &[&str], in_graph: &dyn Fn(&str) -
 }
 
 /// The admission webhooks with `failurePolicy: Fail` on CREATE that refuse an object of a
-/// kind while the provider serving them runs no pod [A36]: `clusterctl move --from-directory`
+/// kind while the provider serving them runs no pod \[A36]: `clusterctl move --from-directory`
 /// creates each object with a plain `Create` (`restoreTargetObject`, cluster-api v1.10.10
 /// `mover.go:1126`), which the API server refuses when the webhook's Service has no
 /// endpoint. Kind, then the provider (its `cluster.x-k8s.io/provider` label).

@@ -183,7 +183,7 @@ pub fn script(job: &Value) -> Option<&str> {
 }
 
 /// A Job as the Job controller runs it: a new pod after a failed or killed one, up to
-/// `backoffLimit` retries, the controller's back-off between them [A31]. Every pod's run.
+/// `backoffLimit` retries, the controller's back-off between them \[A31]. Every pod's run.
 pub fn run_job(world: &Arc<Mutex<World>>, job: &Value) -> Result<Vec<PodRun>, RehearseError> {
     let name = job["metadata"]["name"].as_str().unwrap_or("a Job");
     let Some(script) = script(job) else {

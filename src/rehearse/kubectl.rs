@@ -386,7 +386,7 @@ impl World {
     }
 
     /// An Update (`kubectl annotate`): a changed or added field is the updater's alone; a
-    /// removed one leaves every manager's set [A30].
+    /// removed one leaves every manager's set \[A30].
     pub fn update_annotation(&mut self, manager: &str, key: &str, value: Option<&str>) {
         let Some(tcp) = &mut self.tcp else { return };
         match value {

@@ -21,20 +21,20 @@ pub const MANAGER_ARGO: &str = "argocd-controller";
 /// The field manager of `kubectl annotate` (an Update).
 pub const MANAGER_ANNOTATE: &str = "kubectl-annotate";
 
-/// Seconds from a VM's creation to its address (vSphere clone and boot) [A20].
+/// Seconds from a VM's creation to its address (vSphere clone and boot) \[A20].
 pub const IP_AFTER: u64 = 90;
 /// Seconds from creation to joining etcd as a learner through the `kubernetes` endpoints
-/// [A21].
+/// \[A21].
 pub const JOIN_AFTER: u64 = 150;
-/// Seconds from joining to the learner's promotion to voter [A21].
+/// Seconds from joining to the learner's promotion to voter \[A21].
 pub const PROMOTE_AFTER: u64 = 10;
-/// Seconds from creation to the kubelet's Node [A20].
+/// Seconds from creation to the kubelet's Node \[A20].
 pub const NODE_AFTER: u64 = 170;
-/// Seconds a drain takes when every PodDisruptionBudget allows it [A15].
+/// Seconds a drain takes when every PodDisruptionBudget allows it \[A15].
 pub const DRAIN_SECONDS: u64 = 30;
-/// Seconds CAPV takes to power off and delete a VM [A16].
+/// Seconds CAPV takes to power off and delete a VM \[A16].
 pub const VM_DELETE_SECONDS: u64 = 20;
-/// The longest a VIP has no holder after its holder left etcd or stopped [A24].
+/// The longest a VIP has no holder after its holder left etcd or stopped \[A24].
 pub const VIP_FAILOVER: u64 = 60;
 
 /// Which control-plane provider the flavour runs [A1, A9].
@@ -44,7 +44,7 @@ pub enum ControlPlaneProvider {
     #[default]
     SideroV05,
     /// The community fork (flavour `v1beta2`): v0.5.12's reconcile, plus KCP-style preflight
-    /// checks before every scale-up [A9].
+    /// checks before every scale-up \[A9].
     CommunityV09,
 }
 
@@ -62,14 +62,14 @@ pub struct Facts {
     /// The control-plane provider.
     pub provider: ControlPlaneProvider,
     /// Whether a vSphere cloud provider sets `Node.spec.providerID` (without one no Machine
-    /// ever gets a nodeRef, B2) [A13].
+    /// ever gets a nodeRef, B2) \[A13].
     pub cpi: bool,
 }
 
 /// A VM and the Talos (or kubeadm) node on it.
 #[derive(Debug, Clone)]
 pub struct Vm {
-    /// VM name = Machine name = hostname = etcd member name [A16].
+    /// VM name = Machine name = hostname = etcd member name \[A16].
     pub name: String,
     /// A control-plane VM.
     pub control_plane: bool,
@@ -125,7 +125,7 @@ pub struct Machine {
     pub provider_id: String,
     /// `status.nodeRef`.
     pub node_ref: Option<String>,
-    /// `status.addresses` copied from the infrastructure machine [A12].
+    /// `status.addresses` copied from the infrastructure machine \[A12].
     pub addresses: bool,
     /// `spec.version`.
     pub version: String,
@@ -196,17 +196,17 @@ pub struct Tcp {
     pub vip_config: bool,
     /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
-    /// Field managers of each annotation (server-side apply bookkeeping) [A30].
+    /// Field managers of each annotation (server-side apply bookkeeping) \[A30].
     pub owners: BTreeMap<String, BTreeSet<String>>,
-    /// Annotation keys in kubectl's last-applied configuration (client-side apply) [A32].
+    /// Annotation keys in kubectl's last-applied configuration (client-side apply) \[A32].
     pub last_applied: BTreeSet<String>,
     /// `status.bootstrapped`.
     pub bootstrapped: bool,
-    /// `status.version`: the lowest version of its Machines [A5].
+    /// `status.version`: the lowest version of its Machines \[A5].
     pub status_version: Option<String>,
     /// `status.ready`.
     pub ready: bool,
-    /// The `EtcdClusterHealthy` condition [A6].
+    /// The `EtcdClusterHealthy` condition \[A6].
     pub etcd_healthy: bool,
     /// Why the provider's last reconcile waited, if it did.
     pub waiting: Option<String>,
@@ -240,7 +240,7 @@ pub struct Ms {
     pub template: (String, String, String),
     /// `spec.replicas`.
     pub replicas: u64,
-    /// The preflight check holding its scale-up or remediation, if one does [A8].
+    /// The preflight check holding its scale-up or remediation, if one does \[A8].
     pub hold: Option<String>,
 }
 
@@ -249,7 +249,7 @@ pub struct Ms {
 pub enum MaxUnhealthy {
     /// A number of Machines.
     Count(u64),
-    /// A percentage of the Machines it targets, rounded down [A18].
+    /// A percentage of the Machines it targets, rounded down \[A18].
     Percent(u64),
 }
 
@@ -355,7 +355,7 @@ pub struct World {
     /// `Cluster.spec.paused` (set by `clusterctl move` while it runs).
     pub cluster_paused: bool,
     /// `Cluster.status.controlPlaneReady`: set once the control plane reports ready, and
-    /// kept [A34].
+    /// kept \[A34].
     pub control_plane_ready: bool,
     /// MachineDeployments by name.
     pub deployments: BTreeMap<String, Md>,
@@ -416,7 +416,7 @@ pub struct World {
     /// Running Talos members the etcd audit removed.
     pub audit_removed_talos: Vec<String>,
     /// Machines for which the bootstrap provider generated a new Talos PKI (no
-    /// `<cluster>-talos` Secret when their TalosConfig was reconciled) [A10].
+    /// `<cluster>-talos` Secret when their TalosConfig was reconciled) \[A10].
     pub generated_pki: Vec<String>,
     /// Machine creations admission refused.
     pub denied: usize,
@@ -550,7 +550,7 @@ impl World {
 
     /// Whether an address (or a kubeadm node name) serves the Kubernetes API: a running
     /// kubeadm control-plane node, or a Talos control-plane VM whose etcd member is a voter
-    /// (Talos starts kube-apiserver only once its etcd is healthy) [A22].
+    /// (Talos starts kube-apiserver only once its etcd is healthy) \[A22].
     pub fn serves(&self, backend: &str) -> bool {
         if !self.etcd_has_quorum() {
             return false;
@@ -768,7 +768,7 @@ impl World {
         Some(v)
     }
 
-    /// The admission policies judge one request [A11].
+    /// The admission policies judge one request \[A11].
     pub fn admit(
         &self,
         (group, resource, operation): (&str, &str, &str),
@@ -1019,7 +1019,7 @@ impl World {
     }
 
     /// With as many Machines as replicas and `status.bootstrapped` false: the Bootstrap RPC
-    /// unless a machine has `/var/lib/etcd/member` [A7].
+    /// unless a machine has `/var/lib/etcd/member` \[A7].
     fn cacppt_bootstrap(&mut self, cp: &[Machine]) {
         let vms: Vec<Vm> = cp
             .iter()
@@ -1050,7 +1050,7 @@ impl World {
     }
 
     /// Create a machine as the providers do: the VSphereMachine first, then the Machine, each
-    /// through admission [A11]. `deployment` and its MachineSet for a worker.
+    /// through admission \[A11]. `deployment` and its MachineSet for a worker.
     pub(super) fn create_machine(&mut self, worker: Option<(&str, &Ms)>) -> bool {
         let control_plane = worker.is_none();
         if control_plane
@@ -1166,7 +1166,7 @@ impl World {
 
     /// Talos's VIP: an etcd election among the control-plane nodes whose config carries it,
     /// first come first served; the holder drops it when its etcd stops, and a holder that
-    /// could not revoke its lease blocks the next one for up to [`VIP_FAILOVER`] [A24].
+    /// could not revoke its lease blocks the next one for up to [`VIP_FAILOVER`] \[A24].
     fn vip(&mut self) {
         if self.endpoint.vip.is_none() {
             return;
@@ -1230,7 +1230,7 @@ impl World {
     }
 
     /// `clusterctl move` brings back what its object graph holds: the Machines with their
-    /// providerID and spec, not their status (so no `status.bootstrapped` either) [A33].
+    /// providerID and spec, not their status (so no `status.bootstrapped` either) \[A33].
     pub fn restore_machines(&mut self) {
         let vms: Vec<Vm> = self
             .vms

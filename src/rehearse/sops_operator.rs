@@ -3,7 +3,7 @@
 //! Argo CD brings the SopsSecrets back to Secrets that a backup or the runbook created.
 //!
 //! The operator's `Reconcile` (`internal/controllers/sopssecret_controller.go`, the
-//! v1alpha3 controller, [A35]) does, per `spec.secretTemplates[]` entry:
+//! v1alpha3 controller, \[A35]) does, per `spec.secretTemplates[]` entry:
 //! 1. `newKubeSecretFromTemplate`: a Secret named after the template, in the SopsSecret's
 //!    namespace, with the template's type, labels and annotations and the SopsSecret as its
 //!    controller (`controllerutil.SetControllerReference`);

@@ -14,7 +14,7 @@ impl World {
     }
 
     /// The MachineDeployment controller's rolling update: maxSurge 1, maxUnavailable 0 (CAPI's
-    /// defaults) [A14].
+    /// defaults) \[A14].
     pub(super) fn machine_deployments(&mut self) {
         let names: Vec<String> = self.deployments.keys().cloned().collect();
         for d in names {
@@ -99,7 +99,7 @@ impl World {
     }
 
     /// The MachineSet preflight checks before a scale-up or a remediation (cluster-api
-    /// v1.10.10 `machineset_preflight.go`) [A8].
+    /// v1.10.10 `machineset_preflight.go`) \[A8].
     pub fn preflight(&self, ms: &Ms) -> Option<String> {
         let Some(tcp) = &self.tcp else {
             return Some("failed to get ControlPlane".into());
@@ -205,7 +205,7 @@ impl World {
 
     /// MachineHealthChecks: a worker whose node is NotReady longer than the timeout, or
     /// without a node past the startup timeout, is marked, unless more than maxUnhealthy of
-    /// its pool are [A18].
+    /// its pool are \[A18].
     pub(super) fn health_checks_reconcile(&mut self) {
         let checks: Vec<Mhc> = self.health_checks.values().cloned().collect();
         for c in checks {
@@ -259,7 +259,7 @@ impl World {
     }
 
     /// The cluster autoscaler: pending Pods raise an autoscaled pool's replicas through the
-    /// scale subresource, within its size annotations [A19].
+    /// scale subresource, within its size annotations \[A19].
     pub(super) fn autoscaler(&mut self) {
         let pending: Vec<(String, u64)> =
             self.pending.iter().map(|(k, v)| (k.clone(), *v)).collect();
