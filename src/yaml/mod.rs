@@ -35,9 +35,16 @@ pub struct YamlError {
 /// (`010`, `0644`); unknown tags are refused; a block scalar that ends the text without a
 /// line break is refused (kubectl reads a final newline into it, YAML 1.2 readers do not).
 pub fn parse_stream(text: &str) -> Result<Vec<Value>, YamlError> {
+    // Read whole first: every file a render reads, in one pass and no scan for markers. Only
+    // a stream that fails and holds more documents than a piece is read again in pieces;
+    // the parsers' budgets bound what its first attempt cost.
+    let whole = parse_whole(text);
+    if whole.is_ok() {
+        return whole;
+    }
     let markers = document_markers(text);
     if markers.len() <= PIECE_DOCUMENTS {
-        return parse_whole(text);
+        return whole;
     }
     // A long stream (a fleet's render: 5,000 clusters are ~100,000 documents) is read in
     // pieces of PIECE_DOCUMENTS documents, each split at a document marker, so the parsers'

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use super::parity::items;
+use super::parity::{describe_difference, items};
 use super::{not_compared, Cx, Finding, Severity};
 use crate::inputs::kubeadm::FlagMap;
 
@@ -390,14 +390,7 @@ impl Cx<'_> {
             return;
         }
         let describe = |d: &ComponentFlagDifference| {
-            format!(
-                "`--{}`: kubeadm `{}`, Talos {}",
-                d.name,
-                d.kubeadm,
-                d.talos
-                    .as_deref()
-                    .map_or(format!("{bin}'s default"), |t| format!("`{t}`"))
-            )
+            describe_difference(&d.name, &d.kubeadm, d.talos.as_deref(), bin)
         };
         let behaviour = diffs.iter().any(|d| !d.tuning);
         let carry: Vec<String> = diffs

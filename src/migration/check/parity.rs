@@ -701,6 +701,20 @@ fn observability_only(name: &str) -> bool {
     name.starts_with("audit-") || name == "profiling" || name == "v" || name.starts_with("log")
 }
 
+/// One flag's difference as the findings say it: kubeadm's value, then Talos's, or the
+/// component's default when Talos sets none.
+pub(super) fn describe_difference(
+    name: &str,
+    kubeadm: &str,
+    talos: Option<&str>,
+    component: &str,
+) -> String {
+    format!(
+        "`--{name}`: kubeadm `{kubeadm}`, Talos {}",
+        talos.map_or(format!("{component}'s default"), |t| format!("`{t}`"))
+    )
+}
+
 /// The items of a comma-separated flag value, trimmed, empty ones left out.
 pub(super) fn items(list: &str) -> Vec<&str> {
     list.split(',')
@@ -876,14 +890,7 @@ impl Cx<'_> {
             return;
         }
         let describe = |d: &FlagDifference| {
-            format!(
-                "`--{}`: kubeadm `{}`, Talos {}",
-                d.name,
-                d.kubeadm,
-                d.talos
-                    .as_deref()
-                    .map_or("kube-apiserver's default".to_string(), |t| format!("`{t}`"))
-            )
+            describe_difference(&d.name, &d.kubeadm, d.talos.as_deref(), "kube-apiserver")
         };
         let blocking: Vec<&FlagDifference> = diffs
             .iter()
