@@ -597,9 +597,9 @@ fn sops_config_in_step(c: &inputs::ClusterInput, files: &[(String, Vec<u8>)]) ->
              \"{}\"",
             line(&label),
             line(&paths.join(", ")),
-            if missing.is_empty() { "none".into() } else { missing.join(", ") },
-            if extra.is_empty() { "none".into() } else { extra.join(", ") },
-            c.config.spec.recipients.join(",")
+            if missing.is_empty() { "none".into() } else { line(&missing.join(", ")).into_owned() },
+            if extra.is_empty() { "none".into() } else { line(&extra.join(", ")).into_owned() },
+            line(&c.config.spec.recipients.join(","))
         )?;
     }
     if !unmatched.is_empty() {

@@ -40,10 +40,11 @@ pub struct SopsConfigError {
 /// to the directory holding it; `None` when it has no `creation_rules` (sops then uses the
 /// command line's keys).
 pub fn rule_for(config: &Value, file: &str, rel: &str) -> Result<Option<Rule>, SopsConfigError> {
+    // The file's own text (a regular expression the regex crate quotes back) is escaped.
     let err = |field: String, message: &str| SopsConfigError {
         file: file.to_string(),
         field,
-        message: message.to_string(),
+        message: crate::printable::line(message).into_owned(),
     };
     let Some(rules) = config.get("creation_rules") else {
         return Ok(None);
