@@ -1437,3 +1437,53 @@ fn a_revert_to_prepare_never_scales_the_running_control_plane_down() {
     assert_eq!((w.cp_machines(), w.members.len()), (3, members));
     assert_safe(&w, "revert to prepare");
 }
+
+/// The shims' calls survive other threads' `fork`s: a forked child holds a copy of every
+/// descriptor the model has open until its `exec`, which once dropped a request (the FIFO's
+/// buffer went with the copy) or ended a shim's read before its answer, and a CI run hung.
+/// Two threads spawn processes while a pod makes 400 calls; each must reach the model in
+/// order and get its own answer back.
+#[test]
+fn every_call_gets_its_own_answer_while_other_threads_fork() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let world = Arc::new(Mutex::new(lab_f(false)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let forkers: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut spawned = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::process::Command::new("true").status();
+                    spawned += 1;
+                }
+                spawned
+            })
+        })
+        .collect();
+    let script = r#"i=0
+while [ "$i" -lt 400 ]; do
+  i=$((i + 1))
+  out=$(kubectl get "call-$i" 2>&1) && exit 8
+  case "$out" in
+    *"\"call-$i\""*) ;;
+    *) echo "call $i was answered: $out"; exit 9 ;;
+  esac
+done"#;
+    let run = jobs::run_pod(&world, script);
+    stop.store(true, Ordering::Relaxed);
+    let spawned: u32 = forkers.into_iter().map(|f| f.join().unwrap_or(0)).sum();
+    let run = run.expect("the pod ran");
+    assert_eq!(run.code, Some(0), "{}", run.output);
+    let w = world.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(w.calls, 400, "every call reached the model once");
+    assert!(
+        w.trace
+            .iter()
+            .enumerate()
+            .all(|(n, t)| t == &format!("get call-{}", n + 1)),
+        "in order: {:?}",
+        &w.trace[..w.trace.len().min(5)]
+    );
+    assert!(spawned > 0, "the other threads spawned processes meanwhile");
+}

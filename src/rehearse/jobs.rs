@@ -5,8 +5,17 @@
 //! own (the migration templates cannot be overridden and an overlay cannot change a
 //! migration object); it runs with an empty environment, a private temporary directory as
 //! its home, and a `PATH` of the shims and the system's utilities.
+//!
+//! The model holds both FIFOs open for reading and writing for the whole pod, so a FIFO
+//! never reaches end-of-file and its buffer never goes away between calls. A FIFO opened
+//! and closed per call is not safe in a test binary: another thread's `fork` copies the
+//! model's descriptor into a child until that child's `exec`, and a request written while
+//! only that copy read the FIFO was dropped with it (the kernel frees a FIFO's buffer when
+//! its last descriptor closes), or a shim read end-of-file before its answer, so the model
+//! waited for a request that never came (a CI run hung so). Each request is framed by its
+//! field count, each answer is one line; a shim's `read` takes exactly one.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,7 +28,7 @@ use super::RehearseError;
 
 const SHIM: &str = r#"#!/bin/sh
 # Forwards this call to the model over a FIFO and replays the answer.
-printf '%s\0' "${0##*/}" "$@" > "$SIM/req"
+printf '%s\0' "$#" "${0##*/}" "$@" > "$SIM/req"
 read -r _ < "$SIM/resp"
 cat "$SIM/out"
 cat "$SIM/err" >&2
@@ -28,8 +37,15 @@ if [ "$code" = kill ]; then kill -KILL 0; fi
 exit "$code"
 "#;
 
+/// The field that stops the model's thread wherever it is in a request: a pod killed inside
+/// its `printf` leaves a partial request, and the model must still stop.
+const QUIT: &str = "\u{1}capstan-quit";
+
 /// The longest one pod may run in real time.
 const POD_REAL_TIME: Duration = Duration::from_secs(120);
+
+/// How long the model's thread may take to stop once its pod ended.
+const MODEL_STOP: Duration = Duration::from_secs(30);
 
 /// How a Job's pod ended.
 #[derive(Debug, Clone)]
@@ -71,6 +87,15 @@ pub fn run_pod(world: &Arc<Mutex<World>>, script: &str) -> Result<PodRun, Rehear
             message: format!("a FIFO: {e}"),
         })?;
     }
+    // Linux opens a FIFO for reading and writing without waiting for a peer (fifo(7)).
+    let fifo = |name: &str| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(sim.join(name))
+            .map_err(job_io("a FIFO"))
+    };
+    let (req, resp) = (fifo("req")?, fifo("resp")?);
     let log = sim.join("pod.log");
     let errlog = sim.join("pod.err");
     let path = format!("{}:/usr/bin:/bin", bin.display());
@@ -88,11 +113,18 @@ pub fn run_pod(world: &Arc<Mutex<World>>, script: &str) -> Result<PodRun, Rehear
         .process_group(0)
         .spawn()
         .map_err(job_io(&shell))?;
-    let server = {
+    // What the model's thread is doing, for the message when a pod or the thread hangs.
+    let doing = Arc::new(Mutex::new(String::from("waiting for the first call")));
+    let (done, served) = std::sync::mpsc::channel();
+    {
         let world = Arc::clone(world);
         let sim = sim.clone();
-        std::thread::spawn(move || serve(&world, &sim))
-    };
+        let doing = Arc::clone(&doing);
+        std::thread::spawn(move || {
+            let _ = done.send(serve(&world, &sim, req, resp, &doing));
+        });
+    }
+    let doing_now = || doing.lock().map(|d| d.clone()).unwrap_or_default();
     let started = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().map_err(job_io("the pod"))? {
@@ -107,17 +139,31 @@ pub fn run_pod(world: &Arc<Mutex<World>>, script: &str) -> Result<PodRun, Rehear
         }
         std::thread::sleep(Duration::from_millis(2));
     };
-    // Stop the server: it waits for a request.
+    // Stop the server: it waits for a request. The model holds the FIFO open, so this
+    // open never waits for a reader.
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .write(true)
         .open(sim.join("req"))
     {
-        let _ = f.write_all(b"quit\0");
+        let _ = f.write_all(format!("{QUIT}\0").as_bytes());
     }
-    let served = server.join().map_err(|_| RehearseError::Job {
-        message: "the model thread panicked".into(),
-    })?;
-    served?;
+    match served.recv_timeout(MODEL_STOP) {
+        Ok(served) => served?,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            return Err(RehearseError::Job {
+                message: format!(
+                    "the model's thread did not stop within {} s of the pod's end; it was {}",
+                    MODEL_STOP.as_secs(),
+                    doing_now()
+                ),
+            })
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            return Err(RehearseError::Job {
+                message: format!("the model's thread panicked; it was {}", doing_now()),
+            })
+        }
+    }
     let output = format!(
         "{}{}",
         std::fs::read_to_string(&log).unwrap_or_default(),
@@ -126,8 +172,9 @@ pub fn run_pod(world: &Arc<Mutex<World>>, script: &str) -> Result<PodRun, Rehear
     let Some(status) = status else {
         return Err(RehearseError::Job {
             message: format!(
-                "a Job script ran for over {} s of real time:\n{output}",
-                POD_REAL_TIME.as_secs()
+                "a Job script ran for over {} s of real time (the model was {}):\n{output}",
+                POD_REAL_TIME.as_secs(),
+                doing_now()
             ),
         });
     };
@@ -137,42 +184,72 @@ pub fn run_pod(world: &Arc<Mutex<World>>, script: &str) -> Result<PodRun, Rehear
     })
 }
 
-/// Answer the shims' calls until told to quit.
-fn serve(world: &Arc<Mutex<World>>, sim: &Path) -> Result<(), RehearseError> {
-    loop {
-        let mut req = Vec::new();
-        std::fs::File::open(sim.join("req"))
-            .and_then(|mut f| f.read_to_end(&mut req))
+/// Answer the shims' calls until told to quit: each request is its argument count, then the
+/// shim's name and its arguments, every field ended by a NUL.
+fn serve(
+    world: &Arc<Mutex<World>>,
+    sim: &Path,
+    req: std::fs::File,
+    mut resp: std::fs::File,
+    doing: &Mutex<String>,
+) -> Result<(), RehearseError> {
+    let set = |what: String| {
+        if let Ok(mut d) = doing.lock() {
+            *d = what;
+        }
+    };
+    use std::io::BufRead;
+    let mut req = std::io::BufReader::new(req);
+    // `None` for the quit field.
+    let mut field = || -> Result<Option<String>, RehearseError> {
+        let mut f = Vec::new();
+        req.read_until(0, &mut f)
             .map_err(job_io("the request FIFO"))?;
-        let mut args: Vec<String> = req
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if args.last().is_some_and(String::is_empty) {
-            args.pop();
+        if f.pop() != Some(0) {
+            return Err(RehearseError::Job {
+                message: "the request FIFO ended inside a request".into(),
+            });
         }
-        if args.first().map(String::as_str) == Some("quit") || args.is_empty() {
+        let f = String::from_utf8_lossy(&f).into_owned();
+        Ok((f != QUIT).then_some(f))
+    };
+    loop {
+        let Some(count) = field()? else {
             return Ok(());
+        };
+        let Ok(count) = count.parse::<usize>() else {
+            return Err(RehearseError::Job {
+                message: format!("a request without its field count: {count:?}"),
+            });
+        };
+        let Some(shim) = field()? else {
+            return Ok(());
+        };
+        let mut args = Vec::with_capacity(count.min(64));
+        for _ in 0..count {
+            let Some(a) = field()? else {
+                return Ok(());
+            };
+            args.push(a);
         }
+        let call = crate::printable::line(&format!("{shim} {}", args.join(" "))).into_owned();
+        set(format!("answering `{call}`"));
         let reply = {
             let mut w = lock(world);
-            match args[0].as_str() {
+            match shim.as_str() {
                 "sleep" => {
-                    let secs: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+                    let secs: u64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(1);
                     w.advance(secs);
                     Reply::ok("")
                 }
-                _ => w.kubectl(&args[1..]),
+                _ => w.kubectl(&args),
             }
         };
         std::fs::write(sim.join("out"), &reply.out).map_err(job_io("a reply"))?;
         std::fs::write(sim.join("err"), &reply.err).map_err(job_io("a reply"))?;
         std::fs::write(sim.join("code"), &reply.code).map_err(job_io("a reply"))?;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(sim.join("resp"))
-            .and_then(|mut f| f.write_all(b"1\n"))
-            .map_err(job_io("the reply FIFO"))?;
+        resp.write_all(b"1\n").map_err(job_io("the reply FIFO"))?;
+        set(format!("waiting for the call after `{call}`"));
     }
 }
 
