@@ -179,7 +179,8 @@ pub fn decrypt(
         message,
     };
     let reader = age::armor::ArmoredReader::new(ciphertext);
-    let dec = age::Decryptor::new(reader).map_err(|e| fail(format!("not an age file: {e}")))?;
+    let dec =
+        age::Decryptor::new_buffered(reader).map_err(|e| fail(format!("not an age file: {e}")))?;
     let mut stream = dec
         .decrypt(identities.iter().map(|i| i as &dyn age::Identity))
         .map_err(|e| match e {

@@ -994,7 +994,7 @@ fn check_armor(enc: &str) -> Result<(), &'static str> {
     age::armor::ArmoredReader::new(text.as_bytes())
         .read_to_end(&mut bytes)
         .map_err(|_| "is not a well-formed ASCII-armored age file (broken armor)")?;
-    age::Decryptor::new(&bytes[..]).map_err(|_| "holds no age header that parses")?;
+    age::Decryptor::new_buffered(&bytes[..]).map_err(|_| "holds no age header that parses")?;
     Ok(())
 }
 
@@ -1003,7 +1003,7 @@ fn unwrap_stanza(
     identities: &[x25519::Identity],
 ) -> Result<Zeroizing<Vec<u8>>, age::DecryptError> {
     let reader = age::armor::ArmoredReader::new(enc.trim_start().as_bytes());
-    let decryptor = age::Decryptor::new(reader)?;
+    let decryptor = age::Decryptor::new_buffered(reader)?;
     let mut stream = decryptor.decrypt(identities.iter().map(|i| i as &dyn age::Identity))?;
     let mut out = Zeroizing::new(Vec::with_capacity(KEY_LEN));
     stream.read_to_end(&mut out)?;
