@@ -69,6 +69,9 @@ fn is_root() -> bool {
 
 /// These tests switch to the image's UID with setpriv: they need root (CI runs as root).
 fn need_root() {
+    need("setpriv", &["--version"]);
+    need("curl", &["--version"]);
+    need("jq", &["--version"]);
     assert!(
         is_root(),
         "needs root: the CI template tests run the job scripts as the image's UID with setpriv"
@@ -447,6 +450,7 @@ fn posted_body(r: &Request) -> String {
 }
 
 #[test]
+#[ignore = "needs root, setpriv, git, curl and jq (run by .ci/run with --include-ignored)"]
 fn gitlab_job_creates_its_note_beside_a_fake_one_and_never_touches_another_users_note() {
     let fake = format!("{MARKER}\n## capstan diff\n\nNothing to see: all clusters unchanged.\n");
     for layout in [Layout::RootUmask0000, Layout::ChownedToImageUser] {
@@ -492,6 +496,7 @@ fn gitlab_job_creates_its_note_beside_a_fake_one_and_never_touches_another_users
 }
 
 #[test]
+#[ignore = "needs root, setpriv, git, curl and jq (run by .ci/run with --include-ignored)"]
 fn gitlab_job_updates_its_own_note_found_on_a_later_page_and_fails_on_a_high_risk() {
     let fake = format!("{MARKER}\n## capstan diff\n\nfake");
     let mut notes: Vec<Value> = (0..150)
@@ -529,6 +534,7 @@ fn gitlab_job_updates_its_own_note_found_on_a_later_page_and_fails_on_a_high_ris
 }
 
 #[test]
+#[ignore = "needs root, setpriv, git, curl and jq (run by .ci/run with --include-ignored)"]
 fn gitlab_job_without_a_token_reviews_and_leaves_the_report_as_its_artifact() {
     let r = run_gitlab(
         Layout::RootUmask0000,
@@ -643,6 +649,7 @@ fn run_github_review(container_uid: u32, change: &str) -> (Output, Option<String
 }
 
 #[test]
+#[ignore = "needs root and setpriv (run by .ci/run with --include-ignored)"]
 fn github_review_step_runs_as_the_image_user_in_the_runners_workspace_and_not_as_another() {
     let uid = image_uid();
     for (change, code) in [(LOW_RISK, "0"), (HIGH_RISK, "1")] {
@@ -770,6 +777,7 @@ fn run_comment(scenario: Value, report: Option<&str>) -> Value {
         Some("${{ runner.temp }}/capstan-review")
     );
     env.insert("REVIEW_DIR".into(), dir.display().to_string());
+    need("node", &["--version"]);
     let out = Command::new("node")
         .arg(root().join("tests/fixtures/ci/github-script.js"))
         .args([&script, &file])
@@ -800,6 +808,7 @@ fn writes(result: &Value) -> Vec<Value> {
 const REPORT: &str = "## capstan diff\n\n| cluster | change |\n|---|---|\n| lab-g | deleted |\n";
 
 #[test]
+#[ignore = "needs node (run by .ci/run with --include-ignored)"]
 fn github_comment_is_created_beside_comments_of_other_authors_and_updated_when_its_own() {
     let fake = format!("{MARKER}\n## capstan diff\n\nNothing to see.");
     let same_repo = json!([{"number": 5, "head": {"sha": HEAD_SHA}, "base": {"repo": {"id": 10}}}]);
@@ -843,6 +852,7 @@ fn github_comment_is_created_beside_comments_of_other_authors_and_updated_when_i
 }
 
 #[test]
+#[ignore = "needs node (run by .ci/run with --include-ignored)"]
 fn github_comment_of_a_fork_takes_the_pull_request_from_the_event_not_the_artifact() {
     // The fork's run has no pull_requests; the report names another pull request.
     let pulls = json!([
@@ -880,6 +890,7 @@ fn github_comment_of_a_fork_takes_the_pull_request_from_the_event_not_the_artifa
 }
 
 #[test]
+#[ignore = "needs node (run by .ci/run with --include-ignored)"]
 fn github_comment_refuses_a_changed_review_workflow_and_an_artifact_that_is_not_a_report() {
     let pr = json!([{"number": 5, "head": {"sha": HEAD_SHA}, "base": {"repo": {"id": 10}}}]);
     // The pull request changes the workflow that makes the report.
