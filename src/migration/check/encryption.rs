@@ -19,14 +19,22 @@ fn decode_key(s: &str) -> Option<Zeroizing<Vec<u8>>> {
 }
 
 impl Cx<'_> {
+    /// The encryption findings, one method per finding.
     pub(super) fn encryption(&self, out: &mut Vec<Finding>) {
+        self.encryption_provider(out);
+        self.encryption_key_name(out);
+        self.encryption_missing(out);
+        self.encryption_key_value(out);
+    }
+
+    /// The provider Talos writes with against the recorded and the kubeadm one.
+    fn encryption_provider(&self, out: &mut Vec<Finding>) {
         let enc = &self.i.config.spec.encryption;
         let provider = enc.provider;
         let pname = model::provider_name(provider);
         let reencrypt = "re-encrypt every Secret on the kubeadm side (`kubectl get secrets -A -o json | kubectl replace -f -`)";
         // Talos writes with: secretbox when the bundle has it; aescbc only before Talos 1.3.
         let aescbc_dropped = provider == EncryptionProvider::Aescbc && self.talos_at_least(3);
-
         // --- encryption-provider
         let id = "encryption-provider";
         if aescbc_dropped {
@@ -133,7 +141,13 @@ impl Cx<'_> {
             )),
             None => {}
         }
+    }
 
+    /// The key name Talos writes under against the kubeadm EncryptionConfiguration.
+    fn encryption_key_name(&self, out: &mut Vec<Finding>) {
+        let enc = &self.i.config.spec.encryption;
+        let provider = enc.provider;
+        let reencrypt = "re-encrypt every Secret on the kubeadm side (`kubectl get secrets -A -o json | kubectl replace -f -`)";
         // --- encryption-key-name
         let id = "encryption-key-name";
         match &self.i.encryption {
@@ -261,7 +275,15 @@ impl Cx<'_> {
                 }
             },
         }
+    }
 
+    /// Whether each side encrypts at all.
+    fn encryption_missing(&self, out: &mut Vec<Finding>) {
+        let enc = &self.i.config.spec.encryption;
+        let provider = enc.provider;
+        let pname = model::provider_name(provider);
+        // Talos writes with: secretbox when the bundle has it; aescbc only before Talos 1.3.
+        let aescbc_dropped = provider == EncryptionProvider::Aescbc && self.talos_at_least(3);
         // --- encryption-missing: does each side encrypt?
         let id = "encryption-missing";
         let (kubeadm_encrypts, kubeadm_src) = if let Some(e) = &self.i.encryption {
@@ -359,7 +381,10 @@ impl Cx<'_> {
                 .fix("import again from the kubeadm files (capstan carries no encryption secret when kubeadm has none; `talosctl gen secrets` always adds one), or first enable the same EncryptionConfiguration on every kubeadm apiserver"),
             );
         }
+    }
 
+    /// The key value of the bundle against the kubeadm key of that name.
+    fn encryption_key_value(&self, out: &mut Vec<Finding>) {
         // --- encryption-key-value
         let id = "encryption-key-value";
         match (&self.i.encryption, &self.i.bundle) {
