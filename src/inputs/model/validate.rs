@@ -50,6 +50,25 @@ impl ClusterConfig {
             }
         }
 
+        self.validate_endpoint_and_components(&mut v, talos, k8s);
+        self.validate_encryption_recipients_overlays(&mut v, talos);
+        if purpose == Purpose::Render {
+            self.validate_vsphere(&mut v);
+            self.validate_control_plane(&mut v);
+        }
+        self.validate_workers(&mut v);
+        self.validate_provenance_and_migration(&mut v, purpose);
+        v.problems
+    }
+
+    /// `spec.endpoint`, `spec.apiServer`, the component flags and `spec.etcd`.
+    fn validate_endpoint_and_components(
+        &self,
+        v: &mut Validator,
+        talos: Option<SemVer>,
+        k8s: Option<SemVer>,
+    ) {
+        let s = &self.spec;
         v.host("spec.endpoint.host", &s.endpoint.host);
         if s.endpoint.port == 0 {
             v.push("spec.endpoint.port", "must be 1 to 65535, got 0".into());
@@ -86,7 +105,7 @@ impl ClusterConfig {
                 );
             }
         }
-        authorization_config(&mut v, s, talos, k8s);
+        authorization_config(v, s, talos, k8s);
         for (field, table, args) in [
             (
                 "spec.controllerManager.extraArgs",
@@ -139,7 +158,11 @@ impl ClusterConfig {
                 );
             }
         }
+    }
 
+    /// `spec.encryption`, `spec.recipients` and `spec.overlays`.
+    fn validate_encryption_recipients_overlays(&self, v: &mut Validator, talos: Option<SemVer>) {
+        let s = &self.spec;
         match (s.encryption.provider, s.encryption.key_name.as_deref()) {
             (EncryptionProvider::None, Some(_)) => v.push(
                 "spec.encryption.keyName",
@@ -206,185 +229,195 @@ impl ClusterConfig {
                 v.push(&path, format!("`{o}` is listed twice"));
             }
         }
+    }
 
-        if purpose == Purpose::Render {
-            match &s.vsphere {
-                None => v.push(
-                    "spec.vsphere",
-                    "required to render: fill in the vSphere placement".into(),
-                ),
-                Some(vs) => {
-                    for (field, value) in [
-                        ("server", &vs.server),
-                        ("datacenter", &vs.datacenter),
-                        ("datastore", &vs.datastore),
-                        ("folder", &vs.folder),
-                        ("resourcePool", &vs.resource_pool),
-                        ("network", &vs.network),
-                        ("template", &vs.template),
-                    ] {
-                        v.non_empty(&format!("spec.vsphere.{field}"), value);
-                    }
-                    if let Some(t) = &vs.thumbprint {
-                        let ok = t.split(':').count() == 20
-                            && t.split(':')
-                                .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()));
-                        if !ok {
-                            v.push(
-                                "spec.vsphere.thumbprint",
-                                "expected the SHA-1 thumbprint as 20 colon-separated hex pairs"
-                                    .into(),
-                            );
-                        }
-                    }
-                    if let Some(p) = &vs.storage_policy_name {
-                        v.non_empty("spec.vsphere.storagePolicyName", p);
-                    }
-                    if let Some(id) = &vs.identity_ref {
-                        v.dns_subdomain("spec.vsphere.identityRef.name", &id.name);
-                    }
+    /// `spec.vsphere`, required to render.
+    fn validate_vsphere(&self, v: &mut Validator) {
+        let s = &self.spec;
+        match &s.vsphere {
+            None => v.push(
+                "spec.vsphere",
+                "required to render: fill in the vSphere placement".into(),
+            ),
+            Some(vs) => {
+                for (field, value) in [
+                    ("server", &vs.server),
+                    ("datacenter", &vs.datacenter),
+                    ("datastore", &vs.datastore),
+                    ("folder", &vs.folder),
+                    ("resourcePool", &vs.resource_pool),
+                    ("network", &vs.network),
+                    ("template", &vs.template),
+                ] {
+                    v.non_empty(&format!("spec.vsphere.{field}"), value);
                 }
-            }
-            match &s.control_plane {
-                None => v.push(
-                    "spec.controlPlane",
-                    "required to render: replicas and machine size".into(),
-                ),
-                Some(cp) => {
-                    if cp.replicas % 2 == 0 && cp.replicas > 0 {
-                        v.push(
-                            "spec.controlPlane.replicas",
-                            format!("must be odd to keep etcd quorum, got {}", cp.replicas),
-                        );
-                    }
-                    v.at_most("spec.controlPlane.replicas", cp.replicas.into(), INT32_MAX);
-                    let t = &self.spec.talos;
-                    if let Some(img) = &t.install_image {
-                        match image_tag(img) {
-                    None => v.push("spec.talos.installImage", format!("`{img}` has no tag: expected `<repository>:{}`", self.spec.versions.talos)),
-                    Some(tag) if tag != self.spec.versions.talos => v.push(
-                        "spec.talos.installImage",
-                        format!(
-                            "tag `{tag}` is not spec.versions.talos `{}`: the machines would be configured for one Talos and upgraded to another",
-                            self.spec.versions.talos
-                        ),
-                    ),
-                    Some(_) => {}
-                }
-                    }
-                    for (i, ns) in t.nameservers.iter().enumerate() {
-                        if ns.parse::<std::net::IpAddr>().is_err() {
-                            v.push(
-                                &format!("spec.talos.nameservers[{i}]"),
-                                format!("expected an IP address, got `{ns}`"),
-                            );
-                        }
-                    }
-                    for (i, ts) in t.time_servers.iter().enumerate() {
-                        if ts.is_empty() || ts.contains(char::is_whitespace) {
-                            v.push(
-                                &format!("spec.talos.timeServers[{i}]"),
-                                "expected a host name or address".into(),
-                            );
-                        }
-                    }
-                    for (registry, endpoints) in &t.registry_mirrors {
-                        if endpoints.is_empty() {
-                            v.push(
-                                &format!("spec.talos.registryMirrors.{registry}"),
-                                "expected at least one endpoint".into(),
-                            );
-                        }
-                        for (i, e) in endpoints.iter().enumerate() {
-                            if !(e.starts_with("https://") || e.starts_with("http://")) {
-                                v.push(
-                                    &format!("spec.talos.registryMirrors.{registry}[{i}]"),
-                                    format!("expected an http(s) URL, got `{e}`"),
-                                );
-                            }
-                        }
-                    }
-                    if let Some(d) = &t.discovery {
-                        if let Some(problem) = discovery_endpoint_problem(&d.endpoint) {
-                            v.push("spec.talos.discovery.endpoint", problem);
-                        }
-                    }
-                    for (i, dns) in self.spec.kubelet.cluster_dns.iter().enumerate() {
-                        if dns.parse::<std::net::IpAddr>().is_err() {
-                            v.push(
-                                &format!("spec.kubelet.clusterDNS[{i}]"),
-                                format!("expected an IP address, got `{dns}`"),
-                            );
-                        }
-                    }
-                    for key in self.spec.kubelet.extra_config.keys() {
-                        if let Some((_, why)) = KUBELET_CONFIG_DENIED.iter().find(|(k, _)| k == key)
-                        {
-                            v.push(
-                                &format!("spec.kubelet.extraConfig.{key}"),
-                                format!("not allowed: {why}"),
-                            );
-                        }
-                    }
-                    let h = &self.spec.health_check;
-                    v.at_most(
-                        "spec.healthCheck.unhealthyTimeoutSeconds",
-                        h.unhealthy_timeout_seconds.into(),
-                        INT32_MAX,
-                    );
-                    v.at_most(
-                        "spec.healthCheck.nodeStartupTimeoutSeconds",
-                        h.node_startup_timeout_seconds.into(),
-                        INT32_MAX,
-                    );
-                    if (1..30).contains(&h.node_startup_timeout_seconds) {
-                        // Cluster API's webhook refuses them (machinehealthcheck.go, v1.10.9:173-179).
-                        v.push(
-                            "spec.healthCheck.nodeStartupTimeoutSeconds",
-                            "expected 0 (no limit) or at least 30".into(),
-                        );
-                    }
-                    let pct = h.max_unhealthy.strip_suffix('%');
-                    let number = pct.unwrap_or(&h.max_unhealthy);
-                    let ok = !number.is_empty()
-                        && number.len() <= 9
-                        && number.bytes().all(|b| b.is_ascii_digit())
-                        && (pct.is_none() || number.parse::<u32>().is_ok_and(|n| n <= 100));
+                if let Some(t) = &vs.thumbprint {
+                    let ok = t.split(':').count() == 20
+                        && t.split(':')
+                            .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()));
                     if !ok {
                         v.push(
-                            "spec.healthCheck.maxUnhealthy",
-                            format!(
-                                "expected a count or a percentage up to 100% (`40%`), got `{}`",
-                                h.max_unhealthy
-                            ),
+                            "spec.vsphere.thumbprint",
+                            "expected the SHA-1 thumbprint as 20 colon-separated hex pairs".into(),
                         );
                     }
-                    let d = &self.spec.deletion;
-                    for (path, value) in [
-                        (
-                            "spec.deletion.nodeDrainTimeoutSeconds",
-                            d.node_drain_timeout_seconds,
-                        ),
-                        (
-                            "spec.deletion.nodeVolumeDetachTimeoutSeconds",
-                            d.node_volume_detach_timeout_seconds,
-                        ),
-                        (
-                            "spec.deletion.nodeDeletionTimeoutSeconds",
-                            d.node_deletion_timeout_seconds,
-                        ),
-                    ] {
-                        if let Some(value) = value {
-                            v.at_most(path, value.into(), INT32_MAX);
-                        }
-                    }
-                    v.machine("spec.controlPlane.machine", &cp.machine);
-                    if let Some(a) = &cp.anti_affinity {
-                        v.tag_id("spec.controlPlane.antiAffinity.tagID", &a.tag_id);
-                    }
+                }
+                if let Some(p) = &vs.storage_policy_name {
+                    v.non_empty("spec.vsphere.storagePolicyName", p);
+                }
+                if let Some(id) = &vs.identity_ref {
+                    v.dns_subdomain("spec.vsphere.identityRef.name", &id.name);
                 }
             }
         }
+    }
+
+    /// `spec.controlPlane` and `spec.talos`, required to render.
+    fn validate_control_plane(&self, v: &mut Validator) {
+        let s = &self.spec;
+        match &s.control_plane {
+            None => v.push(
+                "spec.controlPlane",
+                "required to render: replicas and machine size".into(),
+            ),
+            Some(cp) => {
+                if cp.replicas % 2 == 0 && cp.replicas > 0 {
+                    v.push(
+                        "spec.controlPlane.replicas",
+                        format!("must be odd to keep etcd quorum, got {}", cp.replicas),
+                    );
+                }
+                v.at_most("spec.controlPlane.replicas", cp.replicas.into(), INT32_MAX);
+                let t = &self.spec.talos;
+                if let Some(img) = &t.install_image {
+                    match image_tag(img) {
+                None => v.push("spec.talos.installImage", format!("`{img}` has no tag: expected `<repository>:{}`", self.spec.versions.talos)),
+                Some(tag) if tag != self.spec.versions.talos => v.push(
+                    "spec.talos.installImage",
+                    format!(
+                        "tag `{tag}` is not spec.versions.talos `{}`: the machines would be configured for one Talos and upgraded to another",
+                        self.spec.versions.talos
+                    ),
+                ),
+                Some(_) => {}
+            }
+                }
+                for (i, ns) in t.nameservers.iter().enumerate() {
+                    if ns.parse::<std::net::IpAddr>().is_err() {
+                        v.push(
+                            &format!("spec.talos.nameservers[{i}]"),
+                            format!("expected an IP address, got `{ns}`"),
+                        );
+                    }
+                }
+                for (i, ts) in t.time_servers.iter().enumerate() {
+                    if ts.is_empty() || ts.contains(char::is_whitespace) {
+                        v.push(
+                            &format!("spec.talos.timeServers[{i}]"),
+                            "expected a host name or address".into(),
+                        );
+                    }
+                }
+                for (registry, endpoints) in &t.registry_mirrors {
+                    if endpoints.is_empty() {
+                        v.push(
+                            &format!("spec.talos.registryMirrors.{registry}"),
+                            "expected at least one endpoint".into(),
+                        );
+                    }
+                    for (i, e) in endpoints.iter().enumerate() {
+                        if !(e.starts_with("https://") || e.starts_with("http://")) {
+                            v.push(
+                                &format!("spec.talos.registryMirrors.{registry}[{i}]"),
+                                format!("expected an http(s) URL, got `{e}`"),
+                            );
+                        }
+                    }
+                }
+                if let Some(d) = &t.discovery {
+                    if let Some(problem) = discovery_endpoint_problem(&d.endpoint) {
+                        v.push("spec.talos.discovery.endpoint", problem);
+                    }
+                }
+                for (i, dns) in self.spec.kubelet.cluster_dns.iter().enumerate() {
+                    if dns.parse::<std::net::IpAddr>().is_err() {
+                        v.push(
+                            &format!("spec.kubelet.clusterDNS[{i}]"),
+                            format!("expected an IP address, got `{dns}`"),
+                        );
+                    }
+                }
+                for key in self.spec.kubelet.extra_config.keys() {
+                    if let Some((_, why)) = KUBELET_CONFIG_DENIED.iter().find(|(k, _)| k == key) {
+                        v.push(
+                            &format!("spec.kubelet.extraConfig.{key}"),
+                            format!("not allowed: {why}"),
+                        );
+                    }
+                }
+                let h = &self.spec.health_check;
+                v.at_most(
+                    "spec.healthCheck.unhealthyTimeoutSeconds",
+                    h.unhealthy_timeout_seconds.into(),
+                    INT32_MAX,
+                );
+                v.at_most(
+                    "spec.healthCheck.nodeStartupTimeoutSeconds",
+                    h.node_startup_timeout_seconds.into(),
+                    INT32_MAX,
+                );
+                if (1..30).contains(&h.node_startup_timeout_seconds) {
+                    // Cluster API's webhook refuses them (machinehealthcheck.go, v1.10.9:173-179).
+                    v.push(
+                        "spec.healthCheck.nodeStartupTimeoutSeconds",
+                        "expected 0 (no limit) or at least 30".into(),
+                    );
+                }
+                let pct = h.max_unhealthy.strip_suffix('%');
+                let number = pct.unwrap_or(&h.max_unhealthy);
+                let ok = !number.is_empty()
+                    && number.len() <= 9
+                    && number.bytes().all(|b| b.is_ascii_digit())
+                    && (pct.is_none() || number.parse::<u32>().is_ok_and(|n| n <= 100));
+                if !ok {
+                    v.push(
+                        "spec.healthCheck.maxUnhealthy",
+                        format!(
+                            "expected a count or a percentage up to 100% (`40%`), got `{}`",
+                            h.max_unhealthy
+                        ),
+                    );
+                }
+                let d = &self.spec.deletion;
+                for (path, value) in [
+                    (
+                        "spec.deletion.nodeDrainTimeoutSeconds",
+                        d.node_drain_timeout_seconds,
+                    ),
+                    (
+                        "spec.deletion.nodeVolumeDetachTimeoutSeconds",
+                        d.node_volume_detach_timeout_seconds,
+                    ),
+                    (
+                        "spec.deletion.nodeDeletionTimeoutSeconds",
+                        d.node_deletion_timeout_seconds,
+                    ),
+                ] {
+                    if let Some(value) = value {
+                        v.at_most(path, value.into(), INT32_MAX);
+                    }
+                }
+                v.machine("spec.controlPlane.machine", &cp.machine);
+                if let Some(a) = &cp.anti_affinity {
+                    v.tag_id("spec.controlPlane.antiAffinity.tagID", &a.tag_id);
+                }
+            }
+        }
+    }
+
+    /// `spec.workers`.
+    fn validate_workers(&self, v: &mut Validator) {
+        let s = &self.spec;
         let mut seen = BTreeSet::new();
         for (i, pool) in s.workers.iter().enumerate() {
             let path = format!("spec.workers[{i}]");
@@ -441,6 +474,11 @@ impl ClusterConfig {
             v.at_most(&format!("{path}.replicas"), pool.replicas.into(), INT32_MAX);
             v.machine(&format!("{path}.machine"), &pool.machine);
         }
+    }
+
+    /// `spec.provenance` and `spec.migration`.
+    fn validate_provenance_and_migration(&self, v: &mut Validator, purpose: Purpose) {
+        let s = &self.spec;
         if let Some(f) = s.provenance.as_ref().and_then(|p| p.fingerprints.as_ref()) {
             // The migration Jobs compare the live `<cluster>-ca` with kubernetesCa, so each
             // is written into a shell script: only `sha256:` and 64 hex digits pass.
@@ -605,7 +643,6 @@ impl ClusterConfig {
                 }
             }
         }
-        v.problems
     }
 }
 
