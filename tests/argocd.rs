@@ -1143,3 +1143,50 @@ fn generate_errors_stay_one_escaped_line_whatever_the_application_name() {
         );
     }
 }
+
+/// `argocd generate` run by hand takes `--repo-root` (issue 42): in a repository whose
+/// clusters are not under `clusters/`, the working directory is the source inside the root
+/// given, and the objects are those of the example's lab-f; outside it, refused naming it.
+#[test]
+fn generate_by_hand_takes_repo_root() {
+    let env = [
+        ("ARGOCD_APP_NAME", "cluster-lab-f"),
+        ("ARGOCD_APP_NAMESPACE", "lab-f"),
+        (
+            "ARGOCD_APP_REVISION",
+            "0000000000000000000000000000000000000000",
+        ),
+        ("ARGOCD_ENV_CAPSTAN_SECRETS", "omit"),
+    ];
+    let expected = capstan_plain(
+        &["argocd", "generate"],
+        &example().join("clusters/lab-f"),
+        &env,
+    );
+    assert_eq!(expected.status.code(), Some(0), "{}", stderr(&expected));
+    let (_t, repo) = example_copy();
+    std::fs::rename(repo.join("clusters"), repo.join("sites")).unwrap();
+    let cwd = repo.join("sites/lab-f");
+    let without = capstan_plain(&["argocd", "generate"], &cwd, &env);
+    assert_eq!(without.status.code(), Some(2));
+    let o = capstan_plain(&["argocd", "generate", "--repo-root", "../.."], &cwd, &env);
+    assert_eq!((o.status.code(), stderr(&o)), (Some(0), String::new()));
+    assert!(stdout(&o) == stdout(&expected), "another stream");
+    let o = capstan_plain(
+        &["argocd", "generate", "--repo-root", "/"],
+        &repo.join("sites"),
+        &env,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let o = capstan_plain(
+        &["argocd", "generate", "--repo-root", "lab-f"],
+        &repo.join("sites"),
+        &env,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("is not inside --repo-root lab-f"),
+        "{}",
+        stderr(&o)
+    );
+}

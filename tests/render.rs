@@ -461,3 +461,101 @@ fn the_repository_root_is_found_from_inside_it() {
     let o = capstan(&["plan", "."], &root.join("clusters/lab-f"));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// The repository root is found from where capstan runs (issue 42): from inside a cluster
+/// directory (`.`) and below it (`..`), the stream and the bundle (its lock's
+/// repository-relative paths included) are those of a render from the repository root, with
+/// lab-f's overlays applied.
+#[test]
+fn repository_root_is_found_from_inside_a_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lab_f = example().join("clusters/lab-f");
+    let top = tmp.path().join("top");
+    let o = capstan_plain(
+        &["render", "clusters/lab-f", "-o", top.to_str().unwrap()],
+        &example(),
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected = stdout(&capstan_plain(
+        &["render", "clusters/lab-f"],
+        &example(),
+        &[],
+    ));
+    assert!(expected.contains("kind: TalosControlPlane"));
+    for (i, (cwd, dir)) in [(lab_f.clone(), "."), (lab_f.join("secrets"), "..")]
+        .into_iter()
+        .enumerate()
+    {
+        let o = capstan_plain(&["render", dir], &cwd, &[]);
+        assert_eq!(
+            (o.status.code(), stderr(&o)),
+            (Some(0), String::new()),
+            "render {dir} in {}",
+            cwd.display()
+        );
+        assert!(stdout(&o) == expected, "render {dir}: another stream");
+        let out = tmp.path().join(format!("out{i}"));
+        let o = capstan_plain(&["render", dir, "-o", out.to_str().unwrap()], &cwd, &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let lock = |d: &Path| std::fs::read_to_string(d.join("lab-f/capstan.lock")).unwrap();
+        assert_eq!(lock(&out), lock(&top), "render {dir} -o: another lock");
+        assert!(
+            snapshot(&out) == snapshot(&top),
+            "render {dir} -o: another bundle"
+        );
+    }
+}
+
+/// `--repo-root` names the root where it cannot be found (a repository whose clusters are
+/// not under `clusters/`), from the root and from inside the cluster; without it the
+/// overlays are looked for in the cluster directory.
+#[test]
+fn repo_root_flag_names_the_root() {
+    let (_t, repo) = example_copy();
+    std::fs::rename(repo.join("clusters"), repo.join("sites")).unwrap();
+    let expected = stdout(&capstan_plain(
+        &["render", "clusters/lab-f"],
+        &example(),
+        &[],
+    ));
+    let o = capstan_plain(&["render", "sites/lab-f"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is not an overlay"), "{}", stderr(&o));
+    for (cwd, args) in [
+        (repo.clone(), ["render", "--repo-root", ".", "sites/lab-f"]),
+        (
+            repo.join("sites/lab-f"),
+            ["render", "--repo-root", "../..", "."],
+        ),
+    ] {
+        let o = capstan_plain(&args, &cwd, &[]);
+        assert_eq!(
+            (o.status.code(), stderr(&o)),
+            (Some(0), String::new()),
+            "{args:?}"
+        );
+        assert!(stdout(&o) == expected, "{args:?}: another stream");
+    }
+}
+
+/// A wrong `--repo-root` is refused before anything is rendered, naming the flag and the
+/// value as typed: a directory the cluster is not inside, a path that does not exist, a file.
+#[test]
+fn wrong_repo_root_is_refused_naming_it() {
+    let mut report = String::new();
+    for root in ["overlays", "missing", "clusters/lab-f/cluster.yaml"] {
+        let o = capstan_plain(
+            &["render", "--repo-root", root, "clusters/lab-f"],
+            &example(),
+            &[],
+        );
+        report.push_str(&format!(
+            "$ capstan render --repo-root {root} clusters/lab-f\nexit {:?}\nstdout:\n{}stderr:\n{}\n",
+            o.status.code(),
+            stdout(&o),
+            stderr(&o)
+        ));
+    }
+    assert_golden("render-repo-root-refused.txt", &report);
+}

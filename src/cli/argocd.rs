@@ -11,7 +11,7 @@ use crate::render::pipeline::render_each;
 use crate::secrets::sopssecret::{self, SopsSecretError};
 use anyhow::{Context as _, Result};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use zeroize::Zeroizing;
 
 /// The process environment as UTF-8 pairs. A variable capstan reads whose value is not
@@ -123,7 +123,30 @@ fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<St
         _ => None,
     };
     let cwd = std::env::current_dir().context("the working directory")?;
-    let (root, target) = argocd::source_root(&cwd, ctx.source_path.as_deref())?;
+    let (root, target) = match inputs::given_repo_root() {
+        // Run by hand with `--repo-root`: the working directory is the source inside it.
+        Some((given, typed)) => {
+            let inside = |r: &Path, d: &Path| d.strip_prefix(r).ok().map(Path::to_path_buf);
+            let target = inside(given, &cwd)
+                .or_else(|| {
+                    inside(&std::fs::canonicalize(given).ok()?, &std::fs::canonicalize(&cwd).ok()?)
+                })
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "the working directory {} is not inside --repo-root {}: run from the application's directory inside the repository",
+                        crate::printable::line(&cwd.display().to_string()),
+                        crate::printable::line(typed)
+                    )
+                })?;
+            let target = if target.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                target
+            };
+            (given.to_path_buf(), target)
+        }
+        None => argocd::source_root(&cwd, ctx.source_path.as_deref())?,
+    };
     // Relative to the repository root, every file in a message is named as in git.
     std::env::set_current_dir(&root).with_context(|| root.display().to_string())?;
     let clusters = inputs::discover_all(&[target])?;

@@ -26,6 +26,9 @@ use crate::cli::terminal::{
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> Result<Status> {
+    if let Some(root) = &cli.repo_root {
+        inputs::set_repo_root(root)?;
+    }
     match cli.command {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),

@@ -20,6 +20,11 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
+    /// The repository root (the directory holding `clusters/`, `overlays/` and
+    /// `templates/`), instead of the one found from each cluster directory (the parent of
+    /// its `clusters/`, wherever capstan is run from). Every cluster directory must be inside it.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub repo_root: Option<PathBuf>,
 }
 
 /// capstan's commands.

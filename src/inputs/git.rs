@@ -796,13 +796,13 @@ pub fn discover(rev: &Revision, dir: &str) -> Result<Vec<String>, InputError> {
     })
 }
 
-/// The repository root of a cluster directory (tree paths): the parent of its `clusters/`.
+/// The repository root of a cluster directory (tree paths): the parent of its `clusters/`,
+/// by the rule the disk loader uses ([`super::clusters_root_len`]); a directory under no
+/// `clusters/` is its own root.
 pub fn repo_root(dir: &str) -> String {
-    match dir.rsplit_once('/') {
-        Some(("clusters", _)) => String::new(),
-        Some((parent, _)) => parent
-            .strip_suffix("/clusters")
-            .map_or_else(|| dir.to_string(), str::to_string),
+    let parts: Vec<&str> = dir.split('/').collect();
+    match super::clusters_root_len(&parts) {
+        Some(n) => parts[..n].join("/"),
         None => dir.to_string(),
     }
 }

@@ -130,6 +130,14 @@ pub enum InputError {
         /// The directory it must stay in.
         root: String,
     },
+    /// A cluster directory outside the `--repo-root` given.
+    #[error("{dir}: not inside --repo-root {root}: give the directory that holds `clusters/` (and the overlays and templates), or leave --repo-root out to find it from the cluster directory")]
+    OutsideRepoRoot {
+        /// The cluster directory.
+        dir: String,
+        /// The root given.
+        root: String,
+    },
     /// Something in a templates directory that is not a template.
     #[error("{path}: templates must be `.yaml` files under `<flavour>/` or `talos/`")]
     NotATemplate {
@@ -201,47 +209,127 @@ pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
     Err(InputError::NoClusters { dir: dir.label() })
 }
 
-/// The repository root of a cluster directory: the parent of its `clusters/` directory,
-/// found as typed (`clusters/prod-a`) or, when the path does not show it (`.` inside the
-/// cluster, `prod-a` inside `clusters/`), from the absolute path, as kustomize and git
-/// resolve where they stand. A directory under no `clusters/` is its own root (a flat
-/// repository).
+/// The repository root given with `--repo-root`, set once by the CLI before anything is
+/// read ([`set_repo_root`]): absolute, and as typed (for messages); every cluster
+/// directory is then read as part of it.
+static REPO_ROOT: std::sync::OnceLock<(PathBuf, String)> = std::sync::OnceLock::new();
+
+/// Take `root` as the repository root of every cluster directory read from now on
+/// (`--repo-root`): it must be a directory. Set once per process; a second call is refused.
+pub fn set_repo_root(root: &Path) -> Result<(), InputError> {
+    let meta = std::fs::metadata(root).map_err(|error| InputError::Io {
+        path: format!("--repo-root {}", root.label()),
+        error,
+    })?;
+    if !meta.is_dir() {
+        return Err(InputError::NotADirectory {
+            path: format!("--repo-root {}", root.label()),
+            what: "the repository root, the directory holding `clusters/`,",
+        });
+    }
+    // Absolute (links kept, as typed): `argocd generate` changes the working directory.
+    let abs = std::path::absolute(root).map_err(|error| InputError::Io {
+        path: format!("--repo-root {}", root.label()),
+        error,
+    })?;
+    REPO_ROOT
+        .set((abs, root.label()))
+        .map_err(|_| InputError::NotADirectory {
+            path: format!("--repo-root {}", root.label()),
+            what: "given once per run: the repository root",
+        })
+}
+
+/// The rule both loaders share (the disk's [`repo_root`], a revision's
+/// [`git::repo_root`]): of a cluster directory's path components, how many name its
+/// repository root: those before a `clusters` that is the cluster directory's parent.
+/// `None` when its parent is not `clusters` (a flat repository: the directory is its own root).
+pub fn clusters_root_len<S: AsRef<std::ffi::OsStr>>(parts: &[S]) -> Option<usize> {
+    let n = parts.len();
+    (n >= 2 && parts[n - 2].as_ref() == "clusters").then(|| n - 2)
+}
+
+/// The root given with `--repo-root` ([`set_repo_root`]), when one was: absolute, and as
+/// typed (for messages).
+pub fn given_repo_root() -> Option<(&'static Path, &'static str)> {
+    REPO_ROOT
+        .get()
+        .map(|(abs, typed)| (abs.as_path(), typed.as_str()))
+}
+
+/// The repository root of a cluster directory: `--repo-root` when given
+/// ([`set_repo_root`]), else the parent of its `clusters/` directory, found as typed
+/// (`clusters/prod-a`) or, when the path does not show it (`.` inside the cluster, `prod-a`
+/// inside `clusters/`, `..` from a directory inside the cluster), from where it is on disk,
+/// as kustomize and git resolve where they stand: the absolute path for a path without
+/// `..`, the canonical one for a path with `..` (which the kernel resolves through links).
+/// A directory under no `clusters/` is its own root (a flat repository).
 pub fn repo_root(cluster_dir: &Path) -> PathBuf {
+    if let Some((root, _)) = given_repo_root() {
+        return root.to_path_buf();
+    }
     let under_clusters = |d: &Path| -> Option<PathBuf> {
-        let p = d.parent()?;
-        if p.file_name().is_some_and(|n| n == "clusters") {
-            Some(
-                p.parent()
-                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-            )
-        } else {
-            None
-        }
+        let parts: Vec<std::path::Component> = d.components().collect();
+        let n = clusters_root_len(&parts)?;
+        Some(parts[..n].iter().collect())
     };
     if let Some(root) = under_clusters(cluster_dir) {
         return root;
     }
-    // `.` and `..` resolved lexically would misread a link; the absolute path keeps `..`
-    // and only drops `.` components, so a path with `..` stays as typed.
     let has_parent_dir = cluster_dir
         .components()
         .any(|c| matches!(c, std::path::Component::ParentDir));
-    if !has_parent_dir {
-        if let Ok(abs) = std::path::absolute(cluster_dir) {
-            let abs: PathBuf = abs
-                .components()
+    let located = if has_parent_dir {
+        std::fs::canonicalize(cluster_dir).ok()
+    } else {
+        std::path::absolute(cluster_dir).ok().map(|abs| {
+            abs.components()
                 .filter(|c| !matches!(c, std::path::Component::CurDir))
-                .collect();
-            if let Some(root) = under_clusters(&abs) {
-                return root;
-            }
-        }
-    }
-    cluster_dir.to_path_buf()
+                .collect()
+        })
+    };
+    located
+        .and_then(|abs| under_clusters(&abs))
+        .unwrap_or_else(|| cluster_dir.to_path_buf())
 }
 
+/// `path` relative to `root`, `/`-separated: lexically when `path` is spelled under `root`,
+/// else from where both are (absolute, then canonical), so that a lock file does not depend
+/// on how the cluster directory was typed (`.` inside it, `..` below it, `--repo-root`).
 fn rel(root: &Path, path: &Path) -> String {
-    let r = path.strip_prefix(root).unwrap_or(path);
+    // `..` is resolved by the kernel through links, so a path with `..` is located by the
+    // canonical form, never lexically.
+    let absolute = |p: &Path| -> Option<PathBuf> {
+        if p.components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return None;
+        }
+        Some(
+            std::path::absolute(p)
+                .ok()?
+                .components()
+                .filter(|c| !matches!(c, std::path::Component::CurDir))
+                .collect(),
+        )
+    };
+    // The file's directory resolved, not the file: a linked file keeps its own name.
+    let canonical = |p: &Path| -> Option<PathBuf> {
+        match (p.parent(), p.file_name()) {
+            (Some(d), Some(f)) => Some(canonical_dir(d).ok()?.join(f)),
+            _ => std::fs::canonicalize(p).ok(),
+        }
+    };
+    let below = |p: Option<PathBuf>, r: Option<PathBuf>| -> Option<PathBuf> {
+        Some(p?.strip_prefix(r?).ok()?.to_path_buf())
+    };
+    let r = path
+        .strip_prefix(root)
+        .ok()
+        .map(Path::to_path_buf)
+        .or_else(|| below(absolute(path), absolute(root)))
+        .or_else(|| below(canonical(path), canonical_dir(root).ok()))
+        .unwrap_or_else(|| path.to_path_buf());
     let s: Vec<String> = r
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -360,6 +448,22 @@ fn canonical_dir(root: &Path) -> Result<PathBuf, InputError> {
         root
     };
     std::fs::canonicalize(r).map_err(io(r))
+}
+
+/// The repository root of a cluster directory ([`repo_root`]) and its canonical form,
+/// with the directory confined to it; outside a `--repo-root`, the message names the flag.
+fn rooted(dir: &Path) -> Result<(PathBuf, PathBuf), InputError> {
+    let root = repo_root(dir);
+    let root_c = canonical_dir(&root)?;
+    match (confine(dir, &root_c), REPO_ROOT.get()) {
+        (Err(InputError::Outside { path, .. }), Some((_, typed))) => {
+            Err(InputError::OutsideRepoRoot {
+                dir: path,
+                root: typed.clone(),
+            })
+        }
+        (r, _) => r.map(|()| (root, root_c)),
+    }
 }
 
 /// Refuse a path (a directory capstan is about to read files from) that resolves outside
@@ -510,9 +614,7 @@ pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, Inpu
     let wanted = want == Digests::Wanted;
     let path = dir.join(CLUSTER_FILE);
     let file = path.label();
-    let root = repo_root(dir);
-    let root_c = canonical_dir(&root)?;
-    confine(dir, &root_c)?;
+    let (root, root_c) = rooted(dir)?;
     let text = read_repo_text(&path, &root_c, InputKind::ClusterFile)?;
     let value = parse_yaml_file(&file, &text)?;
     let config = ClusterConfig::from_value(&file, value)?;
@@ -570,8 +672,7 @@ pub fn read_sealed(
     workload: bool,
     want: Digests,
 ) -> Result<Vec<SealedFile>, InputError> {
-    let root_c = canonical_dir(&repo_root(dir))?;
-    confine(dir, &root_c)?;
+    let (_, root_c) = rooted(dir)?;
     read_sealed_in(dir, &root_c, workload, want)
 }
 
@@ -650,8 +751,7 @@ fn declared_name(file: &str, text: &str) -> Result<Option<String>, InputError> {
 pub fn cluster_name(dir: &Path) -> Result<(Option<String>, String), InputError> {
     let path = dir.join(CLUSTER_FILE);
     let file = path.label();
-    let root_c = canonical_dir(&repo_root(dir))?;
-    confine(dir, &root_c)?;
+    let (_, root_c) = rooted(dir)?;
     let text = read_repo_text(&path, &root_c, InputKind::ClusterFile)?;
     Ok((declared_name(&file, &text)?, file))
 }
