@@ -20,3 +20,4 @@ for c in lab-f lab-g; do
 done
 # lab-f's vSphere credentials (identityRef kind Secret), sealed like the rest; example only.
 echo 'example-only-not-a-password' | cargo run -q -- secrets vsphere-identity examples/gitops/clusters/lab-f --username capv@vsphere.local
+# lab-f's second recipient (age1em9td4pvjvhwv4w9js5l2crup8v9xafxme77tsnmfmnwn6u9vqvqjpvs4l): generated with age-keygen, identity discarded; added with `capstan secrets rekey -i examples/gitops/testdata/age-identity.txt examples/gitops/clusters/lab-f`.
