@@ -42,7 +42,8 @@
 //! patch changes only the lines it touches in the output.
 //!
 //! A patch may not change an object's kind, name or namespace (references would not
-//! follow; kustomize refuses it too), and on capstan's migration objects (origin
+//! follow; kustomize v5.5.0 renames with a JSON patch and silently keeps the name for a
+//! strategic patch by target: README, differences from kustomize), and on capstan's migration objects (origin
 //! `template migration/…`) it may only set labels and add annotations.
 //!
 //! Targets select by group, version, kind, name (a glob with `*` and `?`, matched against
@@ -906,8 +907,8 @@ fn apply_patch(
         .find(|(_, b, a)| b.as_str() != *a)
             .map(|(field, b, a)| {
                 format!(
-                    "the patch changes `{field}` from `{b}` to `{a}`: a patch may not rename an object or change its kind \
-                     (kustomize refuses it too), as references to it would not follow; name objects in cluster.yaml, \
+                    "the patch changes `{field}` from `{b}` to `{a}`: a patch may not rename an object or change its kind, \
+                     as references to it would not follow; name objects in cluster.yaml, \
                      or add the object under its own name as an overlay resource"
                 )
             });
