@@ -120,6 +120,7 @@ fn render(args: RenderArgs) -> Result<Status> {
                 args.templates.as_ref(),
                 inputs::Digests::NotWanted,
                 |mut r, _| {
+                    let warnings = std::mem::take(&mut r.warnings);
                     if let Some(ids) = &ids {
                         for res in &mut r.resources {
                             decrypt_sealed(res, ids)?;
@@ -134,12 +135,13 @@ fn render(args: RenderArgs) -> Result<Status> {
                     text.push_str(SEPARATOR);
                     // Held until every cluster is rendered: keep only what it needs.
                     text.shrink_to_fit();
-                    Ok(text)
+                    Ok((text, warnings))
                 },
             )?;
+            print_warnings(parts.iter().flat_map(|p| &p.1))?;
             let mut out = std::io::stdout().lock();
             let last = parts.len().saturating_sub(1);
-            for (i, part) in parts.iter().enumerate() {
+            for (i, (part, _)) in parts.iter().enumerate() {
                 let part = if i == last {
                     &part[..part.len() - SEPARATOR.len()]
                 } else {
@@ -163,9 +165,27 @@ fn render(args: RenderArgs) -> Result<Status> {
                 &clusters,
                 args.templates.as_ref(),
                 inputs::Digests::Wanted,
-                |r, d| Ok(output.stage(&Bundle::build(&r, &d)?)?),
+                |r, d| {
+                    let b = Bundle::build(&r, &d)?;
+                    // Objects: every file but the kustomization and the lock.
+                    let objects = b.files.len().saturating_sub(2);
+                    let bytes: usize = b.files.iter().map(|(_, t)| t.len()).sum();
+                    Ok((output.stage(&b)?, objects, bytes, r.warnings))
+                },
             )?;
+            let clusters_n = staged.len();
+            let objects: usize = staged.iter().map(|s| s.1).sum();
+            let bytes: usize = staged.iter().map(|s| s.2).sum();
+            let mut warnings = Vec::new();
+            let staged = staged
+                .into_iter()
+                .map(|s| {
+                    warnings.extend(s.3);
+                    s.0
+                })
+                .collect();
             let committed = output.commit(staged)?;
+            print_warnings(&warnings)?;
             let report = committed.report;
             if let Some((old, e)) = committed.leftover {
                 eprintln!(
@@ -174,6 +194,9 @@ fn render(args: RenderArgs) -> Result<Status> {
                     root.display(),
                     old.display()
                 );
+            }
+            if args.quiet {
+                return Ok(Status::Success);
             }
             let mut err = std::io::stderr().lock();
             for (name, outcome) in report {
@@ -185,9 +208,29 @@ fn render(args: RenderArgs) -> Result<Status> {
                 let path = root.join(name).display().to_string();
                 writeln!(err, "{}: {what}", line(&path))?;
             }
+            writeln!(
+                err,
+                "rendered {clusters_n} {}, {objects} {}, {bytes} bytes into {}",
+                if clusters_n == 1 {
+                    "cluster"
+                } else {
+                    "clusters"
+                },
+                if objects == 1 { "object" } else { "objects" },
+                line(&root.display().to_string())
+            )?;
         }
     }
     Ok(Status::Success)
+}
+
+/// Render warnings on stderr, one `warning: ` line each (the text is printable already).
+fn print_warnings<'a>(warnings: impl IntoIterator<Item = &'a String>) -> Result<()> {
+    let mut err = std::io::stderr().lock();
+    for w in warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    Ok(())
 }
 
 fn crd_key(doc: &serde_json::Value) -> (String, String) {

@@ -524,6 +524,10 @@ pub struct RenderArgs {
     /// age identity file for `--decrypt` (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
     #[arg(long, short = 'i', value_name = "FILE", requires = "decrypt")]
     pub identity: Option<PathBuf>,
+    /// With `-o`: print neither the per-cluster lines nor the summary (errors and warnings
+    /// are still printed).
+    #[arg(long, short = 'q', requires = "output")]
+    pub quiet: bool,
 }
 
 /// Arguments of `capstan plan`.
