@@ -83,3 +83,83 @@ fn render_warns_of_a_sealed_file_missing_a_listed_recipient() {
     let o = capstan_plain(&["render", "clusters/lab-f", "-o", "out", "-q"], &repo, &[]);
     assert_eq!(transcript(&o), "exit: 0\n--- stdout\n--- stderr\n");
 }
+
+/// The roff names `capstan\-x(1)` a page refers to, as file names (`capstan-x.1`).
+fn referenced_pages(roff: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = roff;
+    while let Some(at) = rest.find("capstan\\-") {
+        let tail = &rest[at..];
+        let end = tail.find("(1)").unwrap_or(0);
+        let name = &tail[..end];
+        if end > 0
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c == '\\' || c == '-')
+        {
+            out.push(format!("{}.1", name.replace("\\-", "-")));
+        }
+        rest = &tail[1..];
+    }
+    out
+}
+
+#[test]
+fn every_subcommand_has_a_man_page_with_environment_exit_status_and_examples() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("man1");
+    // A dry run names every page and writes nothing, not even the directory.
+    let o = capstan_plain(&["man", "--out-dir", "man1", "--dry-run"], t.path(), &[]);
+    assert!(!dir.exists(), "a dry run created {}", dir.display());
+    let masked: String = transcript(&o)
+        .lines()
+        .map(|l| {
+            // Byte counts follow the help texts; the snapshot holds the page list.
+            let words: Vec<String> = l
+                .split(' ')
+                .map(|w| {
+                    if w.chars().all(|c| c.is_ascii_digit()) && !w.is_empty() && l.contains("bytes")
+                    {
+                        "N".to_string()
+                    } else {
+                        w.to_string()
+                    }
+                })
+                .collect();
+            words.join(" ") + "\n"
+        })
+        .collect();
+    assert_golden("man-dry-run.txt", &masked);
+    let o = capstan_plain(&["man", "--out-dir", "man1"], t.path(), &[]);
+    assert!(o.status.success(), "{}", transcript(&o));
+    let pages: Vec<(String, Vec<u8>)> = snapshot(&dir);
+    let names: Vec<&str> = pages.iter().map(|p| p.0.as_str()).collect();
+    for want in [
+        "capstan.1",
+        "capstan-render.1",
+        "capstan-secrets-decrypt.1",
+        "capstan-backup-check.1",
+        "capstan-import-kubeadm.1",
+    ] {
+        assert!(names.contains(&want), "{want} not generated: {names:?}");
+    }
+    for (name, text) in &pages {
+        let text = String::from_utf8_lossy(text);
+        for s in [".SH ENVIRONMENT", ".SH \"EXIT STATUS\"", ".SH EXAMPLES"] {
+            assert!(text.contains(s), "{name} lacks {s}");
+        }
+        // Every page a page names (the top page's SUBCOMMANDS, a group's) is generated.
+        for r in referenced_pages(&text) {
+            assert!(
+                names.contains(&r.as_str()),
+                "{name} names {r}, not generated"
+            );
+        }
+    }
+    let top =
+        String::from_utf8_lossy(&pages.iter().find(|p| p.0 == "capstan.1").unwrap().1).into_owned();
+    assert!(referenced_pages(&top).contains(&"capstan-render.1".to_string()));
+    // `capstan man` alone prints the top page as written.
+    let o = capstan_plain(&["man"], t.path(), &[]);
+    assert_eq!(stdout(&o), top);
+}

@@ -3,6 +3,7 @@
 pub mod argocd;
 pub mod backup;
 pub mod commands;
+pub mod manpages;
 pub mod rehearse;
 pub mod scaffold;
 pub mod terminal;
@@ -54,8 +55,18 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff): `capstan man > capstan.1`.
-    Man,
+    /// Print the man page (roff): `capstan man > capstan.1`; with `--out-dir`, write every
+    /// page (`capstan.1`, `capstan-render.1`, `capstan-secrets-decrypt.1`, …) into a directory.
+    Man {
+        /// Write one page per command and subcommand into DIR (created if missing; pages
+        /// there are replaced) instead of printing the top page.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+        /// With `--out-dir`: print the pages that would be written and their sizes; write
+        /// nothing.
+        #[arg(long, requires = "out_dir")]
+        dry_run: bool,
+    },
     /// Rebuild a lost management cluster from a backup.
     #[command(subcommand)]
     Restore(RestoreCommand),
