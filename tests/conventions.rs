@@ -163,3 +163,35 @@ fn every_subcommand_has_a_man_page_with_environment_exit_status_and_examples() {
     let o = capstan_plain(&["man"], t.path(), &[]);
     assert_eq!(stdout(&o), top);
 }
+
+#[test]
+fn render_dry_run_says_what_it_would_write_and_writes_nothing() {
+    let (_t, repo) = example_copy();
+    let before = snapshot(&repo);
+    let o = capstan_plain(
+        &[
+            "render",
+            "clusters/lab-f",
+            "clusters/lab-g",
+            "-o",
+            "out",
+            "--dry-run",
+        ],
+        &repo,
+        &[],
+    );
+    assert_golden("render-o-dry-run.txt", &transcript(&o));
+    assert_eq!(snapshot(&repo), before, "a dry run changed the tree");
+    assert!(!repo.join("out").exists());
+    // Over an existing output too: nothing rewritten, no lock left behind.
+    let o = capstan_plain(&["render", "clusters/lab-f", "-o", "out"], &repo, &[]);
+    assert!(o.status.success(), "{}", transcript(&o));
+    let before = snapshot(&repo);
+    let o = capstan_plain(
+        &["render", "clusters/lab-f", "-o", "out", "--dry-run"],
+        &repo,
+        &[],
+    );
+    assert!(o.status.success(), "{}", transcript(&o));
+    assert_eq!(snapshot(&repo), before, "a dry run changed the tree");
+}

@@ -146,6 +146,37 @@ fn render(args: RenderArgs) -> Result<Status> {
             }
             out.flush()?;
         }
+        Some(root) if args.dry_run => {
+            let built = render_each::<_, anyhow::Error>(
+                &clusters,
+                args.templates.as_ref(),
+                inputs::Digests::Wanted,
+                |r, d| Ok((Bundle::build(&r, &d)?, r.warnings)),
+            )?;
+            print_warnings(built.iter().flat_map(|b| &b.1))?;
+            let mut err = std::io::stderr().lock();
+            let (mut objects, mut bytes) = (0usize, 0usize);
+            for (b, _) in &built {
+                let n: usize = b.files.iter().map(|(_, t)| t.len()).sum();
+                objects += b.files.len().saturating_sub(2);
+                bytes += n;
+                let path = root.join(&b.name).display().to_string();
+                writeln!(
+                    err,
+                    "{}: would write {} files, {n} bytes",
+                    line(&path),
+                    b.files.len()
+                )?;
+            }
+            writeln!(
+                err,
+                "would render {} {}, {objects} {}, {bytes} bytes into {}; nothing written (--dry-run)",
+                built.len(),
+                if built.len() == 1 { "cluster" } else { "clusters" },
+                if objects == 1 { "object" } else { "objects" },
+                line(&root.display().to_string())
+            )?;
+        }
         Some(root) => {
             // Each worker writes its cluster into the staging tree as soon as it is
             // rendered; the tree is swapped in only once every cluster succeeded.

@@ -539,6 +539,10 @@ pub struct RenderArgs {
     /// are still printed).
     #[arg(long, short = 'q', requires = "output")]
     pub quiet: bool,
+    /// With `-o`: render, print what would be written under OUT (per cluster: files and
+    /// bytes) and write nothing (no lock, no staging directory).
+    #[arg(long, requires = "output")]
+    pub dry_run: bool,
 }
 
 /// Arguments of `capstan plan`.
