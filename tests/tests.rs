@@ -55,3 +55,6 @@ mod cli;
 mod ci;
 // Terminal-safe output: every printer fed ESC, OSC, CR, LF, U+202E and a Markdown fence.
 mod terminal;
+
+// One scripting convention (issue 42 item 5) and the sops habits of item 6.
+mod conventions;

@@ -229,3 +229,15 @@ pub fn assert_terminal_safe(what: &str, out: &str) {
         );
     }
 }
+
+/// A command's exit code, stdout and stderr as one text, for a golden file.
+pub fn transcript(o: &Output) -> String {
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        o.status
+            .code()
+            .map_or("signal".to_string(), |c| c.to_string()),
+        stdout(o),
+        stderr(o)
+    )
+}

@@ -56,12 +56,7 @@ pub fn run(cli: Cli) -> Result<Status> {
             std::io::stdout().lock().write_all(&text)?;
             Ok(Status::Success)
         }
-        Command::Man => {
-            let mut text = Vec::new();
-            clap_mangen::Man::new(crate::cli::command()).render(&mut text)?;
-            std::io::stdout().lock().write_all(&text)?;
-            Ok(Status::Success)
-        }
+        Command::Man { out_dir, dry_run } => man(out_dir, dry_run),
         Command::Restore(crate::cli::RestoreCommand::Check(args)) => {
             crate::cli::backup::restore_check(args)
         }
@@ -123,6 +118,7 @@ fn render(args: RenderArgs) -> Result<Status> {
                 args.templates.as_ref(),
                 inputs::Digests::NotWanted,
                 |mut r, _| {
+                    let warnings = std::mem::take(&mut r.warnings);
                     if let Some(ids) = &ids {
                         for res in &mut r.resources {
                             decrypt_sealed(res, ids)?;
@@ -137,12 +133,13 @@ fn render(args: RenderArgs) -> Result<Status> {
                     text.push_str(SEPARATOR);
                     // Held until every cluster is rendered: keep only what it needs.
                     text.shrink_to_fit();
-                    Ok(text)
+                    Ok((text, warnings))
                 },
             )?;
+            print_warnings(parts.iter().flat_map(|p| &p.1))?;
             let mut out = std::io::stdout().lock();
             let last = parts.len().saturating_sub(1);
-            for (i, part) in parts.iter().enumerate() {
+            for (i, (part, _)) in parts.iter().enumerate() {
                 let part = if i == last {
                     &part[..part.len() - SEPARATOR.len()]
                 } else {
@@ -151,6 +148,37 @@ fn render(args: RenderArgs) -> Result<Status> {
                 out.write_all(part.as_bytes())?;
             }
             out.flush()?;
+        }
+        Some(root) if args.dry_run => {
+            let built = render_each::<_, anyhow::Error>(
+                &clusters,
+                args.templates.as_ref(),
+                inputs::Digests::Wanted,
+                |r, d| Ok((Bundle::build(&r, &d)?, r.warnings)),
+            )?;
+            print_warnings(built.iter().flat_map(|b| &b.1))?;
+            let mut err = std::io::stderr().lock();
+            let (mut objects, mut bytes) = (0usize, 0usize);
+            for (b, _) in &built {
+                let n: usize = b.files.iter().map(|(_, t)| t.len()).sum();
+                objects += b.files.len().saturating_sub(2);
+                bytes += n;
+                let path = root.join(&b.name).display().to_string();
+                writeln!(
+                    err,
+                    "{}: would write {} files, {n} bytes",
+                    line(&path),
+                    b.files.len()
+                )?;
+            }
+            writeln!(
+                err,
+                "would render {} {}, {objects} {}, {bytes} bytes into {}; nothing written (--dry-run)",
+                built.len(),
+                if built.len() == 1 { "cluster" } else { "clusters" },
+                if objects == 1 { "object" } else { "objects" },
+                line(&root.display().to_string())
+            )?;
         }
         Some(root) => {
             // Each worker writes its cluster into the staging tree as soon as it is
@@ -166,9 +194,27 @@ fn render(args: RenderArgs) -> Result<Status> {
                 &clusters,
                 args.templates.as_ref(),
                 inputs::Digests::Wanted,
-                |r, d| Ok(output.stage(&Bundle::build(&r, &d)?)?),
+                |r, d| {
+                    let b = Bundle::build(&r, &d)?;
+                    // Objects: every file but the kustomization and the lock.
+                    let objects = b.files.len().saturating_sub(2);
+                    let bytes: usize = b.files.iter().map(|(_, t)| t.len()).sum();
+                    Ok((output.stage(&b)?, objects, bytes, r.warnings))
+                },
             )?;
+            let clusters_n = staged.len();
+            let objects: usize = staged.iter().map(|s| s.1).sum();
+            let bytes: usize = staged.iter().map(|s| s.2).sum();
+            let mut warnings = Vec::new();
+            let staged = staged
+                .into_iter()
+                .map(|s| {
+                    warnings.extend(s.3);
+                    s.0
+                })
+                .collect();
             let committed = output.commit(staged)?;
+            print_warnings(&warnings)?;
             let report = committed.report;
             if let Some((old, e)) = committed.leftover {
                 eprintln!(
@@ -177,6 +223,9 @@ fn render(args: RenderArgs) -> Result<Status> {
                     root.display(),
                     old.display()
                 );
+            }
+            if args.quiet {
+                return Ok(Status::Success);
             }
             let mut err = std::io::stderr().lock();
             for (name, outcome) in report {
@@ -188,9 +237,73 @@ fn render(args: RenderArgs) -> Result<Status> {
                 let path = root.join(name).display().to_string();
                 writeln!(err, "{}: {what}", line(&path))?;
             }
+            writeln!(
+                err,
+                "rendered {clusters_n} {}, {objects} {}, {bytes} bytes into {}",
+                if clusters_n == 1 {
+                    "cluster"
+                } else {
+                    "clusters"
+                },
+                if objects == 1 { "object" } else { "objects" },
+                line(&root.display().to_string())
+            )?;
         }
     }
     Ok(Status::Success)
+}
+
+/// `capstan man`: the top page on stdout, or every page into a directory.
+fn man(out_dir: Option<PathBuf>, dry_run: bool) -> Result<Status> {
+    let pages = crate::cli::manpages::pages()?;
+    let Some(dir) = out_dir else {
+        let top = pages.first().map(|p| p.1.as_slice()).unwrap_or_default();
+        std::io::stdout().lock().write_all(top)?;
+        return Ok(Status::Success);
+    };
+    let mut err = std::io::stderr().lock();
+    if !dry_run {
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: cannot create the directory: {e}",
+                line(&dir.display().to_string())
+            )
+        })?;
+    }
+    let mut bytes = 0usize;
+    for (name, text) in &pages {
+        let path = dir.join(name);
+        let shown = path.display().to_string();
+        if dry_run {
+            writeln!(err, "{}: would write {} bytes", line(&shown), text.len())?;
+        } else {
+            std::fs::write(&path, text)
+                .map_err(|e| anyhow::anyhow!("{}: cannot write the man page: {e}", line(&shown)))?;
+            writeln!(err, "{}: written", line(&shown))?;
+        }
+        bytes += text.len();
+    }
+    writeln!(
+        err,
+        "{} {} man pages, {bytes} bytes{}",
+        if dry_run { "would write" } else { "wrote" },
+        pages.len(),
+        if dry_run {
+            "; nothing written (--dry-run)"
+        } else {
+            ""
+        }
+    )?;
+    Ok(Status::Success)
+}
+
+/// Render warnings on stderr, one `warning: ` line each (the text is printable already).
+fn print_warnings<'a>(warnings: impl IntoIterator<Item = &'a String>) -> Result<()> {
+    let mut err = std::io::stderr().lock();
+    for w in warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    Ok(())
 }
 
 fn crd_key(doc: &serde_json::Value) -> (String, String) {

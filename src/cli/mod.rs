@@ -3,6 +3,7 @@
 pub mod argocd;
 pub mod backup;
 pub mod commands;
+pub mod manpages;
 pub mod rehearse;
 pub mod scaffold;
 pub mod terminal;
@@ -59,8 +60,18 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff): `capstan man > capstan.1`.
-    Man,
+    /// Print the man page (roff): `capstan man > capstan.1`; with `--out-dir`, write every
+    /// page (`capstan.1`, `capstan-render.1`, `capstan-secrets-decrypt.1`, …) into a directory.
+    Man {
+        /// Write one page per command and subcommand into DIR (created if missing; pages
+        /// there are replaced) instead of printing the top page.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+        /// With `--out-dir`: print the pages that would be written and their sizes; write
+        /// nothing.
+        #[arg(long, requires = "out_dir")]
+        dry_run: bool,
+    },
     /// Rebuild a lost management cluster from a backup.
     #[command(subcommand)]
     Restore(RestoreCommand),
@@ -529,6 +540,14 @@ pub struct RenderArgs {
     /// age identity file for `--decrypt` (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
     #[arg(long, short = 'i', value_name = "FILE", requires = "decrypt")]
     pub identity: Option<PathBuf>,
+    /// With `-o`: print neither the per-cluster lines nor the summary (errors and warnings
+    /// are still printed).
+    #[arg(long, short = 'q', requires = "output")]
+    pub quiet: bool,
+    /// With `-o`: render, print what would be written under OUT (per cluster: files and
+    /// bytes) and write nothing (no lock, no staging directory).
+    #[arg(long, requires = "output")]
+    pub dry_run: bool,
 }
 
 /// Arguments of `capstan plan`.

@@ -994,6 +994,7 @@ mod tests {
             kubeadm_etcd_members: 0,
             // The second lacks its final newline, so the file is not the text read.
             resources: vec![doc("a", "kind: Secret\n"), doc("b", "kind: Secret")],
+            warnings: Vec::new(),
         };
         let b = Bundle::build(&r, &[]).unwrap();
         let lock = &b.files.last().unwrap().1;
@@ -1085,6 +1086,7 @@ mod tests {
             phase: None,
             kubeadm_etcd_members: 0,
             resources,
+            warnings: Vec::new(),
         }
     }
 

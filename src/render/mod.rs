@@ -402,6 +402,9 @@ pub struct Rendered {
     pub kubeadm_etcd_members: usize,
     /// Objects in the fixed output order.
     pub resources: Vec<Resource>,
+    /// Warnings for the user (printable text already: paths and recipients escaped), in a
+    /// fixed order; they do not stop the render.
+    pub warnings: Vec<String>,
 }
 
 impl Renderer {
@@ -749,6 +752,7 @@ impl Renderer {
                 .as_ref()
                 .map_or(0, |m| m.kubeadm.etcd_members.len()),
             resources: out,
+            warnings: Vec::new(),
         })
     }
 }

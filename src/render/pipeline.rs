@@ -295,6 +295,13 @@ fn build_from(
         c.secrets_age_sha256.as_deref(),
         &c.sealed,
     )?;
+    rendered
+        .warnings
+        .extend(crate::secrets::seal::missing_recipients(
+            &c.config,
+            &c.dir.label(),
+            &c.sealed,
+        ));
     resources.append(&mut rendered.resources);
     for r in &resources {
         crate::resource::check_buildable(r)?;

@@ -440,6 +440,43 @@ fn check_provider_secret(doc: &Value, i: usize, cluster: &str) -> Result<(), Str
     Ok(())
 }
 
+/// One warning per sealed file whose `sops.age` stanzas lack a recipient listed in
+/// `spec.recipients` (that recipient's holder cannot decrypt it), naming the file, the
+/// missing recipients and the fix. Files that do not parse as SOPS are left to
+/// [`sealed_resources`], which refuses them.
+pub fn missing_recipients(config: &ClusterConfig, dir: &str, sealed: &[SealedFile]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in sealed {
+        let Ok(file) = SopsFile::parse(&s.path, &s.text) else {
+            continue;
+        };
+        let has: std::collections::BTreeSet<String> = file
+            .recipients()
+            .iter()
+            .map(|r| r.trim().to_string())
+            .collect();
+        let missing: Vec<String> = config
+            .spec
+            .recipients
+            .iter()
+            .map(|r| r.trim())
+            .filter(|r| !has.contains(*r))
+            .map(|r| crate::printable::line(r).into_owned())
+            .collect();
+        if !missing.is_empty() {
+            out.push(format!(
+                "{}: not encrypted to {} listed in spec.recipients: {}; run `capstan secrets rekey {}` \
+                 to re-encrypt it to every listed recipient",
+                crate::printable::line(&s.path),
+                if missing.len() == 1 { "a recipient" } else { "recipients" },
+                missing.join(", "),
+                crate::printable::line(dir)
+            ));
+        }
+    }
+    out
+}
+
 /// The sealed management-cluster Secrets of a cluster, checked without any key: present,
 /// SOPS-encrypted, sealed from `secrets_age_sha256`, with the CA fingerprints recorded in
 /// `cluster.yaml`. Returns them as verbatim resources, expected files first.
