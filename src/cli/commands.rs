@@ -56,7 +56,7 @@ pub fn run(cli: Cli) -> Result<Status> {
             std::io::stdout().lock().write_all(&text)?;
             Ok(Status::Success)
         }
-        Command::Man { out_dir, dry_run } => man(out_dir, dry_run),
+        Command::Man { out_dir, dry_run } => crate::cli::manpages::man(out_dir, dry_run),
         Command::Restore(crate::cli::RestoreCommand::Check(args)) => {
             crate::cli::backup::restore_check(args)
         }
@@ -250,50 +250,6 @@ fn render(args: RenderArgs) -> Result<Status> {
             )?;
         }
     }
-    Ok(Status::Success)
-}
-
-/// `capstan man`: the top page on stdout, or every page into a directory.
-fn man(out_dir: Option<PathBuf>, dry_run: bool) -> Result<Status> {
-    let pages = crate::cli::manpages::pages()?;
-    let Some(dir) = out_dir else {
-        let top = pages.first().map(|p| p.1.as_slice()).unwrap_or_default();
-        std::io::stdout().lock().write_all(top)?;
-        return Ok(Status::Success);
-    };
-    let mut err = std::io::stderr().lock();
-    if !dry_run {
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: cannot create the directory: {e}",
-                line(&dir.display().to_string())
-            )
-        })?;
-    }
-    let mut bytes = 0usize;
-    for (name, text) in &pages {
-        let path = dir.join(name);
-        let shown = path.display().to_string();
-        if dry_run {
-            writeln!(err, "{}: would write {} bytes", line(&shown), text.len())?;
-        } else {
-            std::fs::write(&path, text)
-                .map_err(|e| anyhow::anyhow!("{}: cannot write the man page: {e}", line(&shown)))?;
-            writeln!(err, "{}: written", line(&shown))?;
-        }
-        bytes += text.len();
-    }
-    writeln!(
-        err,
-        "{} {} man pages, {bytes} bytes{}",
-        if dry_run { "would write" } else { "wrote" },
-        pages.len(),
-        if dry_run {
-            "; nothing written (--dry-run)"
-        } else {
-            ""
-        }
-    )?;
     Ok(Status::Success)
 }
 

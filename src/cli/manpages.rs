@@ -3,7 +3,58 @@
 //! sections written here, so that the top page's list of `capstan-*(1)` names only pages
 //! that exist.
 
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
 use clap_mangen::roff::{roman, Roff};
+
+use super::commands::Status;
+use crate::printable::line;
+
+/// `capstan man`: the top page on stdout, or every page into a directory.
+pub fn man(out_dir: Option<PathBuf>, dry_run: bool) -> Result<Status> {
+    let pages = pages()?;
+    let Some(dir) = out_dir else {
+        let top = pages.first().map(|p| p.1.as_slice()).unwrap_or_default();
+        std::io::stdout().lock().write_all(top)?;
+        return Ok(Status::Success);
+    };
+    let mut err = std::io::stderr().lock();
+    if !dry_run {
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: cannot create the directory: {e}",
+                line(&dir.display().to_string())
+            )
+        })?;
+    }
+    let mut bytes = 0usize;
+    for (name, text) in &pages {
+        let path = dir.join(name);
+        let shown = path.display().to_string();
+        if dry_run {
+            writeln!(err, "{}: would write {} bytes", line(&shown), text.len())?;
+        } else {
+            std::fs::write(&path, text)
+                .map_err(|e| anyhow::anyhow!("{}: cannot write the man page: {e}", line(&shown)))?;
+            writeln!(err, "{}: written", line(&shown))?;
+        }
+        bytes += text.len();
+    }
+    writeln!(
+        err,
+        "{} {} man pages, {bytes} bytes{}",
+        if dry_run { "would write" } else { "wrote" },
+        pages.len(),
+        if dry_run {
+            "; nothing written (--dry-run)"
+        } else {
+            ""
+        }
+    )?;
+    Ok(Status::Success)
+}
 
 /// Every page: (file name, roff), the top page first, then the subcommands depth first in
 /// clap's order. Hidden subcommands and clap's `help` get no page (and are not listed).
