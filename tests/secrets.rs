@@ -751,3 +751,42 @@ fn an_identity_from_process_substitution_is_read() {
         stderr(&o)
     );
 }
+
+/// `secrets decrypt` reads a multi-document file as the real sops writes it (sops 3.11.0,
+/// `tests/fixtures/sops-multidoc/SOURCES.md`): every document, `---` between them, one MAC
+/// over all of them. The MAC covers the documents in order, so swapping two is refused, and
+/// documents whose metadata differ were not written together and are refused too.
+#[test]
+fn secrets_decrypt_reads_a_multi_document_file_sops_wrote() {
+    let dir = root().join("tests/fixtures/sops-multidoc");
+    let id = root().join("examples/gitops/testdata/age-identity.txt");
+    let id = id.to_str().unwrap();
+    let o = run_env(
+        &["secrets", "decrypt", "-i", id, "two-secrets.sops.yaml"],
+        &dir,
+        &[],
+    );
+    assert_eq!(
+        stdout(&o),
+        std::fs::read_to_string(dir.join("two-secrets.plain.yaml")).unwrap()
+    );
+    assert_golden("secrets-decrypt-multi-document.txt", &transcript(&o));
+
+    let text = std::fs::read_to_string(dir.join("two-secrets.sops.yaml")).unwrap();
+    // The document marker, not the `-----` of the age armor.
+    let (a, b) = text.split_once("\n---\n").unwrap();
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("swapped.yaml"), format!("{b}---\n{a}\n")).unwrap();
+    let mixed = text.replacen("lastmodified: \"", "lastmodified: \"1", 1);
+    std::fs::write(t.path().join("mixed.yaml"), mixed).unwrap();
+    let mut refusals = String::new();
+    for f in ["swapped.yaml", "mixed.yaml"] {
+        let o = run_env(&["secrets", "decrypt", "-i", id, f], t.path(), &[]);
+        assert!(stdout(&o).is_empty(), "{f}: nothing decrypted is printed");
+        refusals.push_str(&format!(
+            "$ capstan secrets decrypt {f}\n{}",
+            transcript(&o)
+        ));
+    }
+    assert_golden("secrets-decrypt-multi-document-refused.txt", &refusals);
+}

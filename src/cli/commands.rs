@@ -371,9 +371,18 @@ fn decrypt(args: DecryptArgs) -> Result<Status> {
     } else {
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| anyhow::anyhow!("{label}: neither an age file nor a SOPS YAML file"))?;
-        let file = crate::secrets::sops::SopsFile::parse(&label, text)?;
-        let tree = plaintext_object(file.decrypt(&label, &ids)?.into_tree());
-        zeroize::Zeroizing::new(yaml::to_string(&tree).into_bytes())
+        // Every document of a stream sops wrote together, `---` between them, as sops prints.
+        let docs = crate::secrets::sops::decrypt_stream(&label, text, &ids)?;
+        let mut out = zeroize::Zeroizing::new(String::new());
+        for (i, tree) in docs.into_iter().enumerate() {
+            if i > 0 {
+                out.push_str("---\n");
+            }
+            out.push_str(&zeroize::Zeroizing::new(yaml::to_string(
+                &plaintext_object(tree),
+            )));
+        }
+        zeroize::Zeroizing::new(out.as_bytes().to_vec())
     };
     let mut out = std::io::stdout().lock();
     out.write_all(&plain)?;

@@ -8,7 +8,9 @@
 //! SHA-512 MAC over the leaves' plaintext is stored encrypted with the `lastmodified` string as
 //! its AAD.
 //!
-//! Scope: one YAML document per file, a top-level map, age X25519 recipients. Other key
+//! Scope: one YAML document per file (a sealed file is one Secret), except
+//! [`decrypt_stream`], which reads the multi-document files sops writes; a top-level map,
+//! age X25519 recipients. Other key
 //! sources (pgp, kms, …) are kept verbatim next to age stanzas but cannot be used; a file
 //! with no age stanza, with key groups (Shamir) or with a comment-based crypt rule is rejected.
 //! YAML comments are dropped by [`crate::yaml`], so they are neither encrypted nor kept.
@@ -63,7 +65,12 @@ pub enum SopsError {
         message: String,
     },
     /// More than one YAML document.
-    #[error("{label}: holds {count} YAML documents; a SOPS file here must hold exactly one")]
+    #[error(
+        "{label}: holds {count} YAML documents; a sealed file holds exactly one Secret (render \
+         applies each sealed file as one object, and one file per Secret keeps a review's diff to \
+         the Secret that changed): split it, one `sops --encrypt` per Secret; `capstan secrets \
+         decrypt` reads it as sops does"
+    )]
     MultiDocument {
         /// The file.
         label: String,
@@ -429,6 +436,34 @@ impl SopsFile {
         label: &str,
         identities: &[x25519::Identity],
     ) -> Result<Plain, SopsError> {
+        let (mut trees, data_key, stash) =
+            self.decrypt_branches(label, identities, &[&self.tree])?;
+        Ok(Plain {
+            tree: Value::Object(trees.pop().unwrap_or_default()),
+            data_key,
+            stash,
+            source_mac: self.metadata.mac.clone(),
+        })
+    }
+
+    /// Decrypt `branches` (this file's tree, or every document of a stream sops wrote
+    /// together) with this file's metadata: one MAC over the values of every branch in
+    /// order, as sops computes it (getsops/sops `sops.go` `Tree.Decrypt`: one `sha512`
+    /// for `range tree.Branches`).
+    #[allow(clippy::type_complexity, reason = "one private helper's result")]
+    fn decrypt_branches(
+        &self,
+        label: &str,
+        identities: &[x25519::Identity],
+        branches: &[&Map<String, Value>],
+    ) -> Result<
+        (
+            Vec<Map<String, Value>>,
+            Zeroizing<[u8; KEY_LEN]>,
+            HashMap<[u8; 32], Vec<[u8; IV_LEN]>>,
+        ),
+        SopsError,
+    > {
         let data_key = self.unwrap_data_key(label, identities)?;
         let rule = Matcher::new(label, &self.metadata.rule)?;
         let mut walk = Walk {
@@ -440,12 +475,16 @@ impl SopsFile {
             stash: HashMap::new(),
             used: HashMap::new(),
         };
-        let mut segs = Vec::new();
-        let mut out = Map::new();
-        for (k, v) in &self.tree {
-            segs.push(Seg::Key(k));
-            out.insert(k.clone(), walk.decrypt(v, &mut segs)?);
-            segs.pop();
+        let mut trees = Vec::with_capacity(branches.len());
+        for branch in branches {
+            let mut segs = Vec::new();
+            let mut out = Map::new();
+            for (k, v) in *branch {
+                segs.push(Seg::Key(k));
+                out.insert(k.clone(), walk.decrypt(v, &mut segs)?);
+                segs.pop();
+            }
+            trees.push(out);
         }
         let computed = upper_hex(&walk.hash.finalize_reset());
         let mac_aad = mac_aad(&self.metadata.lastmodified);
@@ -467,12 +506,7 @@ impl SopsFile {
             });
         }
         walk.remember(&mac_aad, "str", computed.as_bytes(), iv);
-        Ok(Plain {
-            tree: Value::Object(out),
-            data_key,
-            stash: walk.stash,
-            source_mac: self.metadata.mac.clone(),
-        })
+        Ok((trees, data_key, walk.stash))
     }
 
     fn unwrap_data_key(
@@ -510,6 +544,63 @@ impl SopsFile {
             recipients: self.recipients().join(", "),
         }))
     }
+}
+
+/// Decrypt a SOPS YAML stream as `sops decrypt` does: one document, or several written
+/// together by sops, each carrying the same `sops` metadata (getsops/sops
+/// `stores/yaml/store.go` `EmitEncryptedFile` appends it to every branch) and one MAC over
+/// the values of all of them in order. Documents whose metadata differ were not written
+/// together and are refused. The plaintext documents, in order.
+pub fn decrypt_stream(
+    label: &str,
+    text: &str,
+    identities: &[x25519::Identity],
+) -> Result<Vec<Value>, SopsError> {
+    let docs = crate::yaml::parse_stream(text).map_err(|e| SopsError::Yaml {
+        label: label.to_string(),
+        message: e.message,
+    })?;
+    if docs.len() <= 1 {
+        let file = SopsFile::parse(label, text)?;
+        return Ok(vec![file.decrypt(label, identities)?.into_tree()]);
+    }
+    let not_sops = || SopsError::NotSops {
+        label: label.to_string(),
+    };
+    let mut trees = Vec::with_capacity(docs.len());
+    let mut first_sops: Option<Value> = None;
+    for (i, doc) in docs.into_iter().enumerate() {
+        let Value::Object(mut tree) = doc else {
+            return Err(not_sops());
+        };
+        let sops = tree.shift_remove("sops").ok_or_else(not_sops)?;
+        match &first_sops {
+            None => first_sops = Some(sops),
+            Some(first) if *first != sops => {
+                return Err(meta_err(
+                    label,
+                    format!(
+                        "document {} carries other `sops` metadata than the first: documents sops writes \
+                         together share theirs (decrypt each file on its own)",
+                        i + 1
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        trees.push(tree);
+    }
+    let Some(Value::Object(sops)) = first_sops else {
+        return Err(meta_err(label, "`sops` is not a map"));
+    };
+    let file = SopsFile {
+        tree: Map::new(),
+        metadata: parse_metadata(label, sops)?,
+        text: String::new(),
+    };
+    let refs: Vec<&Map<String, Value>> = trees.iter().collect();
+    let (plain, _, _) = file.decrypt_branches(label, identities, &refs)?;
+    Ok(plain.into_iter().map(Value::Object).collect())
 }
 
 /// Encrypt `plain_tree` (a map, without a `sops` key) as a SOPS YAML document for
