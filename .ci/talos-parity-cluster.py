@@ -21,6 +21,12 @@ authz = (
 )
 s = open(path).read()
 for old, new in [
+    # The example's own apiServer block (anonymous-auth and podSecurity, said explicitly):
+    # the fuller one below replaces it, with both settings kept.
+    (
+        '  apiServer:\n    extraArgs:\n      anonymous-auth: "true"\n    podSecurity: privileged\n',
+        "",
+    ),
     # The endpoint as a Talos VIP: an interface's `vip` up to Talos 1.11, a Layer2VIPConfig
     # document from 1.12, both checked against the schema of each minor.
     (

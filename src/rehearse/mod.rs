@@ -692,6 +692,138 @@ fn next_version(v: &str, minor: bool) -> Option<String> {
     })
 }
 
+/// `--then`: A control-plane VM fails; the operator removes its member and Machine; the provider replaces it.
+fn replace_control_plane(d: &mut Driver, title: &str, objs: &[Value]) -> Result<(), RehearseError> {
+    d.degraded_step = true;
+    d.step(
+        &format!("{title}: a control-plane VM fails"),
+        Some(objs),
+        &mut |w: &mut World| {
+            let victim = w
+                .machines
+                .iter()
+                .filter(|m| m.deployment.is_none())
+                .min_by_key(|m| (m.created, m.name.clone()))
+                .map(|m| m.name.clone());
+            match victim {
+                Some(v) => {
+                    w.fail_vm(&v);
+                    vec![format!(
+                        "{v} is powered off: its etcd member is down, its node NotReady"
+                    )]
+                }
+                None => vec!["no control-plane machine to fail".into()],
+            }
+        },
+        &|_: &World| None,
+        60,
+    )?;
+    d.step(
+        &format!("{title}: the operator removes its etcd member and deletes its Machine"),
+        None,
+        &mut |w: &mut World| {
+            let failed: Vec<String> = w
+                .vms
+                .iter()
+                .filter(|v| v.failed && v.control_plane && !v.gone)
+                .map(|v| v.name.clone())
+                .collect();
+            for f in &failed {
+                w.members.retain(|m| &m.name != f);
+                let t = w.t;
+                if let Some(m) = w.machines.iter_mut().find(|m| &m.name == f) {
+                    m.deleting = Some(t);
+                }
+            }
+            vec![format!(
+                "`talosctl -n <healthy node> etcd remove-member {}`, then `kubectl delete machine {}`: the provider creates a replacement",
+                failed.join(" "),
+                failed.join(" ")
+            )]
+        },
+        &unsettled,
+        3600,
+    )?;
+    Ok(())
+}
+
+/// `--then`: A worker VM fails; its MachineHealthCheck remediates it.
+fn mhc_remediation(d: &mut Driver, title: &str, objs: &[Value]) -> Result<(), RehearseError> {
+    d.step(
+        &format!("{title}: a worker VM fails; its MachineHealthCheck remediates it"),
+        Some(objs),
+        &mut |w: &mut World| {
+            let victim = w
+                .machines
+                .iter()
+                .filter(|m| {
+                    m.deployment
+                        .as_ref()
+                        .is_some_and(|d| w.health_checks.values().any(|c| &c.deployment == d))
+                })
+                .min_by_key(|m| (m.created, m.name.clone()))
+                .map(|m| m.name.clone());
+            match victim {
+                Some(v) => {
+                    w.fail_vm(&v);
+                    vec![format!("{v} is powered off")]
+                }
+                None => vec!["no worker under a MachineHealthCheck".into()],
+            }
+        },
+        &|w: &World| {
+            if w.vms.iter().any(|v| v.failed && !v.gone) {
+                return Some("the failed worker is not replaced yet".into());
+            }
+            unsettled(w)
+        },
+        3600,
+    )?;
+    Ok(())
+}
+
+/// `--then`: The autoscaler grows a pool that carries its size annotations.
+fn autoscaler_scale_up(d: &mut Driver, title: &str, objs: &[Value]) -> Result<(), RehearseError> {
+    let before: Vec<(String, u64)> = {
+        let w = model::lock(&d.world);
+        w.deployments
+            .iter()
+            .map(|(k, v)| (k.clone(), v.replicas))
+            .collect()
+    };
+    d.step(
+        &format!("{title}: Pods pending for two more nodes"),
+        Some(objs),
+        &mut |w: &mut World| {
+            let pool = w
+                .deployments
+                .iter()
+                .find(|(_, md)| md.autoscaler.is_some())
+                .map(|(k, _)| k.clone());
+            match pool {
+                Some(p) => {
+                    w.pending.insert(p.clone(), 2);
+                    vec![format!(
+                        "the autoscaler sees Pods that need two more nodes of {p}"
+                    )]
+                }
+                None => Vec::new(),
+            }
+        },
+        &|w: &World| {
+            let grown = w.deployments.iter().any(|(k, md)| {
+                md.autoscaler.is_some() && before.iter().any(|(b, r)| b == k && md.replicas > *r)
+            });
+            if !grown {
+                return Some("the autoscaler has not grown the pool".into());
+            }
+            unsettled(w)
+        },
+        3600,
+    )?;
+    Ok(())
+}
+
 fn operation(
     d: &mut Driver,
     render: &mut Render<'_>,
@@ -783,130 +915,9 @@ fn operation(
         }
     }
     match op {
-        Operation::ReplaceControlPlane => {
-            d.degraded_step = true;
-            d.step(
-                &format!("{title}: a control-plane VM fails"),
-                Some(&objs),
-                &mut |w: &mut World| {
-                    let victim = w
-                        .machines
-                        .iter()
-                        .filter(|m| m.deployment.is_none())
-                        .min_by_key(|m| (m.created, m.name.clone()))
-                        .map(|m| m.name.clone());
-                    match victim {
-                        Some(v) => {
-                            w.fail_vm(&v);
-                            vec![format!(
-                                "{v} is powered off: its etcd member is down, its node NotReady"
-                            )]
-                        }
-                        None => vec!["no control-plane machine to fail".into()],
-                    }
-                },
-                &|_: &World| None,
-                60,
-            )?;
-            d.step(
-                &format!("{title}: the operator removes its etcd member and deletes its Machine"),
-                None,
-                &mut |w: &mut World| {
-                    let failed: Vec<String> = w
-                        .vms
-                        .iter()
-                        .filter(|v| v.failed && v.control_plane && !v.gone)
-                        .map(|v| v.name.clone())
-                        .collect();
-                    for f in &failed {
-                        w.members.retain(|m| &m.name != f);
-                        let t = w.t;
-                        if let Some(m) = w.machines.iter_mut().find(|m| &m.name == f) {
-                            m.deleting = Some(t);
-                        }
-                    }
-                    vec![format!(
-                        "`talosctl -n <healthy node> etcd remove-member {}`, then `kubectl delete machine {}`: the provider creates a replacement",
-                        failed.join(" "),
-                        failed.join(" ")
-                    )]
-                },
-                &unsettled,
-                3600,
-            )?;
-        }
-        Operation::MhcRemediation => {
-            d.step(
-                &format!("{title}: a worker VM fails; its MachineHealthCheck remediates it"),
-                Some(&objs),
-                &mut |w: &mut World| {
-                    let victim = w
-                        .machines
-                        .iter()
-                        .filter(|m| {
-                            m.deployment.as_ref().is_some_and(|d| {
-                                w.health_checks.values().any(|c| &c.deployment == d)
-                            })
-                        })
-                        .min_by_key(|m| (m.created, m.name.clone()))
-                        .map(|m| m.name.clone());
-                    match victim {
-                        Some(v) => {
-                            w.fail_vm(&v);
-                            vec![format!("{v} is powered off")]
-                        }
-                        None => vec!["no worker under a MachineHealthCheck".into()],
-                    }
-                },
-                &|w: &World| {
-                    if w.vms.iter().any(|v| v.failed && !v.gone) {
-                        return Some("the failed worker is not replaced yet".into());
-                    }
-                    unsettled(w)
-                },
-                3600,
-            )?;
-        }
-        Operation::AutoscalerScaleUp => {
-            let before: Vec<(String, u64)> = {
-                let w = model::lock(&d.world);
-                w.deployments
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.replicas))
-                    .collect()
-            };
-            d.step(
-                &format!("{title}: Pods pending for two more nodes"),
-                Some(&objs),
-                &mut |w: &mut World| {
-                    let pool = w
-                        .deployments
-                        .iter()
-                        .find(|(_, md)| md.autoscaler.is_some())
-                        .map(|(k, _)| k.clone());
-                    match pool {
-                        Some(p) => {
-                            w.pending.insert(p.clone(), 2);
-                            vec![format!(
-                                "the autoscaler sees Pods that need two more nodes of {p}"
-                            )]
-                        }
-                        None => Vec::new(),
-                    }
-                },
-                &|w: &World| {
-                    let grown = w.deployments.iter().any(|(k, md)| {
-                        md.autoscaler.is_some()
-                            && before.iter().any(|(b, r)| b == k && md.replicas > *r)
-                    });
-                    if !grown {
-                        return Some("the autoscaler has not grown the pool".into());
-                    }
-                    unsettled(w)
-                },
-                3600,
-            )?;
-        }
+        Operation::ReplaceControlPlane => replace_control_plane(d, &title, &objs)?,
+        Operation::MhcRemediation => mhc_remediation(d, &title, &objs)?,
+        Operation::AutoscalerScaleUp => autoscaler_scale_up(d, &title, &objs)?,
         Operation::PhaseRevert => {
             let declared: Vec<(String, u64)> = {
                 let w = model::lock(&d.world);
