@@ -34,6 +34,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256, Sha512};
+
+mod stream;
+pub use stream::decrypt_stream;
 use zeroize::Zeroizing;
 
 use crate::digest::upper_hex;
@@ -544,63 +547,6 @@ impl SopsFile {
             recipients: self.recipients().join(", "),
         }))
     }
-}
-
-/// Decrypt a SOPS YAML stream as `sops decrypt` does: one document, or several written
-/// together by sops, each carrying the same `sops` metadata (getsops/sops
-/// `stores/yaml/store.go` `EmitEncryptedFile` appends it to every branch) and one MAC over
-/// the values of all of them in order. Documents whose metadata differ were not written
-/// together and are refused. The plaintext documents, in order.
-pub fn decrypt_stream(
-    label: &str,
-    text: &str,
-    identities: &[x25519::Identity],
-) -> Result<Vec<Value>, SopsError> {
-    let docs = crate::yaml::parse_stream(text).map_err(|e| SopsError::Yaml {
-        label: label.to_string(),
-        message: e.message,
-    })?;
-    if docs.len() <= 1 {
-        let file = SopsFile::parse(label, text)?;
-        return Ok(vec![file.decrypt(label, identities)?.into_tree()]);
-    }
-    let not_sops = || SopsError::NotSops {
-        label: label.to_string(),
-    };
-    let mut trees = Vec::with_capacity(docs.len());
-    let mut first_sops: Option<Value> = None;
-    for (i, doc) in docs.into_iter().enumerate() {
-        let Value::Object(mut tree) = doc else {
-            return Err(not_sops());
-        };
-        let sops = tree.shift_remove("sops").ok_or_else(not_sops)?;
-        match &first_sops {
-            None => first_sops = Some(sops),
-            Some(first) if *first != sops => {
-                return Err(meta_err(
-                    label,
-                    format!(
-                        "document {} carries other `sops` metadata than the first: documents sops writes \
-                         together share theirs (decrypt each file on its own)",
-                        i + 1
-                    ),
-                ));
-            }
-            Some(_) => {}
-        }
-        trees.push(tree);
-    }
-    let Some(Value::Object(sops)) = first_sops else {
-        return Err(meta_err(label, "`sops` is not a map"));
-    };
-    let file = SopsFile {
-        tree: Map::new(),
-        metadata: parse_metadata(label, sops)?,
-        text: String::new(),
-    };
-    let refs: Vec<&Map<String, Value>> = trees.iter().collect();
-    let (plain, _, _) = file.decrypt_branches(label, identities, &refs)?;
-    Ok(plain.into_iter().map(Value::Object).collect())
 }
 
 /// Encrypt `plain_tree` (a map, without a `sops` key) as a SOPS YAML document for
