@@ -19,10 +19,6 @@ pub fn decrypt_stream(
         label: label.to_string(),
         message: e.message,
     })?;
-    if docs.len() <= 1 {
-        let file = SopsFile::parse(label, text)?;
-        return Ok(vec![file.decrypt(label, identities)?.into_tree()]);
-    }
     let not_sops = || SopsError::NotSops {
         label: label.to_string(),
     };
