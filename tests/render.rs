@@ -402,7 +402,7 @@ fn help_lists_commands() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// Ten copies of lab-f (`p01`..`p10`), enough for the parallel path of `render_each`.
+/// Ten copies of lab-f (`p01`..`p10`), enough for the parallel path of `pipeline::render`.
 fn fleet_repo() -> (tempfile::TempDir, std::path::PathBuf) {
     let (t, repo) = example_copy();
     for i in 1..=10 {

@@ -7,7 +7,7 @@ use crate::argocd::{self, ArgocdError, Context, SecretsMode};
 use crate::cli::terminal::{decrypt_sealed, identities, report_written, Status};
 use crate::cli::{ClusterSecretsArgs, InitArgs};
 use crate::inputs::{self, InputError};
-use crate::render::pipeline::render_each;
+use crate::render::pipeline;
 use crate::secrets::sopssecret::{self, SopsSecretError};
 use anyhow::{Context as _, Result};
 use std::io::Write;
@@ -150,8 +150,15 @@ fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<St
     // Relative to the repository root, every file in a message is named as in git.
     std::env::set_current_dir(&root).with_context(|| root.display().to_string())?;
     let clusters = inputs::discover_all(&[target])?;
-    let parts =
-        render_each::<_, anyhow::Error>(&clusters, None, inputs::Digests::NotWanted, |r, _| {
+    let parts = pipeline::render::<_, anyhow::Error>(
+        &mut pipeline::Session::default(),
+        pipeline::Source::Disk,
+        &clusters,
+        &pipeline::Options {
+            templates: None,
+            digests: inputs::Digests::NotWanted,
+        },
+        |_, r, _| {
             ctx.check_namespace(&r.name, &r.namespace)?;
             let mut objects = Vec::with_capacity(r.resources.len());
             for mut res in r.resources {
@@ -170,7 +177,8 @@ fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<St
             let mut text = Zeroizing::new(String::with_capacity(16384));
             crate::resource::write_stream(&objects, &mut text);
             Ok((text, objects.len()))
-        })?;
+        },
+    )?;
     if parts.iter().all(|(_, n)| *n == 0) {
         return Err(ArgocdError::Empty.into());
     }

@@ -14,6 +14,7 @@ use crate::cli::{
 };
 use crate::inputs;
 use crate::printable::{self, line, Label};
+use crate::render::pipeline;
 use anyhow::Result;
 use std::io::Write as _;
 
@@ -199,11 +200,15 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
     let ids = optional_identities(args.identity.as_deref())?;
     let dirs = inputs::discover(&args.repo)?;
     let configs = inputs::load_clusters(&dirs)?;
-    let mut expected = crate::render::pipeline::render_each::<_, anyhow::Error>(
+    let mut expected = pipeline::render::<_, anyhow::Error>(
+        &mut pipeline::Session::default(),
+        pipeline::Source::Disk,
         &dirs,
-        args.templates.as_ref(),
-        inputs::Digests::NotWanted,
-        |r, _| Ok(backup::check::expected(&r.name, &r.namespace, &r.resources)),
+        &pipeline::Options {
+            templates: args.templates.as_deref(),
+            digests: inputs::Digests::NotWanted,
+        },
+        |_, r, _| Ok(backup::check::expected(&r.name, &r.namespace, &r.resources)),
     )?;
     for e in &mut expected {
         if let Some(c) = configs.iter().find(|c| c.config.metadata.name == e.name) {
@@ -562,11 +567,15 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
     let dirs = inputs::discover(&args.repo)?;
     let configs = inputs::load_clusters(&dirs)?;
     // Whether any cluster's machines take addresses from an IPAM pool (its rendered templates).
-    let ipam = crate::render::pipeline::render_each::<_, anyhow::Error>(
+    let ipam = pipeline::render::<_, anyhow::Error>(
+        &mut pipeline::Session::default(),
+        pipeline::Source::Disk,
         &dirs,
-        None,
-        inputs::Digests::NotWanted,
-        |r, _| Ok(backup::check::expected(&r.name, &r.namespace, &r.resources).ipam),
+        &pipeline::Options {
+            templates: None,
+            digests: inputs::Digests::NotWanted,
+        },
+        |_, r, _| Ok(backup::check::expected(&r.name, &r.namespace, &r.resources).ipam),
     )?
     .into_iter()
     .any(|x| x);

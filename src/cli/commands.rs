@@ -11,7 +11,7 @@ use crate::inputs::model::Phase;
 use crate::inputs::{self, ClusterInput};
 use crate::printable::line;
 use crate::render::bundle::{self, Bundle, Outcome};
-use crate::render::pipeline::render_each;
+use crate::render::pipeline;
 use crate::render::schema::CrdSet;
 use crate::render::Renderer;
 use crate::yaml;
@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 pub use crate::cli::terminal::Status;
 use crate::cli::terminal::{
-    decrypt_sealed, identities, optional_identities, plaintext_object, report_written,
+    decrypt_sealed, identities, open_sealed, optional_identities, plaintext_object, report_written,
 };
 
 /// Run a parsed command line.
@@ -46,7 +46,7 @@ pub fn run(cli: Cli) -> Result<Status> {
         Command::Import(ImportCommand::Kubeadm(args)) => import_kubeadm(*args),
         Command::Secrets(SecretsCommand::Decrypt(args)) => decrypt(args),
         Command::Secrets(SecretsCommand::Seal(args)) => seal(args),
-        Command::Secrets(SecretsCommand::Rekey(args)) => rekey(args),
+        Command::Secrets(SecretsCommand::Rekey(args)) => crate::cli::rekey::rekey(args),
         Command::Explain(args) => explain(args),
         Command::Backup(cmd) => crate::cli::backup::run(cmd),
         // Written into memory first: clap_complete panics on a failed write (a closed pipe).
@@ -113,11 +113,15 @@ fn render(args: RenderArgs) -> Result<Status> {
     match args.output {
         None => {
             // The whole stream is built before anything is printed: a failure prints nothing.
-            let parts = render_each::<_, anyhow::Error>(
+            let parts = pipeline::render::<_, anyhow::Error>(
+                &mut pipeline::Session::default(),
+                pipeline::Source::Disk,
                 &clusters,
-                args.templates.as_ref(),
-                inputs::Digests::NotWanted,
-                |mut r, _| {
+                &pipeline::Options {
+                    templates: args.templates.as_deref(),
+                    digests: inputs::Digests::NotWanted,
+                },
+                |_, mut r, _| {
                     let warnings = std::mem::take(&mut r.warnings);
                     if let Some(ids) = &ids {
                         for res in &mut r.resources {
@@ -150,11 +154,15 @@ fn render(args: RenderArgs) -> Result<Status> {
             out.flush()?;
         }
         Some(root) if args.dry_run => {
-            let built = render_each::<_, anyhow::Error>(
+            let built = pipeline::render::<_, anyhow::Error>(
+                &mut pipeline::Session::default(),
+                pipeline::Source::Disk,
                 &clusters,
-                args.templates.as_ref(),
-                inputs::Digests::Wanted,
-                |r, d| Ok((Bundle::build(&r, &d)?, r.warnings)),
+                &pipeline::Options {
+                    templates: args.templates.as_deref(),
+                    digests: inputs::Digests::Wanted,
+                },
+                |_, r, d| Ok((Bundle::build(&r, &d)?, r.warnings)),
             )?;
             print_warnings(built.iter().flat_map(|b| &b.1))?;
             let mut err = std::io::stderr().lock();
@@ -190,11 +198,15 @@ fn render(args: RenderArgs) -> Result<Status> {
                     lock.display()
                 );
             })?;
-            let staged = render_each::<_, anyhow::Error>(
+            let staged = pipeline::render::<_, anyhow::Error>(
+                &mut pipeline::Session::default(),
+                pipeline::Source::Disk,
                 &clusters,
-                args.templates.as_ref(),
-                inputs::Digests::Wanted,
-                |r, d| {
+                &pipeline::Options {
+                    templates: args.templates.as_deref(),
+                    digests: inputs::Digests::Wanted,
+                },
+                |_, r, d| {
                     let b = Bundle::build(&r, &d)?;
                     // Objects: every file but the kustomization and the lock.
                     let objects = b.files.len().saturating_sub(2);
@@ -427,26 +439,6 @@ fn open_bundle(
     Ok(bundle)
 }
 
-/// Read and decrypt the existing sealed files (all of them, workload ones included).
-fn open_sealed(
-    c: &ClusterInput,
-    ids: &[age::x25519::Identity],
-) -> Result<
-    Vec<(
-        String,
-        crate::secrets::sops::SopsFile,
-        crate::secrets::sops::Plain,
-    )>,
-> {
-    let mut out = Vec::new();
-    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
-        let file = crate::secrets::sops::SopsFile::parse(&s.path, &s.text)?;
-        let plain = file.decrypt(&s.path, ids)?;
-        out.push((s.rel, file, plain));
-    }
-    Ok(out)
-}
-
 fn seal(args: ClusterSecretsArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
     let c = inputs::load_cluster(&args.dir)?;
@@ -534,164 +526,6 @@ fn vsphere_identity(args: crate::cli::VsphereIdentityArgs) -> Result<Status> {
     let written = bundle::replace_files(&args.dir, &files)?;
     report_written(&args.dir, &files, &written)?;
     Ok(Status::Success)
-}
-
-fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
-    let ids = identities(args.identity.as_deref())?;
-    let c = inputs::load_cluster(&args.dir)?;
-    anyhow::ensure!(
-        !c.config.spec.recipients.is_empty(),
-        "{}: spec.recipients: at least one age recipient is required",
-        c.file
-    );
-    let recipients = crate::secrets::parse_spec_recipients(&c.file, &c.config.spec.recipients)?;
-    let age_path = c.dir.join(crate::inputs::SECRETS_FILE);
-    let age_label = age_path.display().to_string();
-    let old = inputs::read_repository_bytes(
-        &age_path,
-        &inputs::repo_root(&c.dir),
-        inputs::InputKind::SecretsAge,
-    )?;
-    let plain = crate::secrets::decrypt(&age_label, &old, &ids)?;
-    let new_age = crate::secrets::encrypt_armored(&plain, &recipients)?;
-    let digest = crate::digest::sha256_hex(new_age.as_bytes());
-    let now = crate::secrets::sops::lastmodified_now();
-    let mut files = vec![(
-        crate::inputs::SECRETS_FILE.to_string(),
-        new_age.into_bytes(),
-    )];
-    let mut err = std::io::stderr().lock();
-    for (rel, file, plain) in open_sealed(&c, &ids)? {
-        let before: std::collections::BTreeSet<String> = file.recipients().into_iter().collect();
-        let tree = crate::secrets::seal::with_bundle_digest(plain.tree(), &digest);
-        let meta = file.metadata();
-        let text = crate::secrets::sops::encrypt(
-            &rel,
-            &tree,
-            &recipients,
-            meta.rule.clone(),
-            meta.mac_only_encrypted,
-            &now,
-            Some((&file, &plain)),
-        )?;
-        let after: std::collections::BTreeSet<String> =
-            c.config.spec.recipients.iter().cloned().collect();
-        let added: Vec<&String> = after.difference(&before).collect();
-        let removed: Vec<&String> = before.difference(&after).collect();
-        writeln!(
-            err,
-            "{}: {} recipient(s) added, {} removed",
-            line(&rel.to_string()),
-            added.len(),
-            removed.len()
-        )?;
-        files.push((rel, text.into_bytes()));
-    }
-    let written = bundle::replace_files(&args.dir, &files)?;
-    report_written(&args.dir, &files, &written)?;
-    // Every file must now be wrapped exactly for spec.recipients.
-    let wanted: std::collections::BTreeSet<String> =
-        c.config.spec.recipients.iter().cloned().collect();
-    let mut stale = Vec::new();
-    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
-        let f = crate::secrets::sops::SopsFile::parse(&s.path, &s.text)?;
-        let have: std::collections::BTreeSet<String> = f.recipients().into_iter().collect();
-        if have != wanted {
-            stale.push(s.path);
-        }
-    }
-    anyhow::ensure!(
-        stale.is_empty(),
-        "still wrapped for other recipients than spec.recipients: {}",
-        stale.join(", ")
-    );
-    sops_config_in_step(&c, &files)?;
-    // D16: a rekey does not reach the backups of the management cluster.
-    eprintln!("note: {}", crate::backup::custody::REKEY_WARNING);
-    Ok(Status::Success)
-}
-
-/// After `secrets rekey`: a warning for each creation rule of the repository's `.sops.yaml`
-/// that gives the rekeyed sealed files other age recipients than `spec.recipients` (a
-/// later `sops updatekeys` or `sops edit` would encrypt them to its set, dropping the new
-/// recipients), and for files no rule matches.
-fn sops_config_in_step(c: &inputs::ClusterInput, files: &[(String, Vec<u8>)]) -> Result<()> {
-    use crate::secrets::sops_config::{rule_for, Rule};
-    let root = inputs::repo_root(&c.dir);
-    let path = root.join(".sops.yaml");
-    if !path.exists() {
-        return Ok(());
-    }
-    let label = path.display().to_string();
-    let text = inputs::read_repository_text(&path, &root, inputs::InputKind::Overlay)?;
-    let config =
-        crate::yaml::parse_one(&text).map_err(|e| anyhow::anyhow!("{label}: {}", e.message))?;
-    let here = |p: &std::path::Path| {
-        if p.as_os_str().is_empty() {
-            std::path::PathBuf::from(".")
-        } else {
-            p.to_path_buf()
-        }
-    };
-    let (root_c, dir_c) = (here(&root).canonicalize()?, here(&c.dir).canonicalize()?);
-    let under = dir_c.strip_prefix(&root_c).unwrap_or(&dir_c).to_path_buf();
-    let wanted: std::collections::BTreeSet<&str> = c
-        .config
-        .spec
-        .recipients
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let mut by_rule: std::collections::BTreeMap<usize, (Vec<String>, Vec<String>)> =
-        std::collections::BTreeMap::new();
-    let mut unmatched = Vec::new();
-    for (rel, _) in files
-        .iter()
-        .filter(|(r, _)| r != crate::inputs::SECRETS_FILE)
-    {
-        let repo_rel = under.join(rel).display().to_string();
-        match rule_for(&config, &label, &repo_rel)? {
-            None => return Ok(()),
-            Some(Rule::NoMatch) => unmatched.push(repo_rel),
-            Some(Rule::Age { index, recipients }) => {
-                let have: std::collections::BTreeSet<&str> =
-                    recipients.iter().map(String::as_str).collect();
-                if have != wanted {
-                    by_rule
-                        .entry(index)
-                        .or_insert_with(|| (recipients.clone(), Vec::new()))
-                        .1
-                        .push(repo_rel);
-                }
-            }
-        }
-    }
-    let mut err = std::io::stderr().lock();
-    for (index, (have, paths)) in &by_rule {
-        let have: std::collections::BTreeSet<&str> = have.iter().map(String::as_str).collect();
-        let missing: Vec<&str> = wanted.difference(&have).copied().collect();
-        let extra: Vec<&str> = have.difference(&wanted).copied().collect();
-        writeln!(
-            err,
-            "warning: {} creation_rules[{index}] gives {} other age recipients than spec.recipients (lacking: {}; \
-             besides: {}): a later `sops updatekeys` or `sops edit` would encrypt them to its set; set its `age` to \
-             \"{}\"",
-            line(&label),
-            line(&paths.join(", ")),
-            if missing.is_empty() { "none".into() } else { line(&missing.join(", ")).into_owned() },
-            if extra.is_empty() { "none".into() } else { line(&extra.join(", ")).into_owned() },
-            line(&c.config.spec.recipients.join(","))
-        )?;
-    }
-    if !unmatched.is_empty() {
-        writeln!(
-            err,
-            "warning: {}: no creation rule matches {}: `sops` refuses to encrypt them (\"no matching creation rules\")",
-            line(&label),
-            line(&unmatched.join(", "))
-        )?;
-    }
-    Ok(())
 }
 
 /// `import kubeadm --update`: the new import folded into the existing cluster directory.
@@ -1013,11 +847,15 @@ fn rendered_pools(
     use crate::migration::check::PoolFacts;
     let pools = (|| -> Result<Vec<PoolFacts>> {
         let dirs = inputs::discover(dir)?;
-        let each = crate::render::pipeline::render_each::<_, anyhow::Error>(
+        let each = pipeline::render::<_, anyhow::Error>(
+            &mut pipeline::Session::default(),
+            pipeline::Source::Disk,
             &dirs,
-            None,
-            inputs::Digests::NotWanted,
-            |r, _| {
+            &pipeline::Options {
+                templates: None,
+                digests: inputs::Digests::NotWanted,
+            },
+            |_, r, _| {
                 Ok(r.resources
                     .iter()
                     .filter(|res| {
@@ -1304,11 +1142,15 @@ fn load_side(
     match inputs::discover(path) {
         Ok(dirs) => {
             let mut set = ResourceSet::default();
-            let rendered = render_each::<_, anyhow::Error>(
+            let rendered = pipeline::render::<_, anyhow::Error>(
+                &mut pipeline::Session::default(),
+                pipeline::Source::Disk,
                 &dirs,
-                templates,
-                inputs::Digests::NotWanted,
-                |r, _| Ok((r.name, r.phase, r.kubeadm_etcd_members, r.resources)),
+                &pipeline::Options {
+                    templates: templates.map(std::path::PathBuf::as_path),
+                    digests: inputs::Digests::NotWanted,
+                },
+                |_, r, _| Ok((r.name, r.phase, r.kubeadm_etcd_members, r.resources)),
             )?;
             for (name, phase, kubeadm_etcd_members, resources) in rendered {
                 let phase = Some(phase.map_or("(none)", Phase::as_str).to_string());

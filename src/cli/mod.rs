@@ -5,6 +5,7 @@ pub mod backup;
 pub mod commands;
 pub mod manpages;
 pub mod rehearse;
+pub mod rekey;
 pub mod scaffold;
 pub mod terminal;
 

@@ -81,3 +81,23 @@ pub fn report_written(
     }
     Ok(())
 }
+
+/// Read and decrypt the existing sealed files (all of them, workload ones included).
+pub fn open_sealed(
+    c: &inputs::ClusterInput,
+    ids: &[age::x25519::Identity],
+) -> Result<
+    Vec<(
+        String,
+        crate::secrets::sops::SopsFile,
+        crate::secrets::sops::Plain,
+    )>,
+> {
+    let mut out = Vec::new();
+    for s in inputs::read_sealed(&c.dir, true, inputs::Digests::NotWanted)? {
+        let file = crate::secrets::sops::SopsFile::parse(&s.path, &s.text)?;
+        let plain = file.decrypt(&s.path, ids)?;
+        out.push((s.rel, file, plain));
+    }
+    Ok(out)
+}

@@ -682,6 +682,72 @@ impl Revision {
     }
 }
 
+/// A revision as a [`super::Tree`]: tree paths, links resolved inside the tree, labels
+/// `REV:path`. A path that is not UTF-8 names nothing (every tree path is).
+impl super::Tree for Revision {
+    fn read(
+        &self,
+        path: &std::path::Path,
+        kind: InputKind,
+    ) -> Result<Option<super::tree::Blob>, InputError> {
+        match path.to_str() {
+            Some(p) => self.bytes(p, kind),
+            None => Ok(None),
+        }
+    }
+
+    fn list(&self, path: &std::path::Path) -> Result<Option<Vec<super::tree::Child>>, InputError> {
+        let Some(p) = path.to_str() else {
+            return Ok(None);
+        };
+        let real = self.walk(p)?;
+        if !(real.is_empty() || self.under(&real).next().is_some()) {
+            return Ok(None);
+        }
+        let mut out: Vec<super::tree::Child> = Vec::new();
+        for (q, _) in self.under(&real) {
+            let rest = below(&real, q);
+            let (name, dir) = match rest.split_once('/') {
+                Some((child, _)) => (child, true),
+                None => (rest, false),
+            };
+            if out
+                .last()
+                .is_none_or(|c: &super::tree::Child| c.name != name)
+            {
+                out.push(super::tree::Child {
+                    name: name.to_string(),
+                    dir,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name);
+        Ok(Some(out))
+    }
+
+    fn exists(&self, path: &std::path::Path) -> bool {
+        let Some(p) = path.to_str() else {
+            return false;
+        };
+        match self.resolve(p) {
+            Ok(found) => found.is_some() || self.is_dir(p),
+            Err(e) => matches!(e, InputError::Outside { .. }),
+        }
+    }
+
+    fn confine(&self, dir: &std::path::Path) -> Result<(), InputError> {
+        match dir.to_str() {
+            Some(p) => self.walk(p).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    fn label(&self, path: &std::path::Path) -> String {
+        Revision::label(self, &path.to_string_lossy())
+    }
+}
+
 /// The paths that differ between the work tree of `repo` and `rev` (tracked files
 /// changed, staged or not, and files git does not track, except those it ignores
 /// (`.gitignore`, `.git/info/exclude`, `core.excludesFile`): build output is neither read
@@ -731,11 +797,6 @@ fn below<'a>(dir: &str, path: &'a str) -> &'a str {
     }
 }
 
-/// A tree path from a directory and a name in it (`""` is the root).
-fn join(dir: &str, name: &str) -> String {
-    super::rel_join(dir, name)
-}
-
 /// A tree path from a directory and a path below it (either may be `""`).
 pub fn join_tree(dir: &str, rest: &str) -> String {
     match (dir.is_empty(), rest.is_empty()) {
@@ -745,264 +806,23 @@ pub fn join_tree(dir: &str, rest: &str) -> String {
     }
 }
 
-fn not_found(path: String) -> InputError {
-    InputError::Io {
-        path,
-        error: std::io::Error::from(std::io::ErrorKind::NotFound),
-    }
-}
-
-/// The clusters of a revision under `dir` (tree path), by the rules of [`super::discover`]:
-/// `dir` itself when it holds `cluster.yaml`, else `dir/clusters/*/`, else `dir/*/`; sorted.
-pub fn discover(rev: &Revision, dir: &str) -> Result<Vec<String>, InputError> {
-    // As on disk, a `cluster.yaml` behind a link counts even when the link leaves the tree:
-    // loading the cluster says so, instead of it silently vanishing.
-    let has_cluster = |d: &str| match rev.resolve(&join(d, super::CLUSTER_FILE)) {
-        Ok(found) => found.is_some(),
-        Err(e) => matches!(e, InputError::Outside { .. }),
-    };
-    if has_cluster(dir) {
-        return Ok(vec![dir.to_string()]);
-    }
-    if !rev.is_dir(dir) {
-        return Err(not_found(rev.label(dir)));
-    }
-    for base in [join(dir, "clusters"), dir.to_string()] {
-        // The children of `base` (listed where its links lead), named under `base`.
-        let Ok(real) = rev.walk(&base) else {
-            continue;
-        };
-        let mut children: Vec<&str> = rev
-            .under(&real)
-            .map(|(p, _)| {
-                let rest = below(&real, p);
-                rest.split_once('/').map_or(rest, |(child, _)| child)
-            })
-            .collect();
-        children.dedup();
-        let mut found: Vec<String> = children
-            .into_iter()
-            .map(|child| join(&base, child))
-            .filter(|d| has_cluster(d))
-            .collect();
-        if !found.is_empty() {
-            found.sort();
-            found.dedup();
-            return Ok(found);
-        }
-    }
-    Err(InputError::NoClusters {
-        dir: rev.label(dir),
-    })
-}
-
-/// The repository root of a cluster directory (tree paths): the parent of its `clusters/`,
-/// by the rule the disk loader uses ([`super::clusters_root_len`]); a directory under no
-/// `clusters/` is its own root.
-pub fn repo_root(dir: &str) -> String {
-    let parts: Vec<&str> = dir.split('/').collect();
-    match super::clusters_root_len(&parts) {
-        Some(n) => parts[..n].join("/"),
-        None => dir.to_string(),
-    }
-}
-
-/// The name a cluster directory of a revision declares, and its `cluster.yaml` as shown in
-/// messages: only that file read, not validated (as [`super::cluster_name`]).
-pub fn cluster_name(rev: &Revision, dir: &str) -> Result<(Option<String>, String), InputError> {
-    let path = join(dir, super::CLUSTER_FILE);
-    let file = rev.label(&path);
-    let text = rev
-        .text(&path, InputKind::ClusterFile)?
-        .ok_or_else(|| not_found(file.clone()))?;
-    Ok((super::declared_name(&file, &text)?, file))
-}
-
-/// Read one cluster directory of a revision (tree path), as [`super::load_cluster_with`]
-/// does from disk without digests: `cluster.yaml`, the digest of `secrets.age`, and the
-/// sealed files of `secrets/`.
-pub fn load_cluster(rev: &Revision, dir: &str) -> Result<super::ClusterInput, InputError> {
-    load(rev, dir, true)
-}
-
-/// [`load_cluster`] without `secrets.age` and the sealed files: what is needed to resolve
-/// the cluster's overlays.
-pub fn load_config(rev: &Revision, dir: &str) -> Result<super::ClusterInput, InputError> {
-    load(rev, dir, false)
-}
-
-fn load(rev: &Revision, dir: &str, secrets: bool) -> Result<super::ClusterInput, InputError> {
-    load_like(rev, dir, secrets, None)
-}
-
-/// [`load_cluster`] of the same directory on another revision than `like` was read from:
-/// a `cluster.yaml` with the same text is not parsed again.
-pub fn load_cluster_like(
-    rev: &Revision,
-    dir: &str,
-    like: &super::ClusterInput,
-) -> Result<super::ClusterInput, InputError> {
-    load_like(rev, dir, true, Some(like))
-}
-
-fn load_like(
-    rev: &Revision,
-    dir: &str,
-    secrets: bool,
-    like: Option<&super::ClusterInput>,
-) -> Result<super::ClusterInput, InputError> {
-    let path = join(dir, super::CLUSTER_FILE);
-    let file = rev.label(&path);
-    let text = rev
-        .text(&path, InputKind::ClusterFile)?
-        .ok_or_else(|| not_found(file.clone()))?;
-    let config = match like.filter(|c| c.text == text) {
-        Some(c) => c.config.clone(),
-        None => {
-            let value = super::parse_yaml_file(&file, &text)?;
-            super::ClusterConfig::from_value(&file, value)?
-        }
-    };
-    if !secrets {
-        return Ok(super::ClusterInput {
-            dir: dir.into(),
-            file,
-            config,
-            text,
-            root: repo_root(dir).into(),
-            digests: Vec::new(),
-            secrets_age_sha256: None,
-            sealed: Vec::new(),
-        });
-    }
-    let secrets_age_sha256 = rev
-        .bytes(&join(dir, super::SECRETS_FILE), InputKind::SecretsAge)?
-        .map(|b| crate::digest::sha256_hex(&b));
-    let sealed_dir = rev.walk(&join(dir, super::SEALED_DIR))?;
-    let mut sealed = Vec::new();
-    for (p, _) in rev.under(&sealed_dir) {
-        let name = below(&sealed_dir, p);
-        if name.contains('/') || !super::is_sealed_name(name) {
-            continue;
-        }
-        let text = rev
-            .text(p, InputKind::Sealed)?
-            .ok_or_else(|| not_found(rev.label(p)))?;
-        sealed.push(super::SealedFile {
-            rel: format!("{}/{name}", super::SEALED_DIR),
-            path: rev.label(p),
-            text,
-            sha256: None,
-        });
-    }
-    Ok(super::ClusterInput {
-        dir: dir.into(),
-        file,
-        config,
-        text,
-        root: repo_root(dir).into(),
-        digests: Vec::new(),
-        secrets_age_sha256,
-        sealed,
-    })
-}
-
-/// The template overrides of a revision's repository at `root` (tree path): its
-/// `templates/`, by the rules of [`super::load_templates`].
-pub fn load_templates(
-    rev: &Revision,
-    root: &str,
-) -> Result<Vec<super::TemplateOverride>, InputError> {
-    let dir = rev.walk(&join(root, "templates"))?;
-    let mut out = Vec::new();
-    for (p, _) in rev.under(&dir) {
-        let name = below(&dir, p);
-        match super::template_file(name) {
-            None => continue,
-            Some(false) => return Err(InputError::NotATemplate { path: rev.label(p) }),
-            Some(true) => {}
-        }
-        let source = rev
-            .text(p, InputKind::Template)?
-            .ok_or_else(|| not_found(rev.label(p)))?;
-        out.push(super::TemplateOverride {
-            name: name.to_string(),
-            origin: rev.label(p),
-            source,
-        });
-    }
-    Ok(out)
-}
-
-/// A cluster's overlays from a revision, by the rules of [`super::load_overlays`], read
-/// through `cache` (one per revision).
-pub fn load_overlays(
-    rev: &Revision,
-    c: &super::ClusterInput,
-    cache: &super::OverlayCache,
-) -> Result<super::LoadedOverlays, InputError> {
-    let root = c.root.to_string_lossy().into_owned();
-    super::resolve_overlays(c, &|rel, from_file, field| {
-        let key = std::path::PathBuf::from(join(&root, rel));
-        if let Some(hit) = cache.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            return Ok(hit);
-        }
-        let dir = join(&root, rel);
-        let path = join(&dir, super::OVERLAY_FILE);
-        // A directory link out of the tree is refused against the field that names it, as
-        // the disk loader refuses it.
-        let text = rev
-            .text(&path, InputKind::Overlay)
-            .map_err(|e| match e {
-                InputError::Outside { .. } => super::overlay_error(
-                    from_file,
-                    field,
-                    format!(
-                        "`{}` resolves outside the repository root `{}` (through a symbolic link)",
-                        rev.label(&dir),
-                        rev.label(&root)
-                    ),
-                ),
-                e => e,
-            })?
-            .ok_or_else(|| {
-                super::overlay_error(
-                    from_file,
-                    field,
-                    format!(
-                        "`{}` is not an overlay: expected the file {}",
-                        rev.label(&dir),
-                        rev.label(&path)
-                    ),
-                )
-            })?;
-        let loaded = Arc::new(super::overlay_from_text(
-            &c.root,
-            rel,
-            rev.label(&path),
-            &text,
-            |frel, _| {
-                let p = join(&root, frel);
-                match rev.text(&p, InputKind::Overlay) {
-                    Ok(Some(text)) => Ok((rev.label(&p), text)),
-                    Ok(None) => Err(super::OverlayRead::Refused(format!(
-                        "{}: no such file",
-                        rev.label(&p)
-                    ))),
-                    Err(e) => Err(super::OverlayRead::Input(e)),
-                }
-            },
-        )?);
-        if let Ok(mut m) = cache.loaded.lock() {
-            m.insert(key, loaded.clone());
-        }
-        Ok(loaded)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The clusters of a revision by the one loader's rules, as tree paths.
+    fn discover(r: &Revision, dir: &str) -> Result<Vec<String>, InputError> {
+        Ok(
+            crate::inputs::cluster::discover(r, std::path::Path::new(dir))?
+                .into_iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+        )
+    }
+
+    fn repo_root(dir: &str) -> String {
+        crate::inputs::tree::tree_root(dir)
+    }
 
     /// Parse `git ls-tree -r -z -l` output as it is read (at most [`MAX_ENTRIES`] entries).
     fn parse_listing(out: impl Read, what: &str) -> Result<BTreeMap<String, Entry>, InputError> {

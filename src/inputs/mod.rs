@@ -10,7 +10,10 @@ pub use artifacts::{
     read_moved_directory, read_rendered, MovedDirectory, MovedFile, RenderedCluster,
     MAX_MOVED_FILE, MAX_MOVED_FILES,
 };
+pub mod cluster;
 pub mod git;
+pub mod tree;
+pub use tree::{DiskTree, MemoryTree, Tree};
 mod root;
 use root::rel;
 pub use root::{clusters_root_len, given_repo_root, repo_root, set_repo_root};
@@ -179,37 +182,9 @@ pub struct ClusterInput {
     pub sealed: Vec<SealedFile>,
 }
 
-/// The clusters found under `dir`: `dir` itself when it holds `cluster.yaml`, else the
-/// directories of `dir/clusters/*/cluster.yaml`, else of `dir/*/cluster.yaml`; sorted.
+/// The clusters found under `dir` on disk ([`cluster::discover`]).
 pub fn discover(dir: &Path) -> Result<Vec<PathBuf>, InputError> {
-    // A `cluster.yaml` of any type counts: the loader refuses one that is not a regular
-    // file, instead of the cluster silently vanishing from a repository's render.
-    let has_cluster = |d: &Path| std::fs::symlink_metadata(d.join(CLUSTER_FILE)).is_ok();
-    if has_cluster(dir) {
-        return Ok(vec![dir.to_path_buf()]);
-    }
-    let meta = std::fs::metadata(dir).map_err(io(dir))?;
-    if !meta.is_dir() {
-        return Err(InputError::NoClusters { dir: dir.label() });
-    }
-    for base in [dir.join("clusters"), dir.to_path_buf()] {
-        if !base.is_dir() {
-            continue;
-        }
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(&base).map_err(io(&base))? {
-            let entry = entry.map_err(io(&base))?;
-            let p = entry.path();
-            if has_cluster(&p) {
-                found.push(p);
-            }
-        }
-        if !found.is_empty() {
-            found.sort();
-            return Ok(found);
-        }
-    }
-    Err(InputError::NoClusters { dir: dir.label() })
+    cluster::discover(&DiskTree::new(dir)?, dir)
 }
 
 /// The cap of a YAML input (`validate`, `diff` streams): 256 MiB, room for a 5,000-cluster
@@ -323,22 +298,6 @@ fn canonical_dir(root: &Path) -> Result<PathBuf, InputError> {
         root
     };
     std::fs::canonicalize(r).map_err(io(r))
-}
-
-/// The repository root of a cluster directory ([`repo_root`]) and its canonical form,
-/// with the directory confined to it; outside a `--repo-root`, the message names the flag.
-fn rooted(dir: &Path) -> Result<(PathBuf, PathBuf), InputError> {
-    let root = repo_root(dir);
-    let root_c = canonical_dir(&root)?;
-    match (confine(dir, &root_c), given_repo_root()) {
-        (Err(InputError::Outside { path, .. }), Some((_, typed))) => {
-            Err(InputError::OutsideRepoRoot {
-                dir: path,
-                root: typed.to_string(),
-            })
-        }
-        (r, _) => r.map(|()| (root, root_c)),
-    }
 }
 
 /// Refuse a path (a directory capstan is about to read files from) that resolves outside
@@ -480,155 +439,21 @@ pub fn load_cluster(dir: &Path) -> Result<ClusterInput, InputError> {
 /// [`load_cluster`], hashing the inputs only when `want` asks for it (else
 /// [`ClusterInput::digests`] is empty and the sealed files carry no digest).
 pub fn load_cluster_with(dir: &Path, want: Digests) -> Result<ClusterInput, InputError> {
-    if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
-        return Err(InputError::NotADirectory {
-            path: dir.label(),
-            what: "a cluster directory, the one holding cluster.yaml,",
-        });
-    }
-    let wanted = want == Digests::Wanted;
-    let path = dir.join(CLUSTER_FILE);
-    let file = path.label();
-    let (root, root_c) = rooted(dir)?;
-    let text = read_repo_text(&path, &root_c, InputKind::ClusterFile)?;
-    let value = parse_yaml_file(&file, &text)?;
-    let config = ClusterConfig::from_value(&file, value)?;
-    let mut digests = Vec::with_capacity(if wanted { 4 } else { 0 });
-    if wanted {
-        digests.push(Digest256 {
-            path: rel(&root, &path),
-            sha256: sha256_hex(text.as_bytes()),
-        });
-    }
-    let age_path = dir.join(crate::inputs::SECRETS_FILE);
-    // Read directly (no separate existence check): absent means the cluster has none.
-    let secrets_age_sha256 = match read_input_bytes(&age_path, Some(&root_c), InputKind::SecretsAge)
-    {
-        Ok(bytes) => {
-            let d = sha256_hex(&bytes);
-            if wanted {
-                digests.push(Digest256 {
-                    path: rel(&root, &age_path),
-                    sha256: d.clone(),
-                });
-            }
-            Some(d)
-        }
-        Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
-    };
-    let sealed = read_sealed_in(dir, &root_c, false, want)?;
-    for s in &sealed {
-        if let Some(sha256) = &s.sha256 {
-            digests.push(Digest256 {
-                path: rel(&root, &dir.join(&s.rel)),
-                sha256: sha256.clone(),
-            });
-        }
-    }
-    Ok(ClusterInput {
-        dir: dir.to_path_buf(),
-        file,
-        config,
-        text,
-        root,
-        digests,
-        secrets_age_sha256,
-        sealed,
-    })
+    cluster::load(&DiskTree::for_cluster(dir)?, dir, cluster::Load::all(want))
 }
 
-/// The sealed files of a cluster directory: `secrets/*.yaml`, and with `workload` also
-/// `secrets/workload/*.yaml` and the SopsSecrets in `secrets/operator/*.yaml` (every file
-/// encrypted to the recipients, for rekey); sorted by relative path; each with its digest
-/// when `want` asks for it.
+/// The sealed files of a cluster directory on disk ([`cluster::read_sealed`]).
 pub fn read_sealed(
     dir: &Path,
     workload: bool,
     want: Digests,
 ) -> Result<Vec<SealedFile>, InputError> {
-    let (_, root_c) = rooted(dir)?;
-    read_sealed_in(dir, &root_c, workload, want)
+    cluster::read_sealed(&DiskTree::for_cluster(dir)?, dir, workload, want)
 }
 
-/// [`read_sealed`] for a cluster directory inside `root_c` (canonical).
-fn read_sealed_in(
-    dir: &Path,
-    root_c: &Path,
-    workload: bool,
-    want: Digests,
-) -> Result<Vec<SealedFile>, InputError> {
-    let mut out = Vec::new();
-    let mut dirs = vec![(dir.join(SEALED_DIR), SEALED_DIR.to_string())];
-    if workload {
-        for sub in [crate::inputs::OPERATOR_DIR, WORKLOAD_DIR] {
-            dirs.push((
-                dir.join(SEALED_DIR).join(sub),
-                format!("{SEALED_DIR}/{sub}"),
-            ));
-        }
-    }
-    for (d, prefix) in dirs {
-        let listing = match std::fs::read_dir(&d) {
-            Ok(listing) => listing,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(_) if !d.is_dir() => continue,
-            Err(e) => return Err(io(&d)(e)),
-        };
-        confine(&d, root_c)?;
-        for entry in listing {
-            let entry = entry.map_err(io(&d))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !is_sealed_name(&name) {
-                continue;
-            }
-            let p = entry.path();
-            // The directory entry's type needs no extra system call. A directory is not a
-            // sealed file; anything else is read (links confined, types checked).
-            let is_dir = match entry.file_type() {
-                Ok(t) if t.is_symlink() => false,
-                Ok(t) => t.is_dir(),
-                Err(_) => p.is_dir(),
-            };
-            if !is_dir {
-                let text = read_repo_text(&p, root_c, InputKind::Sealed)?;
-                out.push(SealedFile {
-                    rel: format!("{prefix}/{name}"),
-                    path: p.label(),
-                    sha256: (want == Digests::Wanted).then(|| sha256_hex(text.as_bytes())),
-                    text,
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(out)
-}
-
-/// Whether a file of a `secrets/` directory is a sealed file by its name.
-fn is_sealed_name(name: &str) -> bool {
-    (name.ends_with(".yaml") || name.ends_with(".yml")) && !name.starts_with('.')
-}
-
-/// The name `cluster.yaml`'s text declares (`metadata.name`), parsed as the loader parses
-/// it but not validated: what a duplicate-name check needs; `None` when it has none.
-fn declared_name(file: &str, text: &str) -> Result<Option<String>, InputError> {
-    let value = parse_yaml_file(file, text)?;
-    Ok(value
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_string))
-}
-
-/// The name a cluster directory declares, and its `cluster.yaml` as shown in messages:
-/// only that file read (by the loader's rule) and parsed, not validated.
+/// The name a cluster directory on disk declares ([`cluster::cluster_name`]).
 pub fn cluster_name(dir: &Path) -> Result<(Option<String>, String), InputError> {
-    let path = dir.join(CLUSTER_FILE);
-    let file = path.label();
-    let (_, root_c) = rooted(dir)?;
-    let text = read_repo_text(&path, &root_c, InputKind::ClusterFile)?;
-    Ok((declared_name(&file, &text)?, file))
+    cluster::cluster_name(&DiskTree::for_cluster(dir)?, dir)
 }
 
 /// Every cluster directory under the given directories (see [`discover`]), in order.
@@ -928,85 +753,21 @@ pub fn read_repository_text(
     utf8(path, read_repository_bytes(path, root, kind)?)
 }
 
-/// Template overrides from a directory (`<dir>/<flavour>/*.yaml`, `<dir>/talos/*.yaml`),
-/// with their digests (paths relative to `root`). Every file read resolves inside the
-/// confining directory: the repository `root` for a repository's own `templates/`, the
-/// directory itself when it was named on the command line (`explicit`: it must then exist).
-/// A missing repository `templates/` means no overrides.
+/// Template overrides from a directory on disk ([`cluster::load_templates`]): every file
+/// read resolves inside the repository `root` for a repository's own `templates/`, inside
+/// the directory itself when it was named on the command line (`explicit`: it must then
+/// exist).
 pub fn load_templates(
     dir: &Path,
     root: &Path,
     explicit: bool,
 ) -> Result<(Vec<TemplateOverride>, Vec<Digest256>), InputError> {
-    let mut overrides = Vec::new();
-    let mut digests = Vec::new();
-    match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
-            return Ok((overrides, digests))
-        }
-        Err(e) => return Err(io(dir)(e)),
-        Ok(_) => {}
-    }
-    let fence = if explicit {
-        canonical_dir(dir)?
-    } else {
-        let root_c = canonical_dir(root)?;
-        confine(dir, &root_c)?;
-        root_c
+    let tree = match explicit {
+        true => DiskTree::new(dir)?,
+        false if std::fs::symlink_metadata(dir).is_err() => return Ok(Default::default()),
+        false => DiskTree::new(root)?,
     };
-    let meta = std::fs::metadata(dir).map_err(io(dir))?;
-    if !meta.is_dir() {
-        return Err(InputError::NotADirectory {
-            path: dir.label(),
-            what: "a templates directory",
-        });
-    }
-    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
-        let entry = entry.map_err(|e| {
-            let path = e.path().unwrap_or(dir).label();
-            InputError::Io {
-                path,
-                error: e
-                    .into_io_error()
-                    .unwrap_or_else(|| std::io::Error::other("walk failed")),
-            }
-        })?;
-        if entry.file_type().is_dir() {
-            continue;
-        }
-        let path = entry.path();
-        if entry.path_is_symlink() {
-            confine(path, &fence)?;
-        }
-        let name = rel(dir, path);
-        match template_file(&name) {
-            None => continue,
-            Some(false) => return Err(InputError::NotATemplate { path: path.label() }),
-            Some(true) => {}
-        }
-        let source = read_repo_text(path, &fence, InputKind::Template)?;
-        digests.push(Digest256 {
-            path: rel(root, path),
-            sha256: sha256_hex(source.as_bytes()),
-        });
-        overrides.push(TemplateOverride {
-            name,
-            origin: path.label(),
-            source,
-        });
-    }
-    Ok((overrides, digests))
-}
-
-/// What a file of a templates directory is, by its path `name` relative to the directory:
-/// skipped (`None`: a dotfile or a README), a template (`Some(true)`: `<dir>/<file>.yaml`),
-/// or something that may not be there (`Some(false)`).
-fn template_file(name: &str) -> Option<bool> {
-    let base = name.rsplit('/').next().unwrap_or(name);
-    if base.starts_with('.') || base.eq_ignore_ascii_case("README.md") {
-        return None;
-    }
-    Some(name.ends_with(".yaml") && name.contains('/'))
+    cluster::load_templates(&tree, dir, root, explicit)
 }
 
 /// Overlays already read, shared by the clusters of one run: each overlay directory is read
@@ -1093,32 +854,25 @@ fn join_rel(root: &Path, base: &str, path: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
-/// The path of a repository-relative file, refusing one that a symbolic link takes outside
-/// the repository root.
-fn inside_root(root: &Path, rel: &str, path: &str) -> Result<PathBuf, String> {
-    let full = root.join(rel);
-    let outside = || {
-        format!(
-            "`{path}` resolves outside the repository root `{}` (through a symbolic link)",
-            shown(root)
-        )
-    };
-    let root_c = std::fs::canonicalize(if root.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        root
-    })
-    .map_err(|e| format!("{}: {e}", shown(root)))?;
-    match std::fs::canonicalize(&full) {
-        Ok(c) if !c.starts_with(&root_c) => Err(outside()),
-        Ok(_) => Ok(full),
-        Err(e) => Err(format!("{}: {e}", full.label())),
-    }
+/// The message for a path a symbolic link takes out of the repository root.
+fn outside_root(path: &str, root: &str) -> String {
+    format!(
+        "`{path}` resolves outside the repository root `{}` (through a symbolic link)",
+        if root.is_empty() { "." } else { root }
+    )
+}
+
+fn is_outside(e: &InputError) -> bool {
+    matches!(
+        e,
+        InputError::Outside { .. } | InputError::OutsideRepoRoot { .. }
+    )
 }
 
 impl OverlayCache {
     fn get(
         &self,
+        tree: &dyn Tree,
         root: &Path,
         rel: &str,
         from_file: &str,
@@ -1128,7 +882,7 @@ impl OverlayCache {
         if let Some(hit) = self.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(hit);
         }
-        let loaded = Arc::new(load_overlay(root, rel, from_file, field)?);
+        let loaded = Arc::new(load_overlay(tree, root, rel, from_file, field)?);
         if let Ok(mut m) = self.loaded.lock() {
             m.insert(key, loaded.clone());
         }
@@ -1136,7 +890,10 @@ impl OverlayCache {
     }
 }
 
+/// One overlay directory (`rel`, repository-relative) of the repository at `root` in
+/// `tree`, for the file and field that name it.
 fn load_overlay(
+    tree: &dyn Tree,
     root: &Path,
     rel: &str,
     from_file: &str,
@@ -1144,31 +901,45 @@ fn load_overlay(
 ) -> Result<LoadedOverlay, InputError> {
     let dir = root.join(rel);
     let path = dir.join(OVERLAY_FILE);
-    // Absent is "not an overlay"; present but not a file (a FIFO, a directory) is said
-    // as what it is, by the reader below.
-    if std::fs::symlink_metadata(&path).is_err() {
-        return Err(overlay_error(
-            from_file,
-            field,
-            format!(
-                "`{}` is not an overlay: expected the file {}",
-                dir.label(),
-                path.label()
-            ),
-        ));
+    let refused = |m: String| overlay_error(from_file, field, m);
+    let not_an_overlay = || {
+        refused(format!(
+            "`{}` is not an overlay: expected the file {}",
+            tree.label(&dir),
+            tree.label(&path)
+        ))
+    };
+    // A directory link out of the tree is refused against the field that names it; then
+    // the file itself, which may be a link out even when its directory is not. Absent is
+    // "not an overlay"; present but not a file (a FIFO, a directory) is said as what it is.
+    match tree.confine(&dir) {
+        Err(e) if is_outside(&e) => {
+            return Err(refused(outside_root(&tree.label(&dir), &tree.label(root))))
+        }
+        Err(e) if cluster::is_absent(&e) => return Err(not_an_overlay()),
+        r => r?,
     }
-    inside_root(root, rel, &dir.label()).map_err(|m| overlay_error(from_file, field, m))?;
-    // The file itself may be a link out of the repository even when its directory is not.
-    inside_root(root, &rel_join(rel, OVERLAY_FILE), &path.label())
-        .map_err(|m| overlay_error(from_file, field, m))?;
-    let file = path.label();
-    let root_c = canonical_dir(root)?;
-    let text = read_repo_text(&path, &root_c, InputKind::Overlay)?;
-    overlay_from_text(root, rel, file, &text, |frel, p| {
-        let full = inside_root(root, frel, p).map_err(OverlayRead::Refused)?;
-        let text =
-            read_repo_text(&full, &root_c, InputKind::Overlay).map_err(OverlayRead::Input)?;
-        Ok((full.label(), text))
+    let text = match tree::read_text(tree, &path, InputKind::Overlay) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Err(not_an_overlay()),
+        Err(e) if is_outside(&e) => {
+            return Err(refused(outside_root(&tree.label(&path), &tree.label(root))))
+        }
+        Err(e) => return Err(e),
+    };
+    overlay_from_text(root, rel, tree.label(&path), &text, |frel, p| {
+        let full = root.join(frel);
+        match tree::read_text(tree, &full, InputKind::Overlay) {
+            Ok(Some(text)) => Ok((tree.label(&full), text)),
+            Ok(None) => Err(OverlayRead::Refused(format!(
+                "{}: no such file",
+                tree.label(&full)
+            ))),
+            Err(e) if is_outside(&e) => {
+                Err(OverlayRead::Refused(outside_root(p, &tree.label(root))))
+            }
+            Err(e) => Err(OverlayRead::Input(e)),
+        }
     })
 }
 
@@ -1278,11 +1049,22 @@ fn rel_join(dir: &str, name: &str) -> String {
     }
 }
 
-/// A cluster's overlays (`spec.overlays`, each after its bases, depth-first, each once),
-/// read through `cache`. Errors name the file and field that point at the bad overlay.
+/// A cluster's overlays on disk (`spec.overlays`, each after its bases, depth-first, each
+/// once), read through `cache`: [`load_overlays_in`] over the disk below its repository root.
 pub fn load_overlays(c: &ClusterInput, cache: &OverlayCache) -> Result<LoadedOverlays, InputError> {
+    load_overlays_in(&DiskTree::new(&c.root)?, c, cache)
+}
+
+/// A cluster's overlays from `tree` (the one it was read from), each after its bases,
+/// depth-first, each once, read through `cache` (one per tree). Errors name the file and
+/// field that point at the bad overlay.
+pub fn load_overlays_in(
+    tree: &dyn Tree,
+    c: &ClusterInput,
+    cache: &OverlayCache,
+) -> Result<LoadedOverlays, InputError> {
     resolve_overlays(c, &|rel, from_file, field| {
-        cache.get(&c.root, rel, from_file, field)
+        cache.get(tree, &c.root, rel, from_file, field)
     })
 }
 

@@ -37,8 +37,8 @@ pub fn set_repo_root(root: &Path) -> Result<(), InputError> {
         })
 }
 
-/// The rule both loaders share (the disk's [`repo_root`], a revision's
-/// [`super::git::repo_root`]): of a cluster directory's path components, how many name its
+/// The rule every tree shares (the disk's [`repo_root`], and
+/// [`super::Tree::repo_root`] by default): of a cluster directory's path components, how many name its
 /// repository root: those before a `clusters` that is the cluster directory's parent.
 /// `None` when its parent is not `clusters` (a flat repository: the directory is its own root).
 pub fn clusters_root_len<S: AsRef<std::ffi::OsStr>>(parts: &[S]) -> Option<usize> {

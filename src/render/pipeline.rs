@@ -6,9 +6,10 @@
 
 use crate::printable::Label;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::inputs::{self, ClusterInput};
+use crate::inputs::cluster::{self, Load};
+use crate::inputs::{self, ClusterInput, Digest256, Digests, DiskTree, InputError, Tree};
 use crate::render::{RenderError, Rendered, Renderer};
 
 /// Why a cluster could not be rendered.
@@ -35,142 +36,171 @@ pub enum PipelineError {
 /// what the caller kept.
 type Done<T, E> = Result<(String, String, T), E>;
 
-/// Load and render every cluster directory and map each result with `f`, on all cores.
-/// Each worker reads its cluster (overlays come from a cache shared by all), renders it and keeps only what `f` returns, so no
-/// cluster's inputs or objects outlive its turn. Results, the first error, and the
-/// duplicate-name check come back in input order: output never depends on scheduling.
-/// `wanted` says whether the inputs are hashed for a lock (only `-o` writes one).
-pub fn render_each<T: Send, E: From<PipelineError> + Send>(
-    dirs: &[PathBuf],
-    templates: Option<&PathBuf>,
-    wanted: inputs::Digests,
-    f: impl Fn(Rendered, Vec<inputs::Digest256>) -> Result<T, E> + Sync,
-) -> Result<Vec<T>, E> {
-    render_each_in(&mut Session::default(), dirs, templates, wanted, f)
+/// Where a run's cluster directories are read from.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    /// The disk: each cluster directory confined to its repository root
+    /// ([`inputs::DiskTree::for_cluster`]); paths as typed.
+    Disk,
+    /// One tree: a git revision, files in memory; tree paths.
+    Tree(&'a dyn Tree),
 }
 
-/// What several calls of one run share: the compiled templates and the overlays read,
-/// for a run that renders its clusters in batches (`diff --git`).
+impl Source<'_> {
+    /// Run `f` over the tree that holds the cluster directory `dir`.
+    fn with<R>(
+        self,
+        dir: &Path,
+        f: impl FnOnce(&dyn Tree) -> Result<R, PipelineError>,
+    ) -> Result<R, PipelineError> {
+        match self {
+            Source::Disk => f(&DiskTree::for_cluster(dir)?),
+            Source::Tree(t) => f(t),
+        }
+    }
+
+    fn repo_root(self, dir: &Path) -> PathBuf {
+        match self {
+            Source::Disk => inputs::repo_root(dir),
+            Source::Tree(t) => t.repo_root(dir),
+        }
+    }
+
+    /// The templates directory of the cluster directory `dir`: the one named on the command
+    /// line (always on disk), else its repository's `templates/`.
+    fn templates_dir(self, dir: &Path, opts: &Options<'_>) -> PathBuf {
+        match opts.templates {
+            Some(t) => t.to_path_buf(),
+            None => self.repo_root(dir).join("templates"),
+        }
+    }
+
+    /// The template overrides of the cluster directory `dir`, with their digests.
+    fn templates(
+        self,
+        dir: &Path,
+        opts: &Options<'_>,
+    ) -> Result<(Vec<inputs::TemplateOverride>, Vec<Digest256>), InputError> {
+        let root = self.repo_root(dir);
+        match (opts.templates, self) {
+            (Some(t), _) => inputs::load_templates(t, &root, true),
+            (None, Source::Disk) => inputs::load_templates(&root.join("templates"), &root, false),
+            (None, Source::Tree(tree)) => {
+                inputs::cluster::load_templates(tree, &root.join("templates"), &root, false)
+            }
+        }
+    }
+}
+
+/// What every cluster of a run is rendered with.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// A templates directory named on the command line (on disk), instead of each
+    /// repository's own `templates/`.
+    pub templates: Option<&'a Path>,
+    /// Whether the inputs are hashed for a lock (only `render -o` writes one).
+    pub digests: Digests,
+}
+
+/// What several calls of one run share for one source: the compiled templates (by
+/// templates directory) and the overlays read, for a run that renders its clusters in
+/// batches (`diff --git`).
 #[derive(Default)]
 pub struct Session {
-    disk: BTreeMap<PathBuf, (Renderer, Vec<inputs::Digest256>)>,
-    tree: BTreeMap<String, Renderer>,
+    renderers: BTreeMap<PathBuf, (Renderer, Vec<Digest256>)>,
     overlays: inputs::OverlayCache,
 }
 
-/// [`render_each`] within a [`Session`].
-pub fn render_each_in<T: Send, E: From<PipelineError> + Send>(
-    session: &mut Session,
-    dirs: &[PathBuf],
-    templates: Option<&PathBuf>,
-    wanted: inputs::Digests,
-    f: impl Fn(Rendered, Vec<inputs::Digest256>) -> Result<T, E> + Sync,
-) -> Result<Vec<T>, E> {
-    let tdir_of = |d: &PathBuf| {
-        templates
-            .cloned()
-            .unwrap_or_else(|| inputs::repo_root(d).join("templates"))
-    };
-    let renderers = &mut session.disk;
-    for d in dirs {
-        let tdir = tdir_of(d);
-        if let std::collections::btree_map::Entry::Vacant(slot) = renderers.entry(tdir) {
-            let (overrides, digests) =
-                inputs::load_templates(slot.key(), &inputs::repo_root(d), templates.is_some())
-                    .map_err(PipelineError::from)?;
-            slot.insert((
-                Renderer::new(&overrides).map_err(PipelineError::from)?,
-                digests,
-            ));
+impl Session {
+    /// Compile the templates every directory of `dirs` renders with, once per session.
+    fn prepare(
+        &mut self,
+        source: Source<'_>,
+        dirs: &[PathBuf],
+        opts: &Options<'_>,
+    ) -> Result<(), PipelineError> {
+        for d in dirs {
+            let tdir = source.templates_dir(d, opts);
+            if let std::collections::btree_map::Entry::Vacant(slot) = self.renderers.entry(tdir) {
+                let (overrides, digests) = source.templates(d, opts)?;
+                slot.insert((Renderer::new(&overrides)?, digests));
+            }
         }
+        Ok(())
     }
-    let (renderers, overlay_cache) = (&session.disk, &session.overlays);
+}
+
+/// Render every cluster directory of `dirs` from `source` and map each result with `f`
+/// (the directory, its objects, the digests of its inputs when `opts.digests` wants them),
+/// on all cores. Each worker reads its cluster (overlays come from the session's cache,
+/// shared by all), renders it and keeps only what `f` returns, so no cluster's inputs or
+/// objects outlive its turn. Results, the first error, and the duplicate-name check come
+/// back in input order: output never depends on scheduling.
+pub fn render<T: Send, E: From<PipelineError> + Send>(
+    session: &mut Session,
+    source: Source<'_>,
+    dirs: &[PathBuf],
+    opts: &Options<'_>,
+    f: impl Fn(&Path, Rendered, Vec<Digest256>) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
+    session.prepare(source, dirs, opts)?;
+    let (renderers, cache) = (&session.renderers, &session.overlays);
+    let wanted = opts.digests == Digests::Wanted;
     let one = |d: &PathBuf| -> Done<T, E> {
-        let c = inputs::load_cluster_with(d, wanted).map_err(PipelineError::from)?;
-        let overlays = inputs::load_overlays(&c, overlay_cache).map_err(PipelineError::from)?;
-        let (renderer, tdigests) = &renderers[&tdir_of(d)];
+        let (c, overlays) = source.with(d, |tree| {
+            let c = cluster::load(tree, d, Load::all(opts.digests))?;
+            let overlays = inputs::load_overlays_in(tree, &c, cache)?;
+            Ok((c, overlays))
+        })?;
+        let (renderer, tdigests) = &renderers[&source.templates_dir(d, opts)];
         let rendered = build(&c, &overlays, renderer)?;
         let mut digests = c.digests;
-        if wanted == inputs::Digests::Wanted {
+        if wanted {
             digests.extend(overlays.digests);
             digests.extend(tdigests.iter().cloned());
         }
-        Ok((c.config.metadata.name, c.file, f(rendered, digests)?))
+        Ok((c.config.metadata.name, c.file, f(d, rendered, digests)?))
     };
     on_all_cores(dirs, one)
 }
 
-/// [`render_each`] for clusters of a git revision (tree paths from
-/// [`inputs::git::discover`]): every input read from the revision's tree, template
-/// overrides from its `templates/` (or from `templates`, a directory on disk, when given).
-/// The session is the revision's own: its overlays are read from the revision.
-pub fn render_revision<T: Send, E: From<PipelineError> + Send>(
-    session: &mut Session,
-    rev: &inputs::git::Revision,
-    dirs: &[String],
-    templates: Option<&PathBuf>,
-    f: impl Fn(&str, Rendered) -> Result<T, E> + Sync,
-) -> Result<Vec<T>, E> {
-    tree_renderers(session, rev, dirs, templates)?;
-    let (renderers, overlay_cache) = (&session.tree, &session.overlays);
-    let one = |d: &String| -> Done<T, E> {
-        let c = inputs::git::load_cluster(rev, d).map_err(PipelineError::from)?;
-        let overlays =
-            inputs::git::load_overlays(rev, &c, overlay_cache).map_err(PipelineError::from)?;
-        let rendered = build(&c, &overlays, &renderers[&inputs::git::repo_root(d)])?;
-        Ok((c.config.metadata.name, c.file, f(d, rendered)?))
-    };
-    on_all_cores(dirs, one)
-}
-
-/// The compiled templates of each repository root the tree paths `dirs` lie under, once
-/// per session.
-fn tree_renderers(
-    session: &mut Session,
-    rev: &inputs::git::Revision,
-    dirs: &[String],
-    templates: Option<&PathBuf>,
-) -> Result<(), PipelineError> {
-    for d in dirs {
-        let root = inputs::git::repo_root(d);
-        if let std::collections::btree_map::Entry::Vacant(slot) = session.tree.entry(root) {
-            let overrides = match templates {
-                Some(t) => inputs::load_templates(t, t, true).map(|(o, _)| o),
-                None => inputs::git::load_templates(rev, slot.key()),
-            }?;
-            slot.insert(Renderer::new(&overrides)?);
-        }
-    }
-    Ok(())
-}
-
-/// [`render_revision`] for clusters whose directory and templates are the same on both
-/// revisions, `a` and `b` (only files outside them, their overlays', changed): each
-/// cluster's templates render once, from `a`, and each side's overlays finish a copy. The
-/// pairs in `dirs` order; the duplicate-name check is the caller's (both sides' names are
-/// the cluster's).
-pub fn render_revision_pair<T: Send, E: From<PipelineError> + Send>(
+/// [`render`] of the same cluster directories from two sources, `a` and `b`, for
+/// directories whose own files and templates are the same on both (only files outside
+/// them, their overlays', changed): a cluster whose `cluster.yaml`, `secrets.age` and
+/// sealed files read the same renders its templates once, from `a`, and each side's
+/// overlays finish a copy. The pairs come back in `dirs` order; the duplicate-name check
+/// is the caller's (both sides' names are the cluster's).
+pub fn render_pair<T: Send, E: From<PipelineError> + Send>(
     sessions: (&mut Session, &mut Session),
-    revisions: (&inputs::git::Revision, &inputs::git::Revision),
-    dirs: &[String],
-    templates: Option<&PathBuf>,
-    f: impl Fn(&str, Rendered) -> Result<T, E> + Sync,
+    sources: (Source<'_>, Source<'_>),
+    dirs: &[PathBuf],
+    opts: &Options<'_>,
+    f: impl Fn(&Path, Rendered, Vec<Digest256>) -> Result<T, E> + Sync,
 ) -> Result<Vec<(T, T)>, E> {
     let (session_a, session_b) = sessions;
-    let (a, b) = revisions;
-    tree_renderers(session_a, a, dirs, templates)?;
-    tree_renderers(session_b, b, dirs, templates)?;
-    let (renderers_a, renderers_b) = (&session_a.tree, &session_b.tree);
+    let (a, b) = sources;
+    session_a.prepare(a, dirs, opts)?;
+    session_b.prepare(b, dirs, opts)?;
+    let (renderers_a, renderers_b) = (&session_a.renderers, &session_b.renderers);
     let (cache_a, cache_b) = (&session_a.overlays, &session_b.overlays);
-    let one = |d: &String| -> Done<(T, T), E> {
-        let ca = inputs::git::load_cluster(a, d).map_err(PipelineError::from)?;
-        let cb = inputs::git::load_cluster_like(b, d, &ca).map_err(PipelineError::from)?;
-        let root = inputs::git::repo_root(d);
-        let (renderer_a, renderer_b) = (&renderers_a[&root], &renderers_b[&root]);
-        let overlays_a =
-            inputs::git::load_overlays(a, &ca, cache_a).map_err(PipelineError::from)?;
-        let overlays_b =
-            inputs::git::load_overlays(b, &cb, cache_b).map_err(PipelineError::from)?;
+    let wanted = opts.digests == Digests::Wanted;
+    let one = |d: &PathBuf| -> Done<(T, T), E> {
+        let (ca, overlays_a) = a.with(d, |tree| {
+            let c = cluster::load(tree, d, Load::all(opts.digests))?;
+            let overlays = inputs::load_overlays_in(tree, &c, cache_a)?;
+            Ok((c, overlays))
+        })?;
+        let (cb, overlays_b) = b.with(d, |tree| {
+            let how = Load {
+                like: Some(&ca),
+                ..Load::all(opts.digests)
+            };
+            let c = cluster::load(tree, d, how)?;
+            let overlays = inputs::load_overlays_in(tree, &c, cache_b)?;
+            Ok((c, overlays))
+        })?;
+        let (renderer_a, tdigests_a) = &renderers_a[&a.templates_dir(d, opts)];
+        let (renderer_b, tdigests_b) = &renderers_b[&b.templates_dir(d, opts)];
         // The caller chose the cluster by its changed paths; what is shared is decided by
         // what was read: the same `cluster.yaml`, `secrets.age` and sealed files.
         let sealed = |c: &ClusterInput| -> Vec<(String, String)> {
@@ -196,11 +226,20 @@ pub fn render_revision_pair<T: Send, E: From<PipelineError> + Send>(
                 build(&cb, &overlays_b, renderer_b)?,
             )
         };
-        Ok((
-            ca.config.metadata.name.clone(),
-            ca.file.clone(),
-            (f(d, ra)?, f(d, rb)?),
-        ))
+        let digests = |c: ClusterInput, o: inputs::LoadedOverlays, t: &[Digest256]| {
+            let mut digests = c.digests;
+            if wanted {
+                digests.extend(o.digests);
+                digests.extend(t.iter().cloned());
+            }
+            digests
+        };
+        let (name, file) = (ca.config.metadata.name.clone(), ca.file.clone());
+        let (da, db) = (
+            digests(ca, overlays_a, tdigests_a),
+            digests(cb, overlays_b, tdigests_b),
+        );
+        Ok((name, file, (f(d, ra, da)?, f(d, rb, db)?)))
     };
     on_all_cores(dirs, one)
 }
@@ -309,4 +348,119 @@ fn build_from(
     crate::resource::sort(&mut resources);
     rendered.resources = resources;
     Ok(rendered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::MemoryTree;
+    use crate::render::bundle::Bundle;
+
+    /// The example repository's files, as a tree in memory (paths relative to its root).
+    fn example() -> (PathBuf, MemoryTree) {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gitops");
+        let mut tree = MemoryTree::default();
+        for e in walkdir::WalkDir::new(&root).sort_by_file_name() {
+            let e = e.unwrap();
+            if e.file_type().is_file() {
+                let rel = e.path().strip_prefix(&root).unwrap();
+                tree.insert(rel, std::fs::read(e.path()).unwrap());
+            }
+        }
+        (root, tree)
+    }
+
+    fn bundles(session: &mut Session, source: Source<'_>, dirs: &[PathBuf]) -> Vec<Bundle> {
+        let opts = Options {
+            templates: None,
+            digests: Digests::Wanted,
+        };
+        render::<_, PipelineError>(session, source, dirs, &opts, |_, r, d| {
+            Ok(Bundle::build(&r, &d).unwrap())
+        })
+        .unwrap()
+    }
+
+    /// The files of two bundles that differ, by name (one side's only included).
+    fn differing(x: &Bundle, y: &Bundle) -> Vec<String> {
+        let mut out: Vec<String> = x
+            .files
+            .iter()
+            .filter(|f| !y.files.contains(f))
+            .chain(y.files.iter().filter(|f| !x.files.contains(f)))
+            .map(|f| f.0.clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn a_repository_in_memory_renders_as_it_does_on_disk_lock_included() {
+        let (root, tree) = example();
+        let mem_dirs = cluster::discover(&tree, Path::new("")).unwrap();
+        assert_eq!(
+            mem_dirs,
+            [
+                PathBuf::from("clusters/lab-f"),
+                PathBuf::from("clusters/lab-g")
+            ]
+        );
+        let disk_dirs: Vec<PathBuf> = mem_dirs.iter().map(|d| root.join(d)).collect();
+        let from_memory = bundles(&mut Session::default(), Source::Tree(&tree), &mem_dirs);
+        let from_disk = bundles(&mut Session::default(), Source::Disk, &disk_dirs);
+        assert_eq!(from_memory.len(), 2);
+        for (m, d) in from_memory.iter().zip(&from_disk) {
+            assert_eq!(m.name, d.name);
+            assert_eq!(m.files, d.files, "{}", m.name);
+        }
+        // The lock names every input read, overlays and sealed files among them.
+        let lock = &from_memory[0].files.last().unwrap().1;
+        assert!(lock.contains("clusters/lab-f/cluster.yaml"), "{lock}");
+        assert!(lock.contains("overlays/"), "{lock}");
+    }
+
+    #[test]
+    fn a_changed_overlay_file_changes_only_its_cluster_and_the_pair_form_agrees() {
+        let (_, tree) = example();
+        let dirs = cluster::discover(&tree, Path::new("")).unwrap();
+        let pool = "overlays/vsphere-ipam/pool.yaml";
+        let text = inputs::tree::read_text(&tree, Path::new(pool), inputs::InputKind::Overlay)
+            .unwrap()
+            .unwrap();
+        assert!(text.contains("10.20.30.100-10.20.30.149"));
+        let mut changed = tree.clone();
+        changed.insert(pool, text.replace("10.20.30.100-", "10.20.30.110-"));
+        let before = bundles(&mut Session::default(), Source::Tree(&tree), &dirs);
+        let after = bundles(&mut Session::default(), Source::Tree(&changed), &dirs);
+        let opts = Options {
+            templates: None,
+            digests: Digests::Wanted,
+        };
+        let pairs = render_pair::<_, PipelineError>(
+            (&mut Session::default(), &mut Session::default()),
+            (Source::Tree(&tree), Source::Tree(&changed)),
+            &dirs,
+            &opts,
+            |_, r, d| Ok(Bundle::build(&r, &d).unwrap()),
+        )
+        .unwrap();
+        // Templates rendered once for both sides give what two whole renders give.
+        for (((a, b), one), two) in pairs.iter().zip(&before).zip(&after) {
+            assert_eq!(differing(a, one), Vec::<String>::new(), "{}", a.name);
+            assert_eq!(differing(b, two), Vec::<String>::new(), "{}", b.name);
+        }
+        // lab-f uses the overlay: its pool and its lock differ, nothing else; lab-g does not.
+        let differing = differing(&before[0], &after[0]);
+        assert_eq!(differing.len(), 2, "{differing:?}");
+        assert!(
+            differing.iter().any(|f| f.starts_with("inclusterippool-")),
+            "{differing:?}"
+        );
+        assert!(
+            differing.iter().any(|f| f == "capstan.lock"),
+            "{differing:?}"
+        );
+        assert_eq!(before[1].files, after[1].files);
+    }
 }

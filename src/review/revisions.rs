@@ -4,9 +4,10 @@
 //! uses (every file they read) and its repository's `templates/`; a change anywhere else
 //! is used by no cluster. The rest are counted as skipped, with the reason.
 
+use crate::inputs::cluster;
 use crate::inputs::git::{self, Revision};
 use crate::inputs::{self, InputError};
-use crate::render::pipeline::{self, PipelineError};
+use crate::render::pipeline::{self, PipelineError, Source};
 use crate::review::diff::{self, ClusterSet, Diff, ResourceSet, Scope};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -185,7 +186,7 @@ fn affected(
         let templates_of: Vec<&String> = dirs
             .iter()
             .filter(|d| {
-                let root = git::repo_root(d);
+                let root = inputs::tree::tree_root(d);
                 let t = if root.is_empty() {
                     "templates/".to_string()
                 } else {
@@ -283,6 +284,25 @@ fn overlay_files(root: &str, overlays: &inputs::LoadedOverlays) -> BTreeSet<Stri
 
 type Rendered = (String, String, ClusterSet);
 
+/// The clusters of a revision under the tree path `dir` ([`cluster::discover`]), as tree paths.
+fn discover(rev: &Revision, dir: &str) -> Result<Vec<String>, InputError> {
+    Ok(cluster::discover(rev, Path::new(dir))?
+        .into_iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect())
+}
+
+/// A cluster directory of a revision without `secrets.age` and the sealed files: what is
+/// needed to resolve its overlays.
+fn config(rev: &Revision, dir: &str) -> Result<inputs::ClusterInput, InputError> {
+    let how = cluster::Load {
+        digests: inputs::Digests::NotWanted,
+        secrets: false,
+        like: None,
+    };
+    cluster::load(rev, Path::new(dir), how)
+}
+
 fn cluster_set(r: crate::render::Rendered) -> (String, ClusterSet) {
     let phase = Some(
         r.phase
@@ -342,10 +362,10 @@ pub fn review(
         }
         other => other,
     };
-    let dirs_a = none_if_absent(git::discover(&a, &rel))?;
+    let dirs_a = none_if_absent(discover(&a, &rel))?;
     // Working-tree clusters as tree paths, and the paths to read them by.
     let (dirs_b, disk_of): (Vec<String>, BTreeMap<String, PathBuf>) = match &newer {
-        Newer::Revision(b) => (none_if_absent(git::discover(b, &rel))?, BTreeMap::new()),
+        Newer::Revision(b) => (none_if_absent(discover(b.as_ref(), &rel))?, BTreeMap::new()),
         Newer::Worktree => {
             let found = inputs::discover(path)?;
             let mut dirs = Vec::new();
@@ -382,7 +402,7 @@ pub fn review(
                 .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
                 .collect();
             b.prefetch(files.iter().map(String::as_str))?;
-            unique_names(&dirs_b, |d| git::cluster_name(b, d))?
+            unique_names(&dirs_b, |d| cluster::cluster_name(b.as_ref(), Path::new(d)))?
         }
         Newer::Worktree => unique_names(&dirs_b, |d| match disk_of.get(d) {
             Some(p) => inputs::cluster_name(p),
@@ -420,22 +440,22 @@ pub fn review(
                 let _ = b.prefetch(configs(&dirs_b).iter().map(String::as_str));
             }
         });
-        let root = git::repo_root(d);
+        let root = inputs::tree::tree_root(d);
         let mut files = BTreeSet::new();
         if dirs_a.contains(&d.to_string()) {
-            let c = git::load_config(&a, d).ok()?;
+            let c = config(&a, d).ok()?;
             remember(0, d, &c);
             files.extend(overlay_files(
                 &root,
-                &git::load_overlays(&a, &c, &cache_a).ok()?,
+                &inputs::load_overlays_in(&a, &c, &cache_a).ok()?,
             ));
         }
         if dirs_b.contains(&d.to_string()) {
             let overlays = match &newer {
                 Newer::Revision(b) => {
-                    let c = git::load_config(b, d).ok()?;
+                    let c = config(b.as_ref(), d).ok()?;
                     remember(1, d, &c);
-                    git::load_overlays(b, &c, &cache_b).ok()?
+                    inputs::load_overlays_in(b.as_ref(), &c, &cache_b).ok()?
                 }
                 Newer::Worktree => {
                     let c = inputs::load_cluster_with(disk_of.get(d)?, inputs::Digests::NotWanted)
@@ -482,7 +502,7 @@ pub fn review(
             return Some(n.clone());
         }
         let c = match rev {
-            Some(rev) => git::load_config(rev, d).ok()?,
+            Some(rev) => config(rev, d).ok()?,
             None => inputs::load_cluster_with(disk_of.get(d)?, inputs::Digests::NotWanted).ok()?,
         };
         Some(c.config.metadata.name)
@@ -539,10 +559,15 @@ pub fn review(
         batches.push(unreadable);
     }
     let label_b = label_of(&newer, path);
-    let keep = |d: &str, r: crate::render::Rendered| -> Result<Rendered, PipelineError> {
+    let keep = |d: &Path, r: crate::render::Rendered, _| -> Result<Rendered, PipelineError> {
         let (name, set) = cluster_set(r);
-        Ok((d.to_string(), name, set))
+        Ok((d.to_string_lossy().into_owned(), name, set))
     };
+    let popts = pipeline::Options {
+        templates: templates.map(PathBuf::as_path),
+        digests: inputs::Digests::NotWanted,
+    };
+    let paths = |dirs: &[String]| -> Vec<PathBuf> { dirs.iter().map(PathBuf::from).collect() };
     let mut clusters = Vec::new();
     let mut seen: [BTreeMap<String, String>; 2] = Default::default();
     let mut pending: Vec<std::thread::JoinHandle<()>> = Vec::new();
@@ -551,7 +576,7 @@ pub fn review(
     // A cluster whose directory and templates are the same on both sides (only files
     // outside them changed: its overlays') renders its templates once for both.
     let same_inputs = |d: &str| -> bool {
-        let root = git::repo_root(d);
+        let root = inputs::tree::tree_root(d);
         let tdir = if root.is_empty() {
             "templates/".to_string()
         } else {
@@ -582,18 +607,28 @@ pub fn review(
                 .cloned()
                 .collect()
         };
-        let mut side_a: Vec<Rendered> =
-            pipeline::render_revision(&mut session_a, &a, &only(&da), templates, keep)?;
+        let mut side_a: Vec<Rendered> = pipeline::render(
+            &mut session_a,
+            Source::Tree(&a),
+            &paths(&only(&da)),
+            &popts,
+            keep,
+        )?;
         let side_b: Vec<Rendered> = match rev_b {
             Some(b) => {
                 b.prefetch_under(&db)?;
-                let mut side_b =
-                    pipeline::render_revision(&mut session_b, b, &only(&db), templates, keep)?;
-                let pairs = pipeline::render_revision_pair(
+                let mut side_b = pipeline::render(
+                    &mut session_b,
+                    Source::Tree(b),
+                    &paths(&only(&db)),
+                    &popts,
+                    keep,
+                )?;
+                let pairs = pipeline::render_pair(
                     (&mut session_a, &mut session_b),
-                    (&a, b),
-                    &shared,
-                    templates,
+                    (Source::Tree(&a), Source::Tree(b)),
+                    &paths(&shared),
+                    &popts,
                     keep,
                 )?;
                 for (ra, rb) in pairs {
@@ -605,14 +640,14 @@ pub fn review(
             None => {
                 let disk: Vec<PathBuf> =
                     db.iter().filter_map(|d| disk_of.get(d).cloned()).collect();
-                let rendered = pipeline::render_each_in::<_, PipelineError>(
+                let rendered = pipeline::render::<_, PipelineError>(
                     &mut session_b,
+                    Source::Disk,
                     &disk,
-                    templates,
-                    inputs::Digests::NotWanted,
-                    |r, _| Ok(cluster_set(r)),
+                    &popts,
+                    |_, r, _| Ok(cluster_set(r)),
                 )?;
-                // `render_each` keeps input order: the directories zip back on.
+                // `render` keeps input order: the directories zip back on.
                 db.iter()
                     .zip(rendered)
                     .map(|(d, (name, set))| (d.clone(), name, set))
