@@ -319,6 +319,209 @@ fn cluster_set(r: crate::render::Rendered) -> (String, ClusterSet) {
     )
 }
 
+/// The working tree's clusters under `path` (the tree path `rel`), as tree paths, and the
+/// disk paths to read them by.
+fn worktree_dirs(
+    path: &Path,
+    rel: &str,
+) -> Result<(Vec<String>, BTreeMap<String, PathBuf>), RevisionsError> {
+    let mut dirs = Vec::new();
+    let mut disk = BTreeMap::new();
+    for d in inputs::discover(path)? {
+        let suffix = d
+            .strip_prefix(path)
+            .ok()
+            .map(|s| {
+                s.components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .unwrap_or_default();
+        let t = git::join_tree(rel, &suffix);
+        disk.insert(t.clone(), d);
+        dirs.push(t);
+    }
+    Ok((dirs, disk))
+}
+
+/// The clusters to render on each side, in batches of whole names (at most [`BATCH`] a
+/// side, a cluster whose directory moved compared with itself), by the names `name_of`
+/// (side, directory) finds; `names` are those met while resolving overlays.
+fn batches(
+    render_a: &[String],
+    render_b: &[String],
+    names: &BTreeMap<(usize, String), String>,
+    name_of: impl Fn(usize, &str) -> Option<String>,
+) -> Vec<(Vec<String>, Vec<String>)> {
+    let mut by_name: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    // Clusters whose `cluster.yaml` does not load go last: rendering them says why.
+    let mut unreadable: (Vec<String>, Vec<String>) = Default::default();
+    for d in render_a {
+        match name_of(0, d) {
+            Some(n) => by_name.entry(n).or_default().0.push(d.clone()),
+            None => unreadable.0.push(d.clone()),
+        }
+    }
+    for d in render_b {
+        match name_of(1, d) {
+            Some(n) => by_name.entry(n).or_default().1.push(d.clone()),
+            None => unreadable.1.push(d.clone()),
+        }
+    }
+    // A name side A renders but side B declares in a directory that did not change (side
+    // A declared it twice, and the change removed one copy): side B's cluster renders too,
+    // so the name is compared, not reported removed.
+    let declared_b: BTreeMap<&String, &String> = names
+        .iter()
+        .filter(|((side, _), _)| *side == 1)
+        .map(|((_, d), n)| (n, d))
+        .collect();
+    for (n, (da, db)) in by_name.iter_mut() {
+        if db.is_empty() && !da.is_empty() {
+            if let Some(d) = declared_b.get(n) {
+                db.push((*d).clone());
+            }
+        }
+    }
+    let mut batches: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+    for (da, db) in by_name.into_values() {
+        match batches.last_mut() {
+            Some(last) if last.0.len().max(last.1.len()) < BATCH => {
+                last.0.extend(da);
+                last.1.extend(db);
+            }
+            _ => batches.push((da, db)),
+        }
+    }
+    if !unreadable.0.is_empty() || !unreadable.1.is_empty() {
+        batches.push(unreadable);
+    }
+    batches
+}
+
+/// What a batch is rendered from: side A's revision, side B's (`None`: the working tree,
+/// whose clusters are read from disk by `disk_of`), and the render options.
+struct Sides<'a> {
+    a: &'a Revision,
+    b: Option<&'a Revision>,
+    disk_of: &'a BTreeMap<String, PathBuf>,
+    opts: pipeline::Options<'a>,
+}
+
+/// One rendered cluster as a review keeps it: its directory, name and objects.
+fn keep(
+    d: &Path,
+    r: crate::render::Rendered,
+    _: Vec<inputs::Digest256>,
+) -> Result<Rendered, PipelineError> {
+    let (name, set) = cluster_set(r);
+    Ok((d.to_string_lossy().into_owned(), name, set))
+}
+
+fn paths(dirs: &[String]) -> Vec<PathBuf> {
+    dirs.iter().map(PathBuf::from).collect()
+}
+
+/// The clusters of one batch rendered on each side: `shared` (their own files the same on
+/// both revisions) with their templates rendered once, the others on their side alone.
+fn render_batch(
+    sides: &Sides<'_>,
+    sessions: (&mut pipeline::Session, &mut pipeline::Session),
+    (da, db): (&[String], &[String]),
+    shared: &[String],
+) -> Result<(Vec<Rendered>, Vec<Rendered>), RevisionsError> {
+    let (session_a, session_b) = sessions;
+    let only = |dirs: &[String]| -> Vec<String> {
+        dirs.iter()
+            .filter(|d| !shared.contains(d))
+            .cloned()
+            .collect()
+    };
+    let mut side_a: Vec<Rendered> = pipeline::render(
+        session_a,
+        Source::Tree(sides.a),
+        &paths(&only(da)),
+        &sides.opts,
+        keep,
+    )?;
+    let side_b: Vec<Rendered> = match sides.b {
+        Some(b) => {
+            b.prefetch_under(db)?;
+            let mut side_b = pipeline::render(
+                session_b,
+                Source::Tree(b),
+                &paths(&only(db)),
+                &sides.opts,
+                keep,
+            )?;
+            let pairs = pipeline::render_pair(
+                (&mut *session_a, &mut *session_b),
+                (Source::Tree(sides.a), Source::Tree(b)),
+                &paths(shared),
+                &sides.opts,
+                keep,
+            )?;
+            for (ra, rb) in pairs {
+                side_a.push(ra);
+                side_b.push(rb);
+            }
+            side_b
+        }
+        None => {
+            let disk: Vec<PathBuf> = db
+                .iter()
+                .filter_map(|d| sides.disk_of.get(d).cloned())
+                .collect();
+            let rendered = pipeline::render::<_, PipelineError>(
+                session_b,
+                Source::Disk,
+                &disk,
+                &sides.opts,
+                |_, r, _| Ok(cluster_set(r)),
+            )?;
+            // `render` keeps input order: the directories zip back on.
+            db.iter()
+                .zip(rendered)
+                .map(|(d, (name, set))| (d.clone(), name, set))
+                .collect()
+        }
+    };
+    Ok((side_a, side_b))
+}
+
+/// For each cluster name, the changed paths it reads.
+type InputsOf = BTreeMap<String, Vec<String>>;
+
+/// A batch's two sides as resource sets (each name once per side, across batches: `seen`),
+/// and for each cluster name the changed paths it reads (`hit`, by directory).
+fn resource_sets(
+    sides: [Vec<Rendered>; 2],
+    seen: &mut [BTreeMap<String, String>; 2],
+    hit: &BTreeMap<String, Vec<String>>,
+) -> Result<([ResourceSet; 2], InputsOf), RevisionsError> {
+    let mut inputs_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut sets: [ResourceSet; 2] = Default::default();
+    for (i, side) in sides.into_iter().enumerate() {
+        for (dir, name, cluster) in side {
+            if let Some(first) = seen[i].insert(name.clone(), dir.clone()) {
+                return Err(PipelineError::from(InputError::DuplicateName {
+                    name,
+                    first: format!("{first}/{}", inputs::CLUSTER_FILE),
+                    second: format!("{dir}/{}", inputs::CLUSTER_FILE),
+                })
+                .into());
+            }
+            let paths = inputs_of.entry(name.clone()).or_default();
+            paths.extend(hit.get(&dir).into_iter().flatten().cloned());
+            paths.sort();
+            paths.dedup();
+            sets[i].clusters.insert(name, cluster);
+        }
+    }
+    Ok((sets, inputs_of))
+}
+
 /// `capstan diff --git range` for the repository path `path`: read both revisions, find
 /// the clusters whose inputs changed, render those on both sides and compare them.
 pub fn review(
@@ -366,31 +569,7 @@ pub fn review(
     // Working-tree clusters as tree paths, and the paths to read them by.
     let (dirs_b, disk_of): (Vec<String>, BTreeMap<String, PathBuf>) = match &newer {
         Newer::Revision(b) => (none_if_absent(discover(b.as_ref(), &rel))?, BTreeMap::new()),
-        Newer::Worktree => {
-            let found = inputs::discover(path)?;
-            let mut dirs = Vec::new();
-            let mut disk = BTreeMap::new();
-            for d in found {
-                let suffix = d
-                    .strip_prefix(path)
-                    .ok()
-                    .map(|s| {
-                        s.components()
-                            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                            .collect::<Vec<_>>()
-                            .join("/")
-                    })
-                    .unwrap_or_default();
-                let t = match (rel.is_empty(), suffix.is_empty()) {
-                    (_, true) => rel.clone(),
-                    (true, false) => suffix,
-                    (false, false) => format!("{rel}/{suffix}"),
-                };
-                disk.insert(t.clone(), d);
-                dirs.push(t);
-            }
-            (dirs, disk)
-        }
+        Newer::Worktree => worktree_dirs(path, &rel)?,
     };
     // Side B must be a fleet `capstan render` accepts: no name declared twice, across every
     // cluster, not only those that render (a change adding a second `lab-f` touches only the
@@ -515,59 +694,14 @@ pub fn review(
     if let Some(b) = rev_b {
         let _ = b.prefetch(configs(&render_b).iter().map(String::as_str));
     }
-    let mut by_name: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
-    // Clusters whose `cluster.yaml` does not load go last: rendering them says why.
-    let mut unreadable: (Vec<String>, Vec<String>) = Default::default();
-    for d in &render_a {
-        match name_of(0, Some(&a), d) {
-            Some(n) => by_name.entry(n).or_default().0.push(d.clone()),
-            None => unreadable.0.push(d.clone()),
-        }
-    }
-    for d in &render_b {
-        match name_of(1, rev_b, d) {
-            Some(n) => by_name.entry(n).or_default().1.push(d.clone()),
-            None => unreadable.1.push(d.clone()),
-        }
-    }
-    // A name side A renders but side B declares in a directory that did not change (side
-    // A declared it twice, and the change removed one copy): side B's cluster renders too,
-    // so the name is compared, not reported removed.
-    let declared_b: BTreeMap<&String, &String> = names
-        .iter()
-        .filter(|((side, _), _)| *side == 1)
-        .map(|((_, d), n)| (n, d))
-        .collect();
-    for (n, (da, db)) in by_name.iter_mut() {
-        if db.is_empty() && !da.is_empty() {
-            if let Some(d) = declared_b.get(n) {
-                db.push((*d).clone());
-            }
-        }
-    }
-    let mut batches: Vec<(Vec<String>, Vec<String>)> = Vec::new();
-    for (da, db) in by_name.into_values() {
-        match batches.last_mut() {
-            Some(last) if last.0.len().max(last.1.len()) < BATCH => {
-                last.0.extend(da);
-                last.1.extend(db);
-            }
-            _ => batches.push((da, db)),
-        }
-    }
-    if !unreadable.0.is_empty() || !unreadable.1.is_empty() {
-        batches.push(unreadable);
-    }
+    let batches = batches(&render_a, &render_b, &names, |side, d| {
+        name_of(side, if side == 0 { Some(&a) } else { rev_b }, d)
+    });
     let label_b = label_of(&newer, path);
-    let keep = |d: &Path, r: crate::render::Rendered, _| -> Result<Rendered, PipelineError> {
-        let (name, set) = cluster_set(r);
-        Ok((d.to_string_lossy().into_owned(), name, set))
-    };
     let popts = pipeline::Options {
         templates: templates.map(PathBuf::as_path),
         digests: inputs::Digests::NotWanted,
     };
-    let paths = |dirs: &[String]| -> Vec<PathBuf> { dirs.iter().map(PathBuf::from).collect() };
     let mut clusters = Vec::new();
     let mut seen: [BTreeMap<String, String>; 2] = Default::default();
     let mut pending: Vec<std::thread::JoinHandle<()>> = Vec::new();
@@ -601,78 +735,19 @@ pub fn review(
                 .collect(),
             None => Vec::new(),
         };
-        let only = |dirs: &[String]| -> Vec<String> {
-            dirs.iter()
-                .filter(|d| !shared.contains(d))
-                .cloned()
-                .collect()
+        let sides = Sides {
+            a: &a,
+            b: rev_b,
+            disk_of: &disk_of,
+            opts: popts,
         };
-        let mut side_a: Vec<Rendered> = pipeline::render(
-            &mut session_a,
-            Source::Tree(&a),
-            &paths(&only(&da)),
-            &popts,
-            keep,
+        let (side_a, side_b) = render_batch(
+            &sides,
+            (&mut session_a, &mut session_b),
+            (&da, &db),
+            &shared,
         )?;
-        let side_b: Vec<Rendered> = match rev_b {
-            Some(b) => {
-                b.prefetch_under(&db)?;
-                let mut side_b = pipeline::render(
-                    &mut session_b,
-                    Source::Tree(b),
-                    &paths(&only(&db)),
-                    &popts,
-                    keep,
-                )?;
-                let pairs = pipeline::render_pair(
-                    (&mut session_a, &mut session_b),
-                    (Source::Tree(&a), Source::Tree(b)),
-                    &paths(&shared),
-                    &popts,
-                    keep,
-                )?;
-                for (ra, rb) in pairs {
-                    side_a.push(ra);
-                    side_b.push(rb);
-                }
-                side_b
-            }
-            None => {
-                let disk: Vec<PathBuf> =
-                    db.iter().filter_map(|d| disk_of.get(d).cloned()).collect();
-                let rendered = pipeline::render::<_, PipelineError>(
-                    &mut session_b,
-                    Source::Disk,
-                    &disk,
-                    &popts,
-                    |_, r, _| Ok(cluster_set(r)),
-                )?;
-                // `render` keeps input order: the directories zip back on.
-                db.iter()
-                    .zip(rendered)
-                    .map(|(d, (name, set))| (d.clone(), name, set))
-                    .collect()
-            }
-        };
-        let mut inputs_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut sets: [ResourceSet; 2] = Default::default();
-        for (i, side) in [side_a, side_b].into_iter().enumerate() {
-            for (dir, name, cluster) in side {
-                if let Some(first) = seen[i].insert(name.clone(), dir.clone()) {
-                    return Err(PipelineError::from(InputError::DuplicateName {
-                        name,
-                        first: format!("{first}/{}", inputs::CLUSTER_FILE),
-                        second: format!("{dir}/{}", inputs::CLUSTER_FILE),
-                    })
-                    .into());
-                }
-                let paths = inputs_of.entry(name.clone()).or_default();
-                paths.extend(hit.get(&dir).into_iter().flatten().cloned());
-                paths.sort();
-                paths.dedup();
-                sets[i].clusters.insert(name, cluster);
-            }
-        }
+        let (mut sets, inputs_of) = resource_sets([side_a, side_b], &mut seen, &hit)?;
         if !opts.clusters.is_empty() {
             for set in &mut sets {
                 set.clusters.retain(|k, _| opts.clusters.contains(k));
