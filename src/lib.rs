@@ -21,6 +21,7 @@
 //! - [`cli`]: argument types and the commands (the edge; `main.rs` only calls it).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 pub mod argocd;
 pub mod backup;

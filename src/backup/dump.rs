@@ -225,6 +225,7 @@ pub fn record(ns: &str, paused: &[String]) -> Value {
 }
 
 /// The dump of the objects of `inputs` (each an input file's label and its parsed List).
+#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
     let mut objects: Vec<&Value> = Vec::new();
     let mut names: BTreeSet<String> = BTreeSet::new();

@@ -1057,6 +1057,7 @@ pub struct ClusterConfigExtras {
 /// | `featureGates` | ignored | kubeadm's own gates (`PublicKeysECDSA`, `EtcdLearnerMode`, …) change what `kubeadm` does, not what the cluster runs; the keys are read as they are |
 /// | `encryptionAlgorithm` (v1beta4) | ignored | `import` reads the CA and service-account keys whatever their algorithm (RSA or ECDSA: `.ci/run` imports both) |
 /// | `certificateValidityPeriod`, `caCertificateValidityPeriod` (v1beta4) | ignored | Talos issues and rotates its own leaf certificates; the CAs are imported with their own expiry (`check` finding `ca-expiry`) |
+#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn parse_cluster_configuration(
     label: &str,
     bytes: &[u8],

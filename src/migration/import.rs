@@ -567,6 +567,7 @@ fn extra_cert_sans(cluster: &ClusterConfigFacts, endpoint_host: &str) -> Vec<Str
 }
 
 #[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 fn stub(
     files: &KubeadmFiles,
     apiserver: &ApiServerFacts,

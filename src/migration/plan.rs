@@ -36,6 +36,7 @@ use crate::procedure::{
 use std::fmt::Write as _;
 
 /// The runbook for the cluster's current phase.
+#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
     let mut md = String::with_capacity(8192);
     let s = &config.spec;
@@ -415,6 +416,7 @@ fn workers_endpoint(config: &ClusterConfig) -> String {
 
 /// Phase `complete`: how the endpoint is handed over to the strategy and what keeps it
 /// served through every rollout after (provider review B7).
+#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
     let s = &config.spec;
     let e = &s.endpoint;

@@ -14,6 +14,7 @@ use super::*;
 /// acknowledgement annotation only where cluster.yaml gives it. In `prepare` the
 /// TalosControlPlane has 0 replicas; in `control-plane` replicas come with the pause; no
 /// worker pool scales before phase `workers`.
+#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub(super) fn check_interlocks(
     file: &str,
     config: &ClusterConfig,

@@ -2025,6 +2025,7 @@ mod tests {
     }
 
     #[test]
+    #[expect(clippy::too_many_lines, reason = "a test scenario read top to bottom")]
     fn phases_set_replicas_pause_and_jobs() {
         let r = Renderer::new(&[]).unwrap();
         let base = MINIMAL.to_string()
@@ -2351,6 +2352,7 @@ mod tests {
     /// The interlock check on the final objects, fed objects as a future template bug or
     /// an overlay could leave them: each weakened guard is refused, naming what is wrong.
     #[test]
+    #[expect(clippy::too_many_lines, reason = "a test scenario read top to bottom")]
     fn interlocks_check_the_guard_policies_and_the_jobs() {
         let r = Renderer::new(&[]).unwrap();
         let base = MINIMAL.to_string()

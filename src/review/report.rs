@@ -616,6 +616,7 @@ fn risk_cell(c: &ClusterDiff) -> String {
 /// in `<details>` blocks; clusters with the same change share a row and a section, and
 /// unchanged clusters are one row (one each with `verbose`). What does not fit is left
 /// out, and a closing note says what.
+#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     const NOTE_RESERVE: usize = 600;
     let budget = limit.saturating_sub(NOTE_RESERVE);

@@ -1418,6 +1418,7 @@ mod tests {
     /// test`; run (`--include-ignored`, as `.ci/run` does), a missing openssl fails it.
     #[test]
     #[ignore = "needs openssl"]
+    #[expect(clippy::too_many_lines, reason = "a test scenario read top to bottom")]
     fn kubeadm_pki_script_fixtures() {
         use std::io::Write as _;
         use std::process::{Command, Stdio};

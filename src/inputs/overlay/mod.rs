@@ -181,6 +181,7 @@ pub enum OverlayError {
 /// Build an [`Overlay`] from its parsed file. `patch_file` is called for a patch given by
 /// `path` and returns the file's label and parsed YAML value; `resources` are the objects
 /// of the `resources` files, already read, each with its file label.
+#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn build(
     file: &str,
     spec: &crate::inputs::model::OverlayFile,

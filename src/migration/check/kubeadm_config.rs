@@ -75,6 +75,7 @@ impl Cx<'_> {
 
     /// D15 (issue 40 item 6): the ClusterConfiguration fields that change the migration's
     /// meaning and that no other finding compares.
+    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     pub(super) fn kubeadm_config(&self, out: &mut Vec<Finding>) {
         let id = "kubeadm-config";
         let Some(c) = &self.i.cluster_config else {
