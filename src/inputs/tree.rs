@@ -247,6 +247,22 @@ impl Tree for DiskTree {
 
 /// Files held in memory, for tests that read as "these files, then exactly this output":
 /// no temporary directory, no links, every path as given (`/`-separated, relative).
+///
+/// ```
+/// use capstan::inputs::{cluster, MemoryTree};
+/// use std::path::{Path, PathBuf};
+///
+/// let tree = MemoryTree::new([
+///     ("clusters/b/cluster.yaml", "metadata: {name: b}\n"),
+///     ("clusters/a/cluster.yaml", "metadata: {name: a}\n"),
+///     ("overlays/x/overlay.yaml", "{}\n"),
+/// ]);
+/// let found = cluster::discover(&tree, Path::new(""))?;
+/// assert_eq!(found, [PathBuf::from("clusters/a"), PathBuf::from("clusters/b")]);
+/// let (name, file) = cluster::cluster_name(&tree, &found[1])?;
+/// assert_eq!((name.as_deref(), file.as_str()), (Some("b"), "clusters/b/cluster.yaml"));
+/// # Ok::<(), capstan::inputs::InputError>(())
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct MemoryTree {
     files: BTreeMap<PathBuf, Blob>,

@@ -136,6 +136,29 @@ impl Session {
 /// shared by all), renders it and keeps only what `f` returns, so no cluster's inputs or
 /// objects outlive its turn. Results, the first error, and the duplicate-name check come
 /// back in input order: output never depends on scheduling.
+///
+/// # Example
+///
+/// The example repository as `capstan render examples/gitops` reads it:
+///
+/// ```
+/// use capstan::inputs::{self, Digests};
+/// use capstan::render::pipeline::{self, Options, PipelineError, Session, Source};
+///
+/// let dirs = inputs::discover("examples/gitops".as_ref())?;
+/// let opts = Options { templates: None, digests: Digests::NotWanted };
+/// let names = pipeline::render::<_, PipelineError>(
+///     &mut Session::default(),
+///     Source::Disk,
+///     &dirs,
+///     &opts,
+///     |_dir, rendered, _digests| Ok((rendered.name, rendered.resources.len())),
+/// )?;
+/// assert_eq!(names.len(), 2);
+/// assert_eq!(names[0].0, "lab-f");
+/// assert!(names.iter().all(|(_, objects)| *objects > 10));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn render<T: Send, E: From<PipelineError> + Send>(
     session: &mut Session,
     source: Source<'_>,

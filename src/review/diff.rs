@@ -449,6 +449,30 @@ pub struct Options<'a> {
 }
 
 /// Compare two sides.
+///
+/// # Example
+///
+/// A render compared with itself has no differences:
+///
+/// ```
+/// use capstan::inputs::{self, Digests};
+/// use capstan::render::pipeline::{self, Options, PipelineError, Session, Source};
+/// use capstan::review::diff::{self, ClusterSet, ResourceSet};
+///
+/// let dirs = inputs::discover("examples/gitops".as_ref())?;
+/// let opts = Options { templates: None, digests: Digests::NotWanted };
+/// let mut set = ResourceSet::default();
+/// for (name, resources) in pipeline::render::<_, PipelineError>(
+///     &mut Session::default(), Source::Disk, &dirs, &opts,
+///     |_, r, _| Ok((r.name, r.resources)),
+/// )? {
+///     set.clusters.insert(name, ClusterSet { resources, ..ClusterSet::default() });
+/// }
+/// let d = diff::diff(&set, &set, &diff::Options::default());
+/// assert_eq!(d.clusters.len(), 2);
+/// assert!(!d.has_differences());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn diff(a: &ResourceSet, b: &ResourceSet, opts: &Options<'_>) -> Diff {
     let names: Vec<&String> = a
         .clusters
