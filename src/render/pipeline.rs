@@ -444,6 +444,29 @@ mod tests {
     }
 
     #[test]
+    fn the_example_renders_without_a_warning() {
+        // Issue 42 item 8: a first render of the bundled example says nothing to fix.
+        let (_, tree) = example();
+        let dirs = cluster::discover(&tree, Path::new("")).unwrap();
+        let opts = Options {
+            templates: None,
+            digests: Digests::NotWanted,
+        };
+        let warnings = render::<_, PipelineError>(
+            &mut Session::default(),
+            Source::Tree(&tree),
+            &dirs,
+            &opts,
+            |d, r, _| Ok((d.to_path_buf(), r.warnings)),
+        )
+        .unwrap();
+        assert_eq!(warnings.len(), 2);
+        for (d, w) in warnings {
+            assert!(w.is_empty(), "{}: {w:?}", d.display());
+        }
+    }
+
+    #[test]
     fn a_changed_overlay_file_changes_only_its_cluster_and_the_pair_form_agrees() {
         let (_, tree) = example();
         let dirs = cluster::discover(&tree, Path::new("")).unwrap();
