@@ -178,16 +178,12 @@ pub enum OverlayError {
     },
 }
 
-/// Build an [`Overlay`] from its parsed file. `patch_file` is called for a patch given by
-/// `path` and returns the file's label and parsed YAML value; `resources` are the objects
-/// of the `resources` files, already read, each with its file label.
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
-pub fn build(
+/// The objects of an overlay's `resources` files, each with its file label: no Secret (an
+/// overlay carries no plaintext), every object with its kind and name.
+fn extra_objects(
     file: &str,
-    spec: &crate::inputs::model::OverlayFile,
     resources: Vec<(String, Value)>,
-    mut patch_file: impl FnMut(usize, &str) -> Result<(String, Value), OverlayError>,
-) -> Result<Overlay, OverlayError> {
+) -> Result<Vec<Resource>, OverlayError> {
     let invalid = |field: String, message: String| OverlayError::Invalid {
         file: file.to_string(),
         field,
@@ -221,6 +217,65 @@ pub fn build(
             template: false,
         });
     }
+    Ok(objects)
+}
+
+/// An overlay's Talos machine-config patches, each a non-empty mapping, canonical YAML.
+fn talos_patches(
+    file: &str,
+    t: &crate::inputs::model::TalosPatchSpec,
+) -> Result<TalosPatches, OverlayError> {
+    let invalid = |field: String, message: String| OverlayError::Invalid {
+        file: file.to_string(),
+        field,
+        message,
+    };
+    let mut talos = TalosPatches::default();
+    let canon = |field: String, list: &[Value]| -> Result<Vec<String>, OverlayError> {
+        list.iter()
+            .enumerate()
+            .map(|(j, v)| match v {
+                Value::Object(m) if !m.is_empty() => Ok(crate::yaml::to_string(v)),
+                _ => Err(invalid(
+                    format!("talos.{field}[{j}]"),
+                    format!(
+                        "expected a Talos machine-config patch (a non-empty mapping such as \
+                         `machine: {{install: {{disk: /dev/sda}}}}`), found {}",
+                        kind_of(v)
+                    ),
+                )),
+            })
+            .collect()
+    };
+    talos.control_plane = canon("controlPlane".into(), &t.control_plane)?;
+    if let Some(all) = t.workers.get("*") {
+        talos
+            .workers
+            .push(("*".into(), canon("workers.*".into(), all)?));
+    }
+    for (pool, list) in t.workers.iter().filter(|(k, _)| k.as_str() != "*") {
+        talos
+            .workers
+            .push((pool.clone(), canon(format!("workers.{pool}"), list)?));
+    }
+    Ok(talos)
+}
+
+/// Build an [`Overlay`] from its parsed file. `patch_file` is called for a patch given by
+/// `path` and returns the file's label and parsed YAML value; `resources` are the objects
+/// of the `resources` files, already read, each with its file label.
+pub fn build(
+    file: &str,
+    spec: &crate::inputs::model::OverlayFile,
+    resources: Vec<(String, Value)>,
+    mut patch_file: impl FnMut(usize, &str) -> Result<(String, Value), OverlayError>,
+) -> Result<Overlay, OverlayError> {
+    let invalid = |field: String, message: String| OverlayError::Invalid {
+        file: file.to_string(),
+        field,
+        message,
+    };
+    let objects = extra_objects(file, resources)?;
     let mut patches = Vec::with_capacity(spec.patches.len());
     for (i, p) in spec.patches.iter().enumerate() {
         let field = format!("patches[{i}]");
@@ -308,36 +363,10 @@ pub fn build(
             body,
         });
     }
-    let mut talos = TalosPatches::default();
-    if let Some(t) = &spec.talos {
-        let canon = |field: String, list: &[Value]| -> Result<Vec<String>, OverlayError> {
-            list.iter()
-                .enumerate()
-                .map(|(j, v)| match v {
-                    Value::Object(m) if !m.is_empty() => Ok(crate::yaml::to_string(v)),
-                    _ => Err(invalid(
-                        format!("talos.{field}[{j}]"),
-                        format!(
-                            "expected a Talos machine-config patch (a non-empty mapping such as \
-                             `machine: {{install: {{disk: /dev/sda}}}}`), found {}",
-                            kind_of(v)
-                        ),
-                    )),
-                })
-                .collect()
-        };
-        talos.control_plane = canon("controlPlane".into(), &t.control_plane)?;
-        if let Some(all) = t.workers.get("*") {
-            talos
-                .workers
-                .push(("*".into(), canon("workers.*".into(), all)?));
-        }
-        for (pool, list) in t.workers.iter().filter(|(k, _)| k.as_str() != "*") {
-            talos
-                .workers
-                .push((pool.clone(), canon(format!("workers.{pool}"), list)?));
-        }
-    }
+    let talos = match &spec.talos {
+        Some(t) => talos_patches(file, t)?,
+        None => TalosPatches::default(),
+    };
     Ok(Overlay {
         file: file.to_string(),
         resources: objects,
