@@ -416,11 +416,9 @@ fn workers_endpoint(config: &ClusterConfig) -> String {
 
 /// Phase `complete`: how the endpoint is handed over to the strategy and what keeps it
 /// served through every rollout after (provider review B7).
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
     let s = &config.spec;
     let e = &s.endpoint;
-    let url = e.url();
     let replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
     let waits = match s.flavour {
         crate::inputs::model::Flavour::V1beta1 => {
@@ -439,132 +437,8 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
          {replicas} replicas."
     );
     match (e.strategy, &e.vip, &e.control_plane_pool) {
-        (Some(EndpointStrategy::Vip), Some(vip), _) => {
-            let talos12 = SemVer::parse(&s.versions.talos).is_some_and(|v| v.major == 1 && v.minor >= 12);
-            let patch = if talos12 {
-                format!(
-                    "`apiVersion: v1alpha1`, `kind: Layer2VIPConfig`, `name: \"{}\"`, `link: {}` (a document of its own)",
-                    vip.address, vip.link
-                )
-            } else {
-                format!(
-                    "`machine: {{network: {{interfaces: [{{interface: {}, vip: {{ip: {}}}}}]}}}}`",
-                    vip.link, vip.address
-                )
-            };
-            let host_is_vip = e.host.parse::<std::net::IpAddr>().is_ok();
-            let mut v = vec![
-                format!(
-                    "Strategy `vip`: the control-plane nodes share `{}` on `{}`: the node that wins Talos's election \
-                     (in etcd) announces it. The nodes must share one L2 segment, and the address must be free on it. \
-                     Confirm with the vSphere and network teams (capstan cannot see it): the port group's security \
-                     policy (forged transmits, MAC address changes) and, on an NSX segment, SpoofGuard and IP \
-                     discovery (which bind addresses to each vNIC) let the address move between the VMs by \
-                     gratuitous ARP.",
-                    vip.address, vip.link
-                ),
-                format!(
-                    "Check the interface name on a control-plane node first: `talosctl -n <node> get links` lists `{}` \
-                     (a wrong name leaves the VIP down on every node).",
-                    vip.link
-                ),
-            ];
-            if host_is_vip {
-                v.extend([
-                    format!(
-                        "Taking over the load balancer's address `{}`: in one window, take the address off the load \
-                         balancer, then at once put the VIP on the running control-plane nodes: \
-                         `talosctl -n <cp-1>,<cp-2>,<cp-3> patch machineconfig --mode=no-reboot --patch @vip.yaml` with \
-                         the patch capstan renders, {patch}. The first node to win the election announces the address \
-                         within seconds; the endpoint is interrupted only between the two steps.",
-                        vip.address
-                    ),
-                    format!(
-                        "Then verify `kubectl --server {url} get --raw /readyz` answers `ok`, and merge the change: the \
-                         rollout gives every new machine the same VIP (and the address in the apiserver certificate's \
-                         SANs)."
-                    ),
-                ]);
-            } else {
-                v.extend([
-                    format!(
-                        "Merge the change: the control plane rolls (the Talos patch changed: {patch}); the VIP comes up \
-                         on the first new machine once its etcd is healthy, while `{}` still resolves to the load \
-                         balancer. Verify through the VIP: `kubectl --server https://{}:{} get --raw /readyz` answers \
-                         `ok` (the address is in the apiserver certificate's SANs from this rollout on).",
-                        e.host,
-                        if vip.address.contains(':') { format!("[{}]", vip.address) } else { vip.address.clone() },
-                        e.port
-                    ),
-                    format!(
-                        "Then point `{}` at `{}` in DNS (lower its TTL a day before), wait for the old TTL to pass, and \
-                         retire the load balancer once it has no connections left: nothing else changes, the \
-                         kubeconfigs and the issuer keep `{url}`.",
-                        e.host, vip.address
-                    ),
-                ]);
-            }
-            v.push(rollout);
-            v.push(format!(
-                "Every later rollout moves the VIP off each machine it replaces: when a machine holding it leaves etcd, \
-                 the next node announces the address up to {} s later (the election lease the leaving node cannot \
-                 revoke; Talos `vip.go`), up to {replicas} times per rollout. kubectl, CI and the management cluster \
-                 retry. {} Where that is too long, use `strategy: external`.",
-                crate::migration::check::VIP_FAILOVER_SECONDS,
-                match &s.talos.discovery {
-                    Some(d) => format!(
-                        "Talos kubelets reach the API through KubePrism, which also uses the control-plane nodes' own \
-                         addresses it learns from the discovery service `{}`: they ride the gap out as long as the \
-                         machines reach that service (`talosctl -n <worker> get kubeprismendpoints` lists them).",
-                        d.endpoint
-                    ),
-                    None => "Talos kubelets reach the API through KubePrism, which learns the control-plane nodes' own \
-                             addresses only from the discovery service (spec.talos.discovery; Talos's default is the \
-                             public `https://discovery.talos.dev/`): where the machines cannot reach one, the VIP is a \
-                             worker's only upstream, every gap cuts the kubelets off, and past the node-monitor grace \
-                             period the pods of every Talos node turn NotReady (`capstan check`, `endpoint-strategy`)."
-                        .to_string(),
-                }
-            ));
-            v
-        }
-        (Some(EndpointStrategy::External), _, Some(pool)) => {
-            let addrs = pool_addresses(config).unwrap_or_default();
-            vec![
-                format!(
-                    "Strategy `external`: the load balancer at `{url}` stays, and its backends are exactly the \
-                     control-plane pool `{}`: {addrs} ({} = {replicas} replicas + 1 of surge).",
-                    config.control_plane_pool_name(),
-                    pool.allocatable().map_or(0, |a| a.len())
-                ),
-                format!(
-                    "List all of them as backends, each with a TCP health check on port {} (Talos runs the apiserver with \
-                     `--anonymous-auth=false` unless spec.apiServer.extraArgs says otherwise: an HTTP check of `/healthz` gets 401); an address no machine holds \
-                     at the moment is simply down. The frontend stays port {}. A new machine that takes an address \
-                     an earlier machine held answers the load balancer only once the load balancer's ARP entry for \
-                     the old VM's MAC expires (Talos announces only VIPs with gratuitous ARP: Talos v1.10.6 \
-                     `network/address_spec.go:256-260`), which can take minutes on a hardware load balancer: check \
-                     its ARP table (or the backend's health) for the address before the next machine is replaced.",
-                    e.backend_port(),
-                    e.port
-                ),
-                "If the pool is new in this change, add its addresses to the load balancer before merging: the \
-                 control plane rolls onto the pool (the machine template changed), each new machine taking one of \
-                 them, and the old machines' backends go down as they are removed; take those out after the rollout."
-                    .to_string(),
-                rollout,
-                "A replaced machine's apiserver still accepts TCP between its etcd leave and its power-off (the \
-                 drain): its etcd is local, so it fails requests meanwhile, and a TCP check keeps it in for that \
-                 long. With `spec.apiServer.extraArgs.anonymous-auth: \"true\"`, an HTTPS check of `/readyz` takes \
-                 it out at once (`/readyz` is public to anonymous requests)."
-                    .to_string(),
-                "Every later rollout keeps the backend list true: the surge machine takes the free address, and a \
-                 removed machine's address is handed out again (the in-cluster IPAM provider hands out the lowest \
-                 free address). Keep the pool's range out of every other pool, and change the pool and the load \
-                 balancer in the same window."
-                    .to_string(),
-            ]
-        }
+        (Some(EndpointStrategy::Vip), Some(vip), _) => vip_handover(config, vip, rollout),
+        (Some(EndpointStrategy::External), _, Some(pool)) => external_handover(config, pool, rollout),
         _ => vec![format!(
             "No `spec.endpoint.strategy`: `render` refuses this phase (`capstan check`: `endpoint-strategy`). Every \
              rollout replaces the control-plane VMs with new addresses, and a load balancer listing the old ones \
@@ -572,6 +446,154 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
              endpoint\")."
         )],
     }
+}
+
+/// Phase `complete` with strategy `vip`: taking the address over, and the failover every
+/// later rollout brings. `rollout` says what a rollout does (both strategies).
+fn vip_handover(
+    config: &ClusterConfig,
+    vip: &crate::inputs::model::Vip,
+    rollout: String,
+) -> Vec<String> {
+    let s = &config.spec;
+    let e = &s.endpoint;
+    let url = e.url();
+    let replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
+    let talos12 = SemVer::parse(&s.versions.talos).is_some_and(|v| v.major == 1 && v.minor >= 12);
+    let patch = if talos12 {
+        format!(
+            "`apiVersion: v1alpha1`, `kind: Layer2VIPConfig`, `name: \"{}\"`, `link: {}` (a document of its own)",
+            vip.address, vip.link
+        )
+    } else {
+        format!(
+            "`machine: {{network: {{interfaces: [{{interface: {}, vip: {{ip: {}}}}}]}}}}`",
+            vip.link, vip.address
+        )
+    };
+    let host_is_vip = e.host.parse::<std::net::IpAddr>().is_ok();
+    let mut v = vec![
+        format!(
+            "Strategy `vip`: the control-plane nodes share `{}` on `{}`: the node that wins Talos's election \
+             (in etcd) announces it. The nodes must share one L2 segment, and the address must be free on it. \
+             Confirm with the vSphere and network teams (capstan cannot see it): the port group's security \
+             policy (forged transmits, MAC address changes) and, on an NSX segment, SpoofGuard and IP \
+             discovery (which bind addresses to each vNIC) let the address move between the VMs by \
+             gratuitous ARP.",
+            vip.address, vip.link
+        ),
+        format!(
+            "Check the interface name on a control-plane node first: `talosctl -n <node> get links` lists `{}` \
+             (a wrong name leaves the VIP down on every node).",
+            vip.link
+        ),
+    ];
+    if host_is_vip {
+        v.extend([
+            format!(
+                "Taking over the load balancer's address `{}`: in one window, take the address off the load \
+                 balancer, then at once put the VIP on the running control-plane nodes: \
+                 `talosctl -n <cp-1>,<cp-2>,<cp-3> patch machineconfig --mode=no-reboot --patch @vip.yaml` with \
+                 the patch capstan renders, {patch}. The first node to win the election announces the address \
+                 within seconds; the endpoint is interrupted only between the two steps.",
+                vip.address
+            ),
+            format!(
+                "Then verify `kubectl --server {url} get --raw /readyz` answers `ok`, and merge the change: the \
+                 rollout gives every new machine the same VIP (and the address in the apiserver certificate's \
+                 SANs)."
+            ),
+        ]);
+    } else {
+        v.extend([
+            format!(
+                "Merge the change: the control plane rolls (the Talos patch changed: {patch}); the VIP comes up \
+                 on the first new machine once its etcd is healthy, while `{}` still resolves to the load \
+                 balancer. Verify through the VIP: `kubectl --server https://{}:{} get --raw /readyz` answers \
+                 `ok` (the address is in the apiserver certificate's SANs from this rollout on).",
+                e.host,
+                if vip.address.contains(':') { format!("[{}]", vip.address) } else { vip.address.clone() },
+                e.port
+            ),
+            format!(
+                "Then point `{}` at `{}` in DNS (lower its TTL a day before), wait for the old TTL to pass, and \
+                 retire the load balancer once it has no connections left: nothing else changes, the \
+                 kubeconfigs and the issuer keep `{url}`.",
+                e.host, vip.address
+            ),
+        ]);
+    }
+    v.push(rollout);
+    v.push(format!(
+        "Every later rollout moves the VIP off each machine it replaces: when a machine holding it leaves etcd, \
+         the next node announces the address up to {} s later (the election lease the leaving node cannot \
+         revoke; Talos `vip.go`), up to {replicas} times per rollout. kubectl, CI and the management cluster \
+         retry. {} Where that is too long, use `strategy: external`.",
+        crate::migration::check::VIP_FAILOVER_SECONDS,
+        match &s.talos.discovery {
+            Some(d) => format!(
+                "Talos kubelets reach the API through KubePrism, which also uses the control-plane nodes' own \
+                 addresses it learns from the discovery service `{}`: they ride the gap out as long as the \
+                 machines reach that service (`talosctl -n <worker> get kubeprismendpoints` lists them).",
+                d.endpoint
+            ),
+            None => "Talos kubelets reach the API through KubePrism, which learns the control-plane nodes' own \
+                     addresses only from the discovery service (spec.talos.discovery; Talos's default is the \
+                     public `https://discovery.talos.dev/`): where the machines cannot reach one, the VIP is a \
+                     worker's only upstream, every gap cuts the kubelets off, and past the node-monitor grace \
+                     period the pods of every Talos node turn NotReady (`capstan check`, `endpoint-strategy`)."
+                .to_string(),
+        }
+    ));
+    v
+}
+
+/// Phase `complete` with strategy `external`: the load balancer's backends as the pool
+/// hands out its addresses. `rollout` says what a rollout does (both strategies).
+fn external_handover(
+    config: &ClusterConfig,
+    pool: &crate::inputs::model::AddressPool,
+    rollout: String,
+) -> Vec<String> {
+    let s = &config.spec;
+    let e = &s.endpoint;
+    let url = e.url();
+    let replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
+    let addrs = pool_addresses(config).unwrap_or_default();
+    vec![
+        format!(
+            "Strategy `external`: the load balancer at `{url}` stays, and its backends are exactly the \
+             control-plane pool `{}`: {addrs} ({} = {replicas} replicas + 1 of surge).",
+            config.control_plane_pool_name(),
+            pool.allocatable().map_or(0, |a| a.len())
+        ),
+        format!(
+            "List all of them as backends, each with a TCP health check on port {} (Talos runs the apiserver with \
+             `--anonymous-auth=false` unless spec.apiServer.extraArgs says otherwise: an HTTP check of `/healthz` gets 401); an address no machine holds \
+             at the moment is simply down. The frontend stays port {}. A new machine that takes an address \
+             an earlier machine held answers the load balancer only once the load balancer's ARP entry for \
+             the old VM's MAC expires (Talos announces only VIPs with gratuitous ARP: Talos v1.10.6 \
+             `network/address_spec.go:256-260`), which can take minutes on a hardware load balancer: check \
+             its ARP table (or the backend's health) for the address before the next machine is replaced.",
+            e.backend_port(),
+            e.port
+        ),
+        "If the pool is new in this change, add its addresses to the load balancer before merging: the \
+         control plane rolls onto the pool (the machine template changed), each new machine taking one of \
+         them, and the old machines' backends go down as they are removed; take those out after the rollout."
+            .to_string(),
+        rollout,
+        "A replaced machine's apiserver still accepts TCP between its etcd leave and its power-off (the \
+         drain): its etcd is local, so it fails requests meanwhile, and a TCP check keeps it in for that \
+         long. With `spec.apiServer.extraArgs.anonymous-auth: \"true\"`, an HTTPS check of `/readyz` takes \
+         it out at once (`/readyz` is public to anonymous requests)."
+            .to_string(),
+        "Every later rollout keeps the backend list true: the surge machine takes the free address, and a \
+         removed machine's address is handed out again (the in-cluster IPAM provider hands out the lowest \
+         free address). Keep the pool's range out of every other pool, and change the pool and the load \
+         balancer in the same window."
+            .to_string(),
+    ]
 }
 
 /// A worker pool's MachineDeployment as rendered, overlays applied.
