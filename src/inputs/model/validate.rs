@@ -476,8 +476,81 @@ impl ClusterConfig {
         }
     }
 
+    /// What `spec.migration.phase` requires of the rest of `spec.migration`.
+    fn validate_phase(v: &mut Validator, m: &Migration, purpose: Purpose) {
+        match m.phase {
+            Phase::Prepare => {
+                if m.kubeadm.etcd_members.is_empty() && purpose == Purpose::Render {
+                    v.push(
+                    "spec.migration.kubeadm.etcdMembers",
+                    "phase `prepare` starts from the kubeadm control plane: list its etcd members \
+                     (`etcdctl member list`). It renders the control plane with 0 replicas, so a cluster \
+                     whose kubeadm members are gone is past phase control-plane: use `workers` or \
+                     `complete`"
+                        .into(),
+                );
+                }
+            }
+            Phase::ControlPlane => {
+                if !m.acknowledge.contains(&Acknowledgement::EtcdAudit) {
+                    v.push(
+                    "spec.migration.acknowledge",
+                    "phase `control-plane` requires `etcd-audit`: the TalosControlPlane is paused as soon as \
+                     its machines exist and must stay paused until every kubeadm etcd member is removed, or \
+                     the provider's etcd audit removes them all at once (read `capstan plan`)"
+                        .into(),
+                );
+                }
+                if !m
+                    .acknowledge
+                    .contains(&Acknowledgement::ControlPlaneAntiAffinity)
+                {
+                    v.push(
+                    "spec.migration.acknowledge",
+                    "phase `control-plane` requires `control-plane-anti-affinity`: etcd then has the kubeadm \
+                     and the Talos members (3 + 3 = 6 voters, quorum 4) and CAPV makes no anti-affinity \
+                     cluster module for a TalosControlPlane, so the control-plane VMs need a vCenter compute \
+                     policy on `spec.controlPlane.antiAffinity`'s tag (or a DRS rule), checked with \
+                     `capstan check --vsphere-inventory` before the first kubeadm node is removed, or one ESXi \
+                     host failure loses quorum (read `capstan plan`)"
+                        .into(),
+                );
+                }
+                if m.kubeadm.etcd_members.is_empty() {
+                    v.push(
+                    "spec.migration.kubeadm.etcdMembers",
+                    "phase `control-plane` needs the kubeadm etcd member names (`etcdctl member list`); \
+                     when none is left, move on to phase `workers`"
+                        .into(),
+                );
+                }
+            }
+            Phase::Workers | Phase::Complete => {
+                if m.kubeadm_control_plane_present() {
+                    v.push(
+                    "spec.migration.kubeadm",
+                    format!(
+                        "phase `{}` unpauses the TalosControlPlane, and its etcd audit would force-remove \
+                         every etcd member that is not a Talos machine: remove the kubeadm control-plane \
+                         nodes and etcd members first (see `capstan plan`), then empty \
+                         `controlPlaneNodes` and `etcdMembers`",
+                        m.phase.as_str()
+                    ),
+                );
+                }
+                if m.phase == Phase::Complete && !m.kubeadm.worker_nodes.is_empty() {
+                    v.push(
+                    "spec.migration.kubeadm.workerNodes",
+                    "phase `complete` means no kubeadm node is left: drain and remove the remaining \
+                     kubeadm workers first"
+                        .into(),
+                );
+                }
+            }
+        }
+    }
+
     /// `spec.provenance` and `spec.migration`.
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     fn validate_provenance_and_migration(&self, v: &mut Validator, purpose: Purpose) {
         let s = &self.spec;
         if let Some(f) = s.provenance.as_ref().and_then(|p| p.fingerprints.as_ref()) {
@@ -544,76 +617,7 @@ impl ClusterConfig {
                     }
                 }
             }
-            match m.phase {
-                Phase::Prepare => {
-                    if m.kubeadm.etcd_members.is_empty() && purpose == Purpose::Render {
-                        v.push(
-                            "spec.migration.kubeadm.etcdMembers",
-                            "phase `prepare` starts from the kubeadm control plane: list its etcd members \
-                             (`etcdctl member list`). It renders the control plane with 0 replicas, so a cluster \
-                             whose kubeadm members are gone is past phase control-plane: use `workers` or \
-                             `complete`"
-                                .into(),
-                        );
-                    }
-                }
-                Phase::ControlPlane => {
-                    if !m.acknowledge.contains(&Acknowledgement::EtcdAudit) {
-                        v.push(
-                            "spec.migration.acknowledge",
-                            "phase `control-plane` requires `etcd-audit`: the TalosControlPlane is paused as soon as \
-                             its machines exist and must stay paused until every kubeadm etcd member is removed, or \
-                             the provider's etcd audit removes them all at once (read `capstan plan`)"
-                                .into(),
-                        );
-                    }
-                    if !m
-                        .acknowledge
-                        .contains(&Acknowledgement::ControlPlaneAntiAffinity)
-                    {
-                        v.push(
-                            "spec.migration.acknowledge",
-                            "phase `control-plane` requires `control-plane-anti-affinity`: etcd then has the kubeadm \
-                             and the Talos members (3 + 3 = 6 voters, quorum 4) and CAPV makes no anti-affinity \
-                             cluster module for a TalosControlPlane, so the control-plane VMs need a vCenter compute \
-                             policy on `spec.controlPlane.antiAffinity`'s tag (or a DRS rule), checked with \
-                             `capstan check --vsphere-inventory` before the first kubeadm node is removed, or one ESXi \
-                             host failure loses quorum (read `capstan plan`)"
-                                .into(),
-                        );
-                    }
-                    if m.kubeadm.etcd_members.is_empty() {
-                        v.push(
-                            "spec.migration.kubeadm.etcdMembers",
-                            "phase `control-plane` needs the kubeadm etcd member names (`etcdctl member list`); \
-                             when none is left, move on to phase `workers`"
-                                .into(),
-                        );
-                    }
-                }
-                Phase::Workers | Phase::Complete => {
-                    if m.kubeadm_control_plane_present() {
-                        v.push(
-                            "spec.migration.kubeadm",
-                            format!(
-                                "phase `{}` unpauses the TalosControlPlane, and its etcd audit would force-remove \
-                                 every etcd member that is not a Talos machine: remove the kubeadm control-plane \
-                                 nodes and etcd members first (see `capstan plan`), then empty \
-                                 `controlPlaneNodes` and `etcdMembers`",
-                                m.phase.as_str()
-                            ),
-                        );
-                    }
-                    if m.phase == Phase::Complete && !m.kubeadm.worker_nodes.is_empty() {
-                        v.push(
-                            "spec.migration.kubeadm.workerNodes",
-                            "phase `complete` means no kubeadm node is left: drain and remove the remaining \
-                             kubeadm workers first"
-                                .into(),
-                        );
-                    }
-                }
-            }
+            Self::validate_phase(v, m, purpose);
             if m.acknowledge.contains(&Acknowledgement::ScaleWorkersToZero) {
                 // Only while a pool is rendered at 0 (every pool before phase `workers`, a
                 // pool declared at 0 after): a stale acknowledgement would let a later
