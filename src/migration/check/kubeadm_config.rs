@@ -75,7 +75,6 @@ impl Cx<'_> {
 
     /// D15 (issue 40 item 6): the ClusterConfiguration fields that change the migration's
     /// meaning and that no other finding compares.
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     pub(super) fn kubeadm_config(&self, out: &mut Vec<Finding>) {
         let id = "kubeadm-config";
         let Some(c) = &self.i.cluster_config else {
@@ -150,80 +149,7 @@ impl Cx<'_> {
                 ),
             );
         }
-        if !x.api_server_extra_volumes.is_empty() {
-            out.push(
-                Finding::new(
-                    id,
-                    Severity::Warning,
-                    format!("{} apiServer.extraVolumes", c.file),
-                    format!(
-                        "the kubeadm apiservers mount host paths {}: the Talos control-plane nodes have none of \
-                         these files, so every flag that reads one (an audit policy, a webhook's kubeconfig, an \
-                         admission configuration) fails on a Talos apiserver",
-                        list(&x.api_server_extra_volumes)
-                    ),
-                )
-                .fix(
-                    "carry each file with a Talos patch overlay (`machine.files` on the control-plane machines, \
-                     `cluster.apiServer.extraVolumes` for the mount), or drop the flags that read them",
-                ),
-            );
-        }
-        if !x.extra_envs.is_empty() {
-            out.push(
-                Finding::new(
-                    id,
-                    Severity::Warning,
-                    format!("{} extraEnvs", c.file),
-                    format!(
-                        "kubeadm runs components with environment variables {} (a proxy, GOMAXPROCS…); Talos runs \
-                         them without",
-                        list(&x.extra_envs)
-                    ),
-                )
-                .fix("carry them with a Talos patch overlay (`cluster.apiServer.env`), or confirm they are not needed"),
-            );
-        }
-        if !x.etcd_cert_sans.is_empty() {
-            out.push(
-                Finding::new(
-                    id,
-                    Severity::Warning,
-                    format!("{} etcd.local.serverCertSANs/peerCertSANs", c.file),
-                    format!(
-                        "the kubeadm etcd certificates carry extra names {}: a Talos member's certificate names only \
-                         its node, so a client (backup, monitoring) that reaches etcd by one of these names fails \
-                         TLS against every Talos member",
-                        list(&x.etcd_cert_sans)
-                    ),
-                )
-                .fix("point those clients at the control-plane nodes' addresses before the kubeadm members are removed"),
-            );
-        }
-        for (key, args) in [
-            ("controllerManager", &x.controller_manager_extra_args),
-            ("scheduler", &x.scheduler_extra_args),
-        ] {
-            if !args.is_empty() {
-                let names: Vec<String> = args.iter().map(|(n, _)| format!("--{n}")).collect();
-                out.push(
-                    Finding::new(
-                        id,
-                        Severity::Warning,
-                        format!("{} {key}.extraArgs", c.file),
-                        format!(
-                            "kubeadm runs the {key} with {}; the Talos {key} runs Talos's flags, and during phase \
-                             `control-plane` both share the leader lease, so behaviour flips with the leader",
-                            list(&names)
-                        ),
-                    )
-                    .fix(format!(
-                        "compare the {key}'s static-pod manifest with what Talos runs and carry what matters \
-                         (`cluster.{key}.extraArgs`)"
-                    )),
-                );
-            }
-        }
+        carried_by_hand(id, &c.file, x, out);
         if out.len() == before {
             out.push(Finding::new(
                 id,
@@ -233,6 +159,91 @@ impl Cx<'_> {
                  names that the Talos control plane would run without"
                     .into(),
             ));
+        }
+    }
+}
+
+/// The ClusterConfiguration settings a Talos control plane runs without unless they are
+/// carried by hand (a Talos patch overlay): host-path volumes, environment, etcd
+/// certificate names, controller-manager and scheduler flags. Warnings: each may matter.
+fn carried_by_hand(
+    id: &'static str,
+    file: &str,
+    x: &crate::inputs::kubeadm::ClusterConfigExtras,
+    out: &mut Vec<Finding>,
+) {
+    if !x.api_server_extra_volumes.is_empty() {
+        out.push(
+            Finding::new(
+                id,
+                Severity::Warning,
+                format!("{} apiServer.extraVolumes", file),
+                format!(
+                    "the kubeadm apiservers mount host paths {}: the Talos control-plane nodes have none of \
+                     these files, so every flag that reads one (an audit policy, a webhook's kubeconfig, an \
+                     admission configuration) fails on a Talos apiserver",
+                    list(&x.api_server_extra_volumes)
+                ),
+            )
+            .fix(
+                "carry each file with a Talos patch overlay (`machine.files` on the control-plane machines, \
+                 `cluster.apiServer.extraVolumes` for the mount), or drop the flags that read them",
+            ),
+        );
+    }
+    if !x.extra_envs.is_empty() {
+        out.push(
+            Finding::new(
+                id,
+                Severity::Warning,
+                format!("{} extraEnvs", file),
+                format!(
+                    "kubeadm runs components with environment variables {} (a proxy, GOMAXPROCS…); Talos runs \
+                     them without",
+                    list(&x.extra_envs)
+                ),
+            )
+            .fix("carry them with a Talos patch overlay (`cluster.apiServer.env`), or confirm they are not needed"),
+        );
+    }
+    if !x.etcd_cert_sans.is_empty() {
+        out.push(
+            Finding::new(
+                id,
+                Severity::Warning,
+                format!("{} etcd.local.serverCertSANs/peerCertSANs", file),
+                format!(
+                    "the kubeadm etcd certificates carry extra names {}: a Talos member's certificate names only \
+                     its node, so a client (backup, monitoring) that reaches etcd by one of these names fails \
+                     TLS against every Talos member",
+                    list(&x.etcd_cert_sans)
+                ),
+            )
+            .fix("point those clients at the control-plane nodes' addresses before the kubeadm members are removed"),
+        );
+    }
+    for (key, args) in [
+        ("controllerManager", &x.controller_manager_extra_args),
+        ("scheduler", &x.scheduler_extra_args),
+    ] {
+        if !args.is_empty() {
+            let names: Vec<String> = args.iter().map(|(n, _)| format!("--{n}")).collect();
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    format!("{} {key}.extraArgs", file),
+                    format!(
+                        "kubeadm runs the {key} with {}; the Talos {key} runs Talos's flags, and during phase \
+                         `control-plane` both share the leader lease, so behaviour flips with the leader",
+                        list(&names)
+                    ),
+                )
+                .fix(format!(
+                    "compare the {key}'s static-pod manifest with what Talos runs and carry what matters \
+                     (`cluster.{key}.extraArgs`)"
+                )),
+            );
         }
     }
 }
