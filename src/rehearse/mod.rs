@@ -825,20 +825,15 @@ fn autoscaler_scale_up(d: &mut Driver, title: &str, objs: &[Value]) -> Result<()
     Ok(())
 }
 
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
-fn operation(
-    d: &mut Driver,
-    render: &mut Render<'_>,
+/// The `cluster.yaml` the Day-2 operation `op` commits (from phase `phase`'s), and what
+/// the step's notes say about the change.
+fn changed_config(
     base: &ClusterConfig,
     op: Operation,
     phase: Phase,
     kubeadm_cp: &[String],
-) -> Result<(), RehearseError> {
-    if d.stopped() {
-        return Ok(());
-    }
+) -> (ClusterConfig, Vec<String>) {
     let mut config = phase_config(base, phase, kubeadm_cp);
-    let title = format!("--then {}", op.as_str());
     let mut notes: Vec<String> = Vec::new();
     match op {
         Operation::TalosUpgrade => {
@@ -895,6 +890,22 @@ fn operation(
         | Operation::MhcRemediation
         | Operation::AutoscalerScaleUp => {}
     }
+    (config, notes)
+}
+
+fn operation(
+    d: &mut Driver,
+    render: &mut Render<'_>,
+    base: &ClusterConfig,
+    op: Operation,
+    phase: Phase,
+    kubeadm_cp: &[String],
+) -> Result<(), RehearseError> {
+    if d.stopped() {
+        return Ok(());
+    }
+    let title = format!("--then {}", op.as_str());
+    let (config, mut notes) = changed_config(base, op, phase, kubeadm_cp);
     let Some(objs) = render_or_stop(d, render, &title, &config) else {
         return Ok(());
     };
