@@ -224,9 +224,9 @@ pub fn record(ns: &str, paused: &[String]) -> Value {
     })
 }
 
-/// The dump of the objects of `inputs` (each an input file's label and its parsed List).
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
-pub fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
+/// Every item of the Lists of `inputs`, checked: an object with apiVersion, kind, name and
+/// uid, a name that makes a file name, each uid and each object once.
+fn listed_objects(inputs: &[(String, Scrubbed)]) -> Result<Vec<&Value>, DumpError> {
     let mut objects: Vec<&Value> = Vec::new();
     let mut names: BTreeSet<String> = BTreeSet::new();
     let mut uids: BTreeMap<&str, String> = BTreeMap::new();
@@ -294,6 +294,12 @@ pub fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
             objects.push(item);
         }
     }
+    Ok(objects)
+}
+
+/// The dump of the objects of `inputs` (each an input file's label and its parsed List).
+pub fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
+    let objects = listed_objects(inputs)?;
     let mut detached = Vec::new();
     let owned: Vec<Value> = objects
         .iter()
