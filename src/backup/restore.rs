@@ -118,9 +118,69 @@ const PROVIDERS: [(&str, &str); 5] = [
     ("capi-ipam-in-cluster-system", "ipam-in-cluster"),
 ];
 
+/// The runbook's part when `url` holds no backup: what each cluster's phase still allows,
+/// and what to do for the others (D7: no invented procedure).
+fn no_backup(
+    md: &mut String,
+    configs: &[ClusterConfig],
+    url_code: &str,
+    init_code: &str,
+    backup_recipe: &str,
+) {
+    // D7: no invented procedure. Without the Machines a backup holds, capstan's guard
+    // and scale Job refuse to admit a control-plane Machine while Talos control-plane
+    // Nodes run without one (`templates/migration/lib.sh`, `guard`), by design: new
+    // Machines would become a second control plane. Only a cluster that never had a
+    // Talos machine can be rebuilt from git.
+    let _ = writeln!(
+        md,
+        "## No backup under {url_code}\n\n\
+         Without the Machines, IP allocations and `status.bootstrapped` that only a backup holds, the providers \
+         cannot adopt running Talos machines: rendered from git alone they would create new machines, hand out \
+         addresses running nodes use, and a control plane without `status.bootstrapped` can bootstrap a second \
+         etcd. capstan has no supported procedure that adopts running Talos nodes without a backup, and its guard \
+         refuses to admit control-plane Machines while Talos control-plane Nodes run without them.\n"
+    );
+    for c in configs {
+        let name = format!("{}/{}", c.metadata.namespace, c.metadata.name);
+        let phase = c.spec.migration.as_ref().map(|m| m.phase);
+        let text = match phase {
+            Some(crate::inputs::model::Phase::Prepare) => format!(
+                "{}: phase `prepare` runs no Talos machine, so there is nothing to adopt: a new management cluster \
+                 ({init_code}) with the repository applied as it is (phase `prepare`: 0 replicas, the guard) is \
+                 safe; its Job sets `status.bootstrapped` once it reads that no Talos control-plane Node runs.",
+                md_code(&name)
+            ),
+            Some(crate::inputs::model::Phase::ControlPlane) => format!(
+                "{}: phase `control-plane`. If no Talos control-plane Node runs (`kubectl --kubeconfig <cluster>.kubeconfig \
+                 get nodes -o wide`: no `Talos` OS image), as phase `prepare`: apply the repository to a new management \
+                 cluster ({init_code}). If one runs, **not supported**: do not apply the repository to a new management \
+                 cluster (the guard would refuse, and must).",
+                md_code(&name)
+            ),
+            _ => format!(
+                "{}: Talos machines run: **not supported** without a backup. Do not apply the repository to a new \
+                 management cluster.",
+                md_code(&name)
+            ),
+        };
+        let _ = writeln!(md, "- {text}");
+    }
+    let _ = writeln!(
+        md,
+        "\nWhat to do instead for a cluster that is not supported: leave it running without a management cluster. \
+         Its nodes and workloads keep running; nothing scales, rolls out or remediates. Operate the nodes with \
+         `talosctl` (the Talos secrets bundle in `secrets.age` holds its PKI) and take etcd snapshots \
+         (`talosctl etcd snapshot`) until a management cluster can take the cluster over, and get help before \
+         trying anything else: rebuilding its Machines by hand is a procedure nobody has tested.\n\n\
+         From now on a backup exists in every phase: `clusterctl move --to-directory` refuses while a Cluster's \
+         control plane is not ready or a Machine has no nodeRef (phases `prepare` and `control-plane`), \
+         `capstan backup dump` does not:\n\n```sh\n{backup_recipe}```\n"
+    );
+}
+
 /// The restore runbook for the clusters of a repository (`configs`, `ipam` when any uses
 /// an IPAM pool), from backup `backup` under `url`, or the path without a backup.
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn runbook(
     configs: &[ClusterConfig],
     ipam: bool,
@@ -160,56 +220,7 @@ pub fn runbook(
     let plain = !url.contains('`') && !url.chars().any(char::is_control);
     let backup_recipe = super::dump::commands(&namespaces, if plain { url } else { "URL" });
     let Some((id, created)) = backup else {
-        // D7: no invented procedure. Without the Machines a backup holds, capstan's guard
-        // and scale Job refuse to admit a control-plane Machine while Talos control-plane
-        // Nodes run without one (`templates/migration/lib.sh`, `guard`), by design: new
-        // Machines would become a second control plane. Only a cluster that never had a
-        // Talos machine can be rebuilt from git.
-        let _ = writeln!(
-            md,
-            "## No backup under {url_code}\n\n\
-             Without the Machines, IP allocations and `status.bootstrapped` that only a backup holds, the providers \
-             cannot adopt running Talos machines: rendered from git alone they would create new machines, hand out \
-             addresses running nodes use, and a control plane without `status.bootstrapped` can bootstrap a second \
-             etcd. capstan has no supported procedure that adopts running Talos nodes without a backup, and its guard \
-             refuses to admit control-plane Machines while Talos control-plane Nodes run without them.\n"
-        );
-        for c in configs {
-            let name = format!("{}/{}", c.metadata.namespace, c.metadata.name);
-            let phase = c.spec.migration.as_ref().map(|m| m.phase);
-            let text = match phase {
-                Some(crate::inputs::model::Phase::Prepare) => format!(
-                    "{}: phase `prepare` runs no Talos machine, so there is nothing to adopt: a new management cluster \
-                     ({init_code}) with the repository applied as it is (phase `prepare`: 0 replicas, the guard) is \
-                     safe; its Job sets `status.bootstrapped` once it reads that no Talos control-plane Node runs.",
-                    md_code(&name)
-                ),
-                Some(crate::inputs::model::Phase::ControlPlane) => format!(
-                    "{}: phase `control-plane`. If no Talos control-plane Node runs (`kubectl --kubeconfig <cluster>.kubeconfig \
-                     get nodes -o wide`: no `Talos` OS image), as phase `prepare`: apply the repository to a new management \
-                     cluster ({init_code}). If one runs, **not supported**: do not apply the repository to a new management \
-                     cluster (the guard would refuse, and must).",
-                    md_code(&name)
-                ),
-                _ => format!(
-                    "{}: Talos machines run: **not supported** without a backup. Do not apply the repository to a new \
-                     management cluster.",
-                    md_code(&name)
-                ),
-            };
-            let _ = writeln!(md, "- {text}");
-        }
-        let _ = writeln!(
-            md,
-            "\nWhat to do instead for a cluster that is not supported: leave it running without a management cluster. \
-             Its nodes and workloads keep running; nothing scales, rolls out or remediates. Operate the nodes with \
-             `talosctl` (the Talos secrets bundle in `secrets.age` holds its PKI) and take etcd snapshots \
-             (`talosctl etcd snapshot`) until a management cluster can take the cluster over, and get help before \
-             trying anything else: rebuilding its Machines by hand is a procedure nobody has tested.\n\n\
-             From now on a backup exists in every phase: `clusterctl move --to-directory` refuses while a Cluster's \
-             control plane is not ready or a Machine has no nodeRef (phases `prepare` and `control-plane`), \
-             `capstan backup dump` does not:\n\n```sh\n{backup_recipe}```\n"
-        );
+        no_backup(&mut md, configs, &url_code, &init_code, &backup_recipe);
         return md;
     };
     let _ = writeln!(
