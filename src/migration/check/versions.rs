@@ -185,7 +185,6 @@ impl Cx<'_> {
         }
     }
 
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     pub(super) fn etcd_version_skew(&self, out: &mut Vec<Finding>) {
         let id = "etcd-version-skew";
         if let Some(m) = self.i.config.spec.migration.as_ref().filter(|m| {
@@ -276,85 +275,7 @@ impl Cx<'_> {
             ));
             return;
         };
-        let (tmaj, tmin) = talos_etcd_minor(t.minor);
-        let have = format!("{maj}.{min}.{patch}");
-        let f = if (maj, min) > (tmaj, tmin) {
-            Finding::new(
-                id,
-                Severity::Blocking,
-                field,
-                format!(
-                    "kubeadm runs etcd {have}, Talos {t} runs etcd {tmaj}.{tmin}: an older etcd member \
-                     cannot join a newer cluster"
-                ),
-            )
-            .fix(format!("use a Talos version that ships etcd {maj}.{min} or newer"))
-        } else if (maj, min) < (tmaj, tmin) && (tmaj != maj || tmin > min + 1) {
-            Finding::new(
-                id,
-                Severity::Blocking,
-                field,
-                format!(
-                    "kubeadm runs etcd {have}, Talos {t} runs etcd {tmaj}.{tmin}: etcd upgrades one \
-                     minor at a time"
-                ),
-            )
-            .fix(format!(
-                "migrate with a Talos version that ships etcd {maj}.{} (or {maj}.{min}), or upgrade the \
-                 kubeadm etcd first",
-                min + 1
-            ))
-        } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 6) && patch < 20 {
-            Finding::new(
-                id,
-                Severity::Blocking,
-                field,
-                format!(
-                    "kubeadm runs etcd {have}; Talos {t} runs etcd 3.6, which needs every 3.5 member on \
-                     3.5.20 or later (learner promotion bug), 3.5.26 recommended"
-                ),
-            )
-            .error(errors::TOO_MANY_LEARNERS)
-            .fix(
-                "upgrade the kubeadm etcd to 3.5.26 (kubeadm: etcd.local.imageTag 3.5.26-0, one \
-                 control-plane node at a time) before any Talos node joins",
-            )
-        } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 6) && patch < 26 {
-            Finding::new(
-                id,
-                Severity::Warning,
-                field,
-                format!(
-                    "kubeadm runs etcd {have}; Talos {t} runs etcd 3.6: 3.5.20 is the minimum, 3.5.26 \
-                     is recommended (zombie members after the upgrade)"
-                ),
-            )
-            .fix("upgrade the kubeadm etcd to 3.5.26 before any Talos node joins")
-        } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 5) && patch < 20 {
-            // The 3.5.20 floor matters only when etcd 3.6 joins a 3.5 member: a later Talos
-            // upgrade to v1.11 happens after the migration, when every member is a Talos
-            // member (and `check` blocks a v1.11 while kubeadm members remain).
-            Finding::new(
-                id,
-                Severity::Pass,
-                field,
-                format!(
-                    "kubeadm runs etcd {have}; Talos {t} runs etcd 3.5: a supported join. Talos v1.11 and later \
-                     (etcd 3.6) need 3.5.20 on every member, but no kubeadm member is left by the time Talos is \
-                     upgraded past {t}"
-                ),
-            )
-        } else {
-            Finding::new(
-                id,
-                Severity::Pass,
-                field,
-                format!(
-                    "kubeadm runs etcd {have}; Talos {t} runs etcd {tmaj}.{tmin}: a supported join"
-                ),
-            )
-        };
-        out.push(f);
+        out.push(skew(id, field, (maj, min, patch), t));
     }
 
     pub(super) fn control_plane_replicas(&self, out: &mut Vec<Finding>) {
@@ -642,5 +563,91 @@ impl Cx<'_> {
                 );
             }
         }
+    }
+}
+
+/// The kubeadm etcd `maj.min.patch` against the etcd Talos `t` runs: an older member cannot
+/// join a newer cluster, etcd upgrades one minor at a time, and a 3.5 member needs 3.5.20
+/// (3.5.26 recommended) before etcd 3.6 joins it.
+fn skew(id: &'static str, field: String, (maj, min, patch): (u32, u32, u32), t: SemVer) -> Finding {
+    let (tmaj, tmin) = talos_etcd_minor(t.minor);
+    let have = format!("{maj}.{min}.{patch}");
+    if (maj, min) > (tmaj, tmin) {
+        Finding::new(
+            id,
+            Severity::Blocking,
+            field,
+            format!(
+                "kubeadm runs etcd {have}, Talos {t} runs etcd {tmaj}.{tmin}: an older etcd member \
+                 cannot join a newer cluster"
+            ),
+        )
+        .fix(format!(
+            "use a Talos version that ships etcd {maj}.{min} or newer"
+        ))
+    } else if (maj, min) < (tmaj, tmin) && (tmaj != maj || tmin > min + 1) {
+        Finding::new(
+            id,
+            Severity::Blocking,
+            field,
+            format!(
+                "kubeadm runs etcd {have}, Talos {t} runs etcd {tmaj}.{tmin}: etcd upgrades one \
+                 minor at a time"
+            ),
+        )
+        .fix(format!(
+            "migrate with a Talos version that ships etcd {maj}.{} (or {maj}.{min}), or upgrade the \
+             kubeadm etcd first",
+            min + 1
+        ))
+    } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 6) && patch < 20 {
+        Finding::new(
+            id,
+            Severity::Blocking,
+            field,
+            format!(
+                "kubeadm runs etcd {have}; Talos {t} runs etcd 3.6, which needs every 3.5 member on \
+                 3.5.20 or later (learner promotion bug), 3.5.26 recommended"
+            ),
+        )
+        .error(errors::TOO_MANY_LEARNERS)
+        .fix(
+            "upgrade the kubeadm etcd to 3.5.26 (kubeadm: etcd.local.imageTag 3.5.26-0, one \
+             control-plane node at a time) before any Talos node joins",
+        )
+    } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 6) && patch < 26 {
+        Finding::new(
+            id,
+            Severity::Warning,
+            field,
+            format!(
+                "kubeadm runs etcd {have}; Talos {t} runs etcd 3.6: 3.5.20 is the minimum, 3.5.26 \
+                 is recommended (zombie members after the upgrade)"
+            ),
+        )
+        .fix("upgrade the kubeadm etcd to 3.5.26 before any Talos node joins")
+    } else if (maj, min) == (3, 5) && (tmaj, tmin) == (3, 5) && patch < 20 {
+        // The 3.5.20 floor matters only when etcd 3.6 joins a 3.5 member: a later Talos
+        // upgrade to v1.11 happens after the migration, when every member is a Talos
+        // member (and `check` blocks a v1.11 while kubeadm members remain).
+        Finding::new(
+            id,
+            Severity::Pass,
+            field,
+            format!(
+                "kubeadm runs etcd {have}; Talos {t} runs etcd 3.5: a supported join. Talos v1.11 and later \
+                 (etcd 3.6) need 3.5.20 on every member, but no kubeadm member is left by the time Talos is \
+                 upgraded past {t}"
+            ),
+        )
+    } else {
+        Finding::new(
+            id,
+            Severity::Pass,
+            field,
+            format!(
+                "kubeadm runs etcd {have}; Talos {t} runs etcd {tmaj}.{tmin}: a supported join"
+            ),
+        )
     }
 }
