@@ -4,6 +4,61 @@
 
 use super::*;
 
+/// The annotations only render may write: the scale-to-zero acknowledgement (on a pool
+/// rendered at 0, when cluster.yaml acknowledges it) and the Argo CD hooks and waves of the
+/// migration objects (the templates' own).
+fn annotation_problem(m: &crate::inputs::model::Migration, out: &[Resource]) -> Result<(), String> {
+    // The acknowledgement that policy honours is render's to give, and only to a pool
+    // rendered at 0 (an overlay or a template override cannot hand it out).
+    let acknowledged = m
+        .acknowledge
+        .contains(&crate::inputs::model::Acknowledgement::ScaleWorkersToZero);
+    for r in out.iter().filter(|r| r.kind() == "MachineDeployment") {
+        let Some(v) = resource::at(
+            &r.value,
+            &["metadata", "annotations", SCALE_TO_ZERO_ANNOTATION],
+        ) else {
+            continue;
+        };
+        let replicas = resource::at(&r.value, &["spec", "replicas"]).and_then(Value::as_u64);
+        if !acknowledged || replicas.is_some_and(|n| n > 0) {
+            return Err(format!(
+                "MachineDeployment {} carries `{SCALE_TO_ZERO_ANNOTATION}: {}`{}: capstan's admission policy lets it \
+                 scale running machines to 0, so only render writes it, on a pool rendered at 0 replicas while \
+                 spec.migration.acknowledge lists `scale-workers-to-zero`",
+                r.name(),
+                v.as_str().unwrap_or("…"),
+                if acknowledged {
+                    format!(" with replicas {}", replicas.unwrap_or_default())
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    // Argo CD annotations on the migration objects are the templates' own: the Jobs are
+    // `Sync` hooks deleted before the next; nothing else may become a hook or move waves.
+    for r in out.iter().filter(|r| r.migration_object()) {
+        let ann = resource::at(&r.value, &["metadata", "annotations"]).and_then(Value::as_object);
+        for (k, v) in ann.into_iter().flatten() {
+            if !k.starts_with("argocd.argoproj.io/") {
+                continue;
+            }
+            let own = r.kind() == "Job"
+                && ((k == "argocd.argoproj.io/hook" && v == "Sync")
+                    || (k == "argocd.argoproj.io/hook-delete-policy" && v == "BeforeHookCreation"));
+            if !own {
+                return Err(format!(
+                    "{} {} carries `{k}: {v}`: the migration objects' Argo CD hooks and waves are capstan's",
+                    r.kind(),
+                    r.name()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The migration interlocks, checked on the final objects (so neither a template override
 /// nor an overlay can remove them). For an existing cluster (one with a migration phase;
 /// validation requires one of an imported cluster), in every phase: the admission policy
@@ -14,7 +69,6 @@ use super::*;
 /// acknowledgement annotation only where cluster.yaml gives it. In `prepare` the
 /// TalosControlPlane has 0 replicas; in `control-plane` replicas come with the pause; no
 /// worker pool scales before phase `workers`.
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub(super) fn check_interlocks(
     file: &str,
     config: &ClusterConfig,
@@ -105,53 +159,8 @@ pub(super) fn check_interlocks(
              cluster.yaml acknowledges it, in every phase (template migration/keep-workers-policy.yaml)"
         ));
     }
-    // The acknowledgement that policy honours is render's to give, and only to a pool
-    // rendered at 0 (an overlay or a template override cannot hand it out).
-    let acknowledged = m
-        .acknowledge
-        .contains(&crate::inputs::model::Acknowledgement::ScaleWorkersToZero);
-    for r in out.iter().filter(|r| r.kind() == "MachineDeployment") {
-        let Some(v) = resource::at(
-            &r.value,
-            &["metadata", "annotations", SCALE_TO_ZERO_ANNOTATION],
-        ) else {
-            continue;
-        };
-        let replicas = resource::at(&r.value, &["spec", "replicas"]).and_then(Value::as_u64);
-        if !acknowledged || replicas.is_some_and(|n| n > 0) {
-            return fail(format!(
-                "MachineDeployment {} carries `{SCALE_TO_ZERO_ANNOTATION}: {}`{}: capstan's admission policy lets it \
-                 scale running machines to 0, so only render writes it, on a pool rendered at 0 replicas while \
-                 spec.migration.acknowledge lists `scale-workers-to-zero`",
-                r.name(),
-                v.as_str().unwrap_or("…"),
-                if acknowledged {
-                    format!(" with replicas {}", replicas.unwrap_or_default())
-                } else {
-                    String::new()
-                }
-            ));
-        }
-    }
-    // Argo CD annotations on the migration objects are the templates' own: the Jobs are
-    // `Sync` hooks deleted before the next; nothing else may become a hook or move waves.
-    for r in out.iter().filter(|r| r.migration_object()) {
-        let ann = resource::at(&r.value, &["metadata", "annotations"]).and_then(Value::as_object);
-        for (k, v) in ann.into_iter().flatten() {
-            if !k.starts_with("argocd.argoproj.io/") {
-                continue;
-            }
-            let own = r.kind() == "Job"
-                && ((k == "argocd.argoproj.io/hook" && v == "Sync")
-                    || (k == "argocd.argoproj.io/hook-delete-policy" && v == "BeforeHookCreation"));
-            if !own {
-                return fail(format!(
-                    "{} {} carries `{k}: {v}`: the migration objects' Argo CD hooks and waves are capstan's",
-                    r.kind(),
-                    r.name()
-                ));
-            }
-        }
+    if let Err(message) = annotation_problem(m, out) {
+        return fail(message);
     }
     for r in out {
         // An absent `spec.replicas` is defaulted by the webhooks: to 1 (a MachineDeployment
