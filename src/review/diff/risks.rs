@@ -399,7 +399,141 @@ pub(super) fn short(v: Option<&Value>) -> String {
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
+/// A deleted object: still referenced, a Cluster API object (what its deletion deletes), a
+/// provider Secret.
+fn removed_risks(od: &ObjectDiff, ra: Option<&Resource>, cb: &ClusterSet, out: &mut Vec<Risk>) {
+    let id = &od.id;
+    let capi = is_capi_group(&id.group);
+    let rep = replicas(ra);
+    let referenced = ra
+        .map(|r| references_to(&cb.resources, &r.id()))
+        .unwrap_or_default();
+    if !referenced.is_empty() {
+        out.push(risk(
+            Severity::High,
+            id,
+            format!(
+                "deleted but still referenced by {}: those objects cannot reconcile",
+                referenced[0].object
+            ),
+        ));
+    } else if capi {
+        let (sev, why) = match id.kind.as_str() {
+            "Cluster" => (
+                Severity::High,
+                "deleting a Cluster deletes every machine of the cluster".to_string(),
+            ),
+            k if is_control_plane(k) => (
+                Severity::High,
+                "deleting the control plane deletes its machines and etcd members".to_string(),
+            ),
+            "MachineDeployment" | "MachineSet" | "MachinePool" => match rep {
+                Some(n) if n > 0 => (
+                    Severity::High,
+                    format!("deleting it deletes its {n} machine(s)"),
+                ),
+                _ => (
+                    Severity::Medium,
+                    "deleting it deletes its machines (none at replicas 0)".to_string(),
+                ),
+            },
+            k if k.ends_with("Template") => (
+                Severity::Low,
+                "a template nothing references any more (its machines keep running until replaced)"
+                    .to_string(),
+            ),
+            k if k.ends_with("Cluster") => (
+                Severity::High,
+                "deleting the infrastructure cluster breaks the Cluster that points at it"
+                    .to_string(),
+            ),
+            _ => (
+                Severity::Medium,
+                "a Cluster API object is deleted (with pruning, Argo CD deletes it)".to_string(),
+            ),
+        };
+        out.push(risk(sev, id, format!("deleted: {why}")));
+    } else if id.kind == "Secret" {
+        let provider = id.name.ends_with("-ca") || id.name.ends_with("-talos");
+        out.push(risk(
+            if provider { Severity::High } else { Severity::Medium },
+            id,
+            if provider {
+                "deleted: the providers would generate a new CA and secrets bundle and lock the cluster out"
+                    .to_string()
+            } else {
+                "a Secret is deleted".to_string()
+            },
+        ));
+    }
+}
+
+/// A template replaced by a new one (a content-hash rename): who rolls, and how far.
+fn rotation_risks(od: &ObjectDiff, cb: &ClusterSet, out: &mut Vec<Risk>) {
+    let id = &od.id;
+    // Who rolls: the objects now pointing at the new template.
+    let mut rolled = false;
+    for r in &od.referenced_by {
+        let owner = cb
+            .resources
+            .iter()
+            .find(|x| ObjectId::from(x.id()) == r.object);
+        let rep = replicas(owner);
+        let (sev, why) = if is_control_plane(&r.object.kind) {
+            match rep {
+                Some(0) => (
+                    Severity::Low,
+                    "no control-plane machine exists yet (replicas 0), nothing rolls".to_string(),
+                ),
+                _ => (
+                    Severity::High,
+                    format!(
+                        "replaces every control-plane machine (replicas: {}), one at a time: etcd membership \
+                         changes with each machine",
+                        rep.map_or("?".into(), |n| n.to_string())
+                    ),
+                ),
+            }
+        } else {
+            match rep {
+                Some(0) => (
+                    Severity::Low,
+                    "no machine of the pool exists (replicas 0), nothing rolls".to_string(),
+                ),
+                _ => (
+                    Severity::Medium,
+                    format!(
+                        "rolls every machine of the pool (replicas: {}): drained and replaced",
+                        rep.map_or("?".into(), |n| n.to_string())
+                    ),
+                ),
+            }
+        };
+        rolled = true;
+        out.push(risk(
+            sev,
+            id,
+            format!(
+                "template rotation {} → {} (used by {}): {why}",
+                od.replaces.as_deref().unwrap_or("?"),
+                id.name,
+                r.object
+            ),
+        ));
+    }
+    if !rolled {
+        out.push(risk(
+            Severity::Low,
+            id,
+            format!(
+                "template rotation {} → {}: nothing references the new template",
+                od.replaces.as_deref().unwrap_or("?"),
+                id.name
+            ),
+        ));
+    }
+}
+
 pub(super) fn object_risks(
     od: &ObjectDiff,
     ra: Option<&Resource>,
@@ -408,74 +542,8 @@ pub(super) fn object_risks(
     out: &mut Vec<Risk>,
 ) {
     let id = &od.id;
-    let capi = is_capi_group(&id.group);
     match od.status {
-        ObjectStatus::Removed => {
-            let rep = replicas(ra);
-            let referenced = ra
-                .map(|r| references_to(&cb.resources, &r.id()))
-                .unwrap_or_default();
-            if !referenced.is_empty() {
-                out.push(risk(
-                    Severity::High,
-                    id,
-                    format!(
-                        "deleted but still referenced by {}: those objects cannot reconcile",
-                        referenced[0].object
-                    ),
-                ));
-            } else if capi {
-                let (sev, why) = match id.kind.as_str() {
-                    "Cluster" => (
-                        Severity::High,
-                        "deleting a Cluster deletes every machine of the cluster".to_string(),
-                    ),
-                    k if is_control_plane(k) => (
-                        Severity::High,
-                        "deleting the control plane deletes its machines and etcd members"
-                            .to_string(),
-                    ),
-                    "MachineDeployment" | "MachineSet" | "MachinePool" => match rep {
-                        Some(n) if n > 0 => (
-                            Severity::High,
-                            format!("deleting it deletes its {n} machine(s)"),
-                        ),
-                        _ => (
-                            Severity::Medium,
-                            "deleting it deletes its machines (none at replicas 0)".to_string(),
-                        ),
-                    },
-                    k if k.ends_with("Template") => (
-                        Severity::Low,
-                        "a template nothing references any more (its machines keep running until replaced)"
-                            .to_string(),
-                    ),
-                    k if k.ends_with("Cluster") => (
-                        Severity::High,
-                        "deleting the infrastructure cluster breaks the Cluster that points at it"
-                            .to_string(),
-                    ),
-                    _ => (
-                        Severity::Medium,
-                        "a Cluster API object is deleted (with pruning, Argo CD deletes it)"
-                            .to_string(),
-                    ),
-                };
-                out.push(risk(sev, id, format!("deleted: {why}")));
-            } else if id.kind == "Secret" {
-                let provider = id.name.ends_with("-ca") || id.name.ends_with("-talos");
-                out.push(risk(
-                    if provider { Severity::High } else { Severity::Medium },
-                    id,
-                    if provider {
-                        "deleted: the providers would generate a new CA and secrets bundle and lock the cluster out"
-                            .to_string()
-                    } else {
-                        "a Secret is deleted".to_string()
-                    },
-                ));
-            }
-        }
+        ObjectStatus::Removed => removed_risks(od, ra, cb, out),
         ObjectStatus::Added => {
             if is_control_plane(&id.kind) || id.kind == "MachineDeployment" {
                 if let Some(n) = replicas(rb).filter(|n| *n > 0) {
@@ -487,69 +555,7 @@ pub(super) fn object_risks(
                 }
             }
         }
-        ObjectStatus::Replaced => {
-            // Who rolls: the objects now pointing at the new template.
-            let mut rolled = false;
-            for r in &od.referenced_by {
-                let owner = cb
-                    .resources
-                    .iter()
-                    .find(|x| ObjectId::from(x.id()) == r.object);
-                let rep = replicas(owner);
-                let (sev, why) = if is_control_plane(&r.object.kind) {
-                    match rep {
-                        Some(0) => (
-                            Severity::Low,
-                            "no control-plane machine exists yet (replicas 0), nothing rolls".to_string(),
-                        ),
-                        _ => (
-                            Severity::High,
-                            format!(
-                                "replaces every control-plane machine (replicas: {}), one at a time: etcd membership \
-                                 changes with each machine",
-                                rep.map_or("?".into(), |n| n.to_string())
-                            ),
-                        ),
-                    }
-                } else {
-                    match rep {
-                        Some(0) => (
-                            Severity::Low,
-                            "no machine of the pool exists (replicas 0), nothing rolls".to_string(),
-                        ),
-                        _ => (
-                            Severity::Medium,
-                            format!(
-                                "rolls every machine of the pool (replicas: {}): drained and replaced",
-                                rep.map_or("?".into(), |n| n.to_string())
-                            ),
-                        ),
-                    }
-                };
-                rolled = true;
-                out.push(risk(
-                    sev,
-                    id,
-                    format!(
-                        "template rotation {} → {} (used by {}): {why}",
-                        od.replaces.as_deref().unwrap_or("?"),
-                        id.name,
-                        r.object
-                    ),
-                ));
-            }
-            if !rolled {
-                out.push(risk(
-                    Severity::Low,
-                    id,
-                    format!(
-                        "template rotation {} → {}: nothing references the new template",
-                        od.replaces.as_deref().unwrap_or("?"),
-                        id.name
-                    ),
-                ));
-            }
-        }
+        ObjectStatus::Replaced => rotation_risks(od, cb, out),
         ObjectStatus::Changed | ObjectStatus::Reencrypted => {}
     }
 
