@@ -444,6 +444,44 @@ mod tests {
     }
 
     #[test]
+    fn these_files_then_exactly_this_output() {
+        // The example's files in memory, no temporary directory and no process: each
+        // cluster's stream is the golden `capstan render` prints for it.
+        let (_, tree) = example();
+        for (dir, golden) in [
+            ("clusters/lab-f", "render-lab-f.yaml"),
+            ("clusters/lab-g", "render-lab-g.yaml"),
+        ] {
+            let opts = Options {
+                templates: None,
+                digests: Digests::NotWanted,
+            };
+            let mut streams = render::<_, PipelineError>(
+                &mut Session::default(),
+                Source::Tree(&tree),
+                &[PathBuf::from(dir)],
+                &opts,
+                |_, r, _| {
+                    let mut text = String::new();
+                    crate::resource::write_stream(&r.resources, &mut text);
+                    Ok(text)
+                },
+            )
+            .unwrap();
+            let want = std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/golden")
+                    .join(golden),
+            )
+            .unwrap();
+            assert!(
+                streams.pop().unwrap() == want,
+                "{dir}: not the golden {golden}"
+            );
+        }
+    }
+
+    #[test]
     fn the_example_renders_without_a_warning() {
         // Issue 42 item 8: a first render of the bundled example says nothing to fix.
         let (_, tree) = example();
