@@ -4,7 +4,6 @@
 //! of `templates/` are templates, and what is hashed for a lock file. The one place to
 //! change how a cluster input is read.
 
-pub(super) use super::tree::is_absent;
 use super::tree::{read_text, Tree};
 use super::{
     ClusterConfig, ClusterInput, Digest256, Digests, InputError, InputKind, SealedFile,

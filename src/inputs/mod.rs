@@ -916,7 +916,7 @@ fn load_overlay(
         Err(e) if is_outside(&e) => {
             return Err(refused(outside_root(&tree.label(&dir), &tree.label(root))))
         }
-        Err(e) if cluster::is_absent(&e) => return Err(not_an_overlay()),
+        Err(e) if tree::is_absent(&e) => return Err(not_an_overlay()),
         r => r?,
     }
     let text = match tree::read_text(tree, &path, InputKind::Overlay) {

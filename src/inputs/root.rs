@@ -46,6 +46,14 @@ pub fn clusters_root_len<S: AsRef<std::ffi::OsStr>>(parts: &[S]) -> Option<usize
     (n >= 2 && parts[n - 2].as_ref() == "clusters").then(|| n - 2)
 }
 
+/// The repository root of a cluster directory by its spelling ([`clusters_root_len`]):
+/// `None` when its parent is not `clusters`.
+pub(super) fn under_clusters(dir: &Path) -> Option<PathBuf> {
+    let parts: Vec<std::path::Component> = dir.components().collect();
+    let n = clusters_root_len(&parts)?;
+    Some(parts[..n].iter().collect())
+}
+
 /// The root given with `--repo-root` ([`set_repo_root`]), when one was: absolute, and as
 /// typed (for messages).
 pub fn given_repo_root() -> Option<(&'static Path, &'static str)> {
@@ -65,11 +73,6 @@ pub fn repo_root(cluster_dir: &Path) -> PathBuf {
     if let Some((root, _)) = given_repo_root() {
         return root.to_path_buf();
     }
-    let under_clusters = |d: &Path| -> Option<PathBuf> {
-        let parts: Vec<std::path::Component> = d.components().collect();
-        let n = clusters_root_len(&parts)?;
-        Some(parts[..n].iter().collect())
-    };
     if let Some(root) = under_clusters(cluster_dir) {
         return root;
     }
@@ -127,9 +130,5 @@ pub(super) fn rel(root: &Path, path: &Path) -> String {
         .or_else(|| below(absolute(path), absolute(root)))
         .or_else(|| below(canonical(path), canonical_dir(root).ok()))
         .unwrap_or_else(|| path.to_path_buf());
-    let s: Vec<String> = r
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    s.join("/")
+    super::tree::slashed(&r)
 }

@@ -85,15 +85,11 @@ pub fn tree_root(dir: &str) -> String {
 
 /// The repository root of a cluster directory by its spelling alone.
 pub(super) fn lexical_root(dir: &Path) -> PathBuf {
-    let parts: Vec<std::path::Component> = dir.components().collect();
-    match super::clusters_root_len(&parts) {
-        Some(n) => parts[..n].iter().collect(),
-        None => dir.to_path_buf(),
-    }
+    super::root::under_clusters(dir).unwrap_or_else(|| dir.to_path_buf())
 }
 
-/// A path's components joined with `/`.
-pub(super) fn slashed(p: &Path) -> String {
+/// A path's components joined with `/` (a tree path, a lock path).
+pub fn slashed(p: &Path) -> String {
     let s: Vec<String> = p
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -174,19 +170,17 @@ pub(super) fn is_absent(e: &InputError) -> bool {
         if matches!(error.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory))
 }
 
-use is_absent as not_found;
-
 impl Tree for DiskTree {
     fn read(&self, path: &Path, kind: InputKind) -> Result<Option<Blob>, InputError> {
         if let Some(parent) = path.parent() {
             match self.confine_dir(parent) {
-                Err(e) if not_found(&e) => return Ok(None),
+                Err(e) if is_absent(&e) => return Ok(None),
                 r => r?,
             }
         }
         match super::read_input_bytes(path, Some(&self.fence), kind) {
             Ok(bytes) => Ok(Some(Arc::new(bytes))),
-            Err(e) if not_found(&e) => Ok(None),
+            Err(e) if is_absent(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -437,8 +437,10 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
          {replicas} replicas."
     );
     match (e.strategy, &e.vip, &e.control_plane_pool) {
-        (Some(EndpointStrategy::Vip), Some(vip), _) => vip_handover(config, vip, rollout),
-        (Some(EndpointStrategy::External), _, Some(pool)) => external_handover(config, pool, rollout),
+        (Some(EndpointStrategy::Vip), Some(vip), _) => vip_handover(config, vip, (replicas, rollout)),
+        (Some(EndpointStrategy::External), _, Some(pool)) => {
+            external_handover(config, pool, (replicas, rollout))
+        }
         _ => vec![format!(
             "No `spec.endpoint.strategy`: `render` refuses this phase (`capstan check`: `endpoint-strategy`). Every \
              rollout replaces the control-plane VMs with new addresses, and a load balancer listing the old ones \
@@ -449,16 +451,16 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
 }
 
 /// Phase `complete` with strategy `vip`: taking the address over, and the failover every
-/// later rollout brings. `rollout` says what a rollout does (both strategies).
+/// later rollout brings, for `replicas` control-plane machines; `rollout` says what a
+/// rollout does (both strategies).
 fn vip_handover(
     config: &ClusterConfig,
     vip: &crate::inputs::model::Vip,
-    rollout: String,
+    (replicas, rollout): (u32, String),
 ) -> Vec<String> {
     let s = &config.spec;
     let e = &s.endpoint;
     let url = e.url();
-    let replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
     let talos12 = SemVer::parse(&s.versions.talos).is_some_and(|v| v.major == 1 && v.minor >= 12);
     let patch = if talos12 {
         format!(
@@ -549,16 +551,16 @@ fn vip_handover(
 }
 
 /// Phase `complete` with strategy `external`: the load balancer's backends as the pool
-/// hands out its addresses. `rollout` says what a rollout does (both strategies).
+/// hands out its addresses, for `replicas` control-plane machines; `rollout` says what a
+/// rollout does (both strategies).
 fn external_handover(
     config: &ClusterConfig,
     pool: &crate::inputs::model::AddressPool,
-    rollout: String,
+    (replicas, rollout): (u32, String),
 ) -> Vec<String> {
     let s = &config.spec;
     let e = &s.endpoint;
     let url = e.url();
-    let replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
     let addrs = pool_addresses(config).unwrap_or_default();
     vec![
         format!(

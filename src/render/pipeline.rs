@@ -47,15 +47,22 @@ pub enum Source<'a> {
 }
 
 impl Source<'_> {
-    /// Run `f` over the tree that holds the cluster directory `dir`.
-    fn with<R>(
+    /// The cluster directory `dir` read as `how` says, and its overlays through `cache`,
+    /// from the tree that holds it.
+    fn read(
         self,
         dir: &Path,
-        f: impl FnOnce(&dyn Tree) -> Result<R, PipelineError>,
-    ) -> Result<R, PipelineError> {
+        how: Load<'_>,
+        cache: &inputs::OverlayCache,
+    ) -> Result<(ClusterInput, inputs::LoadedOverlays), PipelineError> {
+        let read = |tree: &dyn Tree| -> Result<_, PipelineError> {
+            let c = cluster::load(tree, dir, how)?;
+            let overlays = inputs::load_overlays_in(tree, &c, cache)?;
+            Ok((c, overlays))
+        };
         match self {
-            Source::Disk => f(&DiskTree::for_cluster(dir)?),
-            Source::Tree(t) => f(t),
+            Source::Disk => read(&DiskTree::for_cluster(dir)?),
+            Source::Tree(t) => read(t),
         }
     }
 
@@ -168,23 +175,30 @@ pub fn render<T: Send, E: From<PipelineError> + Send>(
 ) -> Result<Vec<T>, E> {
     session.prepare(source, dirs, opts)?;
     let (renderers, cache) = (&session.renderers, &session.overlays);
-    let wanted = opts.digests == Digests::Wanted;
     let one = |d: &PathBuf| -> Done<T, E> {
-        let (c, overlays) = source.with(d, |tree| {
-            let c = cluster::load(tree, d, Load::all(opts.digests))?;
-            let overlays = inputs::load_overlays_in(tree, &c, cache)?;
-            Ok((c, overlays))
-        })?;
+        let (mut c, overlays) = source.read(d, Load::all(opts.digests), cache)?;
         let (renderer, tdigests) = &renderers[&source.templates_dir(d, opts)];
         let rendered = build(&c, &overlays, renderer)?;
-        let mut digests = c.digests;
-        if wanted {
-            digests.extend(overlays.digests);
-            digests.extend(tdigests.iter().cloned());
-        }
+        let digests = lock_digests(&mut c, overlays, tdigests, opts);
         Ok((c.config.metadata.name, c.file, f(d, rendered, digests)?))
     };
     on_all_cores(dirs, one)
+}
+
+/// What a cluster's lock names: its own inputs, then (when the lock is wanted) its overlays'
+/// files and the template overrides.
+fn lock_digests(
+    c: &mut ClusterInput,
+    overlays: inputs::LoadedOverlays,
+    templates: &[Digest256],
+    opts: &Options<'_>,
+) -> Vec<Digest256> {
+    let mut digests = std::mem::take(&mut c.digests);
+    if opts.digests == Digests::Wanted {
+        digests.extend(overlays.digests);
+        digests.extend(templates.iter().cloned());
+    }
+    digests
 }
 
 /// [`render`] of the same cluster directories from two sources, `a` and `b`, for
@@ -206,22 +220,13 @@ pub fn render_pair<T: Send, E: From<PipelineError> + Send>(
     session_b.prepare(b, dirs, opts)?;
     let (renderers_a, renderers_b) = (&session_a.renderers, &session_b.renderers);
     let (cache_a, cache_b) = (&session_a.overlays, &session_b.overlays);
-    let wanted = opts.digests == Digests::Wanted;
     let one = |d: &PathBuf| -> Done<(T, T), E> {
-        let (ca, overlays_a) = a.with(d, |tree| {
-            let c = cluster::load(tree, d, Load::all(opts.digests))?;
-            let overlays = inputs::load_overlays_in(tree, &c, cache_a)?;
-            Ok((c, overlays))
-        })?;
-        let (cb, overlays_b) = b.with(d, |tree| {
-            let how = Load {
-                like: Some(&ca),
-                ..Load::all(opts.digests)
-            };
-            let c = cluster::load(tree, d, how)?;
-            let overlays = inputs::load_overlays_in(tree, &c, cache_b)?;
-            Ok((c, overlays))
-        })?;
+        let (mut ca, overlays_a) = a.read(d, Load::all(opts.digests), cache_a)?;
+        let like = Load {
+            like: Some(&ca),
+            ..Load::all(opts.digests)
+        };
+        let (mut cb, overlays_b) = b.read(d, like, cache_b)?;
         let (renderer_a, tdigests_a) = &renderers_a[&a.templates_dir(d, opts)];
         let (renderer_b, tdigests_b) = &renderers_b[&b.templates_dir(d, opts)];
         // The caller chose the cluster by its changed paths; what is shared is decided by
@@ -249,20 +254,15 @@ pub fn render_pair<T: Send, E: From<PipelineError> + Send>(
                 build(&cb, &overlays_b, renderer_b)?,
             )
         };
-        let digests = |c: ClusterInput, o: inputs::LoadedOverlays, t: &[Digest256]| {
-            let mut digests = c.digests;
-            if wanted {
-                digests.extend(o.digests);
-                digests.extend(t.iter().cloned());
-            }
-            digests
-        };
-        let (name, file) = (ca.config.metadata.name.clone(), ca.file.clone());
         let (da, db) = (
-            digests(ca, overlays_a, tdigests_a),
-            digests(cb, overlays_b, tdigests_b),
+            lock_digests(&mut ca, overlays_a, tdigests_a, opts),
+            lock_digests(&mut cb, overlays_b, tdigests_b, opts),
         );
-        Ok((name, file, (f(d, ra, da)?, f(d, rb, db)?)))
+        Ok((
+            ca.config.metadata.name,
+            ca.file,
+            (f(d, ra, da)?, f(d, rb, db)?),
+        ))
     };
     on_all_cores(dirs, one)
 }

@@ -330,13 +330,7 @@ fn worktree_dirs(
     for d in inputs::discover(path)? {
         let suffix = d
             .strip_prefix(path)
-            .ok()
-            .map(|s| {
-                s.components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join("/")
-            })
+            .map(inputs::tree::slashed)
             .unwrap_or_default();
         let t = git::join_tree(rel, &suffix);
         disk.insert(t.clone(), d);
