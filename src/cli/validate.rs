@@ -72,13 +72,20 @@ struct Kubernetes {
 /// Run `capstan validate`.
 pub fn validate(args: ValidateArgs) -> Result<Status> {
     let embedded = Embedded::load()?;
-    let objects = read_objects(&args)?;
-    let crds = if args.crds.is_empty() {
-        let sets = embedded.provider_sets()?;
-        refuse_declared_releases_not_embedded(&sets, &objects)?;
-        Crds::Embedded(sets)
+    // A broken --crds source is reported before the input is read (it may be stdin).
+    let given = if args.crds.is_empty() {
+        None
     } else {
-        Crds::Given(layered_crds(&args.crds)?)
+        Some(layered_crds(&args.crds)?)
+    };
+    let objects = read_objects(&args)?;
+    let crds = match given {
+        Some(c) => Crds::Given(c),
+        None => {
+            let sets = embedded.provider_sets()?;
+            refuse_declared_releases_not_embedded(&sets, &objects)?;
+            Crds::Embedded(sets)
+        }
     };
     let k8s = kubernetes(&embedded, args.kubernetes_version.as_deref(), &objects)?;
     let builtin_elsewhere = |api: &str, kind: &str| -> Result<Vec<u32>> {
@@ -117,7 +124,7 @@ pub fn validate(args: ValidateArgs) -> Result<Status> {
                         ),
                     }]
                 } else if args.strict_kinds {
-                    vec![no_schema(api, kind)]
+                    vec![no_schema(api, kind, true)]
                 } else {
                     skipped += 1;
                     continue;
@@ -126,7 +133,7 @@ pub fn validate(args: ValidateArgs) -> Result<Status> {
         } else if let Some(set) = crds.for_object(api, kind) {
             set.validate(obj)
         } else if args.strict_kinds {
-            vec![no_schema(api, kind)]
+            vec![no_schema(api, kind, false)]
         } else {
             skipped += 1;
             continue;
@@ -159,13 +166,23 @@ pub fn validate(args: ValidateArgs) -> Result<Status> {
     })
 }
 
-fn no_schema(api: &str, kind: &str) -> Violation {
+fn no_schema(api: &str, kind: &str, builtin: bool) -> Violation {
+    let message = if builtin {
+        format!(
+            "no schema for the built-in kind `{kind}` in apiVersion `{api}` and --strict-kinds is set: \
+             capstan embeds the Kubernetes schemas of the kinds it renders only (Job, RBAC, \
+             ValidatingAdmissionPolicy and its binding, ServiceAccount, Secret, ConfigMap, \
+             Namespace); validate it with kubectl or without --strict-kinds"
+        )
+    } else {
+        format!(
+            "no schema for kind `{kind}` in apiVersion `{api}` (no CRD defines it) and \
+             --strict-kinds is set: give its CRD with --crds DIR"
+        )
+    };
     Violation {
         path: "apiVersion".into(),
-        message: format!(
-            "no schema for kind `{kind}` in apiVersion `{api}` (neither a CRD nor an embedded built-in \
-             kind) and --strict-kinds is set: give its CRD with --crds DIR"
-        ),
+        message,
     }
 }
 
@@ -260,8 +277,7 @@ fn kubernetes(
             .into_owned()
         })?;
         (m, format!("--kubernetes-version {v}"))
-    } else if let Some((m, v, at)) = embedded::rendered_version(objects.iter().map(|(_, o)| o))
-    {
+    } else if let Some((m, v, at)) = embedded::rendered_version(objects.iter().map(|(_, o)| o)) {
         (m, format!("{at} {v}"))
     } else {
         (
@@ -278,11 +294,7 @@ fn kubernetes(
             ))
         );
     };
-    Ok(Kubernetes {
-        minor,
-        set,
-        why,
-    })
+    Ok(Kubernetes { minor, set, why })
 }
 
 /// The repository whose `clusters/NAME/cluster.yaml` declares the provider releases of the
@@ -336,8 +348,8 @@ fn refuse_declared_releases_not_embedded(
         };
         let bytes = inputs::read_repository_bytes(&path, &root, inputs::InputKind::ClusterFile)?;
         let text = String::from_utf8_lossy(&bytes);
-        let doc = crate::yaml::parse_one(&text)
-            .with_context(|| format!("{}: not YAML", rel.label()))?;
+        let doc =
+            crate::yaml::parse_one(&text).with_context(|| format!("{}: not YAML", rel.label()))?;
         let Some(declared) = doc
             .pointer("/spec/migration/providers")
             .and_then(Value::as_object)
