@@ -27,6 +27,8 @@
 
 pub mod embedded;
 
+pub use embedded::SchemaEntry;
+
 use regex::Regex;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
@@ -110,21 +112,6 @@ impl fmt::Display for Violation {
     }
 }
 
-/// One schema for [`CrdSet::from_schemas`].
-#[derive(Debug, Clone)]
-pub struct SchemaEntry {
-    /// Where it came from (for messages).
-    pub file: String,
-    /// API group (`""` for the core group).
-    pub group: String,
-    /// API version.
-    pub version: String,
-    /// Kind.
-    pub kind: String,
-    /// The `openAPIV3Schema`-dialect schema of the whole object.
-    pub schema: Value,
-}
-
 /// Compiled schemas of a set of CRDs, keyed by (group, version, kind).
 #[derive(Debug, Clone, Default)]
 pub struct CrdSet {
@@ -150,39 +137,6 @@ impl CrdSet {
         let mut regexes = HashMap::new();
         for (file, doc) in &docs {
             set.add_crd(file, doc, &mut regexes)?;
-        }
-        Ok(set)
-    }
-
-    /// Build from schemas given directly, one per (group, version, kind), all served: the
-    /// built-in kinds, whose core group `""` no CRD may have. `file` names each one's source
-    /// for messages; a (group, version, kind) given twice is an error.
-    pub fn from_schemas(entries: Vec<SchemaEntry>) -> Result<CrdSet, SchemaError> {
-        let mut set = CrdSet::default();
-        let mut regexes = HashMap::new();
-        for e in entries {
-            let mut c = Compiler {
-                file: &e.file,
-                regexes: &mut regexes,
-            };
-            let root = c.compile(&e.schema, "openAPIV3Schema", 0)?;
-            if let Some(first) = set.lookup(&e.group, &e.version, &e.kind) {
-                return Err(SchemaError::Duplicate {
-                    file: e.file.clone(),
-                    group: e.group,
-                    version: e.version,
-                    kind: e.kind,
-                    first_file: first.file.clone(),
-                });
-            }
-            set.by_kind.entry(e.kind).or_default().push(Entry {
-                group: e.group,
-                version: e.version,
-                served: true,
-                file: e.file,
-                root,
-            });
-            set.count += 1;
         }
         Ok(set)
     }

@@ -13,8 +13,9 @@
 //! Only what validation reads is kept; every sub-schema of 256 bytes or more is stored once
 //! and referenced as `{"$s": index}`, which [`expand`] resolves.
 
-use super::{CrdSet, SchemaEntry, SchemaError};
+use super::{Compiler, CrdSet, Entry, SchemaError};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 
 /// The generated file (minified JSON).
 const EMBEDDED: &str = include_str!("embedded.json");
@@ -253,6 +254,56 @@ impl Embedded {
             kinds.push((api_version.to_string(), kind.to_string()));
         }
         Ok(Some((CrdSet::from_schemas(docs)?, kinds)))
+    }
+}
+
+/// One schema for [`CrdSet::from_schemas`].
+#[derive(Debug, Clone)]
+pub struct SchemaEntry {
+    /// Where it came from (for messages).
+    pub file: String,
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// The `openAPIV3Schema`-dialect schema of the whole object.
+    pub schema: Value,
+}
+
+impl CrdSet {
+    /// Build from schemas given directly, one per (group, version, kind), all served: the
+    /// built-in kinds, whose core group `""` no CRD may have. `file` names each one's source
+    /// for messages; a (group, version, kind) given twice is an error.
+    pub fn from_schemas(entries: Vec<SchemaEntry>) -> Result<CrdSet, SchemaError> {
+        let mut set = CrdSet::default();
+        let mut regexes = HashMap::new();
+        for e in entries {
+            let mut c = Compiler {
+                file: &e.file,
+                regexes: &mut regexes,
+            };
+            let root = c.compile(&e.schema, "openAPIV3Schema", 0)?;
+            if let Some(first) = set.lookup(&e.group, &e.version, &e.kind) {
+                return Err(SchemaError::Duplicate {
+                    file: e.file.clone(),
+                    group: e.group,
+                    version: e.version,
+                    kind: e.kind,
+                    first_file: first.file.clone(),
+                });
+            }
+            set.by_kind.entry(e.kind).or_default().push(Entry {
+                group: e.group,
+                version: e.version,
+                served: true,
+                file: e.file,
+                root,
+            });
+            set.count += 1;
+        }
+        Ok(set)
     }
 }
 
