@@ -5,14 +5,13 @@
 use crate::cli::{
     ArgocdCommand, CheckArgs, CheckFormat, Cli, ClusterSecretsArgs, Command, DecryptArgs, DiffArgs,
     DiffFormat, ExplainArgs, ExplainFormat, ImportCommand, ImportKubeadmArgs, RenderArgs,
-    SecretsCommand, ValidateArgs,
+    SecretsCommand,
 };
 use crate::inputs::model::Phase;
 use crate::inputs::{self, ClusterInput};
 use crate::printable::line;
 use crate::render::bundle::{self, Bundle, Outcome};
 use crate::render::pipeline;
-use crate::render::schema::CrdSet;
 use crate::render::Renderer;
 use crate::yaml;
 use anyhow::Result;
@@ -31,7 +30,7 @@ pub fn run(cli: Cli) -> Result<Status> {
     }
     match cli.command {
         Command::Render(args) => render(args),
-        Command::Validate(args) => validate(args),
+        Command::Validate(args) => crate::cli::validate::validate(args),
         Command::Plan(args) => {
             let c = inputs::load_cluster(&args.dir)?;
             let sizes = pool_sizes(&c)?;
@@ -273,104 +272,6 @@ fn print_warnings<'a>(warnings: impl IntoIterator<Item = &'a String>) -> Result<
         writeln!(err, "warning: {w}")?;
     }
     Ok(())
-}
-
-fn crd_key(doc: &serde_json::Value) -> (String, String) {
-    let get = |p: &str| {
-        doc.pointer(p)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    (get("/spec/group"), get("/spec/names/kind"))
-}
-
-fn validate(args: ValidateArgs) -> Result<Status> {
-    // Later --crds sources replace earlier CRDs of the same group and kind, as applying a
-    // newer CRD does; within one source a kind defined twice is an error.
-    let mut layered: Vec<((String, String), (String, serde_json::Value))> = Vec::new();
-    for source in &args.crds {
-        let docs = inputs::read_yaml_documents(source, false)?;
-        let keys: Vec<(String, String)> = docs.iter().map(|(_, d)| crd_key(d)).collect();
-        layered.retain(|(k, _)| !keys.contains(k));
-        layered.extend(keys.into_iter().zip(docs));
-    }
-    let crds = CrdSet::from_documents(layered.into_iter().map(|(_, d)| d).collect())?;
-    let mut objects = Vec::new();
-    let stdin_only = args.files.is_empty() || args.files.iter().all(|f| f.as_os_str() == "-");
-    if stdin_only {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)?;
-        objects.extend(inputs::parse_documents("<stdin>", &text)?);
-    } else {
-        for f in &args.files {
-            anyhow::ensure!(
-                f.as_os_str() != "-",
-                "`-` (stdin) cannot be mixed with files"
-            );
-            objects.extend(inputs::read_yaml_documents(f, true)?);
-        }
-    }
-    anyhow::ensure!(
-        !objects.is_empty(),
-        "no objects to validate in {}",
-        if stdin_only {
-            "<stdin>".to_string()
-        } else {
-            args.files
-                .iter()
-                .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    );
-    let mut err = std::io::stderr().lock();
-    let (mut invalid, mut skipped) = (0usize, 0usize);
-    for (source, obj) in &objects {
-        let api = obj
-            .get("apiVersion")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("");
-        let kind = obj
-            .get("kind")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("");
-        let name = obj
-            .pointer("/metadata/name")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("");
-        let group = crate::resource::group_of(api);
-        // A kind whose CRD is here but not in this version is an error (the API server
-        // would refuse it); a kind with no CRD at all is counted as skipped.
-        if !crds.knows(api, kind)
-            && !crds.knows_kind(api, kind)
-            && (crate::resource::builtin_group(group) || !args.strict_kinds)
-            && !api.is_empty()
-            && !kind.is_empty()
-        {
-            skipped += 1;
-            continue;
-        }
-        let violations = crds.validate(obj);
-        if !violations.is_empty() {
-            invalid += 1;
-            for v in violations {
-                // The file, the object and the values a violation quotes are input.
-                writeln!(err, "{}", line(&format!("{source}: {kind}/{name}: {v}")))?;
-            }
-        }
-    }
-    writeln!(
-        err,
-        "validated {} objects against {} CRD versions: {invalid} invalid, {skipped} skipped (no CRD for their kind)",
-        objects.len() - skipped,
-        crds.len()
-    )?;
-    Ok(if invalid > 0 {
-        Status::Findings
-    } else {
-        Status::Success
-    })
 }
 
 fn decrypt(args: DecryptArgs) -> Result<Status> {

@@ -8,6 +8,7 @@ pub mod rehearse;
 pub mod rekey;
 pub mod scaffold;
 pub mod terminal;
+pub mod validate;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -658,13 +659,19 @@ pub enum ExplainFormat {
 /// Arguments of `capstan validate`.
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// Directory of CRD YAML files (searched recursively).
-    #[arg(long, value_name = "DIR", required = true)]
+    /// Directory of CRD YAML files, instead of the CRDs embedded for the provider releases
+    /// capstan pins; later directories replace earlier CRDs of the same kind.
+    #[arg(long, value_name = "DIR")]
     pub crds: Vec<PathBuf>,
     /// YAML files or rendered bundle directories to validate; `-` or nothing reads stdin.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Also fail on kinds no CRD describes (built-in kinds such as Secret are always skipped).
+    /// The Kubernetes version whose OpenAPI schemas the built-in kinds (Job, RBAC,
+    /// ValidatingAdmissionPolicy, Secret, …) are validated against (v1.26 to v1.37), e.g. the
+    /// management cluster's; default: the rendered clusters' version (the lowest), else v1.37.
+    #[arg(long, value_name = "VERSION")]
+    pub kubernetes_version: Option<String>,
+    /// Also fail on kinds with no schema at all (neither a CRD nor an embedded built-in kind).
     #[arg(long)]
     pub strict_kinds: bool,
 }

@@ -25,6 +25,10 @@
 //! used by CRDs but treats `\d`, `\w` and `\s` as Unicode classes; `x-kubernetes-map-type` and
 //! `description` are ignored; `status` is checked against the schema like any other field.
 
+pub mod embedded;
+
+pub use embedded::SchemaEntry;
+
 use regex::Regex;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
