@@ -435,9 +435,9 @@ fn template_spec_change_is_a_replacement_with_references() {
     assert!(old.starts_with("lab-g-cp-") && old != new);
     assert_eq!(t["fields"].as_array().unwrap().len(), 1, "{t}");
     assert_eq!(t["fields"][0]["path"], "spec.template.spec.numCPUs");
-    assert_eq!(t["referenced_by"][0]["object"]["kind"], "TalosControlPlane");
+    assert_eq!(t["referencedBy"][0]["object"]["kind"], "TalosControlPlane");
     assert_eq!(
-        t["referenced_by"][0]["path"],
+        t["referencedBy"][0]["path"],
         "spec.machineTemplate.spec.infrastructureRef.name"
     );
     let tcp = object(c, "TalosControlPlane", "lab-g-cp");
@@ -485,7 +485,7 @@ fn resealed_secret_with_unchanged_plaintext() {
         assert_eq!(c["status"], "changed");
         let ca = object(c, "Secret", "lab-f-ca");
         assert_eq!(ca["status"], "changed");
-        for k in ca["secret_keys"].as_array().unwrap() {
+        for k in ca["secretKeys"].as_array().unwrap() {
             assert_eq!(k["status"], "re-sealed", "{k}");
             assert!(k.get("certificates").is_none(), "{k}");
         }
@@ -542,7 +542,7 @@ fn resealed_secret_with_unchanged_plaintext() {
         assert_eq!(c["status"], "unchanged");
         let ca = object(c, "Secret", "lab-f-ca");
         assert_eq!(ca["status"], "reencrypted");
-        for k in ca["secret_keys"].as_array().unwrap() {
+        for k in ca["secretKeys"].as_array().unwrap() {
             assert_eq!(k["status"], "reencrypted", "{k}");
         }
         assert!(c["risks"].as_array().unwrap().is_empty());
@@ -819,7 +819,7 @@ fn compare_sealed_tells_them_apart_and_never_writes_markdown() {
     let (_, wrong, talos) = &texts[1];
     assert_eq!(talos["status"], "changed", "{talos}");
     assert_eq!(
-        talos["secret_keys"][0]["fields"][0],
+        talos["secretKeys"][0]["fields"][0],
         "secrets.secretboxencryptionsecret"
     );
     assert!(has_risk(
@@ -862,7 +862,7 @@ fn secret_with_one_changed_key() {
         let c = cluster(&o.json, "lab-f");
         let ca = object(c, "Secret", "lab-f-ca");
         assert_eq!(ca["status"], "changed");
-        let keys = ca["secret_keys"].as_array().unwrap();
+        let keys = ca["secretKeys"].as_array().unwrap();
         assert_eq!(keys[0]["key"], "data[\"tls.crt\"]");
         assert_eq!(keys[0]["status"], "unchanged");
         assert_eq!(keys[1]["key"], "data[\"tls.key\"]");
@@ -878,7 +878,7 @@ fn secret_with_one_changed_key() {
     let c = cluster(&json, "lab-f");
     let ca = object(c, "Secret", "lab-f-ca");
     assert_eq!(ca["status"], "changed");
-    let keys = ca["secret_keys"].as_array().unwrap();
+    let keys = ca["secretKeys"].as_array().unwrap();
     assert_eq!(keys[0]["status"], "unchanged");
     assert_eq!(keys[1]["status"], "changed");
     assert!(ca["fields"].as_array().unwrap().is_empty());
@@ -940,11 +940,11 @@ fn rotated_ca_certificate_is_summarized() {
     let c = cluster(&o.json, "lab-f");
     let ca = object(c, "Secret", "lab-f-ca");
     // Re-sealed (its value not compared), yet its certificate, public, decoded and compared.
-    let crt_key = &ca["secret_keys"][0];
+    let crt_key = &ca["secretKeys"][0];
     assert_eq!(crt_key["status"], "re-sealed");
     let cert = &crt_key["certificates"][0];
     assert_eq!(cert["after"]["subject"], "CN=rotated-ca");
-    assert_eq!(cert["after"]["is_ca"], true);
+    assert_eq!(cert["after"]["isCa"], true);
     let before = cert["before"]["sha256"].as_str().unwrap();
     assert!(before.starts_with("sha256:") && before != cert["after"]["sha256"]);
     assert!(has_risk(c, "high", "CA certificate rotated"));

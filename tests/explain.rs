@@ -75,7 +75,7 @@ fn json_lists_every_match_most_specific_first() {
     let list = v.as_array().expect("a list");
     let ids: Vec<&str> = list.iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["token-audience-mismatch", "invalid-bearer-token"]);
-    assert_eq!(list[0]["caught_by"][0], "service-account-audiences");
+    assert_eq!(list[0]["caughtBy"][0], "service-account-audiences");
     for m in list {
         for key in ["title", "source", "cause"] {
             assert!(m[key].as_str().is_some_and(|s| !s.is_empty()), "{key}");

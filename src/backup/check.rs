@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// What git says one cluster must have in a backup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Expected {
     /// The cluster's name.
     pub name: String,
@@ -85,6 +86,7 @@ pub fn expected(name: &str, namespace: &str, resources: &[Resource]) -> Expected
 
 /// One cluster's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ClusterCheck {
     /// The cluster.
     pub name: String,
@@ -94,6 +96,7 @@ pub struct ClusterCheck {
 
 /// The whole check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Report {
     /// The backup checked.
     pub backup: String,

@@ -50,6 +50,7 @@ pub enum InventoryError {
 
 /// A restored VSphereVM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RestoredVm {
     /// `namespace/name`.
     pub name: String,
@@ -79,6 +80,7 @@ pub struct Node {
 
 /// One mismatch and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Mismatch {
     /// `orphan-vm`, `missing-vm`, `no-bios-uuid`, `unclaimed-address`.
     pub kind: &'static str,
@@ -92,6 +94,7 @@ pub struct Mismatch {
 
 /// The report of `restore check`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Report {
     /// VSphereVMs whose VM is in the inventory.
     pub matched: usize,

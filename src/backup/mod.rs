@@ -133,6 +133,19 @@ impl Index {
     pub fn object(&self) -> String {
         format!("{}.age", self.id)
     }
+
+    /// The index as `backup list --format json` prints it: the stored fields with their keys
+    /// in camelCase, the one key case of capstan's reports (the stored `<id>.json` keeps
+    /// `offline_recipients`, which every release reads).
+    pub fn report(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(map) = v.as_object_mut() {
+            if let Some(r) = map.remove("offline_recipients") {
+                map.insert("offlineRecipients".to_string(), r);
+            }
+        }
+        v
+    }
 }
 
 /// The one place an [`Index`] is built: each file is added as it is read (`add`), the

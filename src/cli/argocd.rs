@@ -4,7 +4,7 @@
 //! [`crate::cli::scaffold`].
 
 use crate::argocd::{self, ArgocdError, Context, SecretsMode};
-use crate::cli::terminal::{decrypt_sealed, identities, report_written, Status};
+use crate::cli::terminal::{decrypt_sealed, identities, Action, Change, Status, Writes};
 use crate::cli::{ClusterSecretsArgs, InitArgs};
 use crate::inputs::{self, InputError};
 use crate::render::pipeline;
@@ -293,18 +293,17 @@ pub fn seal_operator(args: ClusterSecretsArgs) -> Result<Status> {
         )?;
         files.push((rel, text.into_bytes()));
     }
-    let written = crate::render::bundle::replace_files(&args.dir, &files)?;
-    report_written(&args.dir, &files, &written)?;
-    let mut err = std::io::stderr().lock();
+    let mut w = Writes::new(args.dry_run);
+    w.replace(&args.dir, &files)?;
     for (rel, _, _) in &previous {
         if !files.iter().any(|(f, _)| f == rel) {
-            writeln!(
-                err,
-                "warning: {}: no sealed Secret stands for it any more; delete it (capstan does not)",
+            w.warnings.push(format!(
+                "{}: no sealed Secret stands for it any more; delete it (capstan does not)",
                 args.dir.join(rel).display()
-            )?;
+            ));
         }
     }
+    w.print(args.format)?;
     Ok(Status::Success)
 }
 
@@ -315,43 +314,69 @@ pub fn init(args: InitArgs) -> Result<Status> {
         .iter()
         .map(|(p, t)| (p.as_str(), t.as_bytes()))
         .collect();
-    let (created, kept) = crate::render::bundle::create_missing(&args.dir, &refs)?;
-    let mut err = std::io::stderr().lock();
+    let (created, kept) = if args.dry_run {
+        let (new, kept) = crate::render::bundle::partition_missing(&args.dir, &refs)?;
+        (new.iter().map(|(n, _)| n.to_string()).collect(), kept)
+    } else {
+        crate::render::bundle::create_missing(&args.dir, &refs)?
+    };
+    let mut w = Writes::new(args.dry_run);
     for f in &created {
-        writeln!(err, "{}: created", args.dir.join(f).display())?;
+        w.changes.push(Change::new(&args.dir, f, Action::Created));
     }
     for f in &kept {
-        writeln!(
-            err,
-            "{}: kept (exists; never overwritten)",
-            args.dir.join(f).display()
-        )?;
+        w.changes
+            .push(Change::new(&args.dir, f, Action::Kept).what("exists; never overwritten"));
     }
     // A repository is a git repository: made one unless it is inside one already (found by
     // capstan's own discovery, as `diff --git` finds it: never a bare repository's layout).
-    match crate::inputs::git::Repository::find(&args.dir) {
-        Ok(Some(_)) => {}
+    let git = match crate::inputs::git::Repository::find(&args.dir) {
+        Ok(Some(_)) => "existing".to_string(),
+        Ok(None) if args.dry_run => {
+            w.notes.push(format!(
+                "{}: git repository would be initialized",
+                args.dir.display()
+            ));
+            "would be initialized".to_string()
+        }
         Ok(None) => match crate::inputs::git::repository::init(&args.dir) {
-            Ok(()) => writeln!(err, "{}: git repository initialized", args.dir.display())?,
-            Err(e) => writeln!(
-                err,
-                "{}: `git init` failed ({}); run it yourself",
-                args.dir.display(),
-                crate::review::report::error_message(&e.to_string())
-            )?,
+            Ok(()) => {
+                w.notes.push(format!(
+                    "{}: git repository initialized",
+                    args.dir.display()
+                ));
+                "initialized".to_string()
+            }
+            Err(e) => {
+                let why = crate::review::report::error_message(&e.to_string());
+                w.notes.push(format!(
+                    "{}: `git init` failed ({why}); run it yourself",
+                    args.dir.display()
+                ));
+                format!("git init failed: {why}")
+            }
         },
-        Err(e) => writeln!(
-            err,
-            "{}: cannot tell whether it is in a git repository ({}); make it one yourself",
-            args.dir.display(),
-            crate::review::report::error_message(&e.to_string())
-        )?,
-    }
-    writeln!(err, "\n{}", crate::cli::scaffold::NEXT_STEPS)?;
-    writeln!(err, "placeholders to replace before anything is applied:")?;
-    for p in crate::cli::scaffold::placeholders(args.repo_url.is_some()) {
-        writeln!(err, "  - {p}")?;
-    }
+        Err(e) => {
+            let why = crate::review::report::error_message(&e.to_string());
+            w.notes.push(format!(
+                "{}: cannot tell whether it is in a git repository ({why}); make it one yourself",
+                args.dir.display()
+            ));
+            format!("unknown: {why}")
+        }
+    };
+    let placeholders = crate::cli::scaffold::placeholders(args.repo_url.is_some());
+    w.notes.push(String::new());
+    w.notes
+        .extend(crate::cli::scaffold::NEXT_STEPS.lines().map(str::to_string));
+    w.notes
+        .push("placeholders to replace before anything is applied:".to_string());
+    w.notes
+        .extend(placeholders.iter().map(|p| format!("  - {p}")));
+    w.extra.insert("gitRepository".into(), git.into());
+    w.extra
+        .insert("placeholders".into(), serde_json::to_value(&placeholders)?);
+    w.print(args.format)?;
     Ok(Status::Success)
 }
 

@@ -9,11 +9,10 @@ use crate::cli::terminal::Status;
 use crate::cli::terminal::{identities, optional_identities};
 #[cfg(feature = "backup")]
 use crate::cli::{BackupCheckArgs, BackupListArgs, BackupPullArgs, BackupPushArgs};
-use crate::cli::{
-    BackupCommand, BackupDumpArgs, RestoreCheckArgs, RestoreCheckFormat, RestorePlanArgs,
-};
+use crate::cli::{BackupCommand, BackupDumpArgs, ReportFormat, RestoreCheckArgs, RestorePlanArgs};
 use crate::inputs;
 use crate::printable::{self, line, Label};
+#[cfg(feature = "backup")]
 use crate::render::pipeline;
 use anyhow::Result;
 use std::io::Write as _;
@@ -242,7 +241,7 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
     };
     let report = backup::check::check(&index, &objects, &expected, now_unix(), max_age);
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if args.json() {
         let json = serde_json::to_string_pretty(&report)?;
         writeln!(out, "{}", printable::json(&json))?;
     } else {
@@ -442,8 +441,9 @@ fn list(args: BackupListArgs) -> Result<Status> {
     // One index at a time: printed, then dropped.
     let skipped = store.scan(now_unix(), &mut |i| {
         let r = (|| -> std::io::Result<()> {
-            if args.json {
-                let json = serde_json::to_string_pretty(&i).map_err(std::io::Error::other)?;
+            if args.json() {
+                let json =
+                    serde_json::to_string_pretty(&i.report()).map_err(std::io::Error::other)?;
                 let sep = if n == 0 { "[\n" } else { ",\n" };
                 write!(out, "{sep}{}", printable::json(&json))
             } else {
@@ -477,7 +477,7 @@ fn list(args: BackupListArgs) -> Result<Status> {
     if let Some(e) = failed {
         return Err(e.into());
     }
-    if args.json {
+    if args.json() {
         writeln!(out, "{}", if n == 0 { "[]" } else { "\n]" })?;
     } else if n == 0 {
         writeln!(out, "no backups under {}", line(store.url()))?;
@@ -633,11 +633,11 @@ pub fn restore_check(args: RestoreCheckArgs) -> Result<Status> {
     let report = inventory_report(&args.dir, &args.vsphere_inventory, &args.nodes)?;
     let mut out = std::io::stdout().lock();
     match args.format {
-        RestoreCheckFormat::Json => {
+        ReportFormat::Json => {
             let json = serde_json::to_string_pretty(&report)?;
             writeln!(out, "{}", printable::json(&json))?;
         }
-        RestoreCheckFormat::Text => {
+        ReportFormat::Text => {
             // Names come from the inventory and the backup: every one is escaped.
             for m in &report.mismatches {
                 writeln!(

@@ -3,9 +3,8 @@
 //! other `cli` modules and in `main.rs` only.
 
 use crate::cli::{
-    ArgocdCommand, CheckArgs, CheckFormat, Cli, ClusterSecretsArgs, Command, DecryptArgs, DiffArgs,
-    DiffFormat, ExplainArgs, ExplainFormat, ImportCommand, ImportKubeadmArgs, RenderArgs,
-    SecretsCommand,
+    ArgocdCommand, CheckArgs, Cli, ClusterSecretsArgs, Command, DecryptArgs, DiffArgs, DiffFormat,
+    ExplainArgs, ImportCommand, RenderArgs, ReportFormat, SecretsCommand,
 };
 use crate::inputs::model::Phase;
 use crate::inputs::{self, ClusterInput};
@@ -20,7 +19,7 @@ use std::path::PathBuf;
 
 pub use crate::cli::terminal::Status;
 use crate::cli::terminal::{
-    decrypt_sealed, identities, open_sealed, optional_identities, plaintext_object, report_written,
+    decrypt_sealed, identities, open_sealed, optional_identities, plaintext_object, Writes,
 };
 
 /// Run a parsed command line.
@@ -37,12 +36,18 @@ pub fn run(cli: Cli) -> Result<Status> {
             let mut out = std::io::stdout().lock();
             // The runbook quotes cluster.yaml's values: no control character reaches the terminal.
             let md = crate::migration::plan::runbook(&c.config, &sizes);
-            out.write_all(crate::printable::escape(&md).as_bytes())?;
+            if args.format == ReportFormat::Json {
+                let v = crate::migration::plan::runbook_json(&c.config, &md);
+                let json = serde_json::to_string_pretty(&v)?;
+                writeln!(out, "{}", crate::printable::json(&json))?;
+            } else {
+                out.write_all(crate::printable::escape(&md).as_bytes())?;
+            }
             out.flush()?;
             Ok(Status::Success)
         }
         Command::Check(args) => check(*args),
-        Command::Import(ImportCommand::Kubeadm(args)) => import_kubeadm(*args),
+        Command::Import(ImportCommand::Kubeadm(args)) => crate::cli::import::kubeadm(*args),
         Command::Secrets(SecretsCommand::Decrypt(args)) => decrypt(args),
         Command::Secrets(SecretsCommand::Seal(args)) => seal(args),
         Command::Secrets(SecretsCommand::Rekey(args)) => crate::cli::rekey::rekey(args),
@@ -55,6 +60,7 @@ pub fn run(cli: Cli) -> Result<Status> {
             std::io::stdout().lock().write_all(&text)?;
             Ok(Status::Success)
         }
+        Command::Version { format } => version(format),
         Command::Man { out_dir, dry_run } => crate::cli::manpages::man(out_dir, dry_run),
         Command::Restore(crate::cli::RestoreCommand::Check(args)) => {
             crate::cli::backup::restore_check(args)
@@ -365,8 +371,8 @@ fn seal(args: ClusterSecretsArgs) -> Result<Status> {
         .into_iter()
         .map(|(p, t)| (p, t.into_bytes()))
         .collect();
-    let written = bundle::replace_files(&args.dir, &files)?;
-    report_written(&args.dir, &files, &written)?;
+    let mut w = Writes::new(args.dry_run);
+    w.replace(&args.dir, &files)?;
     // Sealed files `seal` wrote before (they carry its annotation) and no longer writes (the
     // cluster was renamed): removed, or render would refuse them as another cluster's.
     let stale: Vec<String> = c
@@ -382,13 +388,8 @@ fn seal(args: ClusterSecretsArgs) -> Result<Status> {
         })
         .map(|s| s.rel.clone())
         .collect();
-    bundle::remove_files(&args.dir, &stale)?;
-    for rel in &stale {
-        eprintln!(
-            "removed {} (sealed for another cluster name)",
-            args.dir.join(rel).display()
-        );
-    }
+    w.remove(&args.dir, &stale, "sealed for another cluster name")?;
+    w.print(args.format)?;
     Ok(Status::Success)
 }
 
@@ -425,199 +426,104 @@ fn vsphere_identity(args: crate::cli::VsphereIdentityArgs) -> Result<Status> {
         &crate::secrets::sops::lastmodified_now(),
     )?;
     let files = vec![(rel, text.into_bytes())];
-    let written = bundle::replace_files(&args.dir, &files)?;
-    report_written(&args.dir, &files, &written)?;
+    let mut w = Writes::new(args.dry_run);
+    w.replace(&args.dir, &files)?;
+    w.print(args.format)?;
     Ok(Status::Success)
 }
 
-/// `import kubeadm --update`: the new import folded into the existing cluster directory.
-fn import_update(
-    dir: &std::path::Path,
-    imported: &crate::migration::import::Imported,
-    had_bundle: bool,
-    print_bootstrap_secret: bool,
-) -> Result<Status> {
-    let c = inputs::load_cluster(dir)?;
-    let sealed: Vec<String> = inputs::read_sealed(dir, true, inputs::Digests::NotWanted)?
-        .into_iter()
-        .map(|s| s.rel)
-        .collect();
-    let update = crate::migration::import::update(
-        &c.file, &c.text, &c.config, had_bundle, imported, &sealed,
-    )?;
-    let mut files: Vec<(String, Vec<u8>)> = vec![(
-        crate::inputs::SECRETS_FILE.to_string(),
-        imported.secrets_age.as_bytes().to_vec(),
-    )];
-    for (rel, text) in &imported.sealed {
-        files.push((rel.clone(), text.as_bytes().to_vec()));
-    }
-    files.push((
-        inputs::CLUSTER_FILE.to_string(),
-        update.cluster_yaml.into_bytes(),
-    ));
-    bundle::replace_files(dir, &files)?;
-    bundle::remove_files(dir, &update.stale)?;
-    let mut err = std::io::stderr().lock();
-    for w in &imported.warnings {
-        writeln!(err, "warning: {}", line(&w.to_string()))?;
-    }
-    writeln!(
-        err,
-        "updated {}: a new secrets.age and sealed Secrets from the kubeadm files (same PKI)",
-        dir.display()
-    )?;
-    for change in &update.changes {
-        writeln!(err, "  {}", line(&change.to_string()))?;
-    }
-    writeln!(
-        err,
-        "bootstrap token id: {} (Secret kube-system/bootstrap-token-{}); review with `capstan diff` and check again",
-        imported.token_id, imported.token_id
-    )?;
-    if print_bootstrap_secret {
-        let mut out = std::io::stdout().lock();
-        out.write_all(imported.bootstrap_secret.as_bytes())?;
-        out.flush()?;
-    }
-    Ok(Status::Success)
-}
-
-fn import_kubeadm(args: ImportKubeadmArgs) -> Result<Status> {
-    use crate::inputs::SECRETS_FILE;
-    use crate::migration::import::{self, ImportOptions};
-    let secrets_path = args.out.join(SECRETS_FILE);
-    anyhow::ensure!(
-        args.update || !secrets_path.exists(),
-        "{}: already exists; capstan never overwrites an imported bundle on its own (a second import creates new \
-         cluster secrets, which would lock out Talos machines that use the old ones). After a change on the kubeadm \
-         side (the encryption key moved to Talos's name) and before any Talos machine exists (phase `prepare`), \
-         run the same import with --update: it replaces the bundle and the sealed Secrets and updates \
-         spec.encryption and spec.provenance in cluster.yaml, keeping the rest. If the earlier import itself was \
-         wrong (another cluster, another name) and nothing uses it yet (no Talos machine, never synced), remove \
-         the directory (`rm -r {}`) and import again",
-        secrets_path.display(),
-        args.out.display()
-    );
-    let cluster_path = args.out.join(inputs::CLUSTER_FILE);
-    anyhow::ensure!(
-        !args.update || cluster_path.exists(),
-        "{}: --update folds a new import into an existing cluster directory, and there is none; import without \
-         --update",
-        cluster_path.display()
-    );
-    let mut recipients: Vec<(String, String)> = args
-        .recipients
+/// `capstan version`: what this build is and supports, from the tables the commands use.
+fn version(format: ReportFormat) -> Result<Status> {
+    use crate::inputs::model::{Flavour, TALOS_SUPPORT};
+    let talos: Vec<serde_json::Value> = TALOS_SUPPORT
         .iter()
-        .map(|r| ("--recipient".to_string(), r.clone()))
+        .map(|t| {
+            serde_json::json!({
+                "talos": format!("v1.{}", t.talos_minor),
+                "kubernetesMin": format!("v1.{}", t.k8s_min),
+                "kubernetesMax": format!("v1.{}", t.k8s_max),
+            })
+        })
         .collect();
-    for f in &args.recipients_file {
-        let label = f.display().to_string();
-        for r in crate::secrets::parse_recipients_file(
-            &label,
-            &inputs::read_input_text(f, inputs::InputKind::Identity)?,
-        )? {
-            recipients.push((label.clone(), r));
-        }
+    let providers: serde_json::Map<String, serde_json::Value> = Flavour::ALL
+        .iter()
+        .map(|f| {
+            let pins: Vec<serde_json::Value> = crate::inputs::providers::verified(*f)
+                .iter()
+                .map(|p| serde_json::json!({"name": p.name, "releases": p.releases.to_string()}))
+                .collect();
+            (f.as_str().to_string(), serde_json::Value::from(pins))
+        })
+        .collect();
+    let schemas: Vec<String> = crate::render::schema::embedded::Embedded::load()?
+        .kubernetes_minors()
+        .iter()
+        .map(|m| format!("v1.{m}"))
+        .collect();
+    // build.rs writes `<commit>` or `<commit>, modified` (a tree with changes).
+    let (commit, modified) = match env!("CAPSTAN_COMMIT").split_once(", ") {
+        Some((c, _)) => (c, true),
+        None => (env!("CAPSTAN_COMMIT"), false),
+    };
+    let v = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "commit": commit,
+        "modified": modified,
+        "backup": cfg!(feature = "backup"),
+        "talos": talos,
+        "verifiedProviders": providers,
+        "kubernetesSchemas": schemas,
+    });
+    let mut out = std::io::stdout().lock();
+    if format == ReportFormat::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(Status::Success);
     }
-    let files = inputs::read_kubeadm_files(
-        &args.pki,
-        &args.apiserver_manifest,
-        &args.kubeadm_config,
-        args.encryption_config.as_deref(),
-        args.kubelet_config.as_deref(),
-        args.controller_manager_manifest.as_deref(),
-        args.scheduler_manifest.as_deref(),
-    )?;
-    let imported = import::import_kubeadm(
-        files,
-        ImportOptions {
-            talos_version: args.talos_version,
-            flavour: args.flavour,
-            name: args.name,
-            namespace: args.namespace,
-            recipients,
-            bootstrap_token: args.bootstrap_token.map(zeroize::Zeroizing::new),
-            now: std::time::SystemTime::now(),
-        },
-    )?;
-    if args.update {
-        return import_update(
-            &args.out,
-            &imported,
-            secrets_path.exists(),
-            args.print_bootstrap_secret,
-        );
-    }
-    // (`--update` compares with cluster.yaml instead.) Refused before anything is written: a cluster imported under kubeadm's default
-    // `clusterName: kubernetes` into `clusters/prod-a` would write `kubernetes-*` files that
-    // no later import can rename (`--update` keeps the name, a new import never overwrites).
-    if let Some(base) = directory_name(&args.out) {
-        let name = &imported.config.metadata.name;
-        anyhow::ensure!(
-            base == *name,
-            "{}: the cluster would be `{name}` (kubeadm's clusterName, or --name) but its directory is `{base}`; \
-             its sealed files and objects are named after the cluster, and no later import renames them. Nothing \
-             was written: pass --name {base} (with --namespace NAMESPACE if it should not be `{base}` too), or \
-             import into a directory named `{name}`",
-            args.out.display()
-        );
-    }
-    let write_stub = !cluster_path.exists();
-    let mut files: Vec<(&str, &[u8])> = vec![(SECRETS_FILE, imported.secrets_age.as_bytes())];
-    for (rel, text) in &imported.sealed {
-        files.push((rel.as_str(), text.as_bytes()));
-    }
-    if write_stub {
-        files.push((inputs::CLUSTER_FILE, imported.cluster_yaml.as_bytes()));
-    }
-    bundle::create_files(&args.out, &files)?;
-    let mut err = std::io::stderr().lock();
-    for w in &imported.warnings {
-        writeln!(err, "warning: {}", line(&w.to_string()))?;
-    }
-    let n = imported.config.spec.recipients.len();
+    writeln!(out, "capstan {}", crate::cli::VERSION)?;
     writeln!(
-        err,
-        "wrote {} (encrypted to {n} recipient{})",
-        secrets_path.display(),
-        if n == 1 { "" } else { "s" }
+        out,
+        "backup (S3 and file stores): {}",
+        if cfg!(feature = "backup") {
+            "built in"
+        } else {
+            "not built in (feature `backup`)"
+        }
     )?;
-    for (rel, _) in &imported.sealed {
-        writeln!(err, "wrote {} (SOPS, sealed)", args.out.join(rel).display())?;
-    }
-    if write_stub {
-        writeln!(err, "wrote {}", cluster_path.display())?;
-    } else {
+    for t in TALOS_SUPPORT {
         writeln!(
-            err,
-            "kept the existing {}: its spec.encryption and spec.provenance were not changed; run the same import \
-             with --update to set them from these files",
-            cluster_path.display(),
+            out,
+            "Talos v1.{}: Kubernetes v1.{} to v1.{}",
+            t.talos_minor, t.k8s_min, t.k8s_max
         )?;
     }
-    writeln!(
-        err,
-        "bootstrap token id: {} (Secret kube-system/bootstrap-token-{})",
-        imported.token_id, imported.token_id
-    )?;
-    if args.print_bootstrap_secret {
-        let mut out = std::io::stdout().lock();
-        out.write_all(imported.bootstrap_secret.as_bytes())?;
-        out.flush()?;
+    for f in Flavour::ALL {
+        let pins = crate::inputs::providers::verified(f);
+        let list: Vec<String> = pins
+            .iter()
+            .map(|p| format!("{} {}", p.name, p.releases))
+            .collect();
+        if list.is_empty() {
+            writeln!(
+                out,
+                "flavour {}: no provider releases verified for the migration phases (renders clusters that are not migrating)",
+                f.as_str()
+            )?;
+        } else {
+            writeln!(
+                out,
+                "flavour {}: migration phases verified against {}",
+                f.as_str(),
+                list.join(", ")
+            )?;
+        }
+    }
+    if let (Some(first), Some(last)) = (schemas.first(), schemas.last()) {
+        writeln!(
+            out,
+            "validate: Kubernetes schemas {first} to {last} embedded"
+        )?;
     }
     Ok(Status::Success)
-}
-
-/// The name of the directory a cluster is imported into (`.` and a trailing `/` resolved
-/// against the working directory), `None` when it has none (`/`, a path ending in `..`).
-fn directory_name(dir: &std::path::Path) -> Option<String> {
-    let abs = std::path::absolute(dir).ok()?;
-    let abs: std::path::PathBuf = abs
-        .components()
-        .filter(|c| !matches!(c, std::path::Component::CurDir))
-        .collect();
-    Some(abs.file_name()?.to_string_lossy().into_owned())
 }
 
 fn explain(args: ExplainArgs) -> Result<Status> {
@@ -636,7 +542,7 @@ fn explain(args: ExplainArgs) -> Result<Status> {
     let matches = crate::migration::explain::explain(&text);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.format {
-        ExplainFormat::Json => {
+        ReportFormat::Json => {
             let list: Vec<serde_json::Value> = matches
                 .iter()
                 .map(|m| {
@@ -646,7 +552,7 @@ fn explain(args: ExplainArgs) -> Result<Status> {
                         "title": e.title,
                         "source": e.source,
                         "cause": e.cause,
-                        "caught_by": e.caught_by,
+                        "caughtBy": e.caught_by,
                         "fix": e.fix,
                         "procedures": e.procedures.iter().filter_map(|id| crate::procedure::by_id(id)).map(|p| serde_json::json!({
                             "id": p.id,
@@ -662,7 +568,7 @@ fn explain(args: ExplainArgs) -> Result<Status> {
             serde_json::to_writer_pretty(&mut out, &list)?;
             writeln!(out)?;
         }
-        ExplainFormat::Text => {
+        ReportFormat::Text => {
             for (i, m) in matches.iter().enumerate() {
                 let e = m.entry;
                 if i > 0 {
@@ -960,12 +866,12 @@ fn check(args: CheckArgs) -> Result<Status> {
     let findings = check::check(&ci);
     let mut out = std::io::stdout().lock();
     match args.format {
-        CheckFormat::Json => {
+        ReportFormat::Json => {
             let mut text = serde_json::to_string_pretty(&check::report_json(&ci, &findings))?;
             text.push('\n');
             out.write_all(crate::printable::json(&text).as_bytes())?;
         }
-        CheckFormat::Text => {
+        ReportFormat::Text => {
             let colour = std::io::stdout().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
             out.write_all(check::report_text(&ci, &findings, colour).as_bytes())?;

@@ -3,6 +3,7 @@
 pub mod argocd;
 pub mod backup;
 pub mod commands;
+pub mod import;
 pub mod manpages;
 pub mod rehearse;
 pub mod rekey;
@@ -99,6 +100,15 @@ pub enum Command {
     /// Exit codes: 0 every step reached its end state, 1 a step stalled, lost etcd quorum or
     /// the API, 2 error.
     Rehearse(RehearseArgs),
+    /// Print the release, the commit it was built from and what it supports (the Talos
+    /// minors and their Kubernetes versions, the provider releases the migration phases were
+    /// verified against, the Kubernetes schemas `validate` embeds). `--version` prints the
+    /// first line only.
+    Version {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+    },
     /// Scaffold a GitOps repository (`clusters/`, `overlays/`, `.sops.yaml`, the Argo CD
     /// plugin, sidecar patch and ApplicationSet, a README). Idempotent: existing files are
     /// kept, never overwritten.
@@ -121,6 +131,17 @@ pub fn command() -> clap::Command {
 pub fn parse() -> Cli {
     let matches = command().get_matches();
     <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Output formats of the commands that report: `check`, `rehearse`, `explain`, `restore
+/// check`, `backup check`, `backup list` (`diff` adds `markdown`). JSON keys are camelCase, as
+/// Kubernetes' own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// For people (coloured on a terminal unless NO_COLOR is set, where the command colours).
+    Text,
+    /// One JSON document, for programs.
+    Json,
 }
 
 /// Output formats of `capstan diff`.
@@ -228,6 +249,12 @@ pub struct InitArgs {
     /// The repository's git URL, written into the ApplicationSet (default: a placeholder to edit).
     #[arg(long, value_name = "URL")]
     pub repo_url: Option<String>,
+    /// Say what would be written or removed; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format: `text`, a line per file on stderr; `json`, one report on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// `capstan import` sources.
@@ -293,13 +320,20 @@ pub struct ImportKubeadmArgs {
     #[arg(long, value_name = "CLUSTER_DIR")]
     pub out: PathBuf,
     /// Print the workload cluster's `bootstrap-token-<id>` Secret (plaintext) on stdout.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["dry_run", "format"])]
     pub print_bootstrap_secret: bool,
     /// Fold this import into the existing cluster directory (phase `prepare` only, same PKI,
     /// same recipients): replace `secrets.age` and the sealed Secrets, and set spec.encryption
     /// and spec.provenance in `cluster.yaml`, keeping every other line.
     #[arg(long)]
     pub update: bool,
+    /// Read and check everything, say what would be written or removed; write nothing (the
+    /// secrets generated are discarded).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format: `text`, a line per file on stderr; `json`, one report on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// `capstan backup` commands.
@@ -360,17 +394,8 @@ pub struct RestoreCheckArgs {
     #[arg(long, value_name = "FILE")]
     pub nodes: Vec<PathBuf>,
     /// `text` or `json`.
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: RestoreCheckFormat,
-}
-
-/// The output of `capstan restore check`.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum RestoreCheckFormat {
-    /// Lines for a terminal.
-    Text,
-    /// The report as JSON.
-    Json,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// Arguments of `capstan restore plan`.
@@ -407,8 +432,11 @@ pub struct BackupCheckArgs {
     /// The oldest a backup may be: `90m`, `24h`, `7d`.
     #[arg(long, default_value = "24h", value_name = "DURATION")]
     pub max_age: String,
-    /// The report as JSON.
-    #[arg(long)]
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+    /// The same as `--format json` (kept for scripts written before `--format`).
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
     /// Template overrides directory (default: `templates/` at the repository root).
     #[arg(long, value_name = "DIR")]
@@ -447,8 +475,11 @@ pub struct BackupDumpArgs {
 pub struct BackupListArgs {
     /// Where backups live: `s3://BUCKET/PREFIX` or `file:///PATH`.
     pub url: String,
-    /// As JSON (the indexes).
-    #[arg(long)]
+    /// Output format (`json`: the indexes).
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+    /// The same as `--format json` (kept for scripts written before `--format`).
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
 }
 
@@ -497,6 +528,12 @@ pub struct VsphereIdentityArgs {
     /// The vCenter user CAPV logs in as, e.g. `capv@vsphere.local`.
     #[arg(long, value_name = "USER")]
     pub username: String,
+    /// Say what would be written or removed; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format: `text`, a line per file on stderr; `json`, one report on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// Arguments of `capstan secrets seal` and `rekey`.
@@ -508,6 +545,12 @@ pub struct ClusterSecretsArgs {
     /// The cluster directory (holding `cluster.yaml` and `secrets.age`).
     #[arg(value_name = "CLUSTER_DIR")]
     pub dir: PathBuf,
+    /// Say what would be written or removed; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format: `text`, a line per file on stderr; `json`, one report on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// Arguments of `capstan secrets decrypt`.
@@ -558,6 +601,10 @@ pub struct PlanArgs {
     /// The cluster directory (holding `cluster.yaml`).
     #[arg(value_name = "CLUSTER_DIR")]
     pub dir: PathBuf,
+    /// Output format: `text`, the Markdown runbook; `json`, the same runbook as the cluster,
+    /// its phase and the next, and its sections (title, numbered steps, other paragraphs).
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// Arguments of `capstan rehearse`.
@@ -578,8 +625,8 @@ pub struct RehearseArgs {
     #[arg(long, value_enum, default_value_t = RehearseSync::Argocd)]
     pub sync: RehearseSync,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = RehearseFormat::Text)]
-    pub format: RehearseFormat,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// The Day-2 operations `capstan rehearse --then` runs.
@@ -627,33 +674,15 @@ pub enum RehearseSync {
     Kubectl,
 }
 
-/// Output formats of `capstan rehearse`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RehearseFormat {
-    /// A short table per step.
-    Text,
-    /// JSON, for CI.
-    Json,
-}
-
 /// Arguments of `capstan explain`.
 #[derive(Debug, clap::Args)]
 pub struct ExplainArgs {
     /// Output format.
-    #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
-    pub format: ExplainFormat,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
     /// The message (the words are joined with spaces); `-` reads stdin, e.g. a whole log.
     #[arg(value_name = "TEXT", required = true)]
     pub text: Vec<String>,
-}
-
-/// Output formats of `capstan explain`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExplainFormat {
-    /// For people: per match the title, cause, the finding that catches it, and the fix.
-    Text,
-    /// A JSON list of objects, one per match.
-    Json,
 }
 
 /// Arguments of `capstan validate`.
@@ -674,15 +703,10 @@ pub struct ValidateArgs {
     /// Also fail on kinds with no schema at all (neither a CRD nor an embedded built-in kind).
     #[arg(long)]
     pub strict_kinds: bool,
-}
-
-/// Report formats of `capstan check`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CheckFormat {
-    /// Grouped, human-readable (coloured on a terminal unless NO_COLOR is set).
-    Text,
-    /// One JSON document: counts and every finding.
-    Json,
+    /// Output format: `text`, the violations and a summary on stderr; `json`, one report
+    /// on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// Arguments of `capstan check`. Every input but the cluster directory is optional; each
@@ -754,5 +778,19 @@ pub struct CheckArgs {
     pub identity: Option<PathBuf>,
     /// Report format.
     #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
-    pub format: CheckFormat,
+    pub format: ReportFormat,
+}
+
+impl BackupCheckArgs {
+    /// Whether the report is JSON (`--format json` or the older `--json`).
+    pub fn json(&self) -> bool {
+        self.json || self.format == ReportFormat::Json
+    }
+}
+
+impl BackupListArgs {
+    /// Whether the listing is JSON (`--format json` or the older `--json`).
+    pub fn json(&self) -> bool {
+        self.json || self.format == ReportFormat::Json
+    }
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::cli::terminal::Status;
-use crate::cli::{RehearseArgs, RehearseFormat, RehearseOperation, RehearsePhase, RehearseSync};
+use crate::cli::{RehearseArgs, RehearseOperation, RehearsePhase, RehearseSync, ReportFormat};
 use crate::inputs::model::Phase;
 use crate::rehearse::drive::Operation;
 use crate::rehearse::{self, Options, SyncMode};
@@ -43,8 +43,8 @@ pub fn run(args: RehearseArgs) -> Result<Status> {
     };
     let r = rehearse::cluster(&args.dir, &options)?;
     let text = match args.format {
-        RehearseFormat::Text => rehearse::report::text(&r),
-        RehearseFormat::Json => {
+        ReportFormat::Text => rehearse::report::text(&r),
+        ReportFormat::Json => {
             let mut s = serde_json::to_string_pretty(&rehearse::report::json(&r))?;
             s.push('\n');
             crate::printable::json(&s).into_owned()

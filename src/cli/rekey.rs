@@ -1,13 +1,11 @@
 //! `capstan secrets rekey`: every sealed file of a cluster re-encrypted to
 //! `spec.recipients`, and the repository's `.sops.yaml` checked to be in step with them.
 
-use crate::cli::terminal::{identities, report_written, Status};
+use crate::cli::terminal::{identities, Status, Writes};
 use crate::cli::ClusterSecretsArgs;
 use crate::inputs;
 use crate::printable::line;
-use crate::render::bundle;
 use anyhow::Result;
-use std::io::Write;
 
 /// `capstan secrets rekey`.
 pub fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
@@ -34,7 +32,7 @@ pub fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
         crate::inputs::SECRETS_FILE.to_string(),
         new_age.into_bytes(),
     )];
-    let mut err = std::io::stderr().lock();
+    let mut what: Vec<(String, String)> = Vec::new();
     for (rel, file, plain) in crate::cli::terminal::open_sealed(&c, &ids)? {
         let before: std::collections::BTreeSet<String> = file.recipients().into_iter().collect();
         let tree = crate::secrets::seal::with_bundle_digest(plain.tree(), &digest);
@@ -52,18 +50,36 @@ pub fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
             c.config.spec.recipients.iter().cloned().collect();
         let added: Vec<&String> = after.difference(&before).collect();
         let removed: Vec<&String> = before.difference(&after).collect();
-        writeln!(
-            err,
-            "{}: {} recipient(s) added, {} removed",
-            line(&rel.to_string()),
-            added.len(),
-            removed.len()
-        )?;
+        what.push((
+            args.dir.join(&rel).display().to_string(),
+            format!(
+                "{} recipient(s) added, {} removed",
+                added.len(),
+                removed.len()
+            ),
+        ));
         files.push((rel, text.into_bytes()));
     }
-    let written = bundle::replace_files(&args.dir, &files)?;
-    report_written(&args.dir, &files, &written)?;
-    // Every file must now be wrapped exactly for spec.recipients.
+    let mut w = Writes::new(args.dry_run);
+    w.replace(&args.dir, &files)?;
+    for c in &mut w.changes {
+        if let Some((_, x)) = what.iter().find(|(p, _)| *p == c.path) {
+            c.what = Some(x.clone());
+        }
+    }
+    if !args.dry_run {
+        written_for_spec_recipients(&c)?;
+    }
+    w.warnings = sops_config_in_step(&c, &files)?;
+    // D16: a rekey does not reach the backups of the management cluster.
+    w.notes
+        .push(format!("note: {}", crate::backup::custody::REKEY_WARNING));
+    w.print(args.format)?;
+    Ok(Status::Success)
+}
+
+/// After the files are written: every sealed file is wrapped exactly for spec.recipients.
+fn written_for_spec_recipients(c: &inputs::ClusterInput) -> Result<()> {
     let wanted: std::collections::BTreeSet<String> =
         c.config.spec.recipients.iter().cloned().collect();
     let mut stale = Vec::new();
@@ -79,22 +95,22 @@ pub fn rekey(args: ClusterSecretsArgs) -> Result<Status> {
         "still wrapped for other recipients than spec.recipients: {}",
         stale.join(", ")
     );
-    sops_config_in_step(&c, &files)?;
-    // D16: a rekey does not reach the backups of the management cluster.
-    eprintln!("note: {}", crate::backup::custody::REKEY_WARNING);
-    Ok(Status::Success)
+    Ok(())
 }
 
 /// After `secrets rekey`: a warning for each creation rule of the repository's `.sops.yaml`
 /// that gives the rekeyed sealed files other age recipients than `spec.recipients` (a
 /// later `sops updatekeys` or `sops edit` would encrypt them to its set, dropping the new
 /// recipients), and for files no rule matches.
-fn sops_config_in_step(c: &inputs::ClusterInput, files: &[(String, Vec<u8>)]) -> Result<()> {
+fn sops_config_in_step(
+    c: &inputs::ClusterInput,
+    files: &[(String, Vec<u8>)],
+) -> Result<Vec<String>> {
     use crate::secrets::sops_config::{rule_for, Rule};
     let root = inputs::repo_root(&c.dir);
     let path = root.join(".sops.yaml");
     if !path.exists() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let label = path.display().to_string();
     let text = inputs::read_repository_text(&path, &root, inputs::InputKind::Overlay)?;
@@ -125,7 +141,7 @@ fn sops_config_in_step(c: &inputs::ClusterInput, files: &[(String, Vec<u8>)]) ->
     {
         let repo_rel = under.join(rel).display().to_string();
         match rule_for(&config, &label, &repo_rel)? {
-            None => return Ok(()),
+            None => return Ok(Vec::new()),
             Some(Rule::NoMatch) => unmatched.push(repo_rel),
             Some(Rule::Age { index, recipients }) => {
                 let have: std::collections::BTreeSet<&str> =
@@ -140,14 +156,13 @@ fn sops_config_in_step(c: &inputs::ClusterInput, files: &[(String, Vec<u8>)]) ->
             }
         }
     }
-    let mut err = std::io::stderr().lock();
+    let mut warnings = Vec::new();
     for (index, (have, paths)) in &by_rule {
         let have: std::collections::BTreeSet<&str> = have.iter().map(String::as_str).collect();
         let missing: Vec<&str> = wanted.difference(&have).copied().collect();
         let extra: Vec<&str> = have.difference(&wanted).copied().collect();
-        writeln!(
-            err,
-            "warning: {} creation_rules[{index}] gives {} other age recipients than spec.recipients (lacking: {}; \
+        warnings.push(format!(
+            "{} creation_rules[{index}] gives {} other age recipients than spec.recipients (lacking: {}; \
              besides: {}): a later `sops updatekeys` or `sops edit` would encrypt them to its set; set its `age` to \
              \"{}\"",
             line(&label),
@@ -155,15 +170,14 @@ fn sops_config_in_step(c: &inputs::ClusterInput, files: &[(String, Vec<u8>)]) ->
             if missing.is_empty() { "none".into() } else { line(&missing.join(", ")).into_owned() },
             if extra.is_empty() { "none".into() } else { line(&extra.join(", ")).into_owned() },
             line(&c.config.spec.recipients.join(","))
-        )?;
+        ));
     }
     if !unmatched.is_empty() {
-        writeln!(
-            err,
-            "warning: {}: no creation rule matches {}: `sops` refuses to encrypt them (\"no matching creation rules\")",
+        warnings.push(format!(
+            "{}: no creation rule matches {}: `sops` refuses to encrypt them (\"no matching creation rules\")",
             line(&label),
             line(&unmatched.join(", "))
-        )?;
+        ));
     }
-    Ok(())
+    Ok(warnings)
 }

@@ -1,6 +1,7 @@
 //! The CLI edge's shared pieces, used by `commands` and `cmd_argocd`: how a command ended
 //! (its exit status), the age identities named by a flag or the environment, sealed objects
-//! decrypted for output, and the files a command wrote reported on stderr.
+//! decrypted for output, and the files a writer wrote (or, with `--dry-run`, would write)
+//! reported on stderr or as JSON.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -64,22 +65,173 @@ pub fn optional_identities(
     }
 }
 
-/// Print, for each file a command produced, whether it was written or left unchanged.
-pub fn report_written(
-    dir: &std::path::Path,
-    all: &[(String, Vec<u8>)],
-    written: &[String],
-) -> Result<()> {
-    let mut err = std::io::stderr().lock();
-    for (rel, _) in all {
-        let what = if written.contains(rel) {
-            "written"
-        } else {
-            "unchanged"
-        };
-        writeln!(err, "{}: {what}", dir.join(rel).display())?;
+/// What a writer did to one file, or would do with `--dry-run`.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Change {
+    /// The file, as the user named its directory.
+    pub path: String,
+    /// What happens to it.
+    pub action: Action,
+    /// What it is, when the command says (`SOPS, sealed`, `encrypted to 2 recipients`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+}
+
+/// What happens to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Created, where no file was (a command that never overwrites).
+    Created,
+    /// Created or replaced.
+    Written,
+    /// Already held these bytes: left alone.
+    Unchanged,
+    /// Existing, kept as it is (a command that never overwrites).
+    Kept,
+    /// Removed.
+    Removed,
+}
+
+impl Change {
+    /// A change to `dir/rel`.
+    pub fn new(dir: &std::path::Path, rel: &str, action: Action) -> Change {
+        Change {
+            path: dir.join(rel).display().to_string(),
+            action,
+            what: None,
+        }
     }
-    Ok(())
+
+    /// The same, saying what the file is.
+    pub fn what(mut self, what: impl Into<String>) -> Change {
+        self.what = Some(what.into());
+        self
+    }
+}
+
+/// A writer's report: the files, in the order written, with `--dry-run` what would be
+/// done (nothing was written), the warnings, and lines for the user after the files
+/// (`notes`; in JSON with the command's own fields, `extra`).
+#[derive(Debug, Default)]
+pub struct Writes {
+    /// Whether this was `--dry-run`.
+    pub dry_run: bool,
+    /// The files.
+    pub changes: Vec<Change>,
+    /// Warnings, printed first.
+    pub warnings: Vec<String>,
+    /// Lines after the files (text only).
+    pub notes: Vec<String>,
+    /// The command's own fields in JSON (camelCase keys).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Writes {
+    /// An empty report.
+    pub fn new(dry_run: bool) -> Writes {
+        Writes {
+            dry_run,
+            ..Writes::default()
+        }
+    }
+
+    /// The files of `replace_files`: those in `written` as written, the others unchanged.
+    pub fn replaced(
+        &mut self,
+        dir: &std::path::Path,
+        all: &[(String, Vec<u8>)],
+        written: &[String],
+    ) {
+        for (rel, _) in all {
+            let action = if written.contains(rel) {
+                Action::Written
+            } else {
+                Action::Unchanged
+            };
+            self.changes.push(Change::new(dir, rel, action));
+        }
+    }
+
+    /// Replace `files` under `dir` (`bundle::replace_files`), or with `--dry-run` find those
+    /// it would write; the files are added to the report either way.
+    pub fn replace(&mut self, dir: &std::path::Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+        let written = if self.dry_run {
+            crate::render::bundle::changed_files(dir, files)
+        } else {
+            crate::render::bundle::replace_files(dir, files)?
+        };
+        self.replaced(dir, files, &written);
+        Ok(())
+    }
+
+    /// Remove `rels` under `dir` (`bundle::remove_files`) unless `--dry-run`, each reported
+    /// as removed, saying why.
+    pub fn remove(&mut self, dir: &std::path::Path, rels: &[String], why: &str) -> Result<()> {
+        if !self.dry_run {
+            crate::render::bundle::remove_files(dir, rels)?;
+        }
+        for rel in rels {
+            self.changes
+                .push(Change::new(dir, rel, Action::Removed).what(why));
+        }
+        Ok(())
+    }
+
+    /// Text on stderr (`{path}: written`, with `--dry-run` `{path}: would be written`), or one
+    /// JSON document on stdout: `dryRun`, `files`, `warnings` and the command's fields.
+    pub fn print(&self, format: crate::cli::ReportFormat) -> Result<()> {
+        if format == crate::cli::ReportFormat::Json {
+            let mut v = serde_json::Map::new();
+            v.insert("dryRun".into(), self.dry_run.into());
+            v.insert("files".into(), serde_json::to_value(&self.changes)?);
+            v.insert("warnings".into(), serde_json::to_value(&self.warnings)?);
+            for (k, x) in &self.extra {
+                v.insert(k.clone(), x.clone());
+            }
+            let json = serde_json::to_string_pretty(&serde_json::Value::Object(v))?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                crate::printable::json(&json)
+            )?;
+            return Ok(());
+        }
+        let mut err = std::io::stderr().lock();
+        for w in &self.warnings {
+            writeln!(err, "warning: {}", crate::printable::line(w))?;
+        }
+        for c in &self.changes {
+            let action = match (c.action, self.dry_run) {
+                (Action::Created, false) => "created",
+                (Action::Created, true) => "would be created",
+                (Action::Written, false) => "written",
+                (Action::Written, true) => "would be written",
+                (Action::Unchanged, _) => "unchanged",
+                (Action::Kept, _) => "kept",
+                (Action::Removed, false) => "removed",
+                (Action::Removed, true) => "would be removed",
+            };
+            let what = c
+                .what
+                .as_deref()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default();
+            writeln!(
+                err,
+                "{}",
+                crate::printable::line(&format!("{}: {action}{what}", c.path))
+            )?;
+        }
+        for n in &self.notes {
+            writeln!(err, "{}", crate::printable::line(n))?;
+        }
+        if self.dry_run {
+            writeln!(err, "dry run: nothing was written")?;
+        }
+        Ok(())
+    }
 }
 
 /// Read and decrypt the existing sealed files (all of them, workload ones included).

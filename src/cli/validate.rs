@@ -1,10 +1,11 @@
 //! `capstan validate`: every object of the input against the schema of its kind, the provider
 //! CRDs from `--crds` or, without it, those embedded for the pinned releases
 //! (`render::schema::embedded`), and the built-in kinds against the Kubernetes OpenAPI schema
-//! of the cluster's version. Prints the violations and a summary line on stderr.
+//! of the cluster's version. Prints the violations and a summary line on stderr, or one JSON
+//! report on stdout.
 
 use crate::cli::terminal::Status;
-use crate::cli::ValidateArgs;
+use crate::cli::{ReportFormat, ValidateArgs};
 use crate::inputs;
 use crate::inputs::model::Flavour;
 use crate::inputs::providers::{self, Releases};
@@ -100,8 +101,8 @@ pub fn validate(args: ValidateArgs) -> Result<Status> {
         Ok(minors)
     };
 
-    let mut err = std::io::stderr().lock();
     let (mut invalid, mut skipped) = (0usize, 0usize);
+    let mut found: Vec<Found> = Vec::new();
     for (source, obj) in &objects {
         let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("");
         let (api, kind, name) = (text("/apiVersion"), text("/kind"), text("/metadata/name"));
@@ -140,30 +141,104 @@ pub fn validate(args: ValidateArgs) -> Result<Status> {
         };
         if !violations.is_empty() {
             invalid += 1;
-            for v in violations {
-                // The file, the object and the values a violation quotes are input.
-                writeln!(err, "{}", line(&format!("{source}: {kind}/{name}: {v}")))?;
-            }
+            found.extend(violations.into_iter().map(|v| Found {
+                source: source.clone(),
+                kind: kind.to_string(),
+                name: name.to_string(),
+                violation: v,
+            }));
         }
     }
-    writeln!(
-        err,
-        "{}",
-        line(&format!(
-            "validated {} objects against {} and the Kubernetes v1.{} schemas of {} built-in kinds ({}): \
-             {invalid} invalid, {skipped} skipped (no schema for their kind)",
-            objects.len() - skipped,
-            crds.describe(),
-            k8s.minor,
-            k8s.set.len(),
-            k8s.why,
-        ))
-    )?;
+    let report = Report {
+        validated: objects.len() - skipped,
+        invalid,
+        skipped,
+        crds: crds.describe(),
+        kubernetes_version: format!("v1.{}", k8s.minor),
+        kubernetes_version_from: k8s.why.clone(),
+        builtin_kinds: k8s.set.len(),
+        violations: found,
+    };
+    print(&report, args.format)?;
     Ok(if invalid > 0 {
         Status::Findings
     } else {
         Status::Success
     })
+}
+
+/// One violation of one object.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Found {
+    /// The file (or `-`) the object was read from.
+    source: String,
+    kind: String,
+    name: String,
+    #[serde(flatten)]
+    violation: Violation,
+}
+
+/// What `capstan validate` reports (`--format json` prints it as it is).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    /// Objects validated against a schema.
+    validated: usize,
+    /// Objects with at least one violation.
+    invalid: usize,
+    /// Objects of kinds with no schema (refused instead with `--strict-kinds`).
+    skipped: usize,
+    /// Where the provider CRDs came from.
+    crds: String,
+    /// The Kubernetes version of the built-in kinds' schemas, and why that one.
+    kubernetes_version: String,
+    kubernetes_version_from: String,
+    /// The built-in kinds with a schema at that version.
+    builtin_kinds: usize,
+    violations: Vec<Found>,
+}
+
+/// Text: each violation, then the summary line, on stderr (stdout stays empty, as it was
+/// before `--format`). JSON: the report on stdout, nothing on stderr.
+fn print(r: &Report, format: ReportFormat) -> Result<()> {
+    if format == ReportFormat::Json {
+        let json = serde_json::to_string_pretty(r)?;
+        writeln!(
+            std::io::stdout().lock(),
+            "{}",
+            crate::printable::json(&json)
+        )?;
+        return Ok(());
+    }
+    let mut err = std::io::stderr().lock();
+    for f in &r.violations {
+        // The file, the object and the values a violation quotes are input.
+        writeln!(
+            err,
+            "{}",
+            line(&format!(
+                "{}: {}/{}: {}",
+                f.source, f.kind, f.name, f.violation
+            ))
+        )?;
+    }
+    writeln!(
+        err,
+        "{}",
+        line(&format!(
+            "validated {} objects against {} and the Kubernetes {} schemas of {} built-in kinds ({}): \
+             {} invalid, {} skipped (no schema for their kind)",
+            r.validated,
+            r.crds,
+            r.kubernetes_version,
+            r.builtin_kinds,
+            r.kubernetes_version_from,
+            r.invalid,
+            r.skipped,
+        ))
+    )?;
+    Ok(())
 }
 
 fn no_schema(api: &str, kind: &str, builtin: bool) -> Violation {

@@ -829,6 +829,16 @@ impl Phase {
         }
     }
 
+    /// The phase after this one (`None` after `complete`).
+    pub fn next(self) -> Option<Phase> {
+        match self {
+            Phase::Prepare => Some(Phase::ControlPlane),
+            Phase::ControlPlane => Some(Phase::Workers),
+            Phase::Workers => Some(Phase::Complete),
+            Phase::Complete => None,
+        }
+    }
+
     /// The name of the phase's migration Job after `<cluster>-capstan-migration-` (before
     /// its content hash).
     pub fn job_suffix(self) -> &'static str {

@@ -659,6 +659,7 @@ pub fn refusals(config: &ClusterConfig, file: &str) -> Vec<Finding> {
 
 /// Counts per severity.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Counts {
     /// Blocking findings.
     pub blocking: usize,

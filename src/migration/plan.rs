@@ -678,6 +678,71 @@ fn removed(names: &Names, phase: Phase) -> Vec<String> {
     }
 }
 
+/// The runbook as one JSON document (`capstan plan --format json`): the cluster, its phase
+/// and the phase after it, and the runbook's sections, each with its title, its numbered
+/// steps and its other paragraphs, in the order the Markdown has them. Built from the
+/// Markdown [`runbook`] returns, so the two never say different things.
+pub fn runbook_json(config: &ClusterConfig, md: &str) -> serde_json::Value {
+    #[derive(Default, serde::Serialize)]
+    struct Section {
+        title: String,
+        steps: Vec<String>,
+        notes: Vec<String>,
+    }
+    let mut sections: Vec<Section> = Vec::new();
+    // The paragraphs under the title, before the first section.
+    let mut intro: Vec<String> = Vec::new();
+    // Whether the last non-blank line was part of a step or a note (a wrapped line goes on).
+    let mut open: Option<bool> = None;
+    for l in md.lines() {
+        if let Some(title) = l.strip_prefix("## ") {
+            sections.push(Section {
+                title: title.to_string(),
+                ..Section::default()
+            });
+            open = None;
+            continue;
+        }
+        if l.starts_with("# ") || l.trim().is_empty() {
+            open = None;
+            continue;
+        }
+        let Some(sec) = sections.last_mut() else {
+            intro.push(l.to_string());
+            continue;
+        };
+        let numbered = l
+            .split_once(". ")
+            .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if let Some((_, step)) = numbered {
+            sec.steps.push(step.to_string());
+            open = Some(true);
+            continue;
+        }
+        let last = match open {
+            Some(true) => sec.steps.last_mut(),
+            Some(false) => sec.notes.last_mut(),
+            None => None,
+        };
+        if let Some(last) = last {
+            last.push('\n');
+            last.push_str(l);
+        } else {
+            sec.notes.push(l.to_string());
+            open = Some(false);
+        }
+    }
+    let phase = config.spec.migration.as_ref().map(|m| m.phase);
+    serde_json::json!({
+        "cluster": config.metadata.name,
+        "namespace": config.metadata.namespace,
+        "phase": phase.map(Phase::as_str),
+        "nextPhase": phase.and_then(Phase::next).map(Phase::as_str),
+        "intro": intro,
+        "sections": sections,
+    })
+}
+
 fn section(md: &mut String, title: &str, items: &[&str]) {
     let _ = writeln!(md, "## {title}\n");
     for (i, item) in items.iter().enumerate() {
@@ -734,6 +799,68 @@ mod tests {
             crate::yaml::parse_one(&(MINIMAL.to_string() + extra)).unwrap(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn the_json_runbook_holds_every_line_of_the_markdown_one_in_its_section() {
+        for (phase, next) in [
+            ("prepare", Some("control-plane")),
+            ("control-plane", Some("workers")),
+            ("workers", Some("complete")),
+            ("complete", None),
+        ] {
+            let c = cfg(&format!(
+                "  migration:\n    phase: {phase}\n    jobImage: i\n    kubeadm:\n      etcdMembers: [cp-1]\n"
+            ));
+            let md = runbook_of(&c);
+            let v = runbook_json(&c, &md);
+            assert_eq!(v["phase"], phase);
+            assert_eq!(v["nextPhase"].as_str(), next);
+            let sections = v["sections"].as_array().unwrap();
+            let titles: Vec<&str> = md.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+            assert_eq!(sections.len(), titles.len(), "{phase}");
+            let numbered = md
+                .lines()
+                .filter(|l| {
+                    l.split_once(". ")
+                        .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+                })
+                .count();
+            let steps: usize = sections
+                .iter()
+                .map(|s| s["steps"].as_array().unwrap().len())
+                .sum();
+            assert_eq!(steps, numbered, "{phase}");
+            // Every line of the Markdown but the headings is in the JSON, in order.
+            let mut text = String::new();
+            for l in v["intro"].as_array().unwrap() {
+                text.push_str(l.as_str().unwrap());
+                text.push('\n');
+            }
+            for (s, t) in sections.iter().zip(&titles) {
+                assert_eq!(s["title"], *t);
+                for part in ["steps", "notes"] {
+                    for l in s[part].as_array().unwrap() {
+                        text.push_str(l.as_str().unwrap());
+                        text.push('\n');
+                    }
+                }
+            }
+            let body: Vec<&str> = md
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+                .map(|l| {
+                    l.split_once(". ")
+                        .filter(|(n, _)| n.parse::<u32>().is_ok())
+                        .map_or(l, |(_, r)| r)
+                })
+                .collect();
+            let mut sorted_json: Vec<&str> = text.lines().collect();
+            let mut sorted_md = body.clone();
+            sorted_json.sort_unstable();
+            sorted_md.sort_unstable();
+            assert_eq!(sorted_json, sorted_md, "{phase}");
+        }
     }
 
     #[test]

@@ -487,6 +487,32 @@ pub fn create_missing(
     dir: &Path,
     files: &[(&str, &[u8])],
 ) -> Result<(Vec<String>, Vec<String>), BundleError> {
+    let (new, kept) = partition_missing(dir, files)?;
+    create_files(dir, &new)?;
+    Ok((new.iter().map(|(n, _)| n.to_string()).collect(), kept))
+}
+
+/// A file to create: its path relative to the directory, and its bytes.
+pub type NewFile<'a> = (&'a str, &'a [u8]);
+
+/// What [`create_files`] checks before it writes, without writing (a writer's
+/// `--dry-run`): [`BundleError::Exists`] for the first file that exists.
+pub fn check_creatable(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
+    let (_, kept) = partition_missing(dir, files)?;
+    match kept.first() {
+        Some(k) => Err(BundleError::Exists {
+            path: dir.join(k).label(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Those of `files` that [`create_missing`] would create, and the relative paths it would
+/// keep, without writing anything (a writer's `--dry-run`).
+pub fn partition_missing<'a>(
+    dir: &Path,
+    files: &[NewFile<'a>],
+) -> Result<(Vec<NewFile<'a>>, Vec<String>), BundleError> {
     let mut kept = Vec::new();
     let mut new: Vec<(&str, &[u8])> = Vec::new();
     // Nothing below `dir` is followed (see [`create_files`]): a missing `dir` holds nothing.
@@ -510,8 +536,7 @@ pub fn create_missing(
             new.push((name, bytes));
         }
     }
-    create_files(dir, &new)?;
-    Ok((new.iter().map(|(n, _)| n.to_string()).collect(), kept))
+    Ok((new, kept))
 }
 
 /// Replace files under `dir` (relative paths; parents created), each atomically (written
@@ -521,7 +546,7 @@ pub fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<Stri
     let mut written = Vec::new();
     for (name, bytes) in files {
         let p = dir.join(name);
-        if std::fs::read(&p).is_ok_and(|old| &old == bytes) {
+        if unchanged(&p, bytes) {
             continue;
         }
         let parent = p.parent().unwrap_or(dir);
@@ -535,6 +560,21 @@ pub fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<Stri
         written.push(name.clone());
     }
     Ok(written)
+}
+
+/// The paths of `files` that [`replace_files`] would write (those missing or different),
+/// without writing anything (a writer's `--dry-run`).
+pub fn changed_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(name, bytes)| !unchanged(&dir.join(name), bytes))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// Whether the file at `p` holds exactly `bytes`.
+fn unchanged(p: &Path, bytes: &[u8]) -> bool {
+    std::fs::read(p).is_ok_and(|old| old == bytes)
 }
 
 /// What [`write_all`] did per cluster.

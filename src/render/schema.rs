@@ -94,7 +94,7 @@ pub enum SchemaError {
 }
 
 /// One way in which an object breaks its schema.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Violation {
     /// JSON path of the offending node, e.g. `spec.template.spec.numCPUs`; empty for the object itself.
     pub path: String,

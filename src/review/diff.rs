@@ -82,6 +82,7 @@ impl Severity {
 
 /// One risk note.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Risk {
     /// Severity.
     pub severity: Severity,
@@ -148,6 +149,7 @@ impl ObjectStatus {
 
 /// An object's identity in the report.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ObjectId {
     /// API group (`""` for core).
     pub group: String,
@@ -183,6 +185,7 @@ impl fmt::Display for ObjectId {
 
 /// Public facts about a certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CertInfo {
     /// Subject (RFC 4514).
     pub subject: String,
@@ -198,6 +201,7 @@ pub struct CertInfo {
 
 /// A certificate before and after (either may be absent).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CertChange {
     /// Where inside the value (`""` for the value itself, `certs.k8s.crt` in a bundle).
     pub path: String,
@@ -234,6 +238,7 @@ pub enum Delta {
 
 /// One changed field.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct FieldChange {
     /// YAML path (`spec.template.spec.numCPUs`, `metadata.annotations["a/b"]`, `x[0]`).
     pub path: String,
@@ -307,6 +312,7 @@ impl SecretStatus {
 
 /// One key of a Secret (`data["tls.crt"]`), without its value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SecretKey {
     /// `data["<key>"]` or `stringData["<key>"]`.
     pub key: String,
@@ -323,6 +329,7 @@ pub struct SecretKey {
 
 /// An object now pointing at a replaced template's new name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Reference {
     /// The referencing object.
     pub object: ObjectId,
@@ -332,6 +339,7 @@ pub struct Reference {
 
 /// One object that differs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ObjectDiff {
     /// The object (side B's name for a replacement).
     pub id: ObjectId,
@@ -359,6 +367,7 @@ pub struct ObjectDiff {
 
 /// One cluster's differences.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ClusterDiff {
     /// Cluster name.
     pub name: String,
@@ -388,6 +397,7 @@ impl ClusterDiff {
 
 /// The whole diff.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Diff {
     /// Side A's label (as given).
     pub a: String,
@@ -407,6 +417,7 @@ pub struct Diff {
 
 /// What `diff --git` rendered: only the clusters whose inputs differ between the revisions.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Scope {
     /// Cluster directories on either side.
     pub clusters: usize,
