@@ -195,3 +195,326 @@ fn render_dry_run_says_what_it_would_write_and_writes_nothing() {
     assert!(o.status.success(), "{}", transcript(&o));
     assert_eq!(snapshot(&repo), before, "a dry run changed the tree");
 }
+
+/// Every object key of a JSON document that is not camelCase, with where it is.
+fn not_camel_case(v: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let camel = k.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                    && k.chars().all(|c| c.is_ascii_alphanumeric());
+                if !camel {
+                    out.push(format!("{at}.{k}"));
+                }
+                not_camel_case(x, &format!("{at}.{k}"), out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a {
+                not_camel_case(x, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Run a command whose `--format json` report is on stdout; its parsed JSON, every key
+/// checked to be camelCase.
+fn json_report(args: &[&str], cwd: &std::path::Path, codes: &[i32]) -> serde_json::Value {
+    let o = capstan_plain(args, cwd, &[]);
+    let code = o.status.code().unwrap_or(-1);
+    assert!(codes.contains(&code), "{args:?}: {}", transcript(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", transcript(&o)));
+    let mut bad = Vec::new();
+    not_camel_case(&v, "", &mut bad);
+    assert!(bad.is_empty(), "{args:?}: keys not in camelCase: {bad:?}");
+    v
+}
+
+#[test]
+fn every_json_report_has_camel_case_keys() {
+    let (_t, repo) = example_copy();
+    let o = capstan_plain(&["render", "clusters/lab-f", "-o", "out", "-q"], &repo, &[]);
+    assert!(o.status.success(), "{}", transcript(&o));
+    let stream = capstan_plain(&["render", "clusters/lab-f"], &repo, &[]);
+    std::fs::write(repo.join("a.yaml"), stdout(&stream)).unwrap();
+    std::fs::write(
+        repo.join("b.yaml"),
+        stdout(&stream).replace("numCPUs: 4", "numCPUs: 8"),
+    )
+    .unwrap();
+    let explain = r#"err="[invalid bearer token, token audiences [\"https://kubernetes.default.svc.cluster.local\"] is invalid for the target audiences [\"https://10.0.0.10:6443\"]]""#;
+    let runs: &[(&[&str], &[i32])] = &[
+        (&["check", "clusters/lab-f", "--format", "json"], &[0, 1]),
+        (&["plan", "clusters/lab-f", "--format", "json"], &[0]),
+        (&["validate", "out/lab-f", "--format", "json"], &[0]),
+        (&["version", "--format", "json"], &[0]),
+        (&["rehearse", "clusters/lab-f", "--format", "json"], &[0]),
+        (&["explain", "--format", "json", explain], &[0]),
+        (&["diff", "a.yaml", "b.yaml", "--format", "json"], &[1]),
+        (
+            &[
+                "secrets",
+                "seal",
+                "clusters/lab-f",
+                "-i",
+                "testdata/age-identity.txt",
+                "--dry-run",
+                "--format",
+                "json",
+            ],
+            &[0],
+        ),
+        (
+            &[
+                "init",
+                "fleet",
+                "--dry-run",
+                "--format",
+                "json",
+                "-r",
+                NEW_RECIPIENT,
+            ],
+            &[0],
+        ),
+    ];
+    for (args, codes) in runs {
+        json_report(args, &repo, codes);
+    }
+    // Reports whose keys were snake_case before: the names they have now.
+    let v = json_report(&["plan", "clusters/lab-f", "--format", "json"], &repo, &[0]);
+    assert_eq!(v["nextPhase"], "control-plane");
+    let v = json_report(&["validate", "out/lab-f", "--format", "json"], &repo, &[0]);
+    assert_eq!(
+        (v["invalid"].as_u64(), v["skipped"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert!(v["validated"].as_u64().unwrap() > 10, "{v}");
+    let v = json_report(&["version", "--format", "json"], &repo, &[0]);
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert!(v["kubernetesSchemas"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty()));
+}
+
+#[test]
+fn validate_json_names_each_violation_with_its_object_and_path() {
+    let (_t, repo) = example_copy();
+    let stream = stdout(&capstan_plain(&["render", "clusters/lab-f"], &repo, &[]));
+    let broken = stream.replacen("numCPUs: 4", "numCPUs: four", 1);
+    assert_ne!(broken, stream);
+    std::fs::write(repo.join("broken.yaml"), broken).unwrap();
+    let o = capstan_plain(&["validate", "broken.yaml", "--format", "json"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", transcript(&o));
+    assert!(
+        stderr(&o).is_empty(),
+        "JSON mode keeps stderr for errors: {}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["invalid"], 1);
+    let found = &v["violations"][0];
+    assert_eq!(found["source"], "broken.yaml");
+    assert_eq!(found["kind"], "VSphereMachineTemplate");
+    assert_eq!(found["path"], "spec.template.spec.numCPUs");
+    // The text report says the same on stderr.
+    let o = capstan_plain(&["validate", "broken.yaml"], &repo, &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("broken.yaml: VSphereMachineTemplate/"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("spec.template.spec.numCPUs: "),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The `files` of a writer's JSON report, as (path, action) pairs.
+fn files_of(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_string(),
+                f["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Run a writer with `--dry-run` and then without: the dry run changes nothing under
+/// `repo` and names exactly the files and actions of the real run. Returns the dry run's
+/// report.
+fn dry_run_then_real(repo: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let before = snapshot(repo);
+    let mut dry = args.to_vec();
+    dry.extend_from_slice(&["--dry-run", "--format", "json"]);
+    let d = json_report(&dry, repo, &[0]);
+    assert_eq!(d["dryRun"], true);
+    assert!(
+        snapshot(repo) == before,
+        "{args:?} --dry-run changed the repository"
+    );
+    let mut real = args.to_vec();
+    real.extend_from_slice(&["--format", "json"]);
+    let r = json_report(&real, repo, &[0]);
+    assert_eq!(r["dryRun"], false);
+    assert_eq!(
+        files_of(&d),
+        files_of(&r),
+        "{args:?}: the dry run and the run differ"
+    );
+    d
+}
+
+#[test]
+fn every_writer_has_a_dry_run_that_writes_nothing_and_says_what_the_run_does() {
+    let (_t, repo) = example_copy();
+    // A new recipient: rekey rewraps every file.
+    let file = repo.join("clusters/lab-f/cluster.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replacen(
+            "  recipients:\n",
+            &format!("  recipients:\n  - {NEW_RECIPIENT}\n"),
+            1,
+        ),
+    )
+    .unwrap();
+    let id = ["-i", "testdata/age-identity.txt"];
+    let o = capstan_plain(
+        &[
+            "secrets",
+            "rekey",
+            "clusters/lab-f",
+            id[0],
+            id[1],
+            "--dry-run",
+        ],
+        &repo,
+        &[],
+    );
+    assert_golden("rekey-dry-run.txt", &transcript(&o));
+    let d = dry_run_then_real(&repo, &["secrets", "rekey", "clusters/lab-f", id[0], id[1]]);
+    let written = files_of(&d).iter().filter(|(_, a)| a == "written").count();
+    assert_eq!(written, 5, "secrets.age and the four sealed files: {d}");
+    // Rekeyed: a seal now has nothing to change, and says so.
+    let d = dry_run_then_real(&repo, &["secrets", "seal", "clusters/lab-f", id[0], id[1]]);
+    assert!(files_of(&d).iter().all(|(_, a)| a == "unchanged"), "{d}");
+    dry_run_then_real(
+        &repo,
+        &["secrets", "seal-operator", "clusters/lab-f", id[0], id[1]],
+    );
+    // init: nothing, not even the directory, before the run.
+    let d = dry_run_then_real(&repo, &["init", "fleet", "-r", NEW_RECIPIENT]);
+    assert!(files_of(&d).iter().all(|(_, a)| a == "created"), "{d}");
+    // The example copy is no git repository, and `fleet` does not exist yet.
+    assert_eq!(d["gitRepository"], "would be initialized", "{d}");
+    let d = dry_run_then_real(&repo, &["init", "fleet", "-r", NEW_RECIPIENT]);
+    assert!(files_of(&d).iter().all(|(_, a)| a == "kept"), "{d}");
+    assert_eq!(
+        d["gitRepository"], "existing",
+        "the first run made it one: {d}"
+    );
+}
+
+#[test]
+fn import_dry_run_checks_everything_and_writes_nothing() {
+    use capstan::secrets::pki::testkit::{self, Alg};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    testkit::write_kubeadm_dir(&dir.join("kubeadm"), Alg::P256, "secretbox", "key2");
+    let recipient = write_identity(&dir.join("identity.txt"));
+    let mut args = IMPORT_ARGS.to_vec();
+    args.extend_from_slice(&[
+        "--talos-version",
+        "v1.10.6",
+        "--out",
+        "clusters/lab-f",
+        "--name",
+        "lab-f",
+        "--bootstrap-token",
+        "abcdef.0123456789abcdef",
+        "--recipient",
+        &recipient,
+    ]);
+    let mut dry = args.clone();
+    dry.push("--dry-run");
+    let o = capstan_plain(&dry, dir, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", transcript(&o));
+    assert!(!dir.join("clusters").exists(), "a dry run creates nothing");
+    let text = stderr(&o);
+    for f in [
+        "secrets.age",
+        "cluster.yaml",
+        "secrets/workload/bootstrap-token-abcdef.yaml",
+    ] {
+        assert!(
+            text.contains(&format!("clusters/lab-f/{f}: would be created")),
+            "{text}"
+        );
+    }
+    assert!(text.ends_with("dry run: nothing was written\n"), "{text}");
+    let d = dry_run_then_real(dir, &args);
+    assert_eq!(d["cluster"], "lab-f");
+    assert_eq!(d["bootstrapTokenId"], "abcdef");
+    // A refusal is the same with --dry-run: the bundle exists now.
+    let o = capstan_plain(&dry, dir, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", transcript(&o));
+    assert!(
+        stderr(&o).contains("secrets.age: already exists"),
+        "{}",
+        stderr(&o)
+    );
+    // And --update --dry-run says what it would replace, writing nothing.
+    let before = snapshot(dir);
+    let mut update = dry.clone();
+    update.push("--update");
+    let o = capstan_plain(&update, dir, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", transcript(&o));
+    assert!(snapshot(dir) == before);
+    assert!(
+        stderr(&o).contains("would update clusters/lab-f"),
+        "{}",
+        stderr(&o)
+    );
+    // The bootstrap Secret is printed by a real import only.
+    let mut both = dry.clone();
+    both.push("--print-bootstrap-secret");
+    let o = capstan_plain(&both, dir, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", transcript(&o));
+}
+
+#[test]
+fn the_old_json_flag_of_backup_list_and_check_is_kept_hidden_as_format_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", tmp.path().display());
+    let new = capstan_plain(
+        &["backup", "list", &url, "--format", "json"],
+        tmp.path(),
+        &[],
+    );
+    let old = capstan_plain(&["backup", "list", &url, "--json"], tmp.path(), &[]);
+    assert_eq!(transcript(&new), transcript(&old));
+    assert_eq!(stdout(&new), "[]\n", "{}", transcript(&new));
+    let both = capstan_plain(
+        &["backup", "list", &url, "--json", "--format", "text"],
+        tmp.path(),
+        &[],
+    );
+    assert_eq!(both.status.code(), Some(2), "{}", transcript(&both));
+    let help = capstan_plain(&["backup", "check", "--help"], tmp.path(), &[]);
+    assert!(stdout(&help).contains("--format"), "{}", stdout(&help));
+    assert!(
+        !stdout(&help).contains("--json"),
+        "hidden: {}",
+        stdout(&help)
+    );
+}

@@ -680,7 +680,7 @@ fn seal_removes_the_files_it_sealed_under_another_cluster_name() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!secrets.join("lab-old-talos.yaml").exists());
     assert!(
-        stderr(&o).contains("lab-old-talos.yaml (sealed for another cluster name)"),
+        stderr(&o).contains("lab-old-talos.yaml: removed (sealed for another cluster name)"),
         "{}",
         stderr(&o)
     );

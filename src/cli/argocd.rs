@@ -330,7 +330,14 @@ pub fn init(args: InitArgs) -> Result<Status> {
     }
     // A repository is a git repository: made one unless it is inside one already (found by
     // capstan's own discovery, as `diff --git` finds it: never a bare repository's layout).
-    let git = match crate::inputs::git::Repository::find(&args.dir) {
+    // A dry run may name a directory that does not exist yet: its repository is the one
+    // around the nearest directory that does.
+    let probe = args
+        .dir
+        .ancestors()
+        .find(|p| p.is_dir())
+        .unwrap_or(std::path::Path::new("."));
+    let git = match crate::inputs::git::Repository::find(probe) {
         Ok(Some(_)) => "existing".to_string(),
         Ok(None) if args.dry_run => {
             w.notes.push(format!(
