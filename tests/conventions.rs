@@ -518,3 +518,29 @@ fn the_old_json_flag_of_backup_list_and_check_is_kept_hidden_as_format_json() {
         stdout(&help)
     );
 }
+
+#[test]
+fn the_example_checks_without_a_warning() {
+    let repo = example();
+    for (cluster, blocking) in [("lab-f", 1), ("lab-g", 0)] {
+        let v = json_report(
+            &["check", &format!("clusters/{cluster}"), "--format", "json"],
+            &repo,
+            &[0, 1],
+        );
+        assert_eq!(v["counts"]["warning"], 0, "{cluster}: {v}");
+        // lab-f is in phase prepare, where check-inputs blocks until every kubeadm input
+        // is given: the one blocking finding, and the one its runbook says how to clear.
+        assert_eq!(v["counts"]["blocking"], blocking, "{cluster}: {v}");
+        if blocking > 0 {
+            let ids: Vec<&str> = v["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["severity"] == "blocking")
+                .filter_map(|f| f["id"].as_str())
+                .collect();
+            assert_eq!(ids, ["check-inputs"], "{cluster}");
+        }
+    }
+}

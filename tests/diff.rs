@@ -1237,7 +1237,7 @@ fn migration_phase_change() {
     // `complete` is only renderable once no kubeadm control-plane node is declared.
     edit(
         &p.b().join("clusters/lab-f/cluster.yaml"),
-        "      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n",
+        "      controlPlaneNodes: [lab-f-master-1, lab-f-master-2, lab-f-master-3]\n      etcdMembers: [lab-f-master-1, lab-f-master-2, lab-f-master-3]\n",
         "",
     );
     let needles = secret_needles(&[p.a()], &p.identity());
@@ -1310,7 +1310,7 @@ fn phase_regression_is_high_risk() {
     edit(&lab_f(p.a()), "phase: prepare", "phase: workers");
     edit(
         &lab_f(p.a()),
-        "      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n",
+        "      controlPlaneNodes: [lab-f-master-1, lab-f-master-2, lab-f-master-3]\n      etcdMembers: [lab-f-master-1, lab-f-master-2, lab-f-master-3]\n",
         "",
     );
     // b: the revert to control-plane.

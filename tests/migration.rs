@@ -18,7 +18,7 @@ pub fn phase_variant(repo: &Path, phase: &str) {
         ),
         _ => text
             .replace("phase: prepare", &format!("phase: {phase}"))
-            .replace("      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n", ""),
+            .replace("      controlPlaneNodes: [lab-f-master-1, lab-f-master-2, lab-f-master-3]\n      etcdMembers: [lab-f-master-1, lab-f-master-2, lab-f-master-3]\n", ""),
     };
     std::fs::write(&file, text).unwrap();
 }

@@ -157,9 +157,9 @@ case "$*" in
   *"get secret lab-f-ca -o jsonpath={.metadata.annotations.capstan\\.dev/kubernetes-ca}") printf 'sha256:932dfdf44a914fa6ad405e06cebc7388a0ce96519f7aa2855838db8d96cd8400' ;;
   *"get secret lab-f-kubeconfig -o go-template="*) echo "apiVersion: v1" ;;
   *"get pods -n kube-system -l component=etcd -o jsonpath="*)
-    if [ -e "$d/kubeadm" ]; then echo etcd-lab-f-cp-1; fi ;;
+    if [ -e "$d/kubeadm" ]; then echo etcd-lab-f-master-1; fi ;;
   *"get nodes -l node-role.kubernetes.io/control-plane -o jsonpath="*)
-    if [ -e "$d/kubeadm" ]; then echo "lab-f-cp-1|Ubuntu 22.04.4 LTS"; fi
+    if [ -e "$d/kubeadm" ]; then echo "lab-f-master-1|Ubuntu 22.04.4 LTS"; fi
     printf 'lab-f-cp-abcde|Talos (v1.10.6)\n' ;;
   *"delete $vapb $vap --ignore-not-found --wait=false -o name")
     case "$fault" in

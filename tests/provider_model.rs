@@ -23,7 +23,7 @@ const NS: &str = "lab-f";
 const CLUSTER: &str = "lab-f";
 const KUBECTL_ANNOTATE: &str = MANAGER_ANNOTATE;
 /// The kubeadm control-plane nodes (and etcd members) of the modelled cluster.
-const KUBEADM: [&str; 3] = ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"];
+const KUBEADM: [&str; 3] = ["lab-f-master-1", "lab-f-master-2", "lab-f-master-3"];
 
 /// lab-f's kubeadm cluster, its management cluster empty.
 fn lab_f(cpi: bool) -> World {
@@ -78,11 +78,11 @@ fn render_phase_uncached(phase: &str, kubeadm: &[&str], templates: &[(&str, &str
     let mut text = text
         .replace("phase: prepare", &format!("phase: {phase}"))
         .replace(
-            "controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]",
+            "controlPlaneNodes: [lab-f-master-1, lab-f-master-2, lab-f-master-3]",
             &format!("controlPlaneNodes: {}", list(kubeadm)),
         )
         .replace(
-            "etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]",
+            "etcdMembers: [lab-f-master-1, lab-f-master-2, lab-f-master-3]",
             &format!("etcdMembers: {}", list(kubeadm)),
         );
     if phase == "control-plane" {
@@ -353,11 +353,11 @@ fn the_unpause_job_never_unpauses_with_kubeadm_etcd_left_whatever_fails() {
     {
         let mut w = world.lock().unwrap();
         w.advance(600);
-        for n in ["lab-f-cp-1", "lab-f-cp-2"] {
+        for n in ["lab-f-master-1", "lab-f-master-2"] {
             w.remove_kubeadm_node(n);
         }
-        // cluster.yaml says none is left, but lab-f-cp-3's etcd still runs.
-        w.stray_etcd_pods.push("lab-f-cp-3".into());
+        // cluster.yaml says none is left, but lab-f-master-3's etcd still runs.
+        w.stray_etcd_pods.push("lab-f-master-3".into());
         w.calls = 0;
     }
     argo_apply(&world, &workers);
@@ -396,7 +396,7 @@ fn a_throttled_api_no_longer_unpauses_an_established_control_plane() {
         let world = established(); // every machine has a nodeRef
                                    // The next commit (one kubeadm member gone) syncs and re-runs the Job; the first
                                    // Machine list answers 429.
-        world.lock().unwrap().remove_kubeadm_node("lab-f-cp-1");
+        world.lock().unwrap().remove_kubeadm_node("lab-f-master-1");
         let objects = render_phase("control-plane", &KUBEADM[1..], &[]);
         {
             let mut w = world.lock().unwrap();
@@ -680,7 +680,7 @@ fn no_machine_before_the_imported_secrets_exist() {
     let world = Arc::new(Mutex::new(lab_f(true)));
     {
         let mut w = world.lock().unwrap();
-        for n in ["lab-f-cp-1", "lab-f-cp-2", "lab-f-cp-3"] {
+        for n in ["lab-f-master-1", "lab-f-master-2", "lab-f-master-3"] {
             w.remove_kubeadm_node(n);
         }
         w.members.push(Member {
@@ -865,8 +865,8 @@ fn without_a_cloud_provider_no_machine_gets_a_node_ref() {
 #[test]
 fn a_throttled_machine_list_never_reads_as_no_machine() {
     let world = established();
-    world.lock().unwrap().remove_kubeadm_node("lab-f-cp-1");
-    let objects = render_phase("control-plane", &["lab-f-cp-2", "lab-f-cp-3"], &[]);
+    world.lock().unwrap().remove_kubeadm_node("lab-f-master-1");
+    let objects = render_phase("control-plane", &["lab-f-master-2", "lab-f-master-3"], &[]);
     {
         let mut w = world.lock().unwrap();
         w.fault = Some(Fault::FailMatching("machines.cluster.x-k8s.io", 12));

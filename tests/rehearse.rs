@@ -75,11 +75,11 @@ fn lab_f_autoscaled(repo: &Path) -> PathBuf {
         )
         .replace("phase: prepare", "phase: complete")
         .replace(
-            "      controlPlaneNodes: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n",
+            "      controlPlaneNodes: [lab-f-master-1, lab-f-master-2, lab-f-master-3]\n",
             "",
         )
         .replace(
-            "      etcdMembers: [lab-f-cp-1, lab-f-cp-2, lab-f-cp-3]\n",
+            "      etcdMembers: [lab-f-master-1, lab-f-master-2, lab-f-master-3]\n",
             "",
         ),
     )

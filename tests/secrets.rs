@@ -5,6 +5,10 @@ use crate::util::*;
 use base64::Engine as _;
 use std::path::{Path, PathBuf};
 
+/// The offline recovery recipient `examples/gitops/clusters/lab-g/cluster.yaml` lists after
+/// the test key.
+const LAB_G_OFFLINE: &str = "age1em9td4pvjvhwv4w9js5l2crup8v9xafxme77tsnmfmnwn6u9vqvqjpvs4l";
+
 fn identity(repo: &Path) -> PathBuf {
     repo.join("testdata/age-identity.txt")
 }
@@ -233,7 +237,7 @@ fn rekey_rewraps_only_the_sops_metadata() {
     std::fs::write(
         repo.join(".sops.yaml"),
         format!(
-            "creation_rules:\n  - path_regex: clusters/.*/secrets/.*\\.yaml$\n    age: {old_pub}\n"
+            "creation_rules:\n  - path_regex: clusters/.*/secrets/.*\\.yaml$\n    age: {old_pub},{LAB_G_OFFLINE}\n"
         ),
     )
     .unwrap();
@@ -257,14 +261,16 @@ fn rekey_rewraps_only_the_sops_metadata() {
         stderr(&o).contains(
             "warning: .sops.yaml creation_rules[0] gives clusters/lab-g/secrets/lab-g-ca.yaml, "
         ) && stderr(&o).contains(&format!("(lacking: {new_pub}; besides: none)"))
-            && stderr(&o).contains(&format!("set its `age` to \"{old_pub},{new_pub}\"")),
+            && stderr(&o).contains(&format!(
+                "set its `age` to \"{old_pub},{new_pub},{LAB_G_OFFLINE}\""
+            )),
         "{}",
         stderr(&o)
     );
     // In step: nothing said.
     std::fs::write(
         repo.join(".sops.yaml"),
-        format!("creation_rules:\n  - path_regex: secrets/\n    age: >-\n      {new_pub},\n      {old_pub}\n"),
+        format!("creation_rules:\n  - path_regex: secrets/\n    age: >-\n      {new_pub},\n      {LAB_G_OFFLINE},\n      {old_pub}\n"),
     )
     .unwrap();
     let again = capstan(

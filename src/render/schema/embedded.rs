@@ -11,7 +11,7 @@
 //! every object, so an unknown field anywhere is refused, as `kubectl apply --validate=strict`
 //! refuses it; their `$ref`s are local (to their `_definitions.json`) and inlined by the script.
 //! Only what validation reads is kept; every sub-schema of 256 bytes or more is stored once
-//! and referenced as `{"$s": index}`, which [`expand`] resolves.
+//! and referenced as `{"$s": index}`, which `expand` resolves.
 
 use super::{Compiler, CrdSet, Entry, SchemaError};
 use serde_json::{json, Map, Value};

@@ -228,10 +228,10 @@ pub fn apiserver_certificate(alg: Alg, sans: &[&str]) -> Vec<u8> {
     super::encode_certificate_pem(p.signed_by(&TestKey::new(alg, 1), &issuer).unwrap().der())
 }
 
-/// The names kubeadm puts in `lab-f-cp-1`'s apiserver certificate of the drifted
+/// The names kubeadm puts in `lab-f-master-1`'s apiserver certificate of the drifted
 /// fixture: its own, the Service's, the endpoint, and the extra `certSANs`.
 pub const DRIFTED_APISERVER_SANS: &[&str] = &[
-    "lab-f-cp-1",
+    "lab-f-master-1",
     "kubernetes",
     "kubernetes.default",
     "kubernetes.default.svc",
@@ -288,9 +288,9 @@ pub fn drifted_apiserver_manifest(issuer: &str) -> String {
 pub fn nodes_yaml(cpi: bool) -> String {
     let mut out = String::from("apiVersion: v1\nkind: List\nitems:\n");
     for (i, name) in [
-        "lab-f-cp-1",
-        "lab-f-cp-2",
-        "lab-f-cp-3",
+        "lab-f-master-1",
+        "lab-f-master-2",
+        "lab-f-master-3",
         "lab-f-w-1",
         "lab-f-ingress-1",
     ]
