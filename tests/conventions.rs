@@ -544,3 +544,40 @@ fn the_example_checks_without_a_warning() {
         }
     }
 }
+
+#[test]
+fn vsphere_identity_dry_run_reads_the_password_and_writes_nothing() {
+    let (_t, repo) = example_copy();
+    let run = |extra: &[&str]| {
+        let mut c = assert_cmd::Command::cargo_bin("capstan").unwrap();
+        c.args([
+            "secrets",
+            "vsphere-identity",
+            "clusters/lab-f",
+            "--username",
+            "capv@vsphere.local",
+        ])
+        .args(extra)
+        .current_dir(&repo)
+        .env("NO_COLOR", "1")
+        .write_stdin("a new password\n");
+        c.output().unwrap()
+    };
+    let before = snapshot(&repo);
+    let o = run(&["--dry-run"]);
+    assert_eq!(
+        transcript(&o),
+        "exit: 0\n--- stdout\n--- stderr\nclusters/lab-f/secrets/lab-f-vsphere.yaml: would be written\n\
+         dry run: nothing was written\n"
+    );
+    assert!(
+        snapshot(&repo) == before,
+        "--dry-run changed the repository"
+    );
+    let o = run(&["--format", "json"]);
+    assert!(o.status.success(), "{}", transcript(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["files"][0]["action"], "written", "{v}");
+    assert!(snapshot(&repo) != before);
+    assert!(!stdout(&o).contains("a new password"));
+}
