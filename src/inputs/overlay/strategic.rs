@@ -854,6 +854,33 @@ mod tests {
         assert!(root("example.com/v1", "Widget").is_none());
     }
 
+    /// kyaml reads a schema from a field comment (`# {"$ref": "#/definitions/…PodSpec"}`)
+    /// and merges a custom resource's `containers` by `name` (kubectl kustomize v5.5.0, seen
+    /// 2026-12-07, README table); capstan reads no comment: the list is replaced, as without it.
+    #[test]
+    fn an_inline_schema_comment_changes_nothing() {
+        let text = |comment: &str| {
+            format!("spec:\n  pod:{comment}\n    containers:\n    - name: b\n      image: b:2\n")
+        };
+        let mut outs = Vec::new();
+        for comment in [
+            "",
+            " # {\"$ref\": \"#/definitions/io.k8s.api.core.v1.PodSpec\"}",
+        ] {
+            let patch = crate::yaml::parse_one(&text(comment)).unwrap();
+            let mut doc = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+                "metadata": {"name": "t"},
+                "spec": {"pod": {"containers": [{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}]}}});
+            apply(&mut doc, &patch, "example.com/v1", "Thing", &Budget::new()).unwrap();
+            outs.push(doc);
+        }
+        assert_eq!(outs[0], outs[1]);
+        assert_eq!(
+            outs[1]["spec"]["pod"]["containers"],
+            json!([{"name": "b", "image": "b:2"}])
+        );
+    }
+
     #[test]
     fn directives_are_applied() {
         let out = run(json!({"spec": {"template": {"spec": {
