@@ -241,3 +241,20 @@ pub fn transcript(o: &Output) -> String {
         stderr(o)
     )
 }
+
+/// A generated file is what its generator writes from its inputs: `tools/TOOL --check`
+/// (python3 with pyyaml and kubernetes-validate) exits 0.
+pub fn generated_by(tool: &str) {
+    need("python3", &["-c", "import yaml, kubernetes_validate"]);
+    let o = std::process::Command::new("python3")
+        .args([&format!("tools/{tool}"), "--check"])
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "tools/{tool} --check: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -242,8 +242,8 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
     let report = backup::check::check(&index, &objects, &expected, now_unix(), max_age);
     let mut out = std::io::stdout().lock();
     if args.json() {
-        let json = serde_json::to_string_pretty(&report)?;
-        writeln!(out, "{}", printable::json(&json))?;
+        // stdout's lock is reentrant: print_json takes it again on this thread.
+        crate::cli::terminal::print_json(&report)?;
     } else {
         // The index and the files come from the bucket: every name is escaped.
         writeln!(
@@ -633,10 +633,7 @@ pub fn restore_check(args: RestoreCheckArgs) -> Result<Status> {
     let report = inventory_report(&args.dir, &args.vsphere_inventory, &args.nodes)?;
     let mut out = std::io::stdout().lock();
     match args.format {
-        ReportFormat::Json => {
-            let json = serde_json::to_string_pretty(&report)?;
-            writeln!(out, "{}", printable::json(&json))?;
-        }
+        ReportFormat::Json => crate::cli::terminal::print_json(&report)?,
         ReportFormat::Text => {
             // Names come from the inventory and the backup: every one is escaped.
             for m in &report.mismatches {

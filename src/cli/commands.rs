@@ -37,9 +37,9 @@ pub fn run(cli: Cli) -> Result<Status> {
             // The runbook quotes cluster.yaml's values: no control character reaches the terminal.
             let md = crate::migration::plan::runbook(&c.config, &sizes);
             if args.format == ReportFormat::Json {
-                let v = crate::migration::plan::runbook_json(&c.config, &md);
-                let json = serde_json::to_string_pretty(&v)?;
-                writeln!(out, "{}", crate::printable::json(&json))?;
+                crate::cli::terminal::print_json(&crate::migration::plan::runbook_json(
+                    &c.config, &md,
+                ))?;
             } else {
                 out.write_all(crate::printable::escape(&md).as_bytes())?;
             }
@@ -474,11 +474,11 @@ fn version(format: ReportFormat) -> Result<Status> {
         "verifiedProviders": providers,
         "kubernetesSchemas": schemas,
     });
-    let mut out = std::io::stdout().lock();
     if format == ReportFormat::Json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        crate::cli::terminal::print_json(&v)?;
         return Ok(Status::Success);
     }
+    let mut out = std::io::stdout().lock();
     writeln!(out, "capstan {}", crate::cli::VERSION)?;
     writeln!(
         out,

@@ -65,6 +65,18 @@ pub fn optional_identities(
     }
 }
 
+/// A report as `--format json` prints it: one pretty-printed document on stdout, every
+/// control and bidirectional character escaped (`printable::json`: names in it are input).
+pub fn print_json(report: &impl serde::Serialize) -> Result<()> {
+    let json = serde_json::to_string_pretty(report)?;
+    writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        crate::printable::json(&json)
+    )?;
+    Ok(())
+}
+
 /// What a writer did to one file, or would do with `--dry-run`.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -190,13 +202,7 @@ impl Writes {
             for (k, x) in &self.extra {
                 v.insert(k.clone(), x.clone());
             }
-            let json = serde_json::to_string_pretty(&serde_json::Value::Object(v))?;
-            writeln!(
-                std::io::stdout().lock(),
-                "{}",
-                crate::printable::json(&json)
-            )?;
-            return Ok(());
+            return print_json(&serde_json::Value::Object(v));
         }
         let mut err = std::io::stderr().lock();
         for w in &self.warnings {

@@ -203,13 +203,7 @@ struct Report {
 /// before `--format`). JSON: the report on stdout, nothing on stderr.
 fn print(r: &Report, format: ReportFormat) -> Result<()> {
     if format == ReportFormat::Json {
-        let json = serde_json::to_string_pretty(r)?;
-        writeln!(
-            std::io::stdout().lock(),
-            "{}",
-            crate::printable::json(&json)
-        )?;
-        return Ok(());
+        return crate::cli::terminal::print_json(r);
     }
     let mut err = std::io::stderr().lock();
     for f in &r.violations {
