@@ -1167,6 +1167,30 @@ fn backup_dump_in_phases_clusterctl_refuses_restores_and_checks() {
     }
     // DIR must be empty or absent.
     assert_eq!(run(&args, t).status.code(), Some(2));
+    // --dry-run: the same selection said, nothing written; a DIR that is not empty refused
+    // as without it.
+    let mut dry = args.clone();
+    dry.push("--dry-run");
+    assert_eq!(run(&dry, t).status.code(), Some(2));
+    let fresh = t.join("dry").display().to_string();
+    let n = dry.len();
+    dry[n - 2] = &fresh;
+    let o = run(&dry, t);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!t.join("dry").exists(), "--dry-run wrote the directory");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains(&format!(
+            "{} objects of 2 Cluster(s) (lab-f/lab-f, lab-g/lab-g) would be written to {fresh}",
+            std::fs::read_dir(&dir).unwrap().count()
+        )) && said.contains("nothing written (--dry-run)"),
+        "{said}"
+    );
     // From a pipe, the namespaces' Lists one after the other: the same files.
     let piped = assert_cmd::Command::cargo_bin("capstan")
         .unwrap()

@@ -581,3 +581,74 @@ fn vsphere_identity_dry_run_reads_the_password_and_writes_nothing() {
     assert!(snapshot(&repo) != before);
     assert!(!stdout(&o).contains("a new password"));
 }
+
+#[test]
+fn backup_push_and_pull_dry_runs_check_everything_and_write_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir(dir.join("moved")).unwrap();
+    std::fs::write(
+        dir.join("moved/Cluster_lab-f_lab-f.yaml"),
+        r#"{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"lab-f","namespace":"lab-f"}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir(dir.join("store")).unwrap();
+    let recipient = write_identity(&dir.join("id.txt"));
+    let url = format!("file://{}", dir.join("store").display());
+    let push = ["backup", "push", "moved", &url, "-r", &recipient];
+    let mut dry = push.to_vec();
+    dry.push("--dry-run");
+    let o = capstan_plain(&dry, dir, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", transcript(&o));
+    assert!(
+        stderr(&o).contains("1 objects encrypted to 1 recipient(s); nothing uploaded (--dry-run"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_dir(dir.join("store")).unwrap().count(), 0);
+    // Refused as the push would be: an empty directory.
+    std::fs::create_dir(dir.join("empty")).unwrap();
+    let o = capstan_plain(
+        &[
+            "backup",
+            "push",
+            "empty",
+            &url,
+            "-r",
+            &recipient,
+            "--dry-run",
+        ],
+        dir,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", transcript(&o));
+    let o = capstan_plain(&push, dir, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", transcript(&o));
+    // pull --dry-run opens and verifies the backup, and writes nothing.
+    let pull = ["backup", "pull", &url, "out", "-i", "id.txt", "--dry-run"];
+    let o = capstan_plain(&pull, dir, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", transcript(&o));
+    assert!(
+        stderr(&o).contains("verified and decrypted: 1 objects would be written to out"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("out").exists());
+    // With another identity it does not open: refused, as the pull would be.
+    write_identity(&dir.join("other.txt"));
+    let o = capstan_plain(
+        &[
+            "backup",
+            "pull",
+            &url,
+            "out",
+            "-i",
+            "other.txt",
+            "--dry-run",
+        ],
+        dir,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", transcript(&o));
+    assert!(!dir.join("out").exists());
+}

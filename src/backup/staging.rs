@@ -42,28 +42,35 @@ fn prefix_of(out: &Path) -> String {
     format!(".{base}.capstan-new-")
 }
 
+/// What [`Staging::new`] requires of `out`, checked without creating anything (a
+/// `--dry-run`): absent, or an empty directory.
+pub fn check_out(out: &Path) -> Result<(), BackupError> {
+    match std::fs::symlink_metadata(out) {
+        Ok(m) if m.is_dir() => {
+            if std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
+                return Err(BackupError::Io {
+                    path: out.label(),
+                    message: "not empty: pull into an empty or new directory".into(),
+                });
+            }
+        }
+        Ok(_) => {
+            return Err(BackupError::Io {
+                path: out.label(),
+                message: "not a directory".into(),
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(out)(e)),
+    }
+    Ok(())
+}
+
 impl Staging {
     /// Check `out` (absent or an empty directory), remove the staging directories of
     /// killed pulls beside it, and create this one's.
     pub fn new(out: &Path) -> Result<Staging, BackupError> {
-        match std::fs::symlink_metadata(out) {
-            Ok(m) if m.is_dir() => {
-                if std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
-                    return Err(BackupError::Io {
-                        path: out.label(),
-                        message: "not empty: pull into an empty or new directory".into(),
-                    });
-                }
-            }
-            Ok(_) => {
-                return Err(BackupError::Io {
-                    path: out.label(),
-                    message: "not a directory".into(),
-                })
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(out)(e)),
-        }
+        check_out(out)?;
         let parent = match out.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),

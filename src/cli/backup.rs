@@ -11,7 +11,9 @@ use crate::cli::terminal::{identities, optional_identities};
 use crate::cli::{BackupCheckArgs, BackupListArgs, BackupPullArgs, BackupPushArgs};
 use crate::cli::{BackupCommand, BackupDumpArgs, ReportFormat, RestoreCheckArgs, RestorePlanArgs};
 use crate::inputs;
-use crate::printable::{self, line, Label};
+#[cfg(feature = "backup")]
+use crate::printable;
+use crate::printable::{line, Label};
 #[cfg(feature = "backup")]
 use crate::render::pipeline;
 use anyhow::Result;
@@ -322,6 +324,26 @@ fn push(args: BackupPushArgs) -> Result<Status> {
         .into());
     }
     let (id, created) = backup::new_id(now_unix())?;
+    if args.dry_run {
+        let label = args.dir.display().to_string();
+        let mut read = |name: &str| dir.read(name).map_err(backup::BackupError::from);
+        let (index, _) = backup::seal(
+            &label,
+            &dir.names,
+            &mut read,
+            (&id, &created),
+            &recipients,
+            std::io::sink(),
+        )?;
+        eprintln!(
+            "would push a backup to {}: {} objects encrypted to {} recipient(s); nothing uploaded \
+             (--dry-run; the store was not contacted)",
+            line(&args.url),
+            index.files,
+            recipients.len()
+        );
+        return Ok(Status::Success);
+    }
     let store = Store::open(&args.url, true)?;
     let label = args.dir.display().to_string();
     let index = store.push(&id, |w| {
@@ -398,11 +420,15 @@ fn dump(args: BackupDumpArgs) -> Result<Status> {
     }
     let dump = backup::dump::dump(&lists).map_err(backup::BackupError::from)?;
     drop(lists);
-    let mut staging = backup::staging::Staging::new(&args.to)?;
-    for (name, bytes) in &dump.files {
-        staging.write(name, &mut &bytes[..])?;
+    if args.dry_run {
+        backup::staging::check_out(&args.to)?;
+    } else {
+        let mut staging = backup::staging::Staging::new(&args.to)?;
+        for (name, bytes) in &dump.files {
+            staging.write(name, &mut &bytes[..])?;
+        }
+        staging.commit()?;
     }
-    staging.commit()?;
     for o in &dump.orphans {
         eprintln!("left out: {}", line(o));
     }
@@ -421,13 +447,15 @@ fn dump(args: BackupDumpArgs) -> Result<Status> {
         );
     }
     eprintln!(
-        "{} objects of {} Cluster(s) ({}) written to {} as `clusterctl move --to-directory` saves them (files mode 0600); \
-         {} object(s) of the namespaces linked to no Cluster left out, as clusterctl leaves them",
+        "{} objects of {} Cluster(s) ({}) {} {} as `clusterctl move --to-directory` saves them (files mode 0600); \
+         {} object(s) of the namespaces linked to no Cluster left out, as clusterctl leaves them{}",
         dump.files.len(),
         dump.clusters.len(),
         line(&dump.clusters.join(", ")),
+        if args.dry_run { "would be written to" } else { "written to" },
         args.to.label(),
-        dump.unlinked
+        dump.unlinked,
+        if args.dry_run { "; nothing written (--dry-run)" } else { "" }
     );
     Ok(Status::Success)
 }
@@ -499,6 +527,27 @@ fn split_id(url: &str) -> (&str, Option<&str>) {
 fn pull(args: BackupPullArgs) -> Result<Status> {
     let ids = identities(args.identity.as_deref())?;
     let (store, index) = choose(&args.url)?;
+    if args.dry_run {
+        backup::staging::check_out(&args.out)?;
+        let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        // Every file read to its end: the stream, the manifest's sha256 and the MAC verified.
+        let n = open_streamed(&store, &index, &ids, progress, &mut |_, _, r| {
+            std::io::copy(r, &mut std::io::sink())
+                .map(|_| ())
+                .map_err(|e| backup::BackupError::Io {
+                    path: "the backup stream".into(),
+                    message: e.to_string(),
+                })
+        })?;
+        eprintln!(
+            "backup {} ({}) verified and decrypted: {} objects would be written to {}; nothing written (--dry-run)",
+            line(&index.id),
+            line(&index.created),
+            n,
+            args.out.label()
+        );
+        return Ok(Status::Success);
+    }
     // Files go into a staging directory beside OUT (a killed pull's is removed first),
     // which takes OUT's place only once everything verified. A writer thread creates the
     // files while the next one is decrypted: handed over one at a time (a rendezvous), so

@@ -456,6 +456,10 @@ pub struct BackupPushArgs {
     /// A file of age recipients, one per line.
     #[arg(long, short = 'R', value_name = "FILE")]
     pub recipients_file: Vec<PathBuf>,
+    /// Read, check and encrypt DIR, then say what would be uploaded; upload nothing (the
+    /// store is not contacted).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Arguments of `capstan backup dump`.
@@ -468,6 +472,9 @@ pub struct BackupDumpArgs {
     /// The directory to write (empty or absent): one file per object, mode 0600.
     #[arg(long, value_name = "DIR")]
     pub to: PathBuf,
+    /// Read and select the objects, then say what would be written; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Arguments of `capstan backup list`.
@@ -493,6 +500,10 @@ pub struct BackupPullArgs {
     /// age identity file (default: $CAPSTAN_AGE_KEY_FILE, $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY).
     #[arg(long, short = 'i', value_name = "FILE")]
     pub identity: Option<PathBuf>,
+    /// Download, verify and decrypt the backup, then say what would be written; write
+    /// nothing (a check that the backup opens with the identity).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `capstan secrets` commands.
