@@ -282,6 +282,31 @@ fn every_json_report_has_camel_case_keys() {
     for (args, codes) in runs {
         json_report(args, &repo, codes);
     }
+    // restore plan: the same sections as its Markdown.
+    std::fs::create_dir(repo.join("store")).unwrap();
+    let store = format!("file://{}", repo.join("store").display());
+    let v = json_report(
+        &[
+            "restore", "plan", ".", "--backup", &store, "--format", "json",
+        ],
+        &repo,
+        &[0],
+    );
+    let md = stdout(&capstan_plain(
+        &["restore", "plan", ".", "--backup", &store],
+        &repo,
+        &[],
+    ));
+    let titles: Vec<&str> = md.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+    let json_titles: Vec<&str> = v["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["title"].as_str())
+        .collect();
+    assert!(!titles.is_empty());
+    assert_eq!(titles, json_titles);
+    assert_eq!(v["store"], store.as_str());
     // Reports whose keys were snake_case before: the names they have now.
     let v = json_report(&["plan", "clusters/lab-f", "--format", "json"], &repo, &[0]);
     assert_eq!(v["nextPhase"], "control-plane");

@@ -643,6 +643,21 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
         newest.map(|i| (i.id.as_str(), i.created.as_str())),
         findings.as_ref(),
     );
+    if args.format == ReportFormat::Json {
+        let mut v = serde_json::json!({
+            "store": store.url(),
+            "backup": newest.map(|i| i.id.as_str()),
+            "created": newest.map(|i| i.created.as_str()),
+        });
+        if let (Some(v), serde_json::Value::Object(m)) = (
+            v.as_object_mut(),
+            crate::migration::plan::markdown_json(&md),
+        ) {
+            v.extend(m);
+        }
+        crate::cli::terminal::print_json(&v)?;
+        return Ok(Status::Success);
+    }
     // Values from the bucket and the repository are escaped where the runbook quotes them;
     // whatever else it quotes carries no control character to the terminal.
     std::io::stdout()

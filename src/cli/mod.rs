@@ -417,6 +417,10 @@ pub struct RestorePlanArgs {
     /// `kubectl get nodes -o json` output of a workload cluster; repeatable (with --pulled).
     #[arg(long, value_name = "FILE", requires = "pulled")]
     pub nodes: Vec<PathBuf>,
+    /// Output format: `text`, the Markdown runbook; `json`, the store, the newest backup and
+    /// the runbook's sections (title, numbered steps, other paragraphs).
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
 }
 
 /// Arguments of `capstan backup check`.

@@ -679,10 +679,27 @@ fn removed(names: &Names, phase: Phase) -> Vec<String> {
 }
 
 /// The runbook as one JSON document (`capstan plan --format json`): the cluster, its phase
-/// and the phase after it, and the runbook's sections, each with its title, its numbered
-/// steps and its other paragraphs, in the order the Markdown has them. Built from the
-/// Markdown [`runbook`] returns, so the two never say different things.
+/// and the phase after it, then the runbook's [`markdown_json`]. Built from the Markdown
+/// [`runbook`] returns, so the two never say different things.
 pub fn runbook_json(config: &ClusterConfig, md: &str) -> serde_json::Value {
+    let phase = config.spec.migration.as_ref().map(|m| m.phase);
+    let mut v = serde_json::json!({
+        "cluster": config.metadata.name,
+        "namespace": config.metadata.namespace,
+        "phase": phase.map(Phase::as_str),
+        "nextPhase": phase.and_then(Phase::next).map(Phase::as_str),
+    });
+    if let (Some(v), serde_json::Value::Object(m)) = (v.as_object_mut(), markdown_json(md)) {
+        v.extend(m);
+    }
+    v
+}
+
+/// A runbook's Markdown as JSON (`plan` and `restore plan` with `--format json`): the lines
+/// under the title (`intro`), then each `## ` section with its title, its numbered steps and
+/// its other paragraphs, in the Markdown's order (a wrapped line goes on with the step or
+/// paragraph before it).
+pub fn markdown_json(md: &str) -> serde_json::Value {
     #[derive(Default, serde::Serialize)]
     struct Section {
         title: String,
@@ -690,9 +707,8 @@ pub fn runbook_json(config: &ClusterConfig, md: &str) -> serde_json::Value {
         notes: Vec<String>,
     }
     let mut sections: Vec<Section> = Vec::new();
-    // The paragraphs under the title, before the first section.
     let mut intro: Vec<String> = Vec::new();
-    // Whether the last non-blank line was part of a step or a note (a wrapped line goes on).
+    // Whether the last non-blank line was part of a step or a note.
     let mut open: Option<bool> = None;
     for l in md.lines() {
         if let Some(title) = l.strip_prefix("## ") {
@@ -732,15 +748,7 @@ pub fn runbook_json(config: &ClusterConfig, md: &str) -> serde_json::Value {
             open = Some(false);
         }
     }
-    let phase = config.spec.migration.as_ref().map(|m| m.phase);
-    serde_json::json!({
-        "cluster": config.metadata.name,
-        "namespace": config.metadata.namespace,
-        "phase": phase.map(Phase::as_str),
-        "nextPhase": phase.and_then(Phase::next).map(Phase::as_str),
-        "intro": intro,
-        "sections": sections,
-    })
+    serde_json::json!({"intro": intro, "sections": sections})
 }
 
 fn section(md: &mut String, title: &str, items: &[&str]) {
