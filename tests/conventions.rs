@@ -677,3 +677,57 @@ fn backup_push_and_pull_dry_runs_check_everything_and_write_nothing() {
     assert_eq!(o.status.code(), Some(2), "{}", transcript(&o));
     assert!(!dir.join("out").exists());
 }
+
+#[test]
+fn render_output_reports_as_json_too() {
+    let (_t, repo) = example_copy();
+    let text = capstan_plain(&["render", ".", "-o", "out", "--dry-run"], &repo, &[]);
+    let dry = json_report(
+        &["render", ".", "-o", "out", "--dry-run", "--format", "json"],
+        &repo,
+        &[0],
+    );
+    assert!(!repo.join("out").exists());
+    assert_eq!(dry["dryRun"], true);
+    // The same totals as the text summary.
+    let (objects, bytes) = (
+        dry["objects"].as_u64().unwrap(),
+        dry["bytes"].as_u64().unwrap(),
+    );
+    assert!(
+        stderr(&text).contains(&format!(
+            "2 clusters, {objects} objects, {bytes} bytes into out"
+        )),
+        "{}",
+        stderr(&text)
+    );
+    let run = json_report(
+        &["render", ".", "-o", "out", "--format", "json"],
+        &repo,
+        &[0],
+    );
+    assert_eq!(
+        (run["objects"].clone(), run["bytes"].clone()),
+        (dry["objects"].clone(), dry["bytes"].clone())
+    );
+    let outcomes: Vec<&str> = run["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, ["created", "created"]);
+    let again = json_report(
+        &["render", ".", "-o", "out", "--format", "json"],
+        &repo,
+        &[0],
+    );
+    assert_eq!(again["clusters"][0]["outcome"], "unchanged");
+    // --quiet says nothing at all; a JSON report with it is a contradiction, refused.
+    let o = capstan_plain(
+        &["render", ".", "-o", "out", "-q", "--format", "json"],
+        &repo,
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", transcript(&o));
+}

@@ -170,6 +170,28 @@ fn render(args: RenderArgs) -> Result<Status> {
                 },
                 |_, r, d| Ok((Bundle::build(&r, &d)?, r.warnings)),
             )?;
+            if args.format == ReportFormat::Json {
+                let clusters: Vec<serde_json::Value> = built
+                    .iter()
+                    .map(|(b, _)| {
+                        serde_json::json!({
+                            "path": root.join(&b.name).display().to_string(),
+                            "files": b.files.len(),
+                            "bytes": b.files.iter().map(|(_, t)| t.len()).sum::<usize>(),
+                        })
+                    })
+                    .collect();
+                let warnings: Vec<&String> = built.iter().flat_map(|b| &b.1).collect();
+                let objects: usize = built
+                    .iter()
+                    .map(|(b, _)| b.files.len().saturating_sub(2))
+                    .sum();
+                let bytes: usize = built
+                    .iter()
+                    .flat_map(|(b, _)| b.files.iter().map(|(_, t)| t.len()))
+                    .sum();
+                return render_json(&root, true, clusters, (objects, bytes), &warnings);
+            }
             print_warnings(built.iter().flat_map(|b| &b.1))?;
             let mut err = std::io::stderr().lock();
             let (mut objects, mut bytes) = (0usize, 0usize);
@@ -232,6 +254,25 @@ fn render(args: RenderArgs) -> Result<Status> {
                 })
                 .collect();
             let committed = output.commit(staged)?;
+            if args.format == ReportFormat::Json {
+                let clusters = committed
+                    .report
+                    .iter()
+                    .map(|(name, outcome)| {
+                        serde_json::json!({
+                            "path": root.join(name).display().to_string(),
+                            "outcome": outcome_word(outcome),
+                        })
+                    })
+                    .collect();
+                return render_json(
+                    &root,
+                    false,
+                    clusters,
+                    (objects, bytes),
+                    &warnings.iter().collect::<Vec<_>>(),
+                );
+            }
             print_warnings(&warnings)?;
             let report = committed.report;
             if let Some((old, e)) = committed.leftover {
@@ -247,11 +288,7 @@ fn render(args: RenderArgs) -> Result<Status> {
             }
             let mut err = std::io::stderr().lock();
             for (name, outcome) in report {
-                let what = match outcome {
-                    Outcome::Created => "created",
-                    Outcome::Updated => "updated",
-                    Outcome::Unchanged => "unchanged",
-                };
+                let what = outcome_word(&outcome);
                 let path = root.join(name).display().to_string();
                 writeln!(err, "{}: {what}", line(&path))?;
             }
@@ -268,6 +305,35 @@ fn render(args: RenderArgs) -> Result<Status> {
             )?;
         }
     }
+    Ok(Status::Success)
+}
+
+/// What `render -o` did to a cluster's directory, as its report says it.
+fn outcome_word(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Created => "created",
+        Outcome::Updated => "updated",
+        Outcome::Unchanged => "unchanged",
+    }
+}
+
+/// `render -o --format json`: the clusters (with `--dry-run` their files and bytes, else
+/// what was done to each), the totals over what the clusters hold, and the warnings.
+fn render_json(
+    root: &std::path::Path,
+    dry_run: bool,
+    clusters: Vec<serde_json::Value>,
+    (objects, bytes): (usize, usize),
+    warnings: &[&String],
+) -> Result<Status> {
+    crate::cli::terminal::print_json(&serde_json::json!({
+        "dryRun": dry_run,
+        "output": root.display().to_string(),
+        "clusters": clusters,
+        "objects": objects,
+        "bytes": bytes,
+        "warnings": warnings,
+    }))?;
     Ok(Status::Success)
 }
 

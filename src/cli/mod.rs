@@ -608,6 +608,11 @@ pub struct RenderArgs {
     /// bytes) and write nothing (no lock, no staging directory).
     #[arg(long, requires = "output")]
     pub dry_run: bool,
+    /// With `-o`: the report as `text` (a line per cluster and a summary on stderr) or as
+    /// one `json` document on stdout (`dryRun`, `output`, per cluster its path and outcome
+    /// or files and bytes, `objects`, `bytes`, `warnings`).
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text, requires = "output", conflicts_with = "quiet")]
+    pub format: ReportFormat,
 }
 
 /// Arguments of `capstan plan`.
