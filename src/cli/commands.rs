@@ -103,12 +103,11 @@ fn pool_sizes(c: &ClusterInput) -> Result<Vec<crate::migration::plan::PoolSize>>
 /// The line between two clusters' documents in a stream.
 const SEPARATOR: &str = "---\n";
 
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 fn render(args: RenderArgs) -> Result<Status> {
     let dirs = if args.dirs.is_empty() {
         vec![PathBuf::from(".")]
     } else {
-        args.dirs
+        args.dirs.clone()
     };
     let clusters = inputs::discover_all(&dirs)?;
     let ids = if args.decrypt {
@@ -116,198 +115,224 @@ fn render(args: RenderArgs) -> Result<Status> {
     } else {
         None
     };
-    match args.output {
-        None => {
-            // The whole stream is built before anything is printed: a failure prints nothing.
-            let parts = pipeline::render::<_, anyhow::Error>(
-                &mut pipeline::Session::default(),
-                pipeline::Source::Disk,
-                &clusters,
-                &pipeline::Options {
-                    templates: args.templates.as_deref(),
-                    digests: inputs::Digests::NotWanted,
-                },
-                |_, mut r, _| {
-                    let warnings = std::mem::take(&mut r.warnings);
-                    if let Some(ids) = &ids {
-                        for res in &mut r.resources {
-                            decrypt_sealed(res, ids)?;
-                        }
-                    }
-                    // Each part ends with the separator before the next cluster's documents
-                    // (the last part's is left out when printing), so a part is one write.
-                    let mut text = String::with_capacity(
-                        crate::resource::stream_capacity(&r.resources) + SEPARATOR.len(),
-                    );
-                    crate::resource::write_stream(&r.resources, &mut text);
-                    text.push_str(SEPARATOR);
-                    // Held until every cluster is rendered: keep only what it needs.
-                    text.shrink_to_fit();
-                    Ok((text, warnings))
-                },
-            )?;
-            print_warnings(parts.iter().flat_map(|p| &p.1))?;
-            let mut out = std::io::stdout().lock();
-            let last = parts.len().saturating_sub(1);
-            for (i, (part, _)) in parts.iter().enumerate() {
-                let part = if i == last {
-                    &part[..part.len() - SEPARATOR.len()]
-                } else {
-                    &part[..]
-                };
-                out.write_all(part.as_bytes())?;
-            }
-            out.flush()?;
-        }
-        Some(root) if args.dry_run => {
-            let built = pipeline::render::<_, anyhow::Error>(
-                &mut pipeline::Session::default(),
-                pipeline::Source::Disk,
-                &clusters,
-                &pipeline::Options {
-                    templates: args.templates.as_deref(),
-                    digests: inputs::Digests::Wanted,
-                },
-                |_, r, d| Ok((Bundle::build(&r, &d)?, r.warnings)),
-            )?;
-            if args.format == ReportFormat::Json {
-                let clusters: Vec<serde_json::Value> = built
-                    .iter()
-                    .map(|(b, _)| {
-                        serde_json::json!({
-                            "path": root.join(&b.name).display().to_string(),
-                            "files": b.files.len(),
-                            "bytes": b.files.iter().map(|(_, t)| t.len()).sum::<usize>(),
-                        })
-                    })
-                    .collect();
-                let warnings: Vec<&String> = built.iter().flat_map(|b| &b.1).collect();
-                let objects: usize = built
-                    .iter()
-                    .map(|(b, _)| b.files.len().saturating_sub(2))
-                    .sum();
-                let bytes: usize = built
-                    .iter()
-                    .flat_map(|(b, _)| b.files.iter().map(|(_, t)| t.len()))
-                    .sum();
-                return render_json(&root, true, clusters, (objects, bytes), &warnings);
-            }
-            print_warnings(built.iter().flat_map(|b| &b.1))?;
-            let mut err = std::io::stderr().lock();
-            let (mut objects, mut bytes) = (0usize, 0usize);
-            for (b, _) in &built {
-                let n: usize = b.files.iter().map(|(_, t)| t.len()).sum();
-                objects += b.files.len().saturating_sub(2);
-                bytes += n;
-                let path = root.join(&b.name).display().to_string();
-                writeln!(
-                    err,
-                    "{}: would write {} files, {n} bytes",
-                    line(&path),
-                    b.files.len()
-                )?;
-            }
-            writeln!(
-                err,
-                "would render {} {}, {objects} {}, {bytes} bytes into {}; nothing written (--dry-run)",
-                built.len(),
-                if built.len() == 1 { "cluster" } else { "clusters" },
-                if objects == 1 { "object" } else { "objects" },
-                line(&root.display().to_string())
-            )?;
-        }
-        Some(root) => {
-            // Each worker writes its cluster into the staging tree as soon as it is
-            // rendered; the tree is swapped in only once every cluster succeeded.
-            let output = bundle::Output::open(&root, &mut |lock| {
-                eprintln!(
-                    "{}: another capstan is writing it; waiting for it to finish (lock {})",
-                    root.display(),
-                    lock.display()
-                );
-            })?;
-            let staged = pipeline::render::<_, anyhow::Error>(
-                &mut pipeline::Session::default(),
-                pipeline::Source::Disk,
-                &clusters,
-                &pipeline::Options {
-                    templates: args.templates.as_deref(),
-                    digests: inputs::Digests::Wanted,
-                },
-                |_, r, d| {
-                    let b = Bundle::build(&r, &d)?;
-                    // Objects: every file but the kustomization and the lock.
-                    let objects = b.files.len().saturating_sub(2);
-                    let bytes: usize = b.files.iter().map(|(_, t)| t.len()).sum();
-                    Ok((output.stage(&b)?, objects, bytes, r.warnings))
-                },
-            )?;
-            let clusters_n = staged.len();
-            let objects: usize = staged.iter().map(|s| s.1).sum();
-            let bytes: usize = staged.iter().map(|s| s.2).sum();
-            let mut warnings = Vec::new();
-            let staged = staged
-                .into_iter()
-                .map(|s| {
-                    warnings.extend(s.3);
-                    s.0
-                })
-                .collect();
-            let committed = output.commit(staged)?;
-            if args.format == ReportFormat::Json {
-                let clusters = committed
-                    .report
-                    .iter()
-                    .map(|(name, outcome)| {
-                        serde_json::json!({
-                            "path": root.join(name).display().to_string(),
-                            "outcome": outcome_word(outcome),
-                        })
-                    })
-                    .collect();
-                return render_json(
-                    &root,
-                    false,
-                    clusters,
-                    (objects, bytes),
-                    &warnings.iter().collect::<Vec<_>>(),
-                );
-            }
-            print_warnings(&warnings)?;
-            let report = committed.report;
-            if let Some((old, e)) = committed.leftover {
-                eprintln!(
-                    "warning: {} is complete; the previous output at {} could not be removed ({e}); \
-                     the next render removes it",
-                    root.display(),
-                    old.display()
-                );
-            }
-            if args.quiet {
-                return Ok(Status::Success);
-            }
-            let mut err = std::io::stderr().lock();
-            for (name, outcome) in report {
-                let what = outcome_word(&outcome);
-                let path = root.join(name).display().to_string();
-                writeln!(err, "{}: {what}", line(&path))?;
-            }
-            writeln!(
-                err,
-                "rendered {clusters_n} {}, {objects} {}, {bytes} bytes into {}",
-                if clusters_n == 1 {
-                    "cluster"
-                } else {
-                    "clusters"
-                },
-                if objects == 1 { "object" } else { "objects" },
-                line(&root.display().to_string())
-            )?;
-        }
+    match &args.output {
+        None => render_stream(&args, &clusters, ids.as_deref()),
+        Some(root) if args.dry_run => render_dry_run(&args, &clusters, root),
+        Some(root) => render_output(&args, &clusters, root),
     }
+}
+
+/// `render` without `-o`: one YAML stream on stdout, built whole before anything is printed.
+fn render_stream(
+    args: &RenderArgs,
+    clusters: &[PathBuf],
+    ids: Option<&[age::x25519::Identity]>,
+) -> Result<Status> {
+    // The whole stream is built before anything is printed: a failure prints nothing.
+    let parts = pipeline::render::<_, anyhow::Error>(
+        &mut pipeline::Session::default(),
+        pipeline::Source::Disk,
+        clusters,
+        &pipeline::Options {
+            templates: args.templates.as_deref(),
+            digests: inputs::Digests::NotWanted,
+        },
+        |_, mut r, _| {
+            let warnings = std::mem::take(&mut r.warnings);
+            if let Some(ids) = &ids {
+                for res in &mut r.resources {
+                    decrypt_sealed(res, ids)?;
+                }
+            }
+            // Each part ends with the separator before the next cluster's documents
+            // (the last part's is left out when printing), so a part is one write.
+            let mut text = String::with_capacity(
+                crate::resource::stream_capacity(&r.resources) + SEPARATOR.len(),
+            );
+            crate::resource::write_stream(&r.resources, &mut text);
+            text.push_str(SEPARATOR);
+            // Held until every cluster is rendered: keep only what it needs.
+            text.shrink_to_fit();
+            Ok((text, warnings))
+        },
+    )?;
+    print_warnings(parts.iter().flat_map(|p| &p.1))?;
+    let mut out = std::io::stdout().lock();
+    let last = parts.len().saturating_sub(1);
+    for (i, (part, _)) in parts.iter().enumerate() {
+        let part = if i == last {
+            &part[..part.len() - SEPARATOR.len()]
+        } else {
+            &part[..]
+        };
+        out.write_all(part.as_bytes())?;
+    }
+    out.flush()?;
     Ok(Status::Success)
 }
 
+/// `render -o OUT --dry-run`: every bundle built, what would be written said, nothing written.
+fn render_dry_run(
+    args: &RenderArgs,
+    clusters: &[PathBuf],
+    root: &std::path::Path,
+) -> Result<Status> {
+    let built = pipeline::render::<_, anyhow::Error>(
+        &mut pipeline::Session::default(),
+        pipeline::Source::Disk,
+        clusters,
+        &pipeline::Options {
+            templates: args.templates.as_deref(),
+            digests: inputs::Digests::Wanted,
+        },
+        |_, r, d| Ok((Bundle::build(&r, &d)?, r.warnings)),
+    )?;
+    if args.format == ReportFormat::Json {
+        let clusters: Vec<serde_json::Value> = built
+            .iter()
+            .map(|(b, _)| {
+                serde_json::json!({
+                    "path": root.join(&b.name).display().to_string(),
+                    "files": b.files.len(),
+                    "bytes": b.files.iter().map(|(_, t)| t.len()).sum::<usize>(),
+                })
+            })
+            .collect();
+        let warnings: Vec<&String> = built.iter().flat_map(|b| &b.1).collect();
+        let objects: usize = built
+            .iter()
+            .map(|(b, _)| b.files.len().saturating_sub(2))
+            .sum();
+        let bytes: usize = built
+            .iter()
+            .flat_map(|(b, _)| b.files.iter().map(|(_, t)| t.len()))
+            .sum();
+        return render_json(root, true, clusters, (objects, bytes), &warnings);
+    }
+    print_warnings(built.iter().flat_map(|b| &b.1))?;
+    let mut err = std::io::stderr().lock();
+    let (mut objects, mut bytes) = (0usize, 0usize);
+    for (b, _) in &built {
+        let n: usize = b.files.iter().map(|(_, t)| t.len()).sum();
+        objects += b.files.len().saturating_sub(2);
+        bytes += n;
+        let path = root.join(&b.name).display().to_string();
+        writeln!(
+            err,
+            "{}: would write {} files, {n} bytes",
+            line(&path),
+            b.files.len()
+        )?;
+    }
+    writeln!(
+        err,
+        "would render {} {}, {objects} {}, {bytes} bytes into {}; nothing written (--dry-run)",
+        built.len(),
+        if built.len() == 1 {
+            "cluster"
+        } else {
+            "clusters"
+        },
+        if objects == 1 { "object" } else { "objects" },
+        line(&root.display().to_string())
+    )?;
+    Ok(Status::Success)
+}
+
+/// `render -o OUT`: every cluster staged as it is rendered, swapped in once all succeeded.
+fn render_output(
+    args: &RenderArgs,
+    clusters: &[PathBuf],
+    root: &std::path::Path,
+) -> Result<Status> {
+    // Each worker writes its cluster into the staging tree as soon as it is
+    // rendered; the tree is swapped in only once every cluster succeeded.
+    let output = bundle::Output::open(root, &mut |lock| {
+        eprintln!(
+            "{}: another capstan is writing it; waiting for it to finish (lock {})",
+            root.display(),
+            lock.display()
+        );
+    })?;
+    let staged = pipeline::render::<_, anyhow::Error>(
+        &mut pipeline::Session::default(),
+        pipeline::Source::Disk,
+        clusters,
+        &pipeline::Options {
+            templates: args.templates.as_deref(),
+            digests: inputs::Digests::Wanted,
+        },
+        |_, r, d| {
+            let b = Bundle::build(&r, &d)?;
+            // Objects: every file but the kustomization and the lock.
+            let objects = b.files.len().saturating_sub(2);
+            let bytes: usize = b.files.iter().map(|(_, t)| t.len()).sum();
+            Ok((output.stage(&b)?, objects, bytes, r.warnings))
+        },
+    )?;
+    let clusters_n = staged.len();
+    let objects: usize = staged.iter().map(|s| s.1).sum();
+    let bytes: usize = staged.iter().map(|s| s.2).sum();
+    let mut warnings = Vec::new();
+    let staged = staged
+        .into_iter()
+        .map(|s| {
+            warnings.extend(s.3);
+            s.0
+        })
+        .collect();
+    let committed = output.commit(staged)?;
+    if args.format == ReportFormat::Json {
+        let clusters = committed
+            .report
+            .iter()
+            .map(|(name, outcome)| {
+                serde_json::json!({
+                    "path": root.join(name).display().to_string(),
+                    "outcome": outcome_word(outcome),
+                })
+            })
+            .collect();
+        return render_json(
+            root,
+            false,
+            clusters,
+            (objects, bytes),
+            &warnings.iter().collect::<Vec<_>>(),
+        );
+    }
+    print_warnings(&warnings)?;
+    let report = committed.report;
+    if let Some((old, e)) = committed.leftover {
+        eprintln!(
+            "warning: {} is complete; the previous output at {} could not be removed ({e}); \
+             the next render removes it",
+            root.display(),
+            old.display()
+        );
+    }
+    if args.quiet {
+        return Ok(Status::Success);
+    }
+    let mut err = std::io::stderr().lock();
+    for (name, outcome) in report {
+        let what = outcome_word(&outcome);
+        let path = root.join(name).display().to_string();
+        writeln!(err, "{}: {what}", line(&path))?;
+    }
+    writeln!(
+        err,
+        "rendered {clusters_n} {}, {objects} {}, {bytes} bytes into {}",
+        if clusters_n == 1 {
+            "cluster"
+        } else {
+            "clusters"
+        },
+        if objects == 1 { "object" } else { "objects" },
+        line(&root.display().to_string())
+    )?;
+    Ok(Status::Success)
+}
 /// What `render -o` did to a cluster's directory, as its report says it.
 fn outcome_word(o: &Outcome) -> &'static str {
     match o {
