@@ -150,9 +150,7 @@ fn build_stream(ctx: &Context, vars: &[(String, String)]) -> Result<Zeroizing<St
     // Relative to the repository root, every file in a message is named as in git.
     std::env::set_current_dir(&root).with_context(|| root.display().to_string())?;
     let clusters = inputs::discover_all(&[target])?;
-    let parts = pipeline::render::<_, anyhow::Error>(
-        &mut pipeline::Session::default(),
-        pipeline::Source::Disk,
+    let parts = pipeline::render_disk::<_, anyhow::Error>(
         &clusters,
         &pipeline::Options {
             templates: None,

@@ -201,9 +201,7 @@ fn check(args: BackupCheckArgs) -> Result<Status> {
     let ids = optional_identities(args.identity.as_deref())?;
     let dirs = inputs::discover(&args.repo)?;
     let configs = inputs::load_clusters(&dirs)?;
-    let mut expected = pipeline::render::<_, anyhow::Error>(
-        &mut pipeline::Session::default(),
-        pipeline::Source::Disk,
+    let mut expected = pipeline::render_disk::<_, anyhow::Error>(
         &dirs,
         &pipeline::Options {
             templates: args.templates.as_deref(),
@@ -616,9 +614,7 @@ pub fn restore_plan(args: RestorePlanArgs) -> Result<Status> {
     let dirs = inputs::discover(&args.repo)?;
     let configs = inputs::load_clusters(&dirs)?;
     // Whether any cluster's machines take addresses from an IPAM pool (its rendered templates).
-    let ipam = pipeline::render::<_, anyhow::Error>(
-        &mut pipeline::Session::default(),
-        pipeline::Source::Disk,
+    let ipam = pipeline::render_disk::<_, anyhow::Error>(
         &dirs,
         &pipeline::Options {
             templates: None,

@@ -129,9 +129,7 @@ fn render_stream(
     ids: Option<&[age::x25519::Identity]>,
 ) -> Result<Status> {
     // The whole stream is built before anything is printed: a failure prints nothing.
-    let parts = pipeline::render::<_, anyhow::Error>(
-        &mut pipeline::Session::default(),
-        pipeline::Source::Disk,
+    let parts = pipeline::render_disk::<_, anyhow::Error>(
         clusters,
         &pipeline::Options {
             templates: args.templates.as_deref(),
@@ -177,9 +175,7 @@ fn render_dry_run(
     clusters: &[PathBuf],
     root: &std::path::Path,
 ) -> Result<Status> {
-    let built = pipeline::render::<_, anyhow::Error>(
-        &mut pipeline::Session::default(),
-        pipeline::Source::Disk,
+    let built = pipeline::render_disk::<_, anyhow::Error>(
         clusters,
         &pipeline::Options {
             templates: args.templates.as_deref(),
@@ -254,9 +250,7 @@ fn render_output(
             lock.display()
         );
     })?;
-    let staged = pipeline::render::<_, anyhow::Error>(
-        &mut pipeline::Session::default(),
-        pipeline::Source::Disk,
+    let staged = pipeline::render_disk::<_, anyhow::Error>(
         clusters,
         &pipeline::Options {
             templates: args.templates.as_deref(),
@@ -746,9 +740,7 @@ fn rendered_pools(
     use crate::migration::check::PoolFacts;
     let pools = (|| -> Result<Vec<PoolFacts>> {
         let dirs = inputs::discover(dir)?;
-        let each = pipeline::render::<_, anyhow::Error>(
-            &mut pipeline::Session::default(),
-            pipeline::Source::Disk,
+        let each = pipeline::render_disk::<_, anyhow::Error>(
             &dirs,
             &pipeline::Options {
                 templates: None,
@@ -1042,9 +1034,7 @@ fn load_side(
     match inputs::discover(path) {
         Ok(dirs) => {
             let mut set = ResourceSet::default();
-            let rendered = pipeline::render::<_, anyhow::Error>(
-                &mut pipeline::Session::default(),
-                pipeline::Source::Disk,
+            let rendered = pipeline::render_disk::<_, anyhow::Error>(
                 &dirs,
                 &pipeline::Options {
                     templates: templates.map(std::path::PathBuf::as_path),

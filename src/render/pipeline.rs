@@ -137,6 +137,16 @@ impl Session {
     }
 }
 
+/// [`render`] of cluster directories on disk in a session of their own: what every
+/// command but `diff --git` (which renders revisions, and two at once) needs.
+pub fn render_disk<T: Send, E: From<PipelineError> + Send>(
+    dirs: &[PathBuf],
+    opts: &Options<'_>,
+    f: impl Fn(&Path, Rendered, Vec<Digest256>) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
+    render(&mut Session::default(), Source::Disk, dirs, opts, f)
+}
+
 /// Render every cluster directory of `dirs` from `source` and map each result with `f`
 /// (the directory, its objects, the digests of its inputs when `opts.digests` wants them),
 /// on all cores. Each worker reads its cluster (overlays come from the session's cache,
