@@ -1,22 +1,25 @@
 //! capstan renders the Cluster API + Talos manifests that migrate a long-lived kubeadm
 //! cluster on vSphere in place, and manage it afterwards through GitOps.
 //!
-//! The modules are grouped by domain, each importing only from itself, the domains listed
-//! before it and the shared vocabulary (`tests/architecture.rs` enforces it):
+//! The modules are folders in pipeline order, each importing only from itself, the folders
+//! listed before it and the shared vocabulary (`tests/architecture.rs` enforces it, and that
+//! `ARCHITECTURE.md`'s folder table says the same):
 //!
 //! - shared vocabulary: [`yaml`] (the one YAML crate boundary), [`digest`], [`resource`]
-//!   (Kubernetes objects), [`argocd`] (the Argo CD contract) and [`procedure`] (the
-//!   operator procedures that messages name), [`printable`] (untrusted text escaped for
-//!   printing);
-//! - [`inputs`]: the only reader of project files, and what it reads: `cluster.yaml`
-//!   ([`inputs::model`]), overlays, provider inventories and the kubeadm files;
+//!   (Kubernetes objects), [`argocd`] (the Argo CD contract), [`procedure`] (the operator
+//!   procedures that messages name) and [`printable`] (untrusted text escaped for printing);
+//!   [`schema`], the CRD validator, imports nothing of capstan;
+//! - [`model`]: `cluster.yaml` and `overlay.yaml` types and their validation;
+//! - [`overlay`]: the overlay engine (compile, select, patch);
+//! - [`inputs`]: the only reader of project files, over a [`inputs::Tree`] (disk, git, memory);
 //! - [`secrets`]: age, the PKI, the Talos secrets bundle, SOPS files and sealing;
-//! - [`migration`]: the checks, the import, the phase plan and `explain`;
-//! - [`render`]: the pipeline of a repository ([`render::pipeline`]): templates, overlays,
-//!   content-hash names, sealed Secrets, and the one writer ([`render::bundle`]);
+//! - [`migration`]: the checks (whose refusals gate rendering), the import, the phase plan
+//!   and `explain`;
+//! - [`pipeline`]: the one composer: gate → render → overlay → names → interlocks → seal →
+//!   sort, for every cluster of a repository;
+//! - [`output`]: the only writer (bundle layout, lock file, atomic output);
 //! - [`review`]: the secret-safe diff of two renders and its reports;
-//! - [`rehearse`]: a cluster's renders walked through a model of the providers (`capstan
-//!   rehearse`, and the provider-model tests);
+//! - [`rehearse`]: a cluster's renders walked through a model of the providers;
 //! - [`backup`]: encrypted backups of the management cluster's state that git does not hold;
 //! - [`cli`]: argument types and the commands (the edge; `main.rs` only calls it).
 #![deny(missing_docs)]
@@ -29,11 +32,15 @@ pub mod cli;
 pub mod digest;
 pub mod inputs;
 pub mod migration;
+pub mod model;
+pub mod output;
+pub mod overlay;
+pub mod pipeline;
 pub mod printable;
 pub mod procedure;
 pub mod rehearse;
-pub mod render;
 pub mod resource;
 pub mod review;
+pub mod schema;
 pub mod secrets;
 pub mod yaml;

@@ -1,5 +1,6 @@
 //! The library's shape, as ARCHITECTURE.md states it: modules import only their own domain,
-//! the domains below it and the shared vocabulary, with no import cycle; every source file
+//! the domains below it and the shared vocabulary, with no import cycle; ARCHITECTURE.md's
+//! folder table lists the folders in layer order with what each imports; every source file
 //! opens with a `//!` line, and none is longer than 1,500 lines before its tests.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,19 +16,36 @@ fn sources() -> Vec<PathBuf> {
         .collect()
 }
 
-/// The domains, bottom to top. A module imports only from its own domain, the domains
-/// below it, and the shared vocabulary (the top-level modules that are not domains:
-/// `yaml`, `digest`, `resource`, `argocd`, `printable`, `procedure`), which imports only itself.
-const DOMAINS: [&str; 8] = [
+/// The domains, bottom to top, in pipeline order. A module imports only from its own
+/// domain, the domains below it, and the shared vocabulary (the top-level modules that are
+/// not domains: `yaml`, `digest`, `resource`, `argocd`, `printable`, `procedure`), which
+/// imports only itself. `schema` (the CRD validator) is apart: it imports nothing of capstan.
+const DOMAINS: [&str; 11] = [
+    "model",
+    "overlay",
     "inputs",
     "secrets",
     "migration",
-    "render",
+    "pipeline",
+    "output",
     "review",
     "rehearse",
     "backup",
     "cli",
 ];
+
+/// The shared vocabulary: top-level modules any module may import.
+const VOCABULARY: [&str; 6] = [
+    "yaml",
+    "digest",
+    "printable",
+    "resource",
+    "argocd",
+    "procedure",
+];
+
+/// Modules that import nothing of the crate (a crate of their own in all but name).
+const STANDALONE: [&str; 1] = ["schema"];
 
 /// The module a file belongs to: `src/inputs/mod.rs` → `inputs`,
 /// `src/migration/check/nodes.rs` → `migration::check`, `src/yaml/subset.rs` → `yaml`.
@@ -129,6 +147,21 @@ fn modules_import_only_their_own_domain_and_those_below() {
 }
 
 #[test]
+fn the_crd_validator_imports_nothing_of_capstan() {
+    let deps = imports();
+    for m in STANDALONE {
+        let own: BTreeSet<&String> = deps
+            .iter()
+            .filter(|(k, _)| *k == m || k.starts_with(&format!("{m}::")))
+            .flat_map(|(_, ds)| ds)
+            .filter(|d| *d != m && !d.starts_with(&format!("{m}::")))
+            .collect();
+        assert!(deps.contains_key(m), "{m}: no such module");
+        assert!(own.is_empty(), "{m} imports {own:?}");
+    }
+}
+
+#[test]
 fn modules_import_each_other_without_cycles() {
     let deps = imports();
     assert!(deps.len() > 25, "{deps:?}");
@@ -186,4 +219,84 @@ fn every_source_file_says_what_it_is_for_and_stays_small() {
             f.display()
         );
     }
+}
+
+/// ARCHITECTURE.md's folder table: each row's folder and the folders its "imports" column
+/// names, in the table's order.
+fn folder_table() -> Vec<(String, BTreeSet<String>)> {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .unwrap();
+    let start = text
+        .find("## The folders")
+        .expect("ARCHITECTURE.md: no `## The folders`");
+    let mut rows = Vec::new();
+    for line in text[start..].lines().skip(1) {
+        if line.starts_with("## ") {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 5 || !cells[1].starts_with('`') {
+            continue;
+        }
+        let names = |cell: &str| -> BTreeSet<String> {
+            cell.split(',')
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .filter(|c| !c.is_empty() && c != "—")
+                .collect()
+        };
+        let folder = cells[1].trim_matches('`').to_string();
+        rows.push((folder, names(cells[cells.len() - 2])));
+    }
+    rows
+}
+
+#[test]
+fn the_folder_table_of_architecture_md_is_what_the_code_imports() {
+    let deps = imports();
+    // What each top-level module's files import, outside itself and the vocabulary.
+    let mut real: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, ds) in &deps {
+        let top = m.split("::").next().unwrap().to_string();
+        let own = real.entry(top.clone()).or_default();
+        for d in ds {
+            let d = d.split("::").next().unwrap();
+            if d != top && !VOCABULARY.contains(&d) {
+                own.insert(d.to_string());
+            }
+        }
+    }
+    let table = folder_table();
+    let listed: BTreeMap<String, BTreeSet<String>> = table.iter().cloned().collect();
+    assert_eq!(
+        listed.len(),
+        table.len(),
+        "a folder listed twice: {table:?}"
+    );
+    let (mut missing, mut wrong) = (Vec::new(), Vec::new());
+    for (m, ds) in &real {
+        match listed.get(m) {
+            None => missing.push(m.clone()),
+            Some(l) if l != ds => wrong.push(format!(
+                "{m}: the table says {l:?}, the code imports {ds:?}"
+            )),
+            Some(_) => {}
+        }
+    }
+    let extra: Vec<&String> = listed.keys().filter(|k| !real.contains_key(*k)).collect();
+    assert!(
+        missing.is_empty() && wrong.is_empty() && extra.is_empty(),
+        "ARCHITECTURE.md's folder table is not the code:\nnot listed: {missing:?}\nno such module: {extra:?}\n{}",
+        wrong.join("\n")
+    );
+    // The domains appear in layer order, after the vocabulary and `schema`.
+    let domains: Vec<&str> = table
+        .iter()
+        .map(|(f, _)| f.as_str())
+        .filter(|f| DOMAINS.contains(f))
+        .collect();
+    assert_eq!(
+        domains, DOMAINS,
+        "the table's domains are not in layer order"
+    );
 }

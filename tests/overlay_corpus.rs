@@ -94,11 +94,11 @@ fn run_capstan(case: &Case) -> Value {
         "patches": [{"target": {"kind": kind, "name": name}, "type": case.patch_type, "patch": case.patch}],
     });
     let file = format!("{}/{}", case.file, case.name);
-    let spec = match capstan::inputs::model::OverlayFile::from_value(&file, overlay) {
+    let spec = match capstan::model::OverlayFile::from_value(&file, overlay) {
         Ok(s) => s,
         Err(e) => return json!({"error": e.to_string()}),
     };
-    let built = match capstan::inputs::overlay::build(&file, &spec, Vec::new(), |_, _| {
+    let built = match capstan::overlay::build(&file, &spec, Vec::new(), |_, _| {
         unreachable!("patches are inline")
     }) {
         Ok(o) => o,
@@ -110,13 +110,13 @@ fn run_capstan(case: &Case) -> Value {
         raw: None,
         template: false,
     }];
-    let budget = capstan::inputs::overlay::Budget::new();
-    let cluster = capstan::inputs::overlay::ClusterContext {
+    let budget = capstan::overlay::Budget::new();
+    let cluster = capstan::overlay::ClusterContext {
         namespace: "default",
         pools: &[],
         budget: &budget,
     };
-    match capstan::inputs::overlay::apply(&built, &cluster, &mut objects) {
+    match capstan::overlay::apply(&built, &cluster, &mut objects) {
         Ok(()) => Value::Array(objects.into_iter().map(|r| r.value).collect()),
         Err(e) => json!({"error": e.to_string()}),
     }
@@ -393,7 +393,7 @@ fn directive_keys(v: &Value, at: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
-                if k.starts_with('$') || capstan::inputs::overlay::is_directive(k) {
+                if k.starts_with('$') || capstan::overlay::is_directive(k) {
                     out.push(format!("{at}.{k}"));
                 }
                 directive_keys(x, &format!("{at}.{k}"), out);
@@ -471,7 +471,7 @@ fn no_directive_reaches_output() {
     );
 }
 
-/// `src/inputs/overlay/merge_keys.rs` is what `tools/merge-keys.py` generates from its
+/// `src/overlay/merge_keys.rs` is what `tools/merge-keys.py` generates from its
 /// inputs (Kubernetes' OpenAPI definitions from `kubernetes-validate`, the CRDs vendored in
 /// `tests/fixtures/crds`).
 #[test]

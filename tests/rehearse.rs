@@ -6,7 +6,7 @@
 //! = Machines, the API answering). The render of 4706974, kept as a fixture, stops at D1.
 
 use crate::util::*;
-use capstan::inputs::model::Phase;
+use capstan::model::Phase;
 use capstan::rehearse::drive::{Operation, Rehearsal};
 use capstan::rehearse::{self, Options, SyncMode};
 use serde_json::Value;
@@ -236,7 +236,7 @@ fn fixture(name: &str) -> Vec<Value> {
 /// control plane's template as a content-hash change does.
 fn rehearse_4706974(op: Operation, sync: SyncMode) -> Rehearsal {
     let text = std::fs::read_to_string(example().join("clusters/lab-f/cluster.yaml")).unwrap();
-    let config = capstan::inputs::model::ClusterConfig::from_value(
+    let config = capstan::model::ClusterConfig::from_value(
         "cluster.yaml",
         capstan::yaml::parse_one(&text).unwrap(),
     )
@@ -249,7 +249,7 @@ fn rehearse_4706974(op: Operation, sync: SyncMode) -> Rehearsal {
         .machine
         .memory_mib;
     let base_k8s = config.spec.versions.kubernetes.clone();
-    let mut render = |c: &capstan::inputs::model::ClusterConfig| -> Result<Vec<Value>, String> {
+    let mut render = |c: &capstan::model::ClusterConfig| -> Result<Vec<Value>, String> {
         let m = c.spec.migration.as_ref().unwrap();
         let mut objects = match (m.phase, m.kubeadm.control_plane_nodes.len()) {
             (Phase::Prepare, _) => fixture("prepare.yaml"),
@@ -345,7 +345,7 @@ fn the_render_of_4706974_stops_at_d1() {
 fn an_unfinished_control_plane_upgrade_holds_every_worker_machine_set() {
     use capstan::rehearse::model::World;
     let text = std::fs::read_to_string(example().join("clusters/lab-f/cluster.yaml")).unwrap();
-    let config = capstan::inputs::model::ClusterConfig::from_value(
+    let config = capstan::model::ClusterConfig::from_value(
         "cluster.yaml",
         capstan::yaml::parse_one(&text).unwrap(),
     )

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate src/render/schema/embedded.json: the schemas `capstan validate` embeds, so that it
+"""Generate src/schema/embedded.json: the schemas `capstan validate` embeds, so that it
 needs no `--crds` for the provider releases capstan pins and validates the built-in kinds it
 renders.
 
@@ -16,9 +16,9 @@ Inputs (each recorded in the output's "sources"):
   2020-12 generated from kubernetes/kubernetes api/openapi-spec, every `$ref` local to its
   `_definitions.json`, every object `additionalProperties: false`), for the kinds capstan
   renders (KINDS) and the Kubernetes minors it supports (MINORS: the union of the Talos
-  support table, src/inputs/model.rs TALOS_SUPPORT).
+  support table, src/model/mod.rs TALOS_SUPPORT).
 
-Only what validation reads is kept (src/render/schema.rs): descriptions, defaults, CEL rules
+Only what validation reads is kept (src/schema/mod.rs): descriptions, defaults, CEL rules
 (`x-kubernetes-validations`, not evaluated) and other annotations are dropped; a CRD's
 top-level `metadata` schema is replaced by `{"type": "object"}` (the validator checks
 ObjectMeta itself). The JSON Schemas are turned into the CRD schema dialect: `type: [T,
@@ -39,7 +39,7 @@ import sys
 
 import yaml
 
-OUT = "src/render/schema/embedded.json"
+OUT = "src/schema/embedded.json"
 CRDS = "tests/fixtures/crds"
 
 # (set name, [(provider inventory name, release, [CRD files])])
@@ -115,7 +115,7 @@ MINORS = list(range(26, 38))
 # Sub-schemas this large (bytes of minified JSON) or larger are stored once and referenced.
 SHARED_MIN = 256  # Kubernetes v1.26 .. v1.37
 
-# The keywords src/render/schema.rs reads; everything else is dropped.
+# The keywords src/schema/mod.rs reads; everything else is dropped.
 KEEP = {
     "type", "nullable", "properties", "required", "additionalProperties", "items", "enum",
     "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
@@ -237,7 +237,7 @@ def generate():
 
     def shared(node):
         """`node` with every sub-schema of SHARED_MIN bytes or more stored once and
-        replaced by `{"$s": index}` (not a schema keyword: src/render/schema/embedded.rs
+        replaced by `{"$s": index}` (not a schema keyword: src/schema/embedded.rs
         expands it)."""
         out = {}
         for k, v in node.items():

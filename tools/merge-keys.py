@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate src/inputs/overlay/merge_keys.rs: which lists a strategic patch merges, and by
+"""Generate src/overlay/merge_keys.rs: which lists a strategic patch merges, and by
 which keys, for the built-in kinds and for the custom resources capstan validates against.
 
 Inputs (recorded in the generated file's header):
@@ -26,7 +26,7 @@ import sys
 import yaml
 
 K8S = "v1.34.0"
-OUT = "src/inputs/overlay/merge_keys.rs"
+OUT = "src/overlay/merge_keys.rs"
 CRD_DIRS = ["tests/fixtures/crds", "tests/fixtures/crds/cacppt-v1beta2-contract"]
 
 

@@ -32,7 +32,7 @@
 //! Pure: names in, Markdown out.
 
 use super::{custody, inventory};
-use crate::inputs::model::ClusterConfig;
+use crate::model::ClusterConfig;
 use crate::printable::{md_code, md_text};
 use crate::procedure::{Names, SET_BOOTSTRAPPED};
 use std::fmt::Write as _;
@@ -61,7 +61,7 @@ fn init_command(configs: &[ClusterConfig], ipam: bool) -> (String, Vec<String>) 
         }
         let flavour = configs
             .first()
-            .map_or(crate::inputs::model::Flavour::V1beta1, |c| c.spec.flavour);
+            .map_or(crate::model::Flavour::V1beta1, |c| c.spec.flavour);
         crate::inputs::providers::verified(flavour)
             .iter()
             .find(|p| p.name == name)
@@ -145,13 +145,13 @@ fn no_backup(
         let name = format!("{}/{}", c.metadata.namespace, c.metadata.name);
         let phase = c.spec.migration.as_ref().map(|m| m.phase);
         let text = match phase {
-            Some(crate::inputs::model::Phase::Prepare) => format!(
+            Some(crate::model::Phase::Prepare) => format!(
                 "{}: phase `prepare` runs no Talos machine, so there is nothing to adopt: a new management cluster \
                  ({init_code}) with the repository applied as it is (phase `prepare`: 0 replicas, the guard) is \
                  safe; its Job sets `status.bootstrapped` once it reads that no Talos control-plane Node runs.",
                 md_code(&name)
             ),
-            Some(crate::inputs::model::Phase::ControlPlane) => format!(
+            Some(crate::model::Phase::ControlPlane) => format!(
                 "{}: phase `control-plane`. If no Talos control-plane Node runs (`kubectl --kubeconfig <cluster>.kubeconfig \
                  get nodes -o wide`: no `Talos` OS image), as phase `prepare`: apply the repository to a new management \
                  cluster ({init_code}). If one runs, **not supported**: do not apply the repository to a new management \
@@ -252,8 +252,7 @@ pub fn runbook(
     // annotation on its TalosControlPlane (`taloscontrolplane_controller.go:117`).
     let tcp_name = |c: &ClusterConfig| format!("{}-cp", c.metadata.name);
     let in_control_plane_phase = |c: &ClusterConfig| {
-        c.spec.migration.as_ref().map(|m| m.phase)
-            == Some(crate::inputs::model::Phase::ControlPlane)
+        c.spec.migration.as_ref().map(|m| m.phase) == Some(crate::model::Phase::ControlPlane)
     };
     let pause_live = |kubeconfig: &str| -> String {
         configs
@@ -501,12 +500,9 @@ mod tests {
     use super::*;
 
     fn config(name: &str) -> ClusterConfig {
-        let text = crate::inputs::model::tests::MINIMAL.replace("lab-f", name);
-        crate::inputs::model::ClusterConfig::from_value(
-            "c.yaml",
-            crate::yaml::parse_one(&text).unwrap(),
-        )
-        .unwrap()
+        let text = crate::model::tests::MINIMAL.replace("lab-f", name);
+        crate::model::ClusterConfig::from_value("c.yaml", crate::yaml::parse_one(&text).unwrap())
+            .unwrap()
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::argocd::{self, ArgocdError, Context, SecretsMode};
 use crate::cli::terminal::{decrypt_sealed, identities, Action, Change, Status, Writes};
 use crate::cli::{ClusterSecretsArgs, InitArgs};
 use crate::inputs::{self, InputError};
-use crate::render::pipeline;
+use crate::pipeline;
 use crate::secrets::sopssecret::{self, SopsSecretError};
 use anyhow::{Context as _, Result};
 use std::io::Write;
@@ -313,10 +313,10 @@ pub fn init(args: InitArgs) -> Result<Status> {
         .map(|(p, t)| (p.as_str(), t.as_bytes()))
         .collect();
     let (created, kept) = if args.dry_run {
-        let (new, kept) = crate::render::bundle::partition_missing(&args.dir, &refs)?;
+        let (new, kept) = crate::output::partition_missing(&args.dir, &refs)?;
         (new.iter().map(|(n, _)| n.to_string()).collect(), kept)
     } else {
-        crate::render::bundle::create_missing(&args.dir, &refs)?
+        crate::output::create_missing(&args.dir, &refs)?
     };
     let mut w = Writes::new(args.dry_run);
     for f in &created {

@@ -12,10 +12,10 @@ use crate::cli::{BackupCheckArgs, BackupListArgs, BackupPullArgs, BackupPushArgs
 use crate::cli::{BackupCommand, BackupDumpArgs, ReportFormat, RestoreCheckArgs, RestorePlanArgs};
 use crate::inputs;
 #[cfg(feature = "backup")]
+use crate::pipeline;
+#[cfg(feature = "backup")]
 use crate::printable;
 use crate::printable::{line, Label};
-#[cfg(feature = "backup")]
-use crate::render::pipeline;
 use anyhow::Result;
 use std::io::Write as _;
 

@@ -6,12 +6,12 @@ use crate::cli::{
     ArgocdCommand, CheckArgs, Cli, ClusterSecretsArgs, Command, DecryptArgs, DiffArgs, DiffFormat,
     ExplainArgs, ImportCommand, RenderArgs, ReportFormat, SecretsCommand,
 };
-use crate::inputs::model::Phase;
 use crate::inputs::{self, ClusterInput};
+use crate::model::Phase;
+use crate::output::{self, Bundle, Outcome};
+use crate::pipeline;
+use crate::pipeline::render::Renderer;
 use crate::printable::line;
-use crate::render::bundle::{self, Bundle, Outcome};
-use crate::render::pipeline;
-use crate::render::Renderer;
 use crate::yaml;
 use anyhow::Result;
 use std::io::Write;
@@ -85,7 +85,12 @@ fn pool_sizes(c: &ClusterInput) -> Result<Vec<crate::migration::plan::PoolSize>>
     let root = inputs::repo_root(&c.dir);
     let (overrides, _) = inputs::load_templates(&root.join("templates"), &root, false)?;
     let overlays = inputs::load_overlays(c, &inputs::OverlayCache::default())?;
-    let rendered = Renderer::new(&overrides)?.render(&c.file, &c.config, &overlays.overlays)?;
+    let rendered = crate::pipeline::render_cluster(
+        &Renderer::new(&overrides)?,
+        &c.file,
+        &c.config,
+        &overlays.overlays,
+    )?;
     Ok(rendered
         .resources
         .iter()
@@ -243,7 +248,7 @@ fn render_output(
 ) -> Result<Status> {
     // Each worker writes its cluster into the staging tree as soon as it is
     // rendered; the tree is swapped in only once every cluster succeeded.
-    let output = bundle::Output::open(root, &mut |lock| {
+    let output = output::Output::open(root, &mut |lock| {
         eprintln!(
             "{}: another capstan is writing it; waiting for it to finish (lock {})",
             root.display(),
@@ -519,7 +524,7 @@ fn vsphere_identity(args: crate::cli::VsphereIdentityArgs) -> Result<Status> {
 
 /// `capstan version`: what this build is and supports, from the tables the commands use.
 fn version(format: ReportFormat) -> Result<Status> {
-    use crate::inputs::model::{Flavour, TALOS_SUPPORT};
+    use crate::model::{Flavour, TALOS_SUPPORT};
     let talos: Vec<serde_json::Value> = TALOS_SUPPORT
         .iter()
         .map(|t| {
@@ -540,7 +545,7 @@ fn version(format: ReportFormat) -> Result<Status> {
             (f.as_str().to_string(), serde_json::Value::from(pins))
         })
         .collect();
-    let schemas: Vec<String> = crate::render::schema::embedded::Embedded::load()?
+    let schemas: Vec<String> = crate::schema::embedded::Embedded::load()?
         .kubernetes_minors()
         .iter()
         .map(|m| format!("v1.{m}"))
@@ -735,7 +740,7 @@ fn explain(args: ExplainArgs) -> Result<Status> {
 /// render yet (an import stub) says so as one unlisted pool.
 fn rendered_pools(
     dir: &std::path::Path,
-    config: &crate::inputs::model::ClusterConfig,
+    config: &crate::model::ClusterConfig,
 ) -> Vec<crate::migration::check::PoolFacts> {
     use crate::migration::check::PoolFacts;
     let pools = (|| -> Result<Vec<PoolFacts>> {
@@ -761,8 +766,11 @@ fn rendered_pools(
                             res.value["kind"].as_str().unwrap_or_default(),
                             res.value["metadata"]["name"].as_str().unwrap_or_default()
                         ),
-                        addresses: crate::render::endpoint::pool_spec(&res.value, &res.origin)
-                            .and_then(|p| p.allocatable()),
+                        addresses: crate::pipeline::render::endpoint::pool_spec(
+                            &res.value,
+                            &res.origin,
+                        )
+                        .and_then(|p| p.allocatable()),
                     })
                     .collect::<Vec<_>>())
             },

@@ -5,7 +5,7 @@
 use crate::cli::terminal::{Action, Change, Status, Writes};
 use crate::cli::ImportKubeadmArgs;
 use crate::inputs;
-use crate::render::bundle;
+use crate::output;
 use anyhow::Result;
 use std::io::Write;
 
@@ -126,9 +126,9 @@ fn create(
         files.push((inputs::CLUSTER_FILE, imported.cluster_yaml.as_bytes()));
     }
     if args.dry_run {
-        bundle::check_creatable(&args.out, &files)?;
+        output::check_creatable(&args.out, &files)?;
     } else {
-        bundle::create_files(&args.out, &files)?;
+        output::create_files(&args.out, &files)?;
     }
     let n = imported.config.spec.recipients.len();
     w.changes.push(

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use crate::cli::terminal::Status;
 use crate::cli::{RehearseArgs, RehearseOperation, RehearsePhase, RehearseSync, ReportFormat};
-use crate::inputs::model::Phase;
+use crate::model::Phase;
 use crate::rehearse::drive::Operation;
 use crate::rehearse::{self, Options, SyncMode};
 

@@ -170,9 +170,9 @@ impl Writes {
     /// it would write; the files are added to the report either way.
     pub fn replace(&mut self, dir: &std::path::Path, files: &[(String, Vec<u8>)]) -> Result<()> {
         let written = if self.dry_run {
-            crate::render::bundle::changed_files(dir, files)
+            crate::output::changed_files(dir, files)
         } else {
-            crate::render::bundle::replace_files(dir, files)?
+            crate::output::replace_files(dir, files)?
         };
         self.replaced(dir, files, &written);
         Ok(())
@@ -182,7 +182,7 @@ impl Writes {
     /// as removed, saying why.
     pub fn remove(&mut self, dir: &std::path::Path, rels: &[String], why: &str) -> Result<()> {
         if !self.dry_run {
-            crate::render::bundle::remove_files(dir, rels)?;
+            crate::output::remove_files(dir, rels)?;
         }
         for rel in rels {
             self.changes

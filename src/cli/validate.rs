@@ -7,11 +7,11 @@
 use crate::cli::terminal::Status;
 use crate::cli::{ReportFormat, ValidateArgs};
 use crate::inputs;
-use crate::inputs::model::Flavour;
 use crate::inputs::providers::{self, Releases};
+use crate::model::Flavour;
 use crate::printable::{line, Label};
-use crate::render::schema::embedded::{self, Embedded, ProviderSet};
-use crate::render::schema::{CrdSet, Violation};
+use crate::schema::embedded::{self, Embedded, ProviderSet};
+use crate::schema::{CrdSet, Violation};
 use anyhow::{Context, Result};
 use serde_json::Value;
 use std::io::Write;

@@ -19,13 +19,11 @@ use root::rel;
 pub use root::{clusters_root_len, given_repo_root, repo_root, set_repo_root};
 mod identity;
 pub mod kubeadm;
-pub mod model;
-pub mod overlay;
 pub mod providers;
 
 use crate::digest::sha256_hex;
-use crate::inputs::model::{ClusterConfig, ModelError, OverlayFile};
-use crate::inputs::overlay::{Overlay, OverlayError};
+use crate::model::{ClusterConfig, ModelError, OverlayFile};
+use crate::overlay::{Overlay, OverlayError};
 use crate::printable::Label;
 use crate::yaml;
 use std::collections::HashMap;
@@ -1022,7 +1020,7 @@ fn overlay_from_text(
             _ => None,
         });
     }
-    let overlay = crate::inputs::overlay::build(&file, &spec, resources, |i, _| {
+    let overlay = crate::overlay::build(&file, &spec, resources, |i, _| {
         patch_files
             .get_mut(i)
             .and_then(Option::take)

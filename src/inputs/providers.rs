@@ -11,7 +11,7 @@
 //! cluster runs (`spec.migration.providers`) and `capstan check --providers FILE` compares
 //! the declaration with the management cluster ([`Inventory`]).
 
-use crate::inputs::model::{Flavour, SemVer};
+use crate::model::{Flavour, SemVer};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -143,7 +143,7 @@ pub fn verified(flavour: Flavour) -> &'static [Pin] {
 }
 
 /// The release a declaration names for a provider (`None`: not declared).
-pub fn declared<'a>(p: &'a crate::inputs::model::ProviderReleases, name: &str) -> Option<&'a str> {
+pub fn declared<'a>(p: &'a crate::model::ProviderReleases, name: &str) -> Option<&'a str> {
     p.entries()
         .into_iter()
         .find(|(n, _)| *n == name)
@@ -185,7 +185,7 @@ pub fn unverified(flavour: Flavour, releases: &BTreeMap<String, String>) -> Vec<
 }
 
 /// A declaration as a name → release map.
-pub fn as_map(p: &crate::inputs::model::ProviderReleases) -> BTreeMap<String, String> {
+pub fn as_map(p: &crate::model::ProviderReleases) -> BTreeMap<String, String> {
     p.entries()
         .into_iter()
         .map(|(n, r)| (n.to_string(), r.to_string()))

@@ -21,7 +21,7 @@ use zeroize::Zeroizing;
 use crate::inputs::kubeadm::{
     ApiServerFacts, ClusterConfigFacts, EncryptionFacts, KeyedProvider, StaticPodFacts,
 };
-use crate::inputs::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS_SUPPORT};
+use crate::model::{self, ClusterConfig, EncryptionProvider, Phase, SemVer, TALOS_SUPPORT};
 use crate::printable::line;
 use crate::secrets::pki::{self, CertSummary, PkiError};
 use crate::secrets::talos::SecretsBundle;
@@ -1199,7 +1199,7 @@ fn not_compared(id: &'static str, field: &str, what: &str, flag: &str) -> Findin
 mod tests {
     use super::*;
     use crate::inputs::kubeadm;
-    use crate::inputs::model::tests::MINIMAL;
+    use crate::model::tests::MINIMAL;
     use crate::secrets::pki::testkit::{self, Alg, TestKey};
 
     const KUBEADM_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";

@@ -10,11 +10,11 @@
 //! `cluster.yaml` so that `check` and `render` can hold the line.
 
 use crate::inputs::kubeadm::{self, ApiServerFacts, ClusterConfigFacts, KeyedProvider};
-use crate::inputs::model::{
+use crate::inputs::{InputFile, KubeadmFiles, SECRETS_FILE};
+use crate::model::{
     self, ClusterConfig, ClusterSpec, Encryption, EncryptionProvider, Endpoint, Fingerprints,
     Flavour, Metadata, Network, Provenance, Purpose, SemVer, ServiceAccount, Versions,
 };
-use crate::inputs::{InputFile, KubeadmFiles, SECRETS_FILE};
 use crate::secrets;
 use crate::secrets::pki::{self, PkiWarning};
 use crate::secrets::talos::{EncryptionSecret, KubernetesPki, SecretsBundle};
@@ -613,7 +613,7 @@ fn stub(
             running
         }
         (Some(p), None) | (None, Some(p)) => p,
-        (None, None) => crate::inputs::model::DEFAULT_BACKEND_PORT,
+        (None, None) => crate::model::DEFAULT_BACKEND_PORT,
     };
     let k8s_version = match (
         apiserver.kubernetes_version(),

@@ -25,9 +25,9 @@
 //! Procedures (rollback, replacing a machine, removing a kubeadm node, ...) come from
 //! [`crate::procedure`], the one source `explain` and the README share.
 
-use crate::inputs::model::Acknowledgement;
-use crate::inputs::model::{ClusterConfig, EndpointStrategy, Phase, SemVer};
 use crate::migration::check::MANAGEMENT_OBJECTS_COMMAND;
+use crate::model::Acknowledgement;
+use crate::model::{ClusterConfig, EndpointStrategy, Phase, SemVer};
 use crate::procedure::{
     delete_node_ref_policy_command, Names, ANTI_AFFINITY, DRAIN, DRAIN_PDB, ETCD_SNAPSHOT,
     PHASE_ANNOTATION, RECOVER_TALOS_QUORUM, REMOVE_KUBEADM_NODE, REPLACE_TALOS_MACHINE,
@@ -421,10 +421,10 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
     let e = &s.endpoint;
     let replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
     let waits = match s.flavour {
-        crate::inputs::model::Flavour::V1beta1 => {
+        crate::model::Flavour::V1beta1 => {
             "once every machine has booted and has its Node and etcd is healthy (CACPPT v0.5.12 `scale.go`)"
         }
-        crate::inputs::model::Flavour::V1beta2 => {
+        crate::model::Flavour::V1beta2 => {
             "once every machine has booted and has its Node and etcd is healthy, and, from community CACPPT v0.9 on, \
              the control-plane components pass Cluster API's preflight checks on every machine"
         }
@@ -455,7 +455,7 @@ fn endpoint_handover(config: &ClusterConfig) -> Vec<String> {
 /// rollout does (both strategies).
 fn vip_handover(
     config: &ClusterConfig,
-    vip: &crate::inputs::model::Vip,
+    vip: &crate::model::Vip,
     (replicas, rollout): (u32, String),
 ) -> Vec<String> {
     let s = &config.spec;
@@ -555,7 +555,7 @@ fn vip_handover(
 /// rollout does (both strategies).
 fn external_handover(
     config: &ClusterConfig,
-    pool: &crate::inputs::model::AddressPool,
+    pool: &crate::model::AddressPool,
     (replicas, rollout): (u32, String),
 ) -> Vec<String> {
     let s = &config.spec;
@@ -762,7 +762,7 @@ fn section(md: &mut String, title: &str, items: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::model::tests::MINIMAL;
+    use crate::model::tests::MINIMAL;
 
     fn runbook_of(c: &ClusterConfig) -> String {
         runbook(c, &[])

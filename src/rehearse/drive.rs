@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::argo::{self, SyncMode, SyncResult};
 use super::model::{lock, World, ANN_PAUSED, VIP_FAILOVER};
 use super::RehearseError;
-use crate::inputs::model::Phase;
+use crate::model::Phase;
 
 /// A Day-2 operation the rehearsal runs after the phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

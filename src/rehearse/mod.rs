@@ -22,7 +22,7 @@ mod workers;
 
 use serde_json::Value;
 
-use crate::inputs::model::{ClusterConfig, Flavour, Phase, SemVer};
+use crate::model::{ClusterConfig, Flavour, Phase, SemVer};
 use drive::{phases_from, unsettled, Driver, Operation, Rehearsal, Stop};
 use model::{ControlPlaneProvider, Facts, World};
 
@@ -45,7 +45,7 @@ pub enum RehearseError {
     Input(#[from] crate::inputs::InputError),
     /// Compiling the templates.
     #[error(transparent)]
-    Render(#[from] crate::render::RenderError),
+    Render(#[from] crate::pipeline::render::RenderError),
     /// The cluster is larger than the model runs.
     #[error("{file}: a rehearsal models at most {max} Machines; this cluster's render declares {machines} (control-plane and worker replicas)")]
     TooLarge {
@@ -127,7 +127,7 @@ pub fn facts(config: &ClusterConfig, objects: &[Value]) -> (Facts, Vec<String>, 
     let pool = objects
         .iter()
         .find(|o| o["kind"] == "InClusterIPPool" && o["metadata"]["name"] == pool_name.as_str())
-        .and_then(|o| crate::render::endpoint::pool_spec(o, "the render").ok())
+        .and_then(|o| crate::pipeline::render::endpoint::pool_spec(o, "the render").ok())
         .and_then(|ipam| ipam.allocatable().ok())
         .map(|a| a.iter().map(ToString::to_string).collect())
         .unwrap_or_default();
@@ -142,7 +142,7 @@ pub fn facts(config: &ClusterConfig, objects: &[Value]) -> (Facts, Vec<String>, 
 /// The configuration of a phase: the phase, the kubeadm lists as the runbook leaves them,
 /// and the acknowledgements phase `control-plane` requires (the runbook asks for them).
 pub fn phase_config(base: &ClusterConfig, phase: Phase, kubeadm_cp: &[String]) -> ClusterConfig {
-    use crate::inputs::model::Acknowledgement;
+    use crate::model::Acknowledgement;
     let mut c = base.clone();
     if let Some(m) = &mut c.spec.migration {
         m.phase = phase;
@@ -208,12 +208,12 @@ pub fn cluster(dir: &std::path::Path, options: &Options) -> Result<Rehearsal, Re
     let root = crate::inputs::repo_root(&c.dir);
     let (overrides, _) = crate::inputs::load_templates(&root.join("templates"), &root, false)?;
     let overlays = crate::inputs::load_overlays(&c, &crate::inputs::OverlayCache::default())?;
-    let renderer = crate::render::Renderer::new(&overrides)?;
+    let renderer = crate::pipeline::render::Renderer::new(&overrides)?;
     let mut render = |config: &ClusterConfig| -> Result<Vec<Value>, String> {
         let mut input = c.clone();
         input.config = config.clone();
-        let rendered = crate::render::pipeline::build(&input, &overlays, &renderer)
-            .map_err(|e| error_chain(&e))?;
+        let rendered =
+            crate::pipeline::build(&input, &overlays, &renderer).map_err(|e| error_chain(&e))?;
         Ok(rendered
             .resources
             .into_iter()
@@ -838,7 +838,7 @@ fn changed_config(
     match op {
         Operation::TalosUpgrade => {
             let old = config.spec.versions.talos.clone();
-            let (_, max) = crate::inputs::model::flavour_talos_range(config.spec.flavour);
+            let (_, max) = crate::model::flavour_talos_range(config.spec.flavour);
             let minor = SemVer::parse(&old).is_some_and(|s| s.minor < max);
             let new = next_version(&old, minor).unwrap_or(old.clone());
             if !minor {

@@ -4,7 +4,7 @@
 //! [`crate::review::report`] renders it as terminal text, Markdown or JSON.
 //!
 //! - Objects are matched per cluster by group, kind, namespace and name. A removed and an
-//!   added content-hash-named template ([`crate::render::names::IMMUTABLE_KINDS`]) with the same
+//!   added content-hash-named template ([`crate::pipeline::names::IMMUTABLE_KINDS`]) with the same
 //!   group, kind, namespace and base name (the name without `-<10 hex>`) are paired as
 //!   *replaced*, with their field changes and every object that now references the new name.
 //! - Field changes are YAML paths (`spec.template.spec.numCPUs`) with before/after values;
@@ -23,8 +23,8 @@
 //!   network changes inside the Talos patches, `status.bootstrapped`, pausing, the migration
 //!   phase, CA and key rotations, and deletions of Cluster API objects.
 
-use crate::inputs::model::{SemVer, TALOS_SUPPORT};
-use crate::render::names::{HASH_LEN, IMMUTABLE_KINDS};
+use crate::model::{SemVer, TALOS_SUPPORT};
+use crate::pipeline::names::{HASH_LEN, IMMUTABLE_KINDS};
 use crate::resource::{group_of, kind_rank, ResId, Resource};
 use crate::yaml::scrub;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -467,7 +467,7 @@ pub struct Options<'a> {
 ///
 /// ```
 /// use capstan::inputs::{self, Digests};
-/// use capstan::render::pipeline::{self, Options, PipelineError, Session, Source};
+/// use capstan::pipeline::{self, Options, PipelineError, Session, Source};
 /// use capstan::review::diff::{self, ClusterSet, ResourceSet};
 ///
 /// let dirs = inputs::discover("examples/gitops".as_ref())?;

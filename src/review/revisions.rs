@@ -7,7 +7,7 @@
 use crate::inputs::cluster;
 use crate::inputs::git::{self, Revision};
 use crate::inputs::{self, InputError};
-use crate::render::pipeline::{self, PipelineError, Source};
+use crate::pipeline::{self, PipelineError, Source};
 use crate::review::diff::{self, ClusterSet, Diff, ResourceSet, Scope};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -303,10 +303,10 @@ fn config(rev: &Revision, dir: &str) -> Result<inputs::ClusterInput, InputError>
     cluster::load(rev, Path::new(dir), how)
 }
 
-fn cluster_set(r: crate::render::Rendered) -> (String, ClusterSet) {
+fn cluster_set(r: crate::pipeline::render::Rendered) -> (String, ClusterSet) {
     let phase = Some(
         r.phase
-            .map_or("(none)", crate::inputs::model::Phase::as_str)
+            .map_or("(none)", crate::model::Phase::as_str)
             .to_string(),
     );
     (
@@ -406,7 +406,7 @@ struct Sides<'a> {
 /// One rendered cluster as a review keeps it: its directory, name and objects.
 fn keep(
     d: &Path,
-    r: crate::render::Rendered,
+    r: crate::pipeline::render::Rendered,
     _: Vec<inputs::Digest256>,
 ) -> Result<Rendered, PipelineError> {
     let (name, set) = cluster_set(r);

@@ -17,8 +17,8 @@
 //! Any other `*.yaml` directly in `secrets/` must be a SOPS-encrypted Secret (for example
 //! the vSphere credentials) and is passed through too.
 
-use crate::inputs::model::ClusterConfig;
 use crate::inputs::{SealedFile, SEALED_DIR, WORKLOAD_DIR};
+use crate::model::ClusterConfig;
 use crate::resource::{self, Resource};
 use crate::secrets::sops::{self, CryptRule, Plain, SopsFile};
 use crate::secrets::talos::SecretsBundle;
@@ -66,7 +66,7 @@ pub enum FingerprintField {
     ServiceAccountKey,
 }
 
-fn fingerprint_of(f: &crate::inputs::model::Fingerprints, which: FingerprintField) -> &str {
+fn fingerprint_of(f: &crate::model::Fingerprints, which: FingerprintField) -> &str {
     match which {
         FingerprintField::KubernetesCa => &f.kubernetes_ca,
         FingerprintField::EtcdCa => &f.etcd_ca,
@@ -292,7 +292,7 @@ pub fn identity_secret_name(config: &ClusterConfig) -> Option<&str> {
         .vsphere
         .as_ref()
         .and_then(|v| v.identity_ref.as_ref())
-        .filter(|r| r.kind == crate::inputs::model::IdentityKind::Secret)
+        .filter(|r| r.kind == crate::model::IdentityKind::Secret)
         .map(|r| r.name.as_str())
 }
 
@@ -315,7 +315,7 @@ pub fn identity_secret(
         message,
     };
     let name = match config.spec.vsphere.as_ref().and_then(|v| v.identity_ref.as_ref()) {
-        Some(r) if r.kind == crate::inputs::model::IdentityKind::Secret => r.name.clone(),
+        Some(r) if r.kind == crate::model::IdentityKind::Secret => r.name.clone(),
         Some(_) => {
             return Err(invalid(
                 "spec.vsphere.identityRef: kind `VSphereClusterIdentity` names a cluster-scoped identity whose Secret \

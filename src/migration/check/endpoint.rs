@@ -27,7 +27,7 @@ use std::net::IpAddr;
 
 use super::machines::{registry_host, PUBLIC_REGISTRIES};
 use super::{Cx, Finding, Severity};
-use crate::inputs::model::{EndpointStrategy, Phase, PUBLIC_DISCOVERY_ENDPOINT};
+use crate::model::{EndpointStrategy, Phase, PUBLIC_DISCOVERY_ENDPOINT};
 
 /// The most a Talos VIP stays unannounced when the node holding it leaves etcd: the etcd
 /// election session's lease (`concurrency.NewSession` default TTL), which the leaving node

@@ -5,7 +5,7 @@
 //! matter, and why).
 
 use super::{list, not_compared, Cx, Finding, Severity};
-use crate::inputs::model::DEFAULT_BACKEND_PORT;
+use crate::model::DEFAULT_BACKEND_PORT;
 
 /// kubeadm's default `imageRepository` (kubernetes/kubernetes v1beta4 `types.go`,
 /// ClusterConfiguration.ImageRepository), the registry Talos pulls the control plane from

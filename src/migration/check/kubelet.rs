@@ -143,9 +143,9 @@ fn show(v: &Value) -> String {
 pub fn carried_kubelet_settings(
     facts: &KubeletFacts,
     service_cidrs: &[String],
-) -> crate::inputs::model::Kubelet {
+) -> crate::model::Kubelet {
     let dns = facts.cluster_dns();
-    crate::inputs::model::Kubelet {
+    crate::model::Kubelet {
         cluster_dns: if dns.is_empty() || dns == talos_cluster_dns(service_cidrs) {
             Vec::new()
         } else {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{errors, CheckError, Cx, Finding, Severity};
-use crate::inputs::model::Phase;
+use crate::model::Phase;
 use crate::procedure::{delete_node_ref_policy_command, Names, PHASE_ANNOTATION};
 
 /// The command whose output `--management-objects` reads.

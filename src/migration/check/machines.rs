@@ -3,7 +3,7 @@
 //! nameservers an air-gapped fleet must name.
 
 use super::{no_placement, Cx, Finding, Severity};
-use crate::inputs::model::SemVer;
+use crate::model::SemVer;
 
 /// Registries Talos and Kubernetes pull from by default; a Job image from another host
 /// means the fleet uses a registry of its own.
@@ -164,8 +164,7 @@ impl Cx<'_> {
         }
         // D3: with the VIP, KubePrism's only other upstreams come from discovery
         // (`endpoint-strategy` says why).
-        if s.endpoint.strategy == Some(crate::inputs::model::EndpointStrategy::Vip)
-            && t.discovery.is_none()
+        if s.endpoint.strategy == Some(crate::model::EndpointStrategy::Vip) && t.discovery.is_none()
         {
             missing.push(
                 "discovery service (`spec.talos.discovery`): Talos registers with discovery.talos.dev, and with \

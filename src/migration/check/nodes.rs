@@ -524,7 +524,7 @@ impl Cx<'_> {
 /// kubelet or a cloud provider set themselves (the `kubernetes.io`/`k8s.io` domains), except
 /// the role labels admins set (`node-role.kubernetes.io/*`).
 fn significant_label(key: &str) -> bool {
-    use crate::inputs::model::{kubernetes_label, label_route, LabelRoute};
+    use crate::model::{kubernetes_label, label_route, LabelRoute};
     !kubernetes_label(key) || label_route(key) == LabelRoute::Machine
 }
 

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 
 use super::{errors, list, no_placement, not_compared, CheckError, Cx, Finding, Severity};
-use crate::inputs::model::CloneMode;
+use crate::model::CloneMode;
 
 /// The etcd flags a mixed etcd must agree on, and what Talos runs without them (etcd's own
 /// defaults: Talos's `services/etcd.go` sets none of them).
@@ -624,14 +624,14 @@ const TALOS_CIPHER_SUITES_1_12: &str = "TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_S
 
 /// What a kubeadm apiserver port other than `spec.endpoint.backendPort` does (D2), said
 /// after the kubeadm side's port (`apiserver-uncarried`, `kubeadm-bind-port`).
-pub(super) fn backend_port_consequence(e: &crate::inputs::model::Endpoint) -> String {
+pub(super) fn backend_port_consequence(e: &crate::model::Endpoint) -> String {
     format!(
         "the Talos apiservers would listen on {} (spec.endpoint.backendPort{}): the load balancer's health \
          checks of the backends fail on every Talos machine, and the API is gone once the kubeadm backends \
          are removed",
         e.backend_port(),
         if e.backend_port.is_none() {
-            format!(", absent: {}", crate::inputs::model::DEFAULT_BACKEND_PORT)
+            format!(", absent: {}", crate::model::DEFAULT_BACKEND_PORT)
         } else {
             String::new()
         }
@@ -639,7 +639,7 @@ pub(super) fn backend_port_consequence(e: &crate::inputs::model::Endpoint) -> St
 }
 
 /// The fix for [`backend_port_consequence`]: carry the kubeadm port, or move the backends.
-pub(super) fn backend_port_fix(kubeadm_port: u16, e: &crate::inputs::model::Endpoint) -> String {
+pub(super) fn backend_port_fix(kubeadm_port: u16, e: &crate::model::Endpoint) -> String {
     format!(
         "set `spec.endpoint.backendPort: {kubeadm_port}` (rendered as Talos's \
          cluster.controlPlane.localAPIServerPort), or move the load balancer's backends to port {} first",
@@ -651,7 +651,7 @@ pub(super) fn backend_port_fix(kubeadm_port: u16, e: &crate::inputs::model::Endp
 /// minor v1.8 to v1.13 unless it names minors). `None` (a version that does not parse) and a
 /// minor above 13 (not read: v1.14 is a pre-release in the mirror) take v1.13.9's rows.
 fn talos_flag(name: &str, minor: Option<u32>) -> TalosFlag {
-    use crate::inputs::model::{apiserver_arg_denied, APISERVER_ARGS_FROM_FIELDS};
+    use crate::model::{apiserver_arg_denied, APISERVER_ARGS_FROM_FIELDS};
     use TalosFlag::*;
     let minor = minor.unwrap_or(13);
     if APISERVER_ARGS_FROM_FIELDS.iter().any(|(n, _)| *n == name)
@@ -838,7 +838,7 @@ pub fn carried_apiserver_settings(
     talos_minor: Option<u32>,
 ) -> (
     std::collections::BTreeMap<String, String>,
-    Option<crate::inputs::model::PodSecurityLevel>,
+    Option<crate::model::PodSecurityLevel>,
 ) {
     let mut extra = std::collections::BTreeMap::new();
     for d in apiserver_flag_differences(&a.args, &Default::default(), talos_minor) {
@@ -853,7 +853,7 @@ pub fn carried_apiserver_settings(
         .args
         .get("admission-control-config-file")
         .is_none()
-        .then_some(crate::inputs::model::PodSecurityLevel::Privileged);
+        .then_some(crate::model::PodSecurityLevel::Privileged);
     (extra, pod_security)
 }
 
@@ -1001,7 +1001,7 @@ impl Cx<'_> {
         let kubeadm_port = a
             .value
             .secure_port()
-            .unwrap_or(crate::inputs::model::DEFAULT_BACKEND_PORT);
+            .unwrap_or(crate::model::DEFAULT_BACKEND_PORT);
         if kubeadm_port != endpoint.backend_port() {
             fields.push(format!(
                 "spec.endpoint.backendPort vs {} --secure-port",
@@ -1089,7 +1089,7 @@ impl Cx<'_> {
                     )
                 ));
             } else if let Some(k) = &self.i.authorization {
-                let talos = crate::inputs::model::talos_authorizers(carried);
+                let talos = crate::model::talos_authorizers(carried);
                 let same = talos.len() == k.value.len()
                     && talos.iter().zip(&k.value).all(|(t, x)| {
                         t.kind.as_str() == x.kind && t.name == x.name && t.webhook == x.webhook
@@ -1263,7 +1263,7 @@ impl Cx<'_> {
     /// B6(a): Talos's generated config enforces Pod Security `baseline` on every namespace
     /// but kube-system; kubeadm configures none, so everything is `privileged`.
     pub(super) fn pod_security(&self, out: &mut Vec<Finding>) {
-        use crate::inputs::model::PodSecurityLevel;
+        use crate::model::PodSecurityLevel;
         let id = "pod-security";
         let level = self.i.config.spec.api_server.pod_security;
         let field = "spec.apiServer.podSecurity";
@@ -1424,7 +1424,7 @@ mod tests {
     /// file flags in every minor. `check` leaves it to `apiserver-uncarried` in each.
     #[test]
     fn authorization_config_is_denied_from_v1_9() {
-        use crate::inputs::model::apiserver_arg_denied;
+        use crate::model::apiserver_arg_denied;
         assert!(!apiserver_arg_denied("authorization-config", Some(8)));
         for minor in 9..=13 {
             assert!(apiserver_arg_denied("authorization-config", Some(minor)));

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{CheckError, Cx, Finding, Severity};
-use crate::inputs::model::Phase;
+use crate::model::Phase;
 
 /// One VM of the inventory: its name, the ESXi host it runs on, and what a restore matches
 /// it by (`restore check`, D8).
@@ -418,8 +418,8 @@ impl Cx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::model::tests::MINIMAL;
     use crate::migration::check::{check, CheckInputs, Input};
+    use crate::model::tests::MINIMAL;
 
     const TAG: &str = "urn:vmomi:InventoryServiceTag:3f6c1f0e-8d2a-4c1b-9e57-2b0d6a4e71c5:GLOBAL";
 
@@ -432,7 +432,7 @@ mod tests {
             );
         }
         text.push_str(extra);
-        let config = crate::inputs::model::ClusterConfig::from_value(
+        let config = crate::model::ClusterConfig::from_value(
             "cluster.yaml",
             crate::yaml::parse_one(&text).unwrap(),
         )

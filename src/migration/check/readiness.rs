@@ -3,7 +3,7 @@
 //! `check-inputs` finding blocks until every input was given, and prints the full command.
 
 use super::{Cx, Finding, Severity};
-use crate::inputs::model::{ClusterConfig, Phase};
+use crate::model::{ClusterConfig, Phase};
 
 /// One input of `capstan check`: its flag, the file name the full command uses when it was
 /// not given, and where the operator gets it.

@@ -17,8 +17,8 @@
 //!   (bbolt `tx.go`).
 
 use super::{Cx, Finding, Severity};
-use crate::inputs::model::Phase;
 use crate::inputs::SnapshotFile;
+use crate::model::Phase;
 
 /// bbolt's magic number (`common.Magic`).
 const BBOLT_MAGIC: u32 = 0xED0C_DAED;
@@ -338,9 +338,9 @@ pub(crate) mod tests {
     fn the_finding_passes_a_snapshot_and_blocks_a_data_file() {
         use crate::migration::check::{check, CheckInputs, Input};
         let config = |extra: &str| {
-            crate::inputs::model::ClusterConfig::from_value(
+            crate::model::ClusterConfig::from_value(
                 "cluster.yaml",
-                crate::yaml::parse_one(&format!("{}{extra}", crate::inputs::model::tests::MINIMAL))
+                crate::yaml::parse_one(&format!("{}{extra}", crate::model::tests::MINIMAL))
                     .unwrap(),
             )
             .unwrap()

@@ -377,7 +377,7 @@ impl Cx<'_> {
                     )
                     .fix(format!(
                         "migrate with flavour `v1beta1` ({}), and move to `v1beta2` once phase `complete` is reached",
-                        providers::declaration_hint(crate::inputs::model::Flavour::V1beta1)
+                        providers::declaration_hint(crate::model::Flavour::V1beta1)
                     )),
                 );
             } else {

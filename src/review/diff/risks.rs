@@ -193,7 +193,7 @@ fn scale_to_zero_note(rb: Option<&Resource>) -> &'static str {
         .and_then(|r| {
             r.value
                 .pointer("/metadata/annotations")
-                .and_then(|a| a.get(crate::inputs::model::SCALE_TO_ZERO_ANNOTATION))
+                .and_then(|a| a.get(crate::model::SCALE_TO_ZERO_ANNOTATION))
         })
         .is_some();
     if ack {
@@ -786,10 +786,8 @@ pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
         {
             drain_timeout_risk(id, p, (b.as_ref(), a.as_ref()), out);
         }
-    } else if p.ends_with(&format!(
-        "[\"{}\"]",
-        crate::inputs::model::SCALE_TO_ZERO_ANNOTATION
-    )) && after != "(absent)"
+    } else if p.ends_with(&format!("[\"{}\"]", crate::model::SCALE_TO_ZERO_ANNOTATION))
+        && after != "(absent)"
     {
         out.push(risk(
             Severity::High,
@@ -1057,7 +1055,7 @@ fn phase_regression(pa: &str, pb: &str, b: &ClusterSet) -> String {
                 Some(r),
                 &format!(
                     "/metadata/annotations/{}",
-                    crate::inputs::model::SCALE_TO_ZERO_ANNOTATION.replace('/', "~1")
+                    crate::model::SCALE_TO_ZERO_ANNOTATION.replace('/', "~1")
                 ),
             )
             .is_some()

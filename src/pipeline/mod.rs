@@ -1,8 +1,15 @@
-//! The render pipeline as a library function, used by every command that renders (`render`,
-//! `argocd generate`, `diff`): each cluster directory → its inputs (read once, through
-//! `inputs`) → objects from the templates, its overlays and content-hash names (`render`)
-//! → the checked sealed Secrets (`seal`) → buildable, sorted objects. Writing is left to the
-//! caller (`bundle`).
+//! The one composer: every command that renders (`render`, `argocd generate`, `diff`, `plan`,
+//! `rehearse`, `backup check`) goes through here. Per cluster, over any [`inputs::Tree`]:
+//! its inputs (read once, through `inputs`) → the gate ([`gate`]: validation and the
+//! migration's refusals) → the objects of its templates ([`mod@render`]) → its overlays in order
+//! ([`crate::overlay::apply`]) → content-hash names ([`names`]) → the fixed order and the
+//! interlocks ([`interlocks`]) → the checked sealed Secrets ([`crate::secrets::seal`]) →
+//! buildable, sorted objects. Only this module calls the stages; writing is left to the
+//! caller ([`crate::output`]).
+
+pub mod interlocks;
+pub mod names;
+pub mod render;
 
 use crate::printable::Label;
 use std::collections::BTreeMap;
@@ -10,7 +17,11 @@ use std::path::{Path, PathBuf};
 
 use crate::inputs::cluster::{self, Load};
 use crate::inputs::{self, ClusterInput, Digest256, Digests, DiskTree, InputError, Tree};
-use crate::render::{RenderError, Rendered, Renderer};
+use crate::model::{ClusterConfig, ModelError, Purpose};
+use crate::overlay::Overlay;
+use render::{RenderError, Rendered, Renderer, Templated};
+use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Why a cluster could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -137,7 +148,7 @@ impl Session {
     }
 }
 
-/// [`render`] of cluster directories on disk in a session of their own: what every
+/// [`render()`] of cluster directories on disk in a session of their own: what every
 /// command but `diff --git` (which renders revisions, and two at once) needs.
 pub fn render_disk<T: Send, E: From<PipelineError> + Send>(
     dirs: &[PathBuf],
@@ -160,7 +171,7 @@ pub fn render_disk<T: Send, E: From<PipelineError> + Send>(
 ///
 /// ```
 /// use capstan::inputs::{self, Digests};
-/// use capstan::render::pipeline::{self, Options, PipelineError, Session, Source};
+/// use capstan::pipeline::{self, Options, PipelineError, Session, Source};
 ///
 /// let dirs = inputs::discover("examples/gitops".as_ref())?;
 /// let opts = Options { templates: None, digests: Digests::NotWanted };
@@ -211,7 +222,7 @@ fn lock_digests(
     digests
 }
 
-/// [`render`] of the same cluster directories from two sources, `a` and `b`, for
+/// [`render()`] of the same cluster directories from two sources, `a` and `b`, for
 /// directories whose own files and templates are the same on both (only files outside
 /// them, their overlays', changed): a cluster whose `cluster.yaml`, `secrets.age` and
 /// sealed files read the same renders its templates once, from `a`, and each side's
@@ -251,12 +262,13 @@ pub fn render_pair<T: Send, E: From<PipelineError> + Send>(
             && ca.secrets_age_sha256 == cb.secrets_age_sha256
             && sealed(&ca) == sealed(&cb);
         let (ra, rb) = if same {
+            gate(&ca.file, &ca.config).map_err(PipelineError::from)?;
             let templated = renderer_a
-                .render_templates(&ca.file, &ca.config)
+                .render_templates(&ca.config)
                 .map_err(PipelineError::from)?;
             (
-                build_from(&ca, &overlays_a, renderer_a, templated.clone())?,
-                build_from(&cb, &overlays_b, renderer_b, templated)?,
+                build_from(&ca, &overlays_a, templated.clone())?,
+                build_from(&cb, &overlays_b, templated)?,
             )
         } else {
             (
@@ -341,6 +353,107 @@ fn on_all_cores<D: Sync, T: Send, E: From<PipelineError> + Send>(
     Ok(out)
 }
 
+/// The gate before any template runs: `cluster.yaml` valid for rendering, and none of the
+/// migration's refusals ([`crate::migration::check::refusals`]).
+pub fn gate(file: &str, config: &ClusterConfig) -> Result<(), RenderError> {
+    let problems = config.validate(Purpose::Render);
+    if !problems.is_empty() {
+        return Err(ModelError {
+            file: file.into(),
+            problems,
+        }
+        .into());
+    }
+    let findings = crate::migration::check::refusals(config, file);
+    if !findings.is_empty() {
+        return Err(RenderError::Refused {
+            file: file.into(),
+            findings,
+        });
+    }
+    Ok(())
+}
+
+/// One cluster's objects from its `cluster.yaml` and overlays (in application order, as
+/// [`crate::inputs::load_overlays`] returns them), without its sealed Secrets: the gate, the
+/// templates, then [`finish`]. `file` names its `cluster.yaml` in errors.
+pub fn render_cluster(
+    renderer: &Renderer,
+    file: &str,
+    config: &ClusterConfig,
+    overlays: &[Arc<Overlay>],
+) -> Result<Rendered, RenderError> {
+    gate(file, config)?;
+    let templated = renderer.render_templates(config)?;
+    finish(file, config, templated, overlays)
+}
+
+/// The stages after the templates: the cluster's overlays in order, content-hash names,
+/// the fixed order, and the interlocks and duplicate check on the final objects.
+pub fn finish(
+    file: &str,
+    config: &ClusterConfig,
+    templated: Templated,
+    overlays: &[Arc<Overlay>],
+) -> Result<Rendered, RenderError> {
+    if overlays.is_empty() && !config.spec.overlays.is_empty() {
+        return Err(RenderError::OverlaysNotLoaded {
+            file: file.into(),
+            listed: config.spec.overlays.len(),
+        });
+    }
+    let mut out = templated.resources;
+    if !overlays.is_empty() {
+        let pools = render::pool_templates(config);
+        let budget = crate::overlay::Budget::new();
+        let cluster = crate::overlay::ClusterContext {
+            namespace: &config.metadata.namespace,
+            pools: &pools,
+            budget: &budget,
+        };
+        for o in overlays {
+            crate::overlay::apply(o, &cluster, &mut out)?;
+        }
+    }
+    names::apply(&mut out);
+    crate::resource::sort(&mut out);
+    interlocks::check_interlocks(file, config, &out)?;
+    render::endpoint::interlock(config, &out).map_err(|message| RenderError::Endpoint {
+        file: file.into(),
+        message,
+    })?;
+    let mut seen: HashSet<(&str, &str, &str, &str)> = HashSet::with_capacity(out.len());
+    for (i, r) in out.iter().enumerate() {
+        let id = r.id_ref();
+        if !seen.insert(id) {
+            let first = out
+                .iter()
+                .take(i)
+                .find(|o| o.id_ref() == id)
+                .map(|o| o.origin.clone())
+                .unwrap_or_default();
+            return Err(RenderError::Duplicate {
+                file: file.into(),
+                id: Box::new(r.id()),
+                first,
+                second: r.origin.clone(),
+            });
+        }
+    }
+    Ok(Rendered {
+        name: config.metadata.name.clone(),
+        namespace: config.metadata.namespace.clone(),
+        phase: config.spec.migration.as_ref().map(|m| m.phase),
+        kubeadm_etcd_members: config
+            .spec
+            .migration
+            .as_ref()
+            .map_or(0, |m| m.kubeadm.etcd_members.len()),
+        resources: out,
+        warnings: Vec::new(),
+    })
+}
+
 /// One cluster's objects: the checked sealed Secrets, then the rendered objects (overlays
 /// applied), in the fixed output order.
 pub fn build(
@@ -348,18 +461,18 @@ pub fn build(
     overlays: &inputs::LoadedOverlays,
     renderer: &Renderer,
 ) -> Result<Rendered, PipelineError> {
-    let templated = renderer.render_templates(&c.file, &c.config)?;
-    build_from(c, overlays, renderer, templated)
+    gate(&c.file, &c.config)?;
+    let templated = renderer.render_templates(&c.config)?;
+    build_from(c, overlays, templated)
 }
 
 /// [`build`] from the objects of the cluster's templates, rendered before.
 fn build_from(
     c: &ClusterInput,
     overlays: &inputs::LoadedOverlays,
-    renderer: &Renderer,
-    templated: crate::render::Templated,
+    templated: Templated,
 ) -> Result<Rendered, PipelineError> {
-    let mut rendered = renderer.finish(&c.file, &c.config, templated, &overlays.overlays)?;
+    let mut rendered = finish(&c.file, &c.config, templated, &overlays.overlays)?;
     let mut resources = crate::secrets::seal::sealed_resources(
         &c.config,
         &c.file,
@@ -387,7 +500,7 @@ fn build_from(
 mod tests {
     use super::*;
     use crate::inputs::MemoryTree;
-    use crate::render::bundle::Bundle;
+    use crate::output::Bundle;
 
     /// The example repository's files, as a tree in memory (paths relative to its root).
     fn example() -> (PathBuf, MemoryTree) {

@@ -16,7 +16,7 @@
 //!   one strategy CACPPT has besides `OnDelete`, both flavours); its annotation
 //!   [`STRATEGY_ANNOTATION`] says which strategy, for `capstan diff`.
 
-use crate::inputs::model::{ClusterConfig, EndpointStrategy, IpamPool, Vip};
+use crate::model::{ClusterConfig, EndpointStrategy, IpamPool, Vip};
 use crate::resource::Resource;
 use serde_json::{json, Value};
 use std::net::IpAddr;
@@ -29,7 +29,7 @@ pub const POOL_LABEL: &str = "capstan.dev/address-pool";
 pub const STRATEGY_ANNOTATION: &str = "capstan.dev/endpoint-strategy";
 
 fn talos_minor(config: &ClusterConfig) -> Option<u32> {
-    crate::inputs::model::SemVer::parse(&config.spec.versions.talos)
+    crate::model::SemVer::parse(&config.spec.versions.talos)
         .filter(|v| v.major == 1)
         .map(|v| v.minor)
 }

@@ -2,9 +2,9 @@
 //! read by [`crate::inputs`] into [`Overlay`]s, and [`apply`] changes objects in memory.
 //!
 //! A cluster lists overlays in `spec.overlays`; each is a directory with an `overlay.yaml`
-//! ([`crate::inputs::model::OverlayFile`]). They apply in declared order, each after its `bases`
+//! ([`crate::model::OverlayFile`]). They apply in declared order, each after its `bases`
 //! (depth-first, each overlay once), after the templates are rendered and before
-//! content-hash naming ([`crate::render::names`]): a patched machine template gets a new name and
+//! content-hash naming ([`crate::pipeline::names`]): a patched machine template gets a new name and
 //! every reference follows. Within one overlay: its `resources` are added first (objects
 //! without a namespace get the cluster's, unless their kind is cluster-scoped), then its
 //! `patches` run in order, each on every object its target selects, then its `talos`
@@ -63,7 +63,7 @@ mod strategic;
 
 pub use strategic::is_directive;
 
-use crate::inputs::model::PatchType;
+use crate::model::PatchType;
 use crate::resource::{self, group_of, Resource};
 use json::{apply_op, explain, merge_7396, op_cost, op_name, short};
 use serde_json::{Map, Value};
@@ -223,7 +223,7 @@ fn extra_objects(
 /// An overlay's Talos machine-config patches, each a non-empty mapping, canonical YAML.
 fn talos_patches(
     file: &str,
-    t: &crate::inputs::model::TalosPatchSpec,
+    t: &crate::model::TalosPatchSpec,
 ) -> Result<TalosPatches, OverlayError> {
     let invalid = |field: String, message: String| OverlayError::Invalid {
         file: file.to_string(),
@@ -266,7 +266,7 @@ fn talos_patches(
 /// of the `resources` files, already read, each with its file label.
 pub fn build(
     file: &str,
-    spec: &crate::inputs::model::OverlayFile,
+    spec: &crate::model::OverlayFile,
     resources: Vec<(String, Value)>,
     mut patch_file: impl FnMut(usize, &str) -> Result<(String, Value), OverlayError>,
 ) -> Result<Overlay, OverlayError> {
@@ -406,7 +406,7 @@ impl fmt::Display for Target {
 
 impl Target {
     /// Compile a selector; errors carry the sub-field (`.labelSelector`) and message.
-    pub fn from_spec(t: &crate::inputs::model::TargetSpec) -> Result<Target, (String, String)> {
+    pub fn from_spec(t: &crate::model::TargetSpec) -> Result<Target, (String, String)> {
         let mut parts = Vec::new();
         for (k, v) in [
             ("group", &t.group),
@@ -1127,7 +1127,7 @@ mod tests {
 
     fn overlay(yaml_text: &str) -> Result<Overlay, OverlayError> {
         let v = crate::yaml::parse_one(yaml_text).unwrap();
-        let spec = crate::inputs::model::OverlayFile::from_value("o/overlay.yaml", v).unwrap();
+        let spec = crate::model::OverlayFile::from_value("o/overlay.yaml", v).unwrap();
         build("o/overlay.yaml", &spec, Vec::new(), |_, _| unreachable!())
     }
 

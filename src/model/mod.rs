@@ -1055,7 +1055,7 @@ pub struct Fingerprints {
 pub const OVERLAY_KIND: &str = "Overlay";
 
 /// An overlay's `overlay.yaml`: what it builds on, the objects it adds and the patches it
-/// applies (see [`crate::inputs::overlay`] for the semantics). Strict like `cluster.yaml`.
+/// applies (see [`crate::overlay`] for the semantics). Strict like `cluster.yaml`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OverlayFile {
@@ -1086,7 +1086,7 @@ pub enum PatchType {
     Json,
     /// RFC 7396 merge patch: a partial object; `null` deletes; lists are replaced.
     Merge,
-    /// A merge patch whose known lists merge by key or append ([`crate::inputs::overlay`]).
+    /// A merge patch whose known lists merge by key or append ([`crate::overlay`]).
     Strategic,
 }
 

@@ -2,17 +2,24 @@
 //! template overrides): the admission policies and their bindings, the phase's Job and
 //! RBAC, the phase annotation, replicas per phase, the acknowledgement annotation.
 
-use super::*;
+use crate::model::{ClusterConfig, Phase, SCALE_TO_ZERO_ANNOTATION};
+use crate::pipeline::render::{
+    guard_policy_name, keep_workers_policy_name, migration_cluster_role_name, node_ref_policy_name,
+    phase_job, tcp_api_version, RenderError,
+};
+use crate::procedure::PHASE_ANNOTATION;
+use crate::resource::{self, Resource};
+use serde_json::Value;
 
 /// The annotations only render may write: the scale-to-zero acknowledgement (on a pool
 /// rendered at 0, when cluster.yaml acknowledges it) and the Argo CD hooks and waves of the
 /// migration objects (the templates' own).
-fn annotation_problem(m: &crate::inputs::model::Migration, out: &[Resource]) -> Result<(), String> {
+fn annotation_problem(m: &crate::model::Migration, out: &[Resource]) -> Result<(), String> {
     // The acknowledgement that policy honours is render's to give, and only to a pool
     // rendered at 0 (an overlay or a template override cannot hand it out).
     let acknowledged = m
         .acknowledge
-        .contains(&crate::inputs::model::Acknowledgement::ScaleWorkersToZero);
+        .contains(&crate::model::Acknowledgement::ScaleWorkersToZero);
     for r in out.iter().filter(|r| r.kind() == "MachineDeployment") {
         let Some(v) = resource::at(
             &r.value,

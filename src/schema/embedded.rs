@@ -21,7 +21,7 @@ use std::collections::HashMap;
 const EMBEDDED: &str = include_str!("embedded.json");
 
 /// What the errors of this module name as their file.
-const LABEL: &str = "the embedded schemas (src/render/schema/embedded.json)";
+const LABEL: &str = "the embedded schemas (src/schema/embedded.json)";
 
 /// Deepest `{"$s": n}` nesting expanded (the generator writes at most the schemas' own depth).
 const MAX_DEPTH: usize = 128;

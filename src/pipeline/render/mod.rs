@@ -8,31 +8,20 @@
 //! structure), and block tags on their own line leave no trace (trim/lstrip blocks).
 //!
 //! Per cluster: the Talos patches are rendered first and passed to the object templates as
-//! strings; each object template's output is parsed as YAML; the cluster's overlays are
-//! applied in order ([`crate::inputs::overlay`]); then immutable templates get content-hash names
-//! ([`crate::render::names`]), the objects are put in the fixed kind order
-//! ([`crate::resource::kind_rank`]) and the migration interlocks are checked on the result.
+//! strings; each object template's output is parsed as YAML. The stage after it (overlays,
+//! content-hash names, the interlocks) is the pipeline's ([`crate::pipeline::finish`]), and
+//! so is the gate before it ([`crate::pipeline::gate`]).
 
-pub mod bundle;
 pub mod endpoint;
-mod interlocks;
-pub mod names;
-pub mod pipeline;
-pub mod schema;
 
-use crate::inputs::model::{
-    label_route, ClusterConfig, LabelRoute, ModelError, Phase, Purpose, SemVer,
-    SCALE_TO_ZERO_ANNOTATION,
-};
-use crate::inputs::overlay::{self, Overlay, OverlayError};
 use crate::inputs::TemplateOverride;
-use crate::procedure::PHASE_ANNOTATION;
+use crate::model::{label_route, ClusterConfig, LabelRoute, ModelError, Phase, SemVer};
+use crate::overlay::OverlayError;
 use crate::resource::{self, ResId, Resource};
 use crate::yaml;
-use interlocks::check_interlocks;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The object templates every flavour has, under `templates/<flavour>/`.
@@ -535,42 +524,12 @@ impl Renderer {
         Ok(yaml::to_string(&doc))
     }
 
-    /// Render one cluster with its overlays (in application order, as
-    /// [`crate::inputs::load_overlays`] returns them). `file` names its `cluster.yaml` in errors.
-    pub fn render(
-        &self,
-        file: &str,
-        config: &ClusterConfig,
-        overlays: &[Arc<Overlay>],
-    ) -> Result<Rendered, RenderError> {
-        let templated = self.render_templates(file, config)?;
-        self.finish(file, config, templated, overlays)
-    }
-
-    /// The first half of [`Renderer::render`]: validation, the refusals, and the objects of
-    /// the templates, before any overlay. A cluster whose `cluster.yaml` and templates are
-    /// the same on two revisions has the same [`Templated`]: `diff --git` renders it once and
-    /// finishes it with each side's overlays.
-    pub fn render_templates(
-        &self,
-        file: &str,
-        config: &ClusterConfig,
-    ) -> Result<Templated, RenderError> {
-        let problems = config.validate(Purpose::Render);
-        if !problems.is_empty() {
-            return Err(ModelError {
-                file: file.into(),
-                problems,
-            }
-            .into());
-        }
-        let findings = crate::migration::check::refusals(config, file);
-        if !findings.is_empty() {
-            return Err(RenderError::Refused {
-                file: file.into(),
-                findings,
-            });
-        }
+    /// The objects of a cluster's templates, before any overlay: the render stage of
+    /// [`crate::pipeline`], which calls it only for a cluster its gate
+    /// ([`crate::pipeline::gate`]) let through. A cluster whose `cluster.yaml` and templates
+    /// are the same on two revisions has the same [`Templated`]: `diff --git` renders it once
+    /// and finishes it with each side's overlays.
+    pub fn render_templates(&self, config: &ClusterConfig) -> Result<Templated, RenderError> {
         let plan = Plan::new(config);
         // The context's entries are converted to template values once per cluster; each
         // template gets them in one map, with its machine and pool set over them.
@@ -680,88 +639,26 @@ impl Renderer {
 
         Ok(Templated { resources: out })
     }
-
-    /// The second half of [`Renderer::render`]: the overlays in order, content-hash names,
-    /// the order, and the interlocks on the final objects.
-    pub fn finish(
-        &self,
-        file: &str,
-        config: &ClusterConfig,
-        templated: Templated,
-        overlays: &[Arc<Overlay>],
-    ) -> Result<Rendered, RenderError> {
-        if overlays.is_empty() && !config.spec.overlays.is_empty() {
-            return Err(RenderError::OverlaysNotLoaded {
-                file: file.into(),
-                listed: config.spec.overlays.len(),
-            });
-        }
-        let mut out = templated.resources;
-        if !overlays.is_empty() {
-            let plan = Plan::new(config);
-            let pools: Vec<(String, String)> = plan
-                .pools
-                .iter()
-                .map(|p| {
-                    let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
-                    (s("name"), s("configTemplate"))
-                })
-                .collect();
-            let budget = overlay::Budget::new();
-            let cluster = overlay::ClusterContext {
-                namespace: &config.metadata.namespace,
-                pools: &pools,
-                budget: &budget,
-            };
-            for o in overlays {
-                overlay::apply(o, &cluster, &mut out)?;
-            }
-        }
-        names::apply(&mut out);
-        resource::sort(&mut out);
-        check_interlocks(file, config, &out)?;
-        endpoint::interlock(config, &out).map_err(|message| RenderError::Endpoint {
-            file: file.into(),
-            message,
-        })?;
-        let mut seen: HashSet<(&str, &str, &str, &str)> = HashSet::with_capacity(out.len());
-        for (i, r) in out.iter().enumerate() {
-            let id = r.id_ref();
-            if !seen.insert(id) {
-                let first = out
-                    .iter()
-                    .take(i)
-                    .find(|o| o.id_ref() == id)
-                    .map(|o| o.origin.clone())
-                    .unwrap_or_default();
-                return Err(RenderError::Duplicate {
-                    file: file.into(),
-                    id: Box::new(r.id()),
-                    first,
-                    second: r.origin.clone(),
-                });
-            }
-        }
-        Ok(Rendered {
-            name: config.metadata.name.clone(),
-            namespace: config.metadata.namespace.clone(),
-            phase: config.spec.migration.as_ref().map(|m| m.phase),
-            kubeadm_etcd_members: config
-                .spec
-                .migration
-                .as_ref()
-                .map_or(0, |m| m.kubeadm.etcd_members.len()),
-            resources: out,
-            warnings: Vec::new(),
-        })
-    }
 }
 
 /// A cluster's objects as its templates render them, before overlays and names
 /// ([`Renderer::render_templates`]).
 #[derive(Debug, Clone)]
 pub struct Templated {
-    resources: Vec<Resource>,
+    pub(crate) resources: Vec<Resource>,
+}
+
+/// Each worker pool's name and its config template's name, as overlays select them
+/// (`target.pool`).
+pub fn pool_templates(config: &ClusterConfig) -> Vec<(String, String)> {
+    Plan::new(config)
+        .pools
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+            (s("name"), s("configTemplate"))
+        })
+        .collect()
 }
 
 /// The Job each phase of an existing cluster runs: its name suffix (after
@@ -880,7 +777,7 @@ impl Plan {
         let phase = config.spec.migration.as_ref().map(|m| m.phase);
         let scale_to_zero = config.spec.migration.as_ref().is_some_and(|m| {
             m.acknowledge
-                .contains(&crate::inputs::model::Acknowledgement::ScaleWorkersToZero)
+                .contains(&crate::model::Acknowledgement::ScaleWorkersToZero)
         });
         let (cp_scale, workers_scale, cp_paused) = match phase {
             None | Some(Phase::Complete) | Some(Phase::Workers) => (true, true, false),
@@ -953,12 +850,7 @@ impl Plan {
     }
 }
 
-fn machine_ctx(
-    role: &str,
-    name: &str,
-    m: &crate::inputs::model::Machine,
-    default_template: &str,
-) -> Value {
+fn machine_ctx(role: &str, name: &str, m: &crate::model::Machine, default_template: &str) -> Value {
     json!({
         "role": role,
         "name": name,
@@ -1010,16 +902,16 @@ fn procedure_names(config: &ClusterConfig) -> crate::procedure::Names {
 }
 
 /// The TalosControlPlane `apiVersion` of a flavour.
-pub fn tcp_api_version(flavour: crate::inputs::model::Flavour) -> &'static str {
+pub fn tcp_api_version(flavour: crate::model::Flavour) -> &'static str {
     match flavour {
-        crate::inputs::model::Flavour::V1beta1 => "controlplane.cluster.x-k8s.io/v1alpha3",
-        crate::inputs::model::Flavour::V1beta2 => "controlplane.cluster.x-k8s.io/v1beta1",
+        crate::model::Flavour::V1beta1 => "controlplane.cluster.x-k8s.io/v1alpha3",
+        crate::model::Flavour::V1beta2 => "controlplane.cluster.x-k8s.io/v1beta1",
     }
 }
 
 /// The Talos configuration documents (Talos 1.12 and later) for `spec.talos`'s time servers,
 /// nameservers and registry mirrors, each a strategic patch of its own.
-fn talos_documents(t: &crate::inputs::model::TalosSettings) -> Vec<String> {
+fn talos_documents(t: &crate::model::TalosSettings) -> Vec<String> {
     let mut docs = Vec::new();
     if !t.time_servers.is_empty() {
         docs.push(json!({"apiVersion": "v1alpha1", "kind": "TimeSyncConfig", "ntp": {"servers": t.time_servers}}));
@@ -1036,7 +928,7 @@ fn talos_documents(t: &crate::inputs::model::TalosSettings) -> Vec<String> {
         let eps: Vec<Value> = endpoints
             .iter()
             .map(|u| {
-                if crate::inputs::model::endpoint_has_path(u) {
+                if crate::model::endpoint_has_path(u) {
                     json!({"url": u, "overridePath": true})
                 } else {
                     json!({"url": u})
@@ -1134,7 +1026,7 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
                         .iter()
                         .map(|(r, eps)| {
                             let mut m = json!({"endpoints": eps});
-                            if eps.iter().any(|e| crate::inputs::model::endpoint_has_path(e)) {
+                            if eps.iter().any(|e| crate::model::endpoint_has_path(e)) {
                                 m["overridePath"] = json!(true);
                             }
                             (r.clone(), m)
@@ -1200,7 +1092,22 @@ fn context(config: &ClusterConfig, plan: &Plan) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::model::tests::MINIMAL;
+    use crate::model::tests::MINIMAL;
+    use crate::overlay::Overlay;
+    use crate::pipeline::interlocks::check_interlocks;
+    use crate::procedure::PHASE_ANNOTATION;
+
+    impl Renderer {
+        /// One cluster through the pipeline's gate, templates and finish.
+        fn render(
+            &self,
+            file: &str,
+            config: &ClusterConfig,
+            overlays: &[Arc<Overlay>],
+        ) -> Result<Rendered, RenderError> {
+            crate::pipeline::render_cluster(self, file, config, overlays)
+        }
+    }
 
     #[test]
     fn strings_are_written_as_minijinja_writes_them() {
@@ -1263,7 +1170,7 @@ mod tests {
 
     #[test]
     fn every_flavour_has_every_object_template() {
-        for flavour in crate::inputs::model::Flavour::ALL {
+        for flavour in crate::model::Flavour::ALL {
             for file in FLAVOUR_TEMPLATES {
                 let name = format!("{}/{file}", flavour.as_str());
                 assert!(
@@ -1898,7 +1805,7 @@ mod tests {
             .unwrap(),
         )
         .unwrap();
-        let problems = bad.validate(crate::inputs::model::Purpose::Render);
+        let problems = bad.validate(crate::model::Purpose::Render);
         let text = format!("{problems:?}");
         assert!(
             text.contains("spec.apiServer.extraArgs.etcd-servers"),
@@ -2031,7 +1938,7 @@ mod tests {
         let base = MINIMAL.to_string()
             + POOLS
             + "  migration:\n    phase: PHASE\n    jobImage: mirror/alpine/k8s:1.33.4\n    acknowledge: [etcd-audit, control-plane-anti-affinity]\n    kubeadm:\n      etcdMembers: [ETCD]\n"
-            + crate::inputs::model::tests::PROVIDERS;
+            + crate::model::tests::PROVIDERS;
         let render = |phase: &str, etcd: &str| {
             r.render(
                 "c",
@@ -2179,7 +2086,7 @@ mod tests {
             );
         }
         let no_providers = base
-            .replace(crate::inputs::model::tests::PROVIDERS, "")
+            .replace(crate::model::tests::PROVIDERS, "")
             .replace("PHASE", "workers")
             .replace("[ETCD]", "[]");
         let e = r
@@ -2212,7 +2119,7 @@ mod tests {
         let base = MINIMAL.to_string()
             + "  workers:\n  - {name: general, replicas: 3, machine: {numCPUs: 4, memoryMiB: 16384}}\n  - {name: spare, replicas: REPLICAS, machine: {numCPUs: 2, memoryMiB: 4096}}\n"
             + "  migration:\n    phase: PHASE\n    jobImage: i\n    acknowledge: [ACK]\n    kubeadm:\n      etcdMembers: [ETCD]\n"
-            + crate::inputs::model::tests::PROVIDERS;
+            + crate::model::tests::PROVIDERS;
         let render = |phase: &str, ack: &str, spare: &str| {
             let etcd = if matches!(phase, "prepare" | "control-plane") {
                 "cp-1"
@@ -2300,7 +2207,7 @@ mod tests {
     fn interlocks_survive_template_overrides() {
         let base = MINIMAL.to_string()
             + "  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit, control-plane-anti-affinity]\n    kubeadm:\n      etcdMembers: [cp-1]\n"
-            + crate::inputs::model::tests::PROVIDERS;
+            + crate::model::tests::PROVIDERS;
         let builtin = |name: &str| BUILTIN.iter().find(|(n, _)| *n == name).unwrap().1;
         // An override that drops the pause annotation is refused.
         let o = template(
@@ -2358,7 +2265,7 @@ mod tests {
         let base = MINIMAL.to_string()
             + POOLS
             + "  migration:\n    phase: control-plane\n    jobImage: i\n    acknowledge: [etcd-audit, control-plane-anti-affinity]\n    kubeadm:\n      etcdMembers: [cp-1]\n"
-            + crate::inputs::model::tests::PROVIDERS;
+            + crate::model::tests::PROVIDERS;
         let c = config(&base);
         let good = r.render("c", &c, &[]).unwrap().resources;
         check_interlocks("c", &c, &good).unwrap();

@@ -14,8 +14,8 @@
 use crate::digest::sha256_hex;
 use crate::digest::Digest256;
 use crate::inputs::{KUSTOMIZATION, LOCK_FILE};
+use crate::pipeline::render::Rendered;
 use crate::printable::Label;
-use crate::render::Rendered;
 use crate::yaml;
 use serde_json::Value;
 use std::collections::BTreeSet;
