@@ -83,7 +83,8 @@ pub fn run(cli: Cli) -> Result<Status> {
 /// overlay, for one, takes `spec.replicas` out of git), for the runbook.
 fn pool_sizes(c: &ClusterInput) -> Result<Vec<crate::migration::plan::PoolSize>> {
     let root = inputs::repo_root(&c.dir);
-    let (overrides, _) = inputs::load_templates(&root.join("templates"), &root, false)?;
+    let (overrides, _) =
+        inputs::load_templates(&inputs::cluster::templates_dir(&root), &root, false)?;
     let overlays = inputs::load_overlays(c, &inputs::OverlayCache::default())?;
     let rendered = crate::pipeline::render_cluster(
         &Renderer::new(&overrides)?,

@@ -218,6 +218,42 @@ pub fn cluster_name(tree: &dyn Tree, dir: &Path) -> Result<(Option<String>, Stri
     Ok((name, file))
 }
 
+/// The templates directory of a repository root, unless one is named on the command line.
+pub fn templates_dir(root: &Path) -> PathBuf {
+    root.join(TEMPLATES_DIR)
+}
+
+/// The repository's directory of template overrides, below its root.
+pub const TEMPLATES_DIR: &str = "templates";
+
+/// Why a cluster directory reads a path whatever its overlays say ([`reads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// A file of the cluster directory itself (`cluster.yaml`, `secrets.age`, `secrets/`).
+    Own,
+    /// A file of its repository's templates directory: every cluster of the repository reads it.
+    Templates,
+}
+
+/// Whether the cluster directory `dir` (a tree path, `/`-separated) reads the tree path
+/// `path` before any overlay is resolved: as its own file, or as a template of its
+/// repository (unless the templates directory is named on the command line:
+/// `templates_fixed`). The other files a cluster reads are its overlays'
+/// (`crate::inputs::load_overlays_in` lists them). `diff --git` asks this to decide which
+/// clusters a changed path renders, so a new cluster input is added here and in [`load`].
+pub fn reads(dir: &str, path: &str, templates_fixed: bool) -> Option<Read> {
+    let under = |d: &str| d.is_empty() || path == d || path.starts_with(&format!("{d}/"));
+    if under(dir) {
+        return Some(Read::Own);
+    }
+    let root = super::tree::tree_root(dir);
+    let templates = match root.is_empty() {
+        true => TEMPLATES_DIR.to_string(),
+        false => format!("{root}/{TEMPLATES_DIR}"),
+    };
+    (!templates_fixed && path.starts_with(&format!("{templates}/"))).then_some(Read::Templates)
+}
+
 /// Template overrides from the directory `dir` of `tree` (`<dir>/<flavour>/*.yaml`,
 /// `<dir>/talos/*.yaml`, every depth, in name order), with their digests (lock paths
 /// relative to `root`). A missing directory means no overrides, unless it was named on the
@@ -304,6 +340,40 @@ mod tests {
     use crate::inputs::tree::MemoryTree;
 
     const CLUSTER: &str = "apiVersion: capstan.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: a\n";
+
+    #[test]
+    fn a_cluster_reads_its_own_files_and_its_repositorys_templates() {
+        let r = |dir: &str, path: &str, fixed: bool| reads(dir, path, fixed);
+        assert_eq!(
+            r("clusters/a", "clusters/a/cluster.yaml", false),
+            Some(Read::Own)
+        );
+        assert_eq!(
+            r("clusters/a", "clusters/a/secrets/x.yaml", false),
+            Some(Read::Own)
+        );
+        assert_eq!(r("clusters/a", "clusters/ab/cluster.yaml", false), None);
+        assert_eq!(
+            r("clusters/a", "templates/v1beta1/cluster.yaml", false),
+            Some(Read::Templates)
+        );
+        assert_eq!(
+            r("clusters/a", "templates/v1beta1/cluster.yaml", true),
+            None
+        );
+        assert_eq!(r("clusters/a", "templatesx/a.yaml", false), None);
+        assert_eq!(
+            r("site/clusters/a", "site/templates/t.yaml", false),
+            Some(Read::Templates)
+        );
+        assert_eq!(r("site/clusters/a", "templates/t.yaml", false), None);
+        // A repository that is one cluster: every path is its own.
+        assert_eq!(r("", "overlays/o/overlay.yaml", false), Some(Read::Own));
+        assert_eq!(
+            templates_dir(Path::new("repo")),
+            Path::new("repo/templates")
+        );
+    }
 
     #[test]
     fn discover_finds_clusters_under_clusters_first() {

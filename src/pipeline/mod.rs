@@ -89,7 +89,7 @@ impl Source<'_> {
     fn templates_dir(self, dir: &Path, opts: &Options<'_>) -> PathBuf {
         match opts.templates {
             Some(t) => t.to_path_buf(),
-            None => self.repo_root(dir).join("templates"),
+            None => cluster::templates_dir(&self.repo_root(dir)),
         }
     }
 
@@ -102,9 +102,11 @@ impl Source<'_> {
         let root = self.repo_root(dir);
         match (opts.templates, self) {
             (Some(t), _) => inputs::load_templates(t, &root, true),
-            (None, Source::Disk) => inputs::load_templates(&root.join("templates"), &root, false),
+            (None, Source::Disk) => {
+                inputs::load_templates(&cluster::templates_dir(&root), &root, false)
+            }
             (None, Source::Tree(tree)) => {
-                inputs::cluster::load_templates(tree, &root.join("templates"), &root, false)
+                cluster::load_templates(tree, &cluster::templates_dir(&root), &root, false)
             }
         }
     }

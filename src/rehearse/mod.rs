@@ -206,7 +206,8 @@ fn render_or_stop(
 pub fn cluster(dir: &std::path::Path, options: &Options) -> Result<Rehearsal, RehearseError> {
     let c = crate::inputs::load_cluster_with(dir, crate::inputs::Digests::NotWanted)?;
     let root = crate::inputs::repo_root(&c.dir);
-    let (overrides, _) = crate::inputs::load_templates(&root.join("templates"), &root, false)?;
+    let (overrides, _) =
+        crate::inputs::load_templates(&crate::inputs::cluster::templates_dir(&root), &root, false)?;
     let overlays = crate::inputs::load_overlays(&c, &crate::inputs::OverlayCache::default())?;
     let renderer = crate::pipeline::render::Renderer::new(&overrides)?;
     let mut render = |config: &ClusterConfig| -> Result<Vec<Value>, String> {

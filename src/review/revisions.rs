@@ -154,7 +154,7 @@ fn through_link_targets(
 /// that is a link is its own path).
 fn owner<'a>(dirs: &'a BTreeSet<String>, path: &str) -> Option<&'a String> {
     dirs.iter()
-        .filter(|d| d.is_empty() || *d == path || path.starts_with(&format!("{d}/")))
+        .filter(|d| cluster::reads(d, path, true) == Some(cluster::Read::Own))
         .max_by_key(|d| d.len())
 }
 
@@ -185,15 +185,7 @@ fn affected(
         }
         let templates_of: Vec<&String> = dirs
             .iter()
-            .filter(|d| {
-                let root = inputs::tree::tree_root(d);
-                let t = if root.is_empty() {
-                    "templates/".to_string()
-                } else {
-                    format!("{root}/templates/")
-                };
-                !templates_fixed && p.starts_with(&t)
-            })
+            .filter(|d| cluster::reads(d, p, templates_fixed) == Some(cluster::Read::Templates))
             .collect();
         if templates_of.is_empty() {
             others.push(p.clone());
