@@ -1,6 +1,18 @@
 //! capstan renders the Cluster API + Talos manifests that migrate a long-lived kubeadm
 //! cluster on vSphere in place, and manage it afterwards through GitOps.
 //!
+//! A program that embeds capstan calls its facade: [`render_repository`] (what `capstan
+//! render` prints), [`review_revisions`] (what `capstan diff --git` reports) and
+//! [`check_cluster`] (what `capstan check` finds without kubeadm files):
+//!
+//! ```
+//! let stream = capstan::render_repository("examples/gitops".as_ref())?;
+//! assert!(stream.starts_with("apiVersion: "));
+//! let findings = capstan::check_cluster("examples/gitops/clusters/lab-g".as_ref())?;
+//! assert!(findings.iter().all(|f| f.severity != capstan::Severity::Blocking));
+//! # Ok::<(), capstan::Error>(())
+//! ```
+//!
 //! The modules are folders in pipeline order, each importing only from itself, the folders
 //! listed before it and the shared vocabulary (`tests/architecture.rs` enforces it, and that
 //! `ARCHITECTURE.md`'s folder table says the same):
@@ -30,6 +42,7 @@ pub mod argocd;
 pub mod backup;
 pub mod cli;
 pub mod digest;
+mod facade;
 pub mod inputs;
 pub mod migration;
 pub mod model;
@@ -44,3 +57,5 @@ pub mod review;
 pub mod schema;
 pub mod secrets;
 pub mod yaml;
+
+pub use facade::{check_cluster, render_repository, review_revisions, Error, Finding, Review, Severity};
