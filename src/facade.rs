@@ -110,11 +110,8 @@ pub use migration::check::{Finding, Severity};
 /// ```
 pub fn check_cluster(dir: &Path) -> Result<Vec<Finding>, Error> {
     let c = inputs::load_cluster(dir)?;
-    let mut ci = migration::check::CheckInputs::new(
-        c.config.clone(),
-        &c.file,
-        std::time::SystemTime::now(),
-    );
+    let mut ci =
+        migration::check::CheckInputs::new(c.config.clone(), &c.file, std::time::SystemTime::now());
     ci.sealed_secrets = c
         .sealed
         .iter()

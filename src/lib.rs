@@ -58,4 +58,6 @@ pub mod schema;
 pub mod secrets;
 pub mod yaml;
 
-pub use facade::{check_cluster, render_repository, review_revisions, Error, Finding, Review, Severity};
+pub use facade::{
+    check_cluster, render_repository, review_revisions, Error, Finding, Review, Severity,
+};

@@ -4,6 +4,8 @@
 mod util;
 // The library's shape: no import cycle, a `//!` line on every file, none too long.
 mod architecture;
+// The library's facade: render a repository, review two revisions, check a cluster.
+mod facade;
 // `capstan render`: golden output, determinism, the bundle directory, error paths.
 mod render;
 // `capstan validate`: strict CRD validation from the command line.
