@@ -77,6 +77,7 @@ pub mod env {
     /// Argo CD build environment: the JSON list of parameters set in the Application.
     pub const ENV_ARGOCD_APP_PARAMETERS: &str = "ARGOCD_APP_PARAMETERS";
     /// Prefix Argo CD puts before the names of an Application's plugin env entries.
+    #[cfg(any(test, feature = "testkit"))]
     pub const ARGOCD_ENV_PREFIX: &str = "ARGOCD_ENV_";
     /// Prefix of the plugin env entries capstan owns (any other one is refused as a typo).
     pub const ARGOCD_ENV_CAPSTAN_PREFIX: &str = "ARGOCD_ENV_CAPSTAN_";

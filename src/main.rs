@@ -1,25 +1,8 @@
-//! The `capstan` binary: parse arguments, run the command, map the result to an exit code.
+//! The `capstan` binary: everything is the library's (`capstan::run_command_line`); this
+//! file only chooses the allocator.
 
-use std::process::ExitCode;
-
-fn main() -> ExitCode {
-    let cli = capstan::cli::parse();
-    match capstan::cli::commands::run(cli) {
-        Ok(status) => status.into(),
-        Err(err) => {
-            if err.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>()
-                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-            }) {
-                return ExitCode::SUCCESS;
-            }
-            eprintln!(
-                "error: {}",
-                capstan::review::report::error_message(&format!("{err:#}"))
-            );
-            ExitCode::from(2)
-        }
-    }
+fn main() -> std::process::ExitCode {
+    capstan::run_command_line()
 }
 
 #[global_allocator]

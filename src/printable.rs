@@ -133,6 +133,7 @@ pub fn md_code(text: &str) -> String {
 
 /// `text` as an inline code span in a table cell: as [`md_code`], with each `|` written
 /// `\|`, which GitHub's and GitLab's tables read as a `|` of the cell, not a cell break.
+#[cfg(any(test, feature = "testkit"))]
 pub fn md_cell_code(text: &str) -> String {
     code_span(&line(text).replace('|', "\\|"))
 }

@@ -317,6 +317,7 @@ pub fn by_id(id: &str) -> Option<&'static Procedure> {
 }
 
 /// The README's procedures section, as it must read (between its markers).
+#[cfg(any(test, feature = "testkit"))]
 pub fn readme_section() -> String {
     let names = Names::placeholders();
     let mut md = String::new();

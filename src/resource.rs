@@ -187,7 +187,7 @@ pub fn group_of(api_version: &str) -> &str {
 
 impl Resource {
     /// The template it was rendered from (`v1beta1/cluster.yaml`), if it was.
-    pub fn from_template(&self) -> Option<&str> {
+    pub fn template_name(&self) -> Option<&str> {
         if !self.template {
             return None;
         }
@@ -197,7 +197,7 @@ impl Resource {
     /// One of capstan's migration objects: rendered from `templates/migration/`, which no
     /// override can replace.
     pub fn migration_object(&self) -> bool {
-        self.from_template()
+        self.template_name()
             .is_some_and(|t| t.starts_with("migration/"))
     }
 

@@ -20,7 +20,7 @@ fn sources() -> Vec<PathBuf> {
 /// domain, the domains below it, and the shared vocabulary (the top-level modules that are
 /// not domains: `yaml`, `digest`, `resource`, `argocd`, `printable`, `procedure`), which
 /// imports only itself. `schema` (the CRD validator) is apart: it imports nothing of capstan.
-const DOMAINS: [&str; 11] = [
+const DOMAINS: [&str; 12] = [
     "model",
     "overlay",
     "inputs",
@@ -32,6 +32,7 @@ const DOMAINS: [&str; 11] = [
     "rehearse",
     "backup",
     "cli",
+    "facade",
 ];
 
 /// The shared vocabulary: top-level modules any module may import.
@@ -110,6 +111,17 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
         let mut rest = code.as_str();
         while let Some(i) = rest.find("crate::") {
             rest = &rest[i + "crate::".len()..];
+            // `crate::{a, b::c}`: each top-level name of the group.
+            if let Some(group) = rest.strip_prefix('{') {
+                let inner = &group[..group.find('}').unwrap_or(group.len())];
+                for item in inner.split(',') {
+                    let name = ident(item.trim());
+                    if !name.is_empty() && name != m && name != "self" {
+                        own.insert(name);
+                    }
+                }
+                continue;
+            }
             let first = ident(rest);
             let mut name = first.clone();
             if let Some(tail) = rest[first.len()..].strip_prefix("::") {

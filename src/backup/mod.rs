@@ -11,6 +11,15 @@
 //! as a backup. Nothing of a file's content is in the index; files are read, encrypted and
 //! uploaded one at a time, and pulled into a staging directory ([`staging`]).
 
+#![cfg_attr(
+    not(feature = "backup"),
+    allow(
+        dead_code,
+        unused_imports,
+        reason = "without the store (the plugin image) only `backup dump` and `restore check` use this module"
+    )
+)]
+
 pub mod check;
 pub mod custody;
 pub mod dump;

@@ -203,6 +203,7 @@ pub fn manifest(files: &[MovedFile]) -> Result<Vec<Entry>, ObjectsError> {
 pub const MAX_MANIFEST_JSON: usize = 768 << 10;
 
 /// [`manifest`] when its JSON fits [`MAX_MANIFEST_JSON`], else `None`.
+#[cfg(any(test, feature = "testkit"))]
 pub fn index_manifest(files: &[MovedFile]) -> Result<Option<Vec<Entry>>, ObjectsError> {
     let m = manifest(files)?;
     let size = serde_json::to_vec(&m).map_or(usize::MAX, |v| v.len());

@@ -94,6 +94,7 @@ impl Staging {
     }
 
     /// The staging directory.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -133,6 +133,25 @@ pub fn parse() -> Cli {
     <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
+/// The `capstan` binary: parse the arguments, run the command, map the result to an exit
+/// code (0 success, 1 differences or blocking findings, 2 an error, printed on stderr as
+/// one escaped message; a closed stdout ends the command quietly, as `head` expects).
+pub fn main() -> std::process::ExitCode {
+    match commands::run(parse()) {
+        Ok(status) => status.into(),
+        Err(err) => {
+            if err.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return std::process::ExitCode::SUCCESS;
+            }
+            eprintln!("error: {}", error_message(&format!("{err:#}")));
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
 /// Output formats of the commands that report: `check`, `rehearse`, `explain`, `restore
 /// check`, `backup check`, `backup list` (`diff` adds `markdown`). JSON keys are camelCase, as
 /// Kubernetes' own.
@@ -224,6 +243,7 @@ pub struct DiffArgs {
 // commands' help and code refer to them through these names.
 pub use crate::argocd::env::*;
 pub use crate::inputs::{ENV_AGE_KEY_FILE, ENV_SOPS_AGE_KEY, ENV_SOPS_AGE_KEY_FILE};
+use crate::review::report::error_message;
 
 /// `capstan argocd` commands.
 #[derive(Debug, Subcommand)]
@@ -803,6 +823,7 @@ pub struct CheckArgs {
 
 impl BackupCheckArgs {
     /// Whether the report is JSON (`--format json` or the older `--json`).
+    #[cfg(any(feature = "backup", test, feature = "testkit"))]
     pub fn json(&self) -> bool {
         self.json || self.format == ReportFormat::Json
     }
@@ -810,6 +831,7 @@ impl BackupCheckArgs {
 
 impl BackupListArgs {
     /// Whether the listing is JSON (`--format json` or the older `--json`).
+    #[cfg(any(feature = "backup", test, feature = "testkit"))]
     pub fn json(&self) -> bool {
         self.json || self.format == ReportFormat::Json
     }

@@ -375,6 +375,7 @@ impl Revision {
     }
 
     /// A revision made of the given entries and blobs (for tests).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn from_parts(
         name: &str,
         entries: BTreeMap<String, Entry>,
@@ -648,6 +649,7 @@ impl Revision {
     }
 
     /// [`Revision::bytes`] as UTF-8 text.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn text(&self, rel: &str, kind: InputKind) -> Result<Option<String>, InputError> {
         match self.bytes(rel, kind)? {
             None => Ok(None),

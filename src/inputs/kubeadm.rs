@@ -960,6 +960,7 @@ impl fmt::Display for Endpoint {
 
 impl Endpoint {
     /// `https://host:port`, the form Talos uses for `cluster.controlPlane.endpoint`.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn url(&self) -> String {
         format!("https://{self}")
     }

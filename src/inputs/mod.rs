@@ -6,17 +6,22 @@
 //! root, so the lock does not depend on how the user spelled the path.
 
 mod artifacts;
-pub use artifacts::{
-    read_moved_directory, read_rendered, MovedDirectory, MovedFile, RenderedCluster,
-    MAX_MOVED_FILE, MAX_MOVED_FILES,
-};
+pub use artifacts::{read_moved_directory, read_rendered, MovedFile, MAX_MOVED_FILE, MAX_MOVED_FILES};
+#[cfg(any(feature = "backup", test, feature = "testkit"))]
+pub use artifacts::MovedDirectory;
+#[cfg(any(test, feature = "testkit"))]
+pub use artifacts::{RenderedCluster};
 pub mod cluster;
 pub mod git;
 pub mod tree;
-pub use tree::{DiskTree, MemoryTree, Tree};
+pub use tree::{DiskTree, Tree};
+#[cfg(any(test, feature = "testkit"))]
+pub use tree::{MemoryTree};
 mod root;
 use root::rel;
-pub use root::{clusters_root_len, given_repo_root, repo_root, set_repo_root};
+pub use root::{given_repo_root, repo_root, set_repo_root};
+#[cfg(any(test, feature = "testkit"))]
+pub use root::{clusters_root_len};
 mod identity;
 pub mod kubeadm;
 pub mod providers;
@@ -464,6 +469,7 @@ pub fn discover_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
 }
 
 /// Load every cluster under the given directories (see [`discover`]); names must be unique.
+#[cfg(any(feature = "backup", test, feature = "testkit"))]
 pub fn load_clusters(dirs: &[PathBuf]) -> Result<Vec<ClusterInput>, InputError> {
     let mut out: Vec<ClusterInput> = Vec::new();
     for d in dirs {

@@ -52,6 +52,7 @@ pub struct Pin {
     /// The `clusterctl` inventory name (`kubectl get providers -A`), e.g. `control-plane-talos`.
     pub name: &'static str,
     /// What it is.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     pub title: &'static str,
     /// The last path segment of its controller image, to recognise its Deployment.
     pub image: &'static str,
@@ -60,6 +61,7 @@ pub struct Pin {
     /// The releases verified.
     pub releases: Releases,
     /// What was verified, with the source read (file and line, release).
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     pub evidence: &'static str,
 }
 
@@ -143,6 +145,7 @@ pub fn verified(flavour: Flavour) -> &'static [Pin] {
 }
 
 /// The release a declaration names for a provider (`None`: not declared).
+#[cfg(any(test, feature = "testkit"))]
 pub fn declared<'a>(p: &'a crate::model::ProviderReleases, name: &str) -> Option<&'a str> {
     p.entries()
         .into_iter()

@@ -9,7 +9,9 @@
 
 use super::{InputError, InputKind};
 use crate::printable::Label;
-use std::collections::{BTreeMap, HashSet};
+#[cfg(any(test, feature = "testkit"))]
+use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -132,6 +134,7 @@ impl DiskTree {
     }
 
     /// The directory it is confined to, as typed.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -258,12 +261,15 @@ impl Tree for DiskTree {
 /// # Ok::<(), capstan::inputs::InputError>(())
 /// ```
 #[derive(Debug, Default, Clone)]
+#[cfg(any(test, feature = "testkit"))]
 pub struct MemoryTree {
     files: BTreeMap<PathBuf, Blob>,
 }
 
+#[cfg(any(test, feature = "testkit"))]
 impl MemoryTree {
     /// A tree of the given `(path, content)` files.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn new<P: AsRef<Path>, B: AsRef<[u8]>>(files: impl IntoIterator<Item = (P, B)>) -> Self {
         MemoryTree {
             files: files
@@ -274,6 +280,7 @@ impl MemoryTree {
     }
 
     /// Add or replace one file.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn insert(&mut self, path: impl AsRef<Path>, bytes: impl AsRef<[u8]>) {
         self.files.insert(
             path.as_ref().to_path_buf(),
@@ -281,6 +288,7 @@ impl MemoryTree {
         );
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn children(&self, dir: &Path) -> Vec<Child> {
         let mut out: Vec<Child> = Vec::new();
         for p in self.files.keys() {
@@ -302,6 +310,7 @@ impl MemoryTree {
     }
 }
 
+#[cfg(any(test, feature = "testkit"))]
 impl Tree for MemoryTree {
     fn read(&self, path: &Path, kind: InputKind) -> Result<Option<Blob>, InputError> {
         match self.files.get(path) {

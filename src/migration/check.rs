@@ -30,44 +30,52 @@ mod cni;
 mod credentials;
 mod encryption;
 mod endpoint;
-pub use endpoint::{CONTROL_PLANE_SURGE, VIP_FAILOVER_SECONDS};
+pub use endpoint::{VIP_FAILOVER_SECONDS};
+#[cfg(any(test, feature = "testkit"))]
+pub use endpoint::{CONTROL_PLANE_SURGE};
 mod identity;
 mod kubeadm_config;
 mod kubelet;
 mod leftovers;
-pub use leftovers::{
-    find_management_objects, JobState, LiveObject, ManagementObjects, MANAGEMENT_OBJECTS_COMMAND,
-};
+pub use leftovers::{find_management_objects, ManagementObjects, MANAGEMENT_OBJECTS_COMMAND};
+#[cfg(any(test, feature = "testkit"))]
+pub use leftovers::{JobState, LiveObject};
 mod machines;
 mod network;
 mod nodes;
 use cni::cni_daemonset;
 pub use cni::{find_cni_daemonsets, replaces_kube_proxy, CniInput};
-pub use kubelet::{
-    carried_kubelet_settings, parse_kubelet_config, talos_cluster_dns, KubeletFacts,
-    KUBELET_PARITY_KEYS,
-};
+pub use kubelet::{carried_kubelet_settings, parse_kubelet_config, KubeletFacts};
+#[cfg(any(test, feature = "testkit"))]
+pub use kubelet::{talos_cluster_dns, KUBELET_PARITY_KEYS};
 mod control_plane_parity;
-pub use control_plane_parity::{
-    carried_component_args, component_flag_differences, Component, ComponentFlagDifference,
-    LEADER_LEASE_NOTE,
-};
+pub use control_plane_parity::{carried_component_args, Component};
+#[cfg(any(test, feature = "testkit"))]
+pub use control_plane_parity::{component_flag_differences, ComponentFlagDifference, LEADER_LEASE_NOTE};
 mod parity;
 mod placement;
 mod readiness;
 mod snapshot;
 mod versions;
 mod workloads;
-pub use nodes::{find_nodes, CpiWorkload, NodeFacts, NodesInput, PoolFacts, UNINITIALIZED_TAINT};
-pub use parity::{
-    apiserver_flag_differences, canonical_san, carried_apiserver_settings, first_service_ips,
-    parse_etcd_status, talos_named_sans, EtcdMemberStatus, FlagDifference, ETCD_DEFAULT_QUOTA,
-    ETCD_PARITY_FLAGS,
-};
-pub use placement::{is_control_plane_machine, parse_vm_inventory, VmPlacement};
-pub use readiness::{full_command, CheckInput, INPUTS};
-pub use snapshot::{etcd_snapshot_facts, BboltMeta, EtcdSnapshotFacts};
-pub use workloads::{find_workloads, quantity, WorkloadsInput, CAPACITY_RESERVE_PERCENT};
+pub use nodes::{find_nodes, NodesInput, PoolFacts};
+#[cfg(any(test, feature = "testkit"))]
+pub use nodes::{CpiWorkload, NodeFacts, UNINITIALIZED_TAINT};
+pub use parity::{canonical_san, carried_apiserver_settings, parse_etcd_status, talos_named_sans, EtcdMemberStatus, ETCD_PARITY_FLAGS};
+#[cfg(any(test, feature = "testkit"))]
+pub use parity::{apiserver_flag_differences, first_service_ips, FlagDifference, ETCD_DEFAULT_QUOTA};
+pub use placement::{parse_vm_inventory, VmPlacement};
+#[cfg(any(test, feature = "testkit"))]
+pub use placement::{is_control_plane_machine};
+pub use readiness::{full_command};
+#[cfg(any(test, feature = "testkit"))]
+pub use readiness::{CheckInput, INPUTS};
+pub use snapshot::{etcd_snapshot_facts, EtcdSnapshotFacts};
+#[cfg(any(test, feature = "testkit"))]
+pub use snapshot::{BboltMeta};
+pub use workloads::{find_workloads, WorkloadsInput};
+#[cfg(any(test, feature = "testkit"))]
+pub use workloads::{quantity, CAPACITY_RESERVE_PERCENT};
 
 /// Every finding id, in report order. Stable: `capstan explain` refers to them.
 pub const IDS: &[&str] = &[
@@ -207,7 +215,7 @@ impl Severity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Finding {
-    /// Stable kebab-case id (one of [`IDS`]).
+    /// Stable kebab-case id (one of `IDS`).
     pub id: &'static str,
     /// How serious it is.
     pub severity: Severity,
@@ -215,7 +223,7 @@ pub struct Finding {
     pub field: String,
     /// What was compared and what was found.
     pub summary: String,
-    /// The exact error the cluster would show ([`errors`]).
+    /// The exact error the cluster would show (`migration::check::errors`).
     pub cluster_error: Option<&'static str>,
     /// How to fix it.
     pub fix: Option<String>,

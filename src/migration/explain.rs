@@ -1249,6 +1249,7 @@ pub fn explain(text: &str) -> Vec<Match> {
 }
 
 /// The entry with this id.
+#[cfg(any(test, feature = "testkit"))]
 pub fn entry(id: &str) -> Option<&'static Entry> {
     ENTRIES.iter().find(|e| e.id == id)
 }

@@ -105,6 +105,7 @@ impl AddressPool {
     }
 
     /// Whether the provider can hand out `addr` from this pool ([`IpamPool::hands_out`]).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn hands_out(&self, addr: IpAddr) -> Result<bool, String> {
         self.ipam().hands_out(addr)
     }

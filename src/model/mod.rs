@@ -24,9 +24,9 @@ pub use components::{
     refused_arg, ControllerManager, Scheduler, CONTROLLER_MANAGER_ARGS_REFUSED,
     SCHEDULER_ARGS_REFUSED,
 };
-pub use endpoint::{
-    AddressPool, Endpoint, EndpointStrategy, IpamPool, Vip, DEFAULT_BACKEND_PORT, POOL_LISTED_MAX,
-};
+pub use endpoint::{AddressPool, Endpoint, EndpointStrategy, IpamPool, Vip, DEFAULT_BACKEND_PORT};
+#[cfg(any(test, feature = "testkit"))]
+pub use endpoint::{POOL_LISTED_MAX};
 pub use lifecycle::{Deletion, HealthCheck};
 
 /// The `apiVersion` of `cluster.yaml`.
@@ -962,6 +962,7 @@ pub enum Acknowledgement {
 
 impl Acknowledgement {
     /// The name used in `cluster.yaml`.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn as_str(self) -> &'static str {
         match self {
             Acknowledgement::EtcdAudit => "etcd-audit",
@@ -972,13 +973,11 @@ impl Acknowledgement {
 }
 
 /// The annotation render puts on a MachineDeployment rendered at 0 replicas when
-/// `spec.migration.acknowledge` lists `scale-workers-to-zero` (value
-/// [`SCALE_TO_ZERO_ACKNOWLEDGED`]): capstan's admission policy then lets an update lower its
+/// `spec.migration.acknowledge` lists `scale-workers-to-zero` (value `acknowledged`, spelled
+/// by the templates and the keep-workers policy): capstan's admission policy then lets an update lower its
 /// replicas from running machines to 0.
 pub const SCALE_TO_ZERO_ANNOTATION: &str = "capstan.dev/scale-to-zero";
 
-/// The value of [`SCALE_TO_ZERO_ANNOTATION`].
-pub const SCALE_TO_ZERO_ACKNOWLEDGED: &str = "acknowledged";
 
 impl Phase {
     /// Whether the phase migrates (kubeadm is still part of the cluster): `prepare`,
@@ -1464,6 +1463,7 @@ impl ClusterConfig {
     /// Whether the cluster exists already (imported, or migrating): its TalosControlPlane is
     /// guarded against the Talos Bootstrap RPC in every phase. A cluster that does not exist
     /// yet is bootstrapped by the control-plane provider.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn exists(&self) -> bool {
         self.imported() || self.spec.migration.is_some()
     }

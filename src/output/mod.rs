@@ -397,6 +397,7 @@ fn exists_below(root: &std::os::fd::OwnedFd, shown: &Path, rel: &str) -> Result<
 /// its place: a failure leaves `out` as it was (a killed run can leave the hidden
 /// `.<out>.capstan-new-<pid>` directory behind; the next call beside it removes those of
 /// processes that no longer run).
+#[cfg(any(test, feature = "testkit"))]
 pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     match std::fs::symlink_metadata(out) {
@@ -1000,6 +1001,7 @@ fn link_tree(from: &Path, to: &Path) -> Result<(), BundleError> {
 
 /// Write every bundle under `root`: open, stage all (every target checked for foreign
 /// files, nothing visible changed), then commit all at once.
+#[cfg(any(test, feature = "testkit"))]
 pub fn write_all(root: &Path, bundles: &[Bundle]) -> Result<Vec<(String, Outcome)>, BundleError> {
     let out = Output::open(root, &mut |_| {})?;
     let staged = bundles

@@ -61,6 +61,7 @@ mod json;
 mod merge_keys;
 mod strategic;
 
+#[cfg(any(test, feature = "testkit"))]
 pub use strategic::is_directive;
 
 use crate::model::PatchType;
@@ -626,6 +627,7 @@ impl Budget {
     }
 
     /// The units used so far.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn used(&self) -> u64 {
         self.used.get()
     }
@@ -688,7 +690,7 @@ fn undeletable(r: &Resource) -> Option<String> {
     if r.raw.is_some() || matches!(r.kind(), "Secret" | "SopsSecret") {
         return Some("it is a sealed Secret (from `capstan secrets seal`)".into());
     }
-    r.from_template().map(|t| {
+    r.template_name().map(|t| {
         format!(
             "it is rendered from capstan's template `{t}`, and an overlay may delete only objects \
              that overlays add (their `resources`)"

@@ -6,11 +6,14 @@
 //! backup tests and `capstan backup dump` apply; [`saves_secret`] for one Secret), and
 //! objects come back without their status [A33, A34].
 
+#[cfg(any(test, feature = "testkit"))]
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::model::{Md, Ms, Tcp, World};
+use super::model::World;
+#[cfg(any(test, feature = "testkit"))]
+use super::model::{Md, Ms, Tcp};
 
 /// The label that makes `clusterctl move` save any object.
 pub use crate::secrets::seal::MOVE_LABEL;
@@ -28,6 +31,7 @@ const PURPOSES: [&str; 6] = [
 
 /// A `clusterctl move --to-directory` dump of one cluster, as the model holds it.
 #[derive(Debug, Clone, Default)]
+#[cfg(any(test, feature = "testkit"))]
 pub struct MoveDump {
     /// The TalosControlPlane (spec and metadata).
     pub tcp: Option<Tcp>,
@@ -239,6 +243,7 @@ pub fn move_graph(objects: &[Value]) -> MoveGraph {
 ///   outside the graph (a virtual node), the move label notwithstanding;
 /// - one without an owner is saved when `util/secret.ParseSecretName` (`util/secret/secret.go:58-71`:
 ///   the text after the last `-` is a purpose) names a Cluster of its namespace (`:712-725`).
+#[cfg(any(test, feature = "testkit"))]
 pub fn saves_secret(secret: &Value, clusters: &[&str], in_graph: &dyn Fn(&str) -> bool) -> bool {
     let ns = text(secret, "/metadata/namespace");
     let mut objects: Vec<Value> = clusters
@@ -286,6 +291,7 @@ pub fn saves_secret(secret: &Value, clusters: &[&str], in_graph: &dyn Fn(&str) -
 /// creates each object with a plain `Create` (`restoreTargetObject`, cluster-api v1.10.10
 /// `mover.go:1126`), which the API server refuses when the webhook's Service has no
 /// endpoint. Kind, then the provider (its `cluster.x-k8s.io/provider` label).
+#[cfg(any(test, feature = "testkit"))]
 pub const CREATE_WEBHOOKS: &[(&str, &str)] = &[
     // CABPT v0.6.12 `config/webhook/manifests.yaml:7-26` (vtalosconfig; templates: UPDATE only).
     ("TalosConfig", "bootstrap-talos"),
@@ -305,6 +311,7 @@ pub const CREATE_WEBHOOKS: &[(&str, &str)] = &[
 
 /// The creates of `kinds` the API server refuses while the providers `stopped` run no pod
 /// ([`CREATE_WEBHOOKS`]): each as `Kind: provider`.
+#[cfg(any(test, feature = "testkit"))]
 pub fn refused_creates(kinds: &[&str], stopped: &[&str]) -> Vec<String> {
     kinds
         .iter()
@@ -320,6 +327,7 @@ pub fn refused_creates(kinds: &[&str], stopped: &[&str]) -> Vec<String> {
 impl World {
     /// `clusterctl move --to-directory`: the dump, or why it is refused
     /// (`checkProvisioningCompleted`).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn clusterctl_move_to_directory(&self) -> Result<MoveDump, Vec<String>> {
         let mut refused = Vec::new();
         let cluster = format!("Cluster {}/{}", self.facts.namespace, self.facts.cluster);
@@ -367,6 +375,7 @@ impl World {
     /// Whether `clusterctl move` saves a Secret of the cluster ([`saves_secret`] on the
     /// applied object; a Secret a controller made is known by name only, with no owner the
     /// model tracks).
+    #[cfg(any(test, feature = "testkit"))]
     fn moved_secret(&self, name: &str) -> bool {
         let fallback = serde_json::json!({"metadata": {"name": name}});
         let live = self
@@ -379,6 +388,7 @@ impl World {
     /// `clusterctl move --from-directory` into an empty management cluster: the objects
     /// come back without their status (no nodeRef, no `status.bootstrapped`), the Cluster
     /// unpaused.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn restore_from_move(&mut self, dump: &MoveDump) {
         self.tcp = dump.tcp.clone().map(|mut t| {
             t.bootstrapped = false;

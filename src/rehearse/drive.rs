@@ -41,6 +41,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, in the order the README lists them.
+    #[cfg(any(test, feature = "testkit"))]
     pub const ALL: [Operation; 10] = [
         Operation::TalosUpgrade,
         Operation::KubernetesPatch,

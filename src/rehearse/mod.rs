@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod kubectl;
 pub mod model;
 pub mod report;
+#[cfg(any(test, feature = "testkit"))]
 pub mod sops_operator;
 mod workers;
 
@@ -29,6 +30,7 @@ use model::{ControlPlaneProvider, Facts, World};
 pub use argo::SyncMode;
 
 /// The model's assumptions, each with its upstream source (Markdown).
+#[cfg(any(test, feature = "testkit"))]
 pub const ASSUMPTIONS: &str = include_str!("assumptions.md");
 
 /// Why a rehearsal could not run (not a stop: those are results).

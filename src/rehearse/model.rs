@@ -92,12 +92,14 @@ pub struct Vm {
     /// Seconds from creation to its Node (VMs boot at slightly different speeds).
     pub node_after: u64,
     /// The Kubernetes version its kubelet runs.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     pub kubernetes: String,
     /// Its machine config carries the VIP.
     pub vip_config: bool,
     /// The infrastructure template it was cloned from and its bootstrap config (what
     /// `clusterctl move` restores with its Machine: the VSphereMachine's cloned-from
     /// annotation and the TalosConfig).
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     pub origin: (String, String),
 }
 
@@ -226,6 +228,7 @@ pub struct Md {
     /// The autoscaler's (min, max) annotations.
     pub autoscaler: Option<(u64, u64)>,
     /// `nodeDrainTimeout`, in seconds (`None`: wait for the drain).
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     pub drain_timeout: Option<u64>,
 }
 
@@ -297,10 +300,13 @@ pub struct Mhc {
 #[derive(Debug, Clone, Default)]
 pub struct LiveObject {
     /// `kind`.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     pub kind: String,
     /// `metadata.namespace` (empty: cluster-scoped).
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     pub namespace: String,
     /// `metadata.name`.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     pub name: String,
     /// The object as last applied (what admission sees as `oldObject`).
     pub value: Value,
@@ -328,18 +334,24 @@ pub struct Endpoint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// The API answers 429.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     Fail(usize),
     /// The request times out after 20 s.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     Timeout(usize),
     /// Exit 0 with output that is not what was asked (a proxy's error page).
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     Garbage(usize),
     /// The Job's pod is killed right after the call that removes the pause.
     KillAfterUnpause,
     /// Every call whose arguments contain this answers 429, this many times in a row.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     FailMatching(&'static str, usize),
     /// Exit 0 with nothing: a stale, empty read.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     Empty(usize),
     /// Exit 0 with one word that is not a name.
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     GarbageWord(usize),
 }
 
@@ -1218,6 +1230,7 @@ impl World {
 
     /// The management cluster is lost and rebuilt: the workload cluster runs on, the new
     /// management cluster holds nothing of it.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn rebuild_management(&mut self) {
         self.tcp = None;
         self.machines.clear();
@@ -1231,6 +1244,7 @@ impl World {
 
     /// `clusterctl move` brings back what its object graph holds: the Machines with their
     /// providerID and spec, not their status (so no `status.bootstrapped` either) \[A33].
+    #[cfg(any(test, feature = "testkit"))]
     pub fn restore_machines(&mut self) {
         let vms: Vec<Vm> = self
             .vms

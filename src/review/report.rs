@@ -24,7 +24,7 @@ pub const ERROR_LINES_LIMIT: usize = 100;
 /// An error message as it may reach a terminal, a CI log or Argo CD's UI: every control
 /// character but the line break (C0, DEL, C1: an ANSI escape, a carriage return that
 /// would overwrite the line) and every bidirectional override is escaped (`\u{1b}`), each
-/// line is cut at [`ERROR_LINE_LIMIT`] characters and the message at [`ERROR_LINES_LIMIT`]
+/// line is cut at `ERROR_LINE_LIMIT` characters and the message at `ERROR_LINES_LIMIT`
 /// lines, each cut saying how much was left out. A message echoes input (a value, a
 /// path), and input is untrusted.
 pub fn error_message(text: &str) -> String {

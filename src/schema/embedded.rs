@@ -101,6 +101,7 @@ impl Embedded {
     }
 
     /// Where the embedded schemas came from (`sources` of the file), one line each.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn sources(&self) -> Vec<String> {
         self.doc
             .get("sources")

@@ -27,6 +27,7 @@
 
 pub mod embedded;
 
+#[cfg(any(test, feature = "testkit"))]
 pub use embedded::SchemaEntry;
 
 use regex::Regex;
@@ -216,6 +217,7 @@ impl CrdSet {
     }
 
     /// True when no schema is held.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

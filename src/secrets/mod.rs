@@ -132,6 +132,7 @@ pub fn encrypt_armored(
 }
 
 /// Encrypt to every recipient, in age's binary format (for large payloads: backups).
+#[cfg(any(test, feature = "testkit"))]
 pub fn encrypt(
     plaintext: &[u8],
     recipients: &[x25519::Recipient],
@@ -195,11 +196,6 @@ pub fn decrypt(
         .read_to_end(&mut out)
         .map_err(|e| fail(format!("corrupt age payload: {e}")))?;
     Ok(out)
-}
-
-/// The public recipient of an identity.
-pub fn recipient_of(identity: &x25519::Identity) -> String {
-    identity.to_public().to_string()
 }
 
 #[cfg(test)]

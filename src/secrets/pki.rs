@@ -249,20 +249,24 @@ impl KeyFormat {
 pub struct PrivateKeyPem {
     pem: Zeroizing<Vec<u8>>,
     algorithm: KeyAlgorithm,
+    #[cfg_attr(not(any(test, feature = "testkit")), expect(dead_code, reason = "read by the tests only"))]
     format: KeyFormat,
     public_key_der: Vec<u8>,
 }
 
 impl PrivateKeyPem {
     /// The original file bytes, unchanged.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn pem(&self) -> &[u8] {
         &self.pem
     }
     /// The key's algorithm (and RSA size).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn algorithm(&self) -> KeyAlgorithm {
         self.algorithm
     }
     /// How the key was encoded (its PEM block type).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn format(&self) -> KeyFormat {
         self.format
     }
@@ -295,14 +299,17 @@ pub struct CertAndKey {
 
 impl CertAndKey {
     /// The certificate file bytes, unchanged.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn cert_pem(&self) -> &[u8] {
         &self.cert_pem
     }
     /// The private key file bytes, unchanged.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn key_pem(&self) -> &[u8] {
         &self.key_pem
     }
     /// The certificate DER (from the PEM block).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn cert_der(&self) -> &[u8] {
         &self.cert_der
     }

@@ -37,6 +37,10 @@ use sha2::{Digest, Sha256, Sha512};
 
 mod stream;
 pub use stream::decrypt_stream;
+#[cfg(any(test, feature = "testkit"))]
+mod rekey;
+#[cfg(any(test, feature = "testkit"))]
+pub use rekey::{rekey, Rekeyed};
 use zeroize::Zeroizing;
 
 use crate::digest::upper_hex;
@@ -285,17 +289,6 @@ impl Plain {
     }
 }
 
-/// The result of [`rekey`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rekeyed {
-    /// The new file text (the input text verbatim when the recipient set is unchanged).
-    pub text: String,
-    /// Recipients that gained a stanza.
-    pub added: Vec<String>,
-    /// Recipients whose stanza was dropped. They may still hold the unchanged data key:
-    /// only a fresh [`encrypt`] without `previous` rotates it.
-    pub removed: Vec<String>,
-}
 
 impl SopsFile {
     /// Parse a SOPS YAML file. `label` names it in errors.
@@ -334,11 +327,13 @@ impl SopsFile {
     }
 
     /// The encrypted document without the `sops` key.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn tree(&self) -> &Map<String, Value> {
         &self.tree
     }
 
     /// The text this was parsed from.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -671,39 +666,6 @@ pub fn encrypt(
             .unwrap_or_default(),
     };
     Ok(render(&out, &metadata))
-}
-
-/// Rewrite only the `sops.age` stanzas of `file` for `recipients`: values, MAC,
-/// `lastmodified` and the rule stay as they are; stanzas of remaining recipients are kept
-/// byte-identical and the data key is wrapped afresh only for new ones. `plain` must be
-/// `file`'s decryption (it supplies the data key). Returns the text unchanged when the set
-/// of recipients is the same.
-pub fn rekey(
-    label: &str,
-    file: &SopsFile,
-    plain: &Plain,
-    recipients: &[x25519::Recipient],
-) -> Result<Rekeyed, SopsError> {
-    check_pair(label, file, plain)?;
-    let wanted = dedup_recipients(label, recipients)?;
-    let (age, added, removed) = stanzas(label, &plain.data_key, &wanted, Some(&file.metadata.age))?;
-    if added.is_empty() && removed.is_empty() {
-        return Ok(Rekeyed {
-            text: file.text.clone(),
-            added,
-            removed,
-        });
-    }
-    let mut metadata = file.metadata.clone();
-    metadata.age = age;
-    if metadata.version.is_none() {
-        metadata.version = Some(SOPS_VERSION.to_string());
-    }
-    Ok(Rekeyed {
-        text: render(&file.tree, &metadata),
-        added,
-        removed,
-    })
 }
 
 /// Format seconds since the Unix epoch as sops' `lastmodified` (`YYYY-MM-DDTHH:MM:SSZ`).

@@ -482,6 +482,7 @@ impl SecretsBundle {
     }
 
     /// [`Self::validate`] as an error naming the file, as talosctl reports it.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn check(&self) -> Result<(), SecretsBundleError> {
         self.validate()
             .map_err(|problems| SecretsBundleError::Invalid {

@@ -532,6 +532,7 @@ pub fn replace_block(text: &str, parent: &str, key: &str, value: &Value) -> Opti
 }
 
 /// Emit documents as one stream, separated by `---` lines.
+#[cfg(any(test, feature = "testkit"))]
 pub fn to_stream(values: &[Value]) -> String {
     let mut out = String::with_capacity(4096 * values.len().max(1));
     for (i, v) in values.iter().enumerate() {

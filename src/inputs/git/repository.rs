@@ -174,6 +174,7 @@ impl Repository {
     }
 
     /// The git directory (canonical).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn git_dir(&self) -> &Path {
         &self.git_dir
     }

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The object templates every flavour has, under `templates/<flavour>/`.
+#[cfg(any(test, feature = "testkit"))]
 pub const FLAVOUR_TEMPLATES: &[&str] = &[
     "cluster.yaml",
     "vspherecluster.yaml",

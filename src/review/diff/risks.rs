@@ -732,7 +732,7 @@ pub(super) fn field_risk(id: &ObjectId, f: &FieldChange, out: &mut Vec<Risk>) {
                  for the new phase"
             ),
         ));
-    } else if p.contains("capstan.dev/endpoint-strategy") {
+    } else if p.contains(crate::pipeline::render::endpoint::STRATEGY_ANNOTATION) {
         out.push(risk(
             Severity::High,
             id,
