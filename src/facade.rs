@@ -110,12 +110,6 @@ pub use migration::check::{Finding, Severity};
 /// ```
 pub fn check_cluster(dir: &Path) -> Result<Vec<Finding>, Error> {
     let c = inputs::load_cluster(dir)?;
-    let mut ci =
-        migration::check::CheckInputs::new(c.config.clone(), &c.file, std::time::SystemTime::now());
-    ci.sealed_secrets = c
-        .sealed
-        .iter()
-        .filter_map(|s| migration::check::SealedSecretFacts::read(&s.path, &s.text))
-        .collect();
+    let ci = migration::check::CheckInputs::for_cluster(&c, std::time::SystemTime::now());
     Ok(migration::check::check(&ci))
 }

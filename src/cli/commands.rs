@@ -798,75 +798,36 @@ fn rendered_pools(
     })
 }
 
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
-fn check(args: CheckArgs) -> Result<Status> {
+/// What `capstan check` compares: the cluster directory's inputs, then each file a flag names,
+/// read and parsed (an error names the file and what it should hold).
+fn check_inputs(
+    args: &CheckArgs,
+    c: &ClusterInput,
+    now: std::time::SystemTime,
+) -> Result<crate::migration::check::CheckInputs> {
     use crate::inputs::kubeadm;
     use crate::migration::check::{self, CheckInputs, Input};
-    use std::io::IsTerminal;
-    let c = inputs::load_cluster(&args.dir)?;
-    let now = std::time::SystemTime::now();
-    let mut ci = CheckInputs::new(c.config.clone(), &c.file, now);
-    ci.sealed_secrets = c
-        .sealed
-        .iter()
-        .filter_map(|s| check::SealedSecretFacts::read(&s.path, &s.text))
-        .collect();
-    if let Some(p) = &args.apiserver_manifest {
+    // A file named on the command line, parsed whole by `parse`.
+    fn file<T, E: std::error::Error + Send + Sync + 'static>(
+        p: Option<&PathBuf>,
+        parse: impl Fn(&str, &[u8]) -> std::result::Result<T, E>,
+    ) -> Result<Option<Input<T>>> {
+        let Some(p) = p else { return Ok(None) };
         let f = inputs::read_input(p)?;
-        let value = kubeadm::parse_apiserver_manifest(&f.label, &f.bytes)?;
-        ci.apiserver = Some(Input {
+        let value = parse(&f.label, &f.bytes)?;
+        Ok(Some(Input {
             file: f.label,
             value,
-        });
+        }))
     }
-    if let Some(p) = &args.controller_manager_manifest {
-        let f = inputs::read_input(p)?;
-        let value = kubeadm::parse_controller_manager_manifest(&f.label, &f.bytes)?;
-        ci.controller_manager = Some(Input {
-            file: f.label,
-            value,
-        });
-    }
-    if let Some(p) = &args.scheduler_manifest {
-        let f = inputs::read_input(p)?;
-        let value = kubeadm::parse_scheduler_manifest(&f.label, &f.bytes)?;
-        ci.scheduler = Some(Input {
-            file: f.label,
-            value,
-        });
-    }
-    if let Some(p) = &args.kubeadm_config {
-        let f = inputs::read_input(p)?;
-        let value = kubeadm::parse_cluster_configuration(&f.label, &f.bytes)?;
-        ci.cluster_config = Some(Input {
-            file: f.label,
-            value,
-        });
-    }
-    if let Some(p) = &args.encryption_config {
-        let f = inputs::read_input(p)?;
-        let value = kubeadm::parse_encryption_config(&f.label, &f.bytes)?;
-        ci.encryption = Some(Input {
-            file: f.label,
-            value,
-        });
-    }
-    if let Some(p) = &args.authorization_config {
-        let f = inputs::read_input(p)?;
-        let value = kubeadm::parse_authorization_config(&f.label, &f.bytes)?;
-        ci.authorization = Some(Input {
-            file: f.label,
-            value,
-        });
-    }
-    if let Some(p) = &args.apiserver_cert {
-        let f = inputs::read_input(p)?;
-        let value = crate::secrets::pki::certificate_summary(&f.label, &f.bytes)?;
-        ci.apiserver_cert = Some(Input {
-            file: f.label,
-            value,
-        });
-    }
+    let mut ci = CheckInputs::for_cluster(c, now);
+    ci.apiserver = file(args.apiserver_manifest.as_ref(), kubeadm::parse_apiserver_manifest)?;
+    ci.controller_manager = file(args.controller_manager_manifest.as_ref(), kubeadm::parse_controller_manager_manifest)?;
+    ci.scheduler = file(args.scheduler_manifest.as_ref(), kubeadm::parse_scheduler_manifest)?;
+    ci.cluster_config = file(args.kubeadm_config.as_ref(), kubeadm::parse_cluster_configuration)?;
+    ci.encryption = file(args.encryption_config.as_ref(), kubeadm::parse_encryption_config)?;
+    ci.authorization = file(args.authorization_config.as_ref(), kubeadm::parse_authorization_config)?;
+    ci.apiserver_cert = file(args.apiserver_cert.as_ref(), crate::secrets::pki::certificate_summary)?;
     // The YAML inputs: the file as named and its documents.
     let docs_of = |p: &PathBuf| -> Result<(String, Vec<serde_json::Value>)> {
         let docs = inputs::read_yaml_documents(p, false)?
@@ -951,10 +912,18 @@ fn check(args: CheckArgs) -> Result<Status> {
     }
     if let Some(p) = &args.identity {
         let ids = identities(Some(p))?;
-        let bundle = open_bundle(&c, &ids)?;
+        let bundle = open_bundle(c, &ids)?;
         ci.bundle = Some(bundle);
         ci.identity_file = Some(p.display().to_string());
     }
+    Ok(ci)
+}
+
+fn check(args: CheckArgs) -> Result<Status> {
+    use crate::migration::check;
+    use std::io::IsTerminal;
+    let c = inputs::load_cluster(&args.dir)?;
+    let ci = check_inputs(&args, &c, std::time::SystemTime::now())?;
     let findings = check::check(&ci);
     let mut out = std::io::stdout().lock();
     match args.format {

@@ -595,6 +595,18 @@ impl CheckInputs {
             now,
         }
     }
+
+    /// Inputs holding a cluster directory's `cluster.yaml` and the facts of its sealed
+    /// files: what `capstan check DIR` compares before any other file is named.
+    pub fn for_cluster(c: &crate::inputs::ClusterInput, now: SystemTime) -> Self {
+        let mut ci = CheckInputs::new(c.config.clone(), &c.file, now);
+        ci.sealed_secrets = c
+            .sealed
+            .iter()
+            .filter_map(|s| SealedSecretFacts::read(&s.path, &s.text))
+            .collect();
+        ci
+    }
 }
 
 /// Compare everything that can be compared; one finding per comparison, in [`IDS`] order.
