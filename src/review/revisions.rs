@@ -510,7 +510,6 @@ fn resource_sets(
 
 /// `capstan diff --git range` for the repository path `path`: read both revisions, find
 /// the clusters whose inputs changed, render those on both sides and compare them.
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn review(
     path: &Path,
     range: &str,
@@ -528,14 +527,49 @@ pub fn review(
     };
     let repo = git::Repository::discover(&dir)?;
     let rel = tree_path(repo.work_tree(), path)?;
-    let a = Revision::list(&repo, rev_a)?;
+    let change = Change::read(&repo, rev_a, rev_b)?;
+    let fleet = Fleet::find(&change, path, &rel)?;
+    let hit = Hit::find(&change, &fleet, templates.is_some());
+    let label_b = label_of(&change.newer, path);
+    let mut clusters = compare(&change, &fleet, &hit, templates, opts, (rev_a, &label_b))?;
+    clusters.sort_by(|x, y| x.name.cmp(&y.name));
+    let all = fleet.all.len();
+    Ok(Diff {
+        a: rev_a.to_string(),
+        b: label_b,
+        decrypted: opts.identities.is_some(),
+        sealed: opts.sealed,
+        clusters,
+        scope: Some(Scope {
+            clusters: all,
+            rendered: hit.paths.len(),
+            skipped: all.saturating_sub(hit.paths.len()),
+            everything: hit.reason,
+            unused: hit.unused,
+        }),
+    })
+}
+
+/// The two sides of a review and what changed between them.
+struct Change {
+    a: Revision,
+    newer: Newer,
+    /// Changed tree paths, a link's changed target reaching the link.
+    changed: Vec<String>,
+    /// Every link of both sides and its target.
+    links: Vec<(String, String)>,
+}
+
+impl Change {
+    fn read(repo: &git::Repository, rev_a: &str, rev_b: Option<&str>) -> Result<Change, RevisionsError> {
+    let a = Revision::list(repo, rev_a)?;
     let newer = match rev_b {
-        Some(r) => Newer::Revision(Box::new(Revision::list(&repo, r)?)),
+        Some(r) => Newer::Revision(Box::new(Revision::list(repo, r)?)),
         None => Newer::Worktree,
     };
     let mut changed = match &newer {
         Newer::Revision(b) => changed_between(&a, b),
-        Newer::Worktree => git::worktree_changes(&repo, &a.commit)?,
+        Newer::Worktree => git::worktree_changes(repo, &a.commit)?,
     };
     // A symbolic link reads its target: a changed target changes the link.
     let mut links = a.links();
@@ -543,6 +577,38 @@ pub fn review(
         links.extend(b.links());
     }
     through_links(&mut changed, &links);
+        Ok(Change {
+            a,
+            newer,
+            changed,
+            links,
+        })
+    }
+
+    fn rev_b(&self) -> Option<&Revision> {
+        match &self.newer {
+            Newer::Revision(b) => Some(b.as_ref()),
+            Newer::Worktree => None,
+        }
+    }
+}
+
+/// The clusters of both sides.
+struct Fleet {
+    dirs_a: Vec<String>,
+    /// Side B's cluster directories as tree paths.
+    dirs_b: Vec<String>,
+    /// A working-tree side's directories on disk, by tree path.
+    disk_of: BTreeMap<String, PathBuf>,
+    /// Side B's cluster names, by directory.
+    names_b: BTreeMap<String, String>,
+    /// Both sides' directories.
+    all: BTreeSet<String>,
+}
+
+impl Fleet {
+    fn find(change: &Change, path: &Path, rel: &str) -> Result<Fleet, RevisionsError> {
+        let (a, newer) = (&change.a, &change.newer);
     // A path that exists on one side only (a repository's first cluster, a directory the
     // change adds or removes) has no clusters on the other.
     let none_if_absent = |r: Result<Vec<String>, InputError>| match r {
@@ -552,16 +618,16 @@ pub fn review(
         }
         other => other,
     };
-    let dirs_a = none_if_absent(discover(&a, &rel))?;
+    let dirs_a = none_if_absent(discover(a, rel))?;
     // Working-tree clusters as tree paths, and the paths to read them by.
-    let (dirs_b, disk_of): (Vec<String>, BTreeMap<String, PathBuf>) = match &newer {
-        Newer::Revision(b) => (none_if_absent(discover(b.as_ref(), &rel))?, BTreeMap::new()),
-        Newer::Worktree => worktree_dirs(path, &rel)?,
+    let (dirs_b, disk_of): (Vec<String>, BTreeMap<String, PathBuf>) = match newer {
+        Newer::Revision(b) => (none_if_absent(discover(b.as_ref(), rel))?, BTreeMap::new()),
+        Newer::Worktree => worktree_dirs(path, rel)?,
     };
     // Side B must be a fleet `capstan render` accepts: no name declared twice, across every
     // cluster, not only those that render (a change adding a second `lab-f` touches only the
     // new directory). Only each `cluster.yaml` is read (in one exchange with git) and parsed.
-    let names_b = match &newer {
+    let names_b = match newer {
         Newer::Revision(b) => {
             let files: Vec<String> = dirs_b
                 .iter()
@@ -577,92 +643,145 @@ pub fn review(
     };
     if dirs_a.is_empty() && dirs_b.is_empty() {
         return Err(InputError::NoClusters {
-            dir: format!("{}:{rel} and {}", a.name, label_of(&newer, path)),
+            dir: format!("{}:{rel} and {}", a.name, label_of(newer, path)),
         }
         .into());
     }
-    let all: BTreeSet<String> = dirs_a.iter().chain(dirs_b.iter()).cloned().collect();
-    let cache_a = inputs::OverlayCache::default();
-    let cache_b = inputs::OverlayCache::default();
+        let all = dirs_a.iter().chain(dirs_b.iter()).cloned().collect();
+        Ok(Fleet {
+            dirs_a,
+            dirs_b,
+            disk_of,
+            names_b,
+            all,
+        })
+    }
+}
+
+/// The clusters a change renders, and why.
+struct Hit {
+    /// Directory → the changed paths that make it render.
+    paths: BTreeMap<String, Vec<String>>,
+    /// Changed paths no cluster reads.
+    unused: Vec<String>,
+    /// Why every cluster renders, when one change reaches all.
+    reason: Option<String>,
+    /// Cluster names met while resolving overlays (side, directory → name).
+    names: BTreeMap<(usize, String), String>,
+}
+
+impl Hit {
+    fn find(change: &Change, fleet: &Fleet, templates_fixed: bool) -> Hit {
+        let (a, newer, changed, links) = (&change.a, &change.newer, &change.changed, &change.links);
+        let (dirs_a, dirs_b, disk_of, all) = (&fleet.dirs_a, &fleet.dirs_b, &fleet.disk_of, &fleet.all);
+        let cache_a = inputs::OverlayCache::default();
+        let cache_b = inputs::OverlayCache::default();
+        let configs = |dirs: &[String]| -> Vec<String> {
+            dirs.iter()
+                .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
+                .collect()
+        };
+        let prefetched = std::sync::Once::new();
+        // Cluster names met while resolving overlays (side, directory → name), for the batches.
+        let names: std::sync::Mutex<BTreeMap<(usize, String), String>> =
+            std::sync::Mutex::new(
+                fleet.names_b.iter().map(|(d, n)| ((1, d.clone()), n.clone())).collect(),
+            );
+        let remember = |side: usize, d: &str, c: &inputs::ClusterInput| {
+            if let Ok(mut m) = names.lock() {
+                m.insert((side, d.to_string()), c.config.metadata.name.clone());
+            }
+        };
+        let (mut hit, mut unused, reason) = affected(all, changed, templates_fixed, |d| {
+            prefetched.call_once(|| {
+                // Every cluster's `cluster.yaml` is about to be read: in one exchange each.
+                let _ = a.prefetch(configs(dirs_a).iter().map(String::as_str));
+                if let Newer::Revision(b) = newer {
+                    let _ = b.prefetch(configs(dirs_b).iter().map(String::as_str));
+                }
+            });
+            let root = inputs::tree::tree_root(d);
+            let mut files = BTreeSet::new();
+            if dirs_a.contains(&d.to_string()) {
+                let c = config(a, d).ok()?;
+                remember(0, d, &c);
+                files.extend(overlay_files(
+                    &root,
+                    &inputs::load_overlays_in(a, &c, &cache_a).ok()?,
+                ));
+            }
+            if dirs_b.contains(&d.to_string()) {
+                let overlays = match newer {
+                    Newer::Revision(b) => {
+                        let c = config(b.as_ref(), d).ok()?;
+                        remember(1, d, &c);
+                        inputs::load_overlays_in(b.as_ref(), &c, &cache_b).ok()?
+                    }
+                    Newer::Worktree => {
+                        let c = inputs::load_cluster_with(disk_of.get(d)?, inputs::Digests::NotWanted)
+                            .ok()?;
+                        remember(1, d, &c);
+                        inputs::load_overlays(&c, &cache_b).ok()?
+                    }
+                };
+                files.extend(overlay_files(&root, &overlays));
+            }
+            Some(through_link_targets(files, links))
+        });
+        // A changed link's target (a file, or the files of a directory) is one of the
+        // cluster's inputs too, not an unused change.
+        for (link, target) in links {
+            if let Some(paths) = owner(all, link).and_then(|d| hit.get_mut(d)) {
+                if paths.contains(link) {
+                    let read: Vec<&String> =
+                        changed.iter().filter(|p| at_or_under(p, target)).collect();
+                    paths.extend(read.iter().map(|p| (*p).clone()));
+                    paths.sort();
+                    paths.dedup();
+                    unused.retain(|u| !at_or_under(u, target));
+                }
+            }
+        }
+        Hit {
+            paths: hit,
+            unused,
+            reason,
+            names: names.into_inner().unwrap_or_default(),
+        }
+    }
+}
+
+/// Render the clusters `hit` names on both sides, a batch at a time, and compare them.
+fn compare(
+    change: &Change,
+    fleet: &Fleet,
+    hit: &Hit,
+    templates: Option<&PathBuf>,
+    opts: &ReviewOptions<'_>,
+    (rev_a, label_b): (&str, &str),
+) -> Result<Vec<diff::ClusterDiff>, RevisionsError> {
+    let (a, rev_b) = (&change.a, change.rev_b());
+    let (dirs_a, dirs_b, disk_of) = (&fleet.dirs_a, &fleet.dirs_b, &fleet.disk_of);
+    let (names, hit_paths) = (&hit.names, &hit.paths);
     let configs = |dirs: &[String]| -> Vec<String> {
         dirs.iter()
             .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
             .collect()
     };
-    let prefetched = std::sync::Once::new();
-    // Cluster names met while resolving overlays (side, directory → name), for the batches.
-    let names: std::sync::Mutex<BTreeMap<(usize, String), String>> =
-        std::sync::Mutex::new(names_b.into_iter().map(|(d, n)| ((1, d), n)).collect());
-    let remember = |side: usize, d: &str, c: &inputs::ClusterInput| {
-        if let Ok(mut m) = names.lock() {
-            m.insert((side, d.to_string()), c.config.metadata.name.clone());
-        }
-    };
-    let (mut hit, mut unused, reason) = affected(&all, &changed, templates.is_some(), |d| {
-        prefetched.call_once(|| {
-            // Every cluster's `cluster.yaml` is about to be read: in one exchange each.
-            let _ = a.prefetch(configs(&dirs_a).iter().map(String::as_str));
-            if let Newer::Revision(b) = &newer {
-                let _ = b.prefetch(configs(&dirs_b).iter().map(String::as_str));
-            }
-        });
-        let root = inputs::tree::tree_root(d);
-        let mut files = BTreeSet::new();
-        if dirs_a.contains(&d.to_string()) {
-            let c = config(&a, d).ok()?;
-            remember(0, d, &c);
-            files.extend(overlay_files(
-                &root,
-                &inputs::load_overlays_in(&a, &c, &cache_a).ok()?,
-            ));
-        }
-        if dirs_b.contains(&d.to_string()) {
-            let overlays = match &newer {
-                Newer::Revision(b) => {
-                    let c = config(b.as_ref(), d).ok()?;
-                    remember(1, d, &c);
-                    inputs::load_overlays_in(b.as_ref(), &c, &cache_b).ok()?
-                }
-                Newer::Worktree => {
-                    let c = inputs::load_cluster_with(disk_of.get(d)?, inputs::Digests::NotWanted)
-                        .ok()?;
-                    remember(1, d, &c);
-                    inputs::load_overlays(&c, &cache_b).ok()?
-                }
-            };
-            files.extend(overlay_files(&root, &overlays));
-        }
-        Some(through_link_targets(files, &links))
-    });
-    // A changed link's target (a file, or the files of a directory) is one of the
-    // cluster's inputs too, not an unused change.
-    for (link, target) in &links {
-        if let Some(paths) = owner(&all, link).and_then(|d| hit.get_mut(d)) {
-            if paths.contains(link) {
-                let read: Vec<&String> =
-                    changed.iter().filter(|p| at_or_under(p, target)).collect();
-                paths.extend(read.iter().map(|p| (*p).clone()));
-                paths.sort();
-                paths.dedup();
-                unused.retain(|u| !at_or_under(u, target));
-            }
-        }
-    }
     let render_a: Vec<String> = dirs_a
         .iter()
-        .filter(|d| hit.contains_key(*d))
+        .filter(|d| hit_paths.contains_key(*d))
         .cloned()
         .collect();
     let render_b: Vec<String> = dirs_b
         .iter()
-        .filter(|d| hit.contains_key(*d))
+        .filter(|d| hit_paths.contains_key(*d))
         .cloned()
         .collect();
     // Clusters are rendered and compared a few dozen at a time, so memory holds one batch
     // of objects (and of cluster files: each batch's blobs are forgotten when it is done),
     // not two whole fleets. A batch is made of whole names: a cluster whose
     // directory moved is compared with itself.
-    let names = names.into_inner().unwrap_or_default();
     let name_of = |side: usize, rev: Option<&Revision>, d: &str| -> Option<String> {
         if let Some(n) = names.get(&(side, d.to_string())) {
             return Some(n.clone());
@@ -673,18 +792,13 @@ pub fn review(
         };
         Some(c.config.metadata.name)
     };
-    let rev_b = match &newer {
-        Newer::Revision(b) => Some(b.as_ref()),
-        Newer::Worktree => None,
-    };
     let _ = a.prefetch(configs(&render_a).iter().map(String::as_str));
     if let Some(b) = rev_b {
         let _ = b.prefetch(configs(&render_b).iter().map(String::as_str));
     }
-    let batches = batches(&render_a, &render_b, &names, |side, d| {
-        name_of(side, if side == 0 { Some(&a) } else { rev_b }, d)
+    let batches = batches(&render_a, &render_b, names, |side, d| {
+        name_of(side, if side == 0 { Some(a) } else { rev_b }, d)
     });
-    let label_b = label_of(&newer, path);
     let popts = pipeline::Options {
         templates: templates.map(PathBuf::as_path),
         digests: inputs::Digests::NotWanted,
@@ -697,18 +811,11 @@ pub fn review(
     // A cluster whose directory and templates are the same on both sides (only files
     // outside them changed: its overlays') renders its templates once for both.
     let same_inputs = |d: &str| -> bool {
-        let root = inputs::tree::tree_root(d);
-        let tdir = if root.is_empty() {
-            "templates/".to_string()
-        } else {
-            format!("{root}/templates/")
-        };
-        let own = format!("{d}/");
-        hit.get(d).is_some_and(|paths| {
+        hit_paths.get(d).is_some_and(|paths| {
             !paths.is_empty()
                 && paths
                     .iter()
-                    .all(|p| !p.starts_with(&own) && (templates.is_some() || !p.starts_with(&tdir)))
+                    .all(|p| cluster::reads(d, p, templates.is_some()).is_none())
         })
     };
     for (da, db) in batches {
@@ -723,9 +830,9 @@ pub fn review(
             None => Vec::new(),
         };
         let sides = Sides {
-            a: &a,
+            a,
             b: rev_b,
-            disk_of: &disk_of,
+            disk_of,
             opts: popts,
         };
         let (side_a, side_b) = render_batch(
@@ -734,7 +841,7 @@ pub fn review(
             (&da, &db),
             &shared,
         )?;
-        let (mut sets, inputs_of) = resource_sets([side_a, side_b], &mut seen, &hit)?;
+        let (mut sets, inputs_of) = resource_sets([side_a, side_b], &mut seen, hit_paths)?;
         if !opts.clusters.is_empty() {
             for set in &mut sets {
                 set.clusters.retain(|k, _| opts.clusters.contains(k));
@@ -745,7 +852,7 @@ pub fn review(
             &sets[1],
             &diff::Options {
                 a: rev_a.to_string(),
-                b: label_b.clone(),
+                b: label_b.to_string(),
                 identities: opts.identities,
                 sealed: opts.sealed,
                 scope: None,
@@ -769,21 +876,7 @@ pub fn review(
     for h in pending {
         let _ = h.join();
     }
-    clusters.sort_by(|x, y| x.name.cmp(&y.name));
-    Ok(Diff {
-        a: rev_a.to_string(),
-        b: label_b,
-        decrypted: opts.identities.is_some(),
-        sealed: opts.sealed,
-        clusters,
-        scope: Some(Scope {
-            clusters: all.len(),
-            rendered: hit.len(),
-            skipped: all.len().saturating_sub(hit.len()),
-            everything: reason,
-            unused,
-        }),
-    })
+    Ok(clusters)
 }
 
 #[cfg(test)]
