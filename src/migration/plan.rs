@@ -36,31 +36,175 @@ use crate::procedure::{
 use std::fmt::Write as _;
 
 /// The runbook for the cluster's current phase.
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
     let mut md = String::with_capacity(8192);
-    let s = &config.spec;
-    let name = &config.metadata.name;
-    let ns = &config.metadata.namespace;
-    let tcp = format!("{name}-cp");
-    let phase = s.migration.as_ref().map(|m| m.phase);
-    let cp_replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
-    let kubeadm = s
-        .migration
-        .as_ref()
-        .map(|m| m.kubeadm.clone())
-        .unwrap_or_default();
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "none".to_string()
-        } else {
-            v.iter()
-                .map(|x| format!("`{x}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
+    let c = Ctx::new(config);
+    header(&mut md, &c);
+    match c.phase {
+        Some(Phase::Prepare) => prepare(&mut md, &c),
+        Some(Phase::ControlPlane) => control_plane(&mut md, &c),
+        Some(Phase::Workers) => workers(&mut md, &c, sizes),
+        Some(Phase::Complete) | None => complete(&mut md, &c),
+    }
+    md
+}
 
+/// `v` as a list of code spans for the runbook, or `none`.
+fn list(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.iter()
+            .map(|x| format!("`{x}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// What every phase's runbook says of the cluster, computed once.
+struct Ctx<'a> {
+    config: &'a ClusterConfig,
+    name: &'a str,
+    ns: &'a str,
+    tcp: String,
+    phase: Option<Phase>,
+    cp_replicas: u32,
+    kubeadm: crate::model::KubeadmNodes,
+    etcd_old: bool,
+    talos_etcd36: bool,
+    names: Names,
+    policy: String,
+    guard: String,
+    keep_policy: String,
+    keep_workers: String,
+    capi_drain: String,
+    lb_backends: String,
+}
+
+impl Ctx<'_> {
+    fn new(config: &ClusterConfig) -> Ctx<'_> {
+        let s = &config.spec;
+        let name = &config.metadata.name;
+        let ns = &config.metadata.namespace;
+        let tcp = format!("{name}-cp");
+        let phase = s.migration.as_ref().map(|m| m.phase);
+        let cp_replicas = s.control_plane.as_ref().map_or(0, |c| c.replicas);
+        let kubeadm = s
+            .migration
+            .as_ref()
+            .map(|m| m.kubeadm.clone())
+            .unwrap_or_default();
+
+        let etcd_old = s
+            .provenance
+            .as_ref()
+            .and_then(|p| p.etcd_version.as_deref())
+            .and_then(|v| SemVer::parse(&format!("v{}", v.split('-').next().unwrap_or(v))))
+            .is_some_and(|v| v.major == 3 && v.minor == 5 && v.patch < 20);
+        let talos_etcd36 =
+            SemVer::parse(&s.versions.talos).is_some_and(|t| t.major == 1 && t.minor >= 11);
+
+        let names = Names {
+            namespace: ns.clone(),
+            cluster: name.clone(),
+        };
+        let policy = names.guard_policy();
+        let guard = format!(
+            "Keeps the cluster guarded against a second etcd: the admission policy `{policy}` refuses every Machine and \
+             VSphereMachine of the cluster until `{tcp}` has `status.bootstrapped=true`, and the phase's Job (ServiceAccount \
+             `{name}-capstan-migration`: `{tcp}` and its status by name, listing Machines, reading Secrets by name) waits for \
+             `{name}-talos` and `{name}-ca`, then sets the status, refusing while Talos control-plane Nodes run without \
+             Machines (a lost management cluster: restore its Machines first)."
+        );
+        // D13: the admission policy that keeps running workers from being scaled to 0 (every
+        // phase of an existing cluster), as this phase needs it said.
+        let keep_policy = format!("{name}.{ns}.keep-workers.capstan.dev");
+        let acknowledged = s
+            .migration
+            .as_ref()
+            .is_some_and(|m| m.acknowledge.contains(&Acknowledgement::ScaleWorkersToZero));
+        let keep_workers = match phase {
+            Some(Phase::Prepare | Phase::ControlPlane) => format!(
+                "Keeps running Talos workers: this phase renders every worker pool at 0 replicas, which on the first pass \
+                 creates none; but reached by a revert from `workers` or `complete` (a revert of the phase commit), it would \
+                 make Cluster API drain and delete every Talos worker, by then usually the cluster's only workers. The \
+                 admission policy `{keep_policy}` refuses to scale a MachineDeployment with running machines to 0, so that \
+                 sync fails on the MachineDeployments: move forward again instead (set the phase back and commit). {}",
+                if acknowledged {
+                    "**`spec.migration.acknowledge` lists `scale-workers-to-zero`**: the pools carry \
+                     `capstan.dev/scale-to-zero: acknowledged` and the policy lets them go to 0: every Talos worker is \
+                     drained and deleted. Uncordon kubeadm workers to take their pods first, and remove the \
+                     acknowledgement in the next commit (render refuses it once no pool is at 0)."
+                } else {
+                    "Only if the Talos workers must really go (every one drained and deleted), add `scale-workers-to-zero` \
+                     to `spec.migration.acknowledge`, after uncordoning kubeadm workers to take their pods."
+                }
+            ),
+            _ => format!(
+                "Keeps running Talos workers: the admission policy `{keep_policy}` refuses to scale a MachineDeployment \
+                 with running machines to 0 (a revert of the phase commit renders every pool at 0, a pool set to \
+                 `replicas: 0`) unless `spec.migration.acknowledge` lists `scale-workers-to-zero`; the Cluster \
+                 Autoscaler's scale subresource is not affected."
+            ),
+        };
+        // D10: what Cluster API's own drains do with a PodDisruptionBudget.
+        let capi_drain = match s.deletion.node_drain_timeout_seconds.filter(|t| *t > 0) {
+            None => "Cluster API drains every machine it deletes (a rollout, a scale-down, a remediation) through the \
+                     same Eviction API, and with no `spec.deletion.nodeDrainTimeoutSeconds` (the default) it waits for as \
+                     long as a PodDisruptionBudget refuses: a budget that never allows an eviction holds that machine in \
+                     `Deleting`, and the rollout with it, until the budget is fixed."
+                .to_string(),
+            Some(t) => format!(
+                "Cluster API drains every machine it deletes (a rollout, a scale-down, a remediation) through the same \
+                 Eviction API, but `spec.deletion.nodeDrainTimeoutSeconds: {t}` makes it stop after {t} s and delete the \
+                 machine anyway, with the pods a PodDisruptionBudget still protects: a replica that resyncs slower than \
+                 that (a quorum StatefulSet) loses a second member. Leave it unset to wait for every budget."
+            ),
+        };
+        let lb_backends = match (s.endpoint.strategy, pool_addresses(config)) {
+            (Some(EndpointStrategy::External), Some(addrs)) => format!(
+                "Before syncing, add the control-plane pool's addresses {addrs} to the load balancer's backends, each with \
+                 a TCP health check on port {} (an HTTP check of `/healthz` gets 401 from a Talos apiserver without `anonymous-auth`): the Talos control-plane \
+                 machines take exactly these, and they stay the backends through every later rollout (clients keep \
+                 port {}, the load balancer's frontend; the backends' port is spec.endpoint.backendPort). Remove each \
+                 kubeadm backend when its node is removed.",
+                s.endpoint.backend_port(),
+                s.endpoint.port
+            ),
+            _ => "Move the load balancer backends to the Talos control-plane nodes as they become Ready (`kubectl get nodes -l node-role.kubernetes.io/control-plane`).".to_string(),
+        };
+        Ctx {
+            config,
+            name,
+            ns,
+            tcp,
+            phase,
+            cp_replicas,
+            kubeadm,
+            etcd_old,
+            talos_etcd36,
+            names,
+            policy,
+            guard,
+            keep_policy,
+            keep_workers,
+            capi_drain,
+            lb_backends,
+        }
+    }
+}
+
+/// The runbook's title and what it says of the cluster in every phase.
+fn header(md: &mut String, c: &Ctx<'_>) {
+    let Ctx {
+        config,
+        name,
+        ns,
+        phase,
+        kubeadm,
+        ..
+    } = c;
+    let s = &config.spec;
     let _ = writeln!(
         md,
         "# Runbook: `{name}`, phase `{}`\n",
@@ -87,298 +231,276 @@ pub fn runbook(config: &ClusterConfig, sizes: &[PoolSize]) -> String {
         crate::migration::check::full_command(config, &format!("clusters/{name}"), |_| None, |_| false)
     );
 
-    let etcd_old = s
-        .provenance
-        .as_ref()
-        .and_then(|p| p.etcd_version.as_deref())
-        .and_then(|v| SemVer::parse(&format!("v{}", v.split('-').next().unwrap_or(v))))
-        .is_some_and(|v| v.major == 3 && v.minor == 5 && v.patch < 20);
-    let talos_etcd36 =
-        SemVer::parse(&s.versions.talos).is_some_and(|t| t.major == 1 && t.minor >= 11);
+}
 
-    let names = Names {
-        namespace: ns.clone(),
-        cluster: name.clone(),
-    };
-    let policy = names.guard_policy();
-    let guard = format!(
-        "Keeps the cluster guarded against a second etcd: the admission policy `{policy}` refuses every Machine and \
-         VSphereMachine of the cluster until `{tcp}` has `status.bootstrapped=true`, and the phase's Job (ServiceAccount \
-         `{name}-capstan-migration`: `{tcp}` and its status by name, listing Machines, reading Secrets by name) waits for \
-         `{name}-talos` and `{name}-ca`, then sets the status, refusing while Talos control-plane Nodes run without \
-         Machines (a lost management cluster: restore its Machines first)."
+/// Phase `prepare`: the objects created, nothing scaled.
+fn prepare(md: &mut String, c: &Ctx<'_>) {
+    let Ctx {
+        config,
+        name,
+        ns,
+        tcp,
+        cp_replicas,
+        etcd_old,
+        talos_etcd36,
+        names,
+        policy,
+        guard,
+        keep_workers,
+        ..
+    } = c;
+    let s = &config.spec;
+    section(md, "What the bundle does when synced", &[
+        &format!("Creates the Cluster API objects, the sealed Secrets `{name}-talos` (the imported Talos secrets bundle) and `{name}-ca` (the kubeadm Kubernetes CA), so the providers reuse the kubeadm PKI instead of generating one."),
+        &format!("Renders TalosControlPlane `{tcp}` and every MachineDeployment with **0 replicas**: no Talos machine is created in this phase."),
+        guard,
+        &format!("Runs Job `{name}-capstan-migration-bootstrapped-…`: the guard alone."),
+        keep_workers,
+    ]);
+    let gone = removed(names, Phase::Prepare);
+    section(
+        md,
+        "What this step removes",
+        &gone.iter().map(String::as_str).collect::<Vec<_>>(),
     );
-    // D13: the admission policy that keeps running workers from being scaled to 0 (every
-    // phase of an existing cluster), as this phase needs it said.
-    let keep_policy = format!("{name}.{ns}.keep-workers.capstan.dev");
-    let acknowledged = s
-        .migration
-        .as_ref()
-        .is_some_and(|m| m.acknowledge.contains(&Acknowledgement::ScaleWorkersToZero));
-    let keep_workers = match phase {
-        Some(Phase::Prepare | Phase::ControlPlane) => format!(
-            "Keeps running Talos workers: this phase renders every worker pool at 0 replicas, which on the first pass \
-             creates none; but reached by a revert from `workers` or `complete` (a revert of the phase commit), it would \
-             make Cluster API drain and delete every Talos worker, by then usually the cluster's only workers. The \
-             admission policy `{keep_policy}` refuses to scale a MachineDeployment with running machines to 0, so that \
-             sync fails on the MachineDeployments: move forward again instead (set the phase back and commit). {}",
-            if acknowledged {
-                "**`spec.migration.acknowledge` lists `scale-workers-to-zero`**: the pools carry \
-                 `capstan.dev/scale-to-zero: acknowledged` and the policy lets them go to 0: every Talos worker is \
-                 drained and deleted. Uncordon kubeadm workers to take their pods first, and remove the \
-                 acknowledgement in the next commit (render refuses it once no pool is at 0)."
-            } else {
-                "Only if the Talos workers must really go (every one drained and deleted), add `scale-workers-to-zero` \
-                 to `spec.migration.acknowledge`, after uncordoning kubeadm workers to take their pods."
-            }
-        ),
-        _ => format!(
-            "Keeps running Talos workers: the admission policy `{keep_policy}` refuses to scale a MachineDeployment \
-             with running machines to 0 (a revert of the phase commit renders every pool at 0, a pool set to \
-             `replicas: 0`) unless `spec.migration.acknowledge` lists `scale-workers-to-zero`; the Cluster \
-             Autoscaler's scale subresource is not affected."
-        ),
-    };
-    // D10: what Cluster API's own drains do with a PodDisruptionBudget.
-    let capi_drain = match s.deletion.node_drain_timeout_seconds.filter(|t| *t > 0) {
-        None => "Cluster API drains every machine it deletes (a rollout, a scale-down, a remediation) through the \
-                 same Eviction API, and with no `spec.deletion.nodeDrainTimeoutSeconds` (the default) it waits for as \
-                 long as a PodDisruptionBudget refuses: a budget that never allows an eviction holds that machine in \
-                 `Deleting`, and the rollout with it, until the budget is fixed."
-            .to_string(),
-        Some(t) => format!(
-            "Cluster API drains every machine it deletes (a rollout, a scale-down, a remediation) through the same \
-             Eviction API, but `spec.deletion.nodeDrainTimeoutSeconds: {t}` makes it stop after {t} s and delete the \
-             machine anyway, with the pods a PodDisruptionBudget still protects: a replica that resyncs slower than \
-             that (a quorum StatefulSet) loses a second member. Leave it unset to wait for every budget."
-        ),
-    };
-    let lb_backends = match (s.endpoint.strategy, pool_addresses(config)) {
-        (Some(EndpointStrategy::External), Some(addrs)) => format!(
-            "Before syncing, add the control-plane pool's addresses {addrs} to the load balancer's backends, each with \
-             a TCP health check on port {} (an HTTP check of `/healthz` gets 401 from a Talos apiserver without `anonymous-auth`): the Talos control-plane \
-             machines take exactly these, and they stay the backends through every later rollout (clients keep \
-             port {}, the load balancer's frontend; the backends' port is spec.endpoint.backendPort). Remove each \
-             kubeadm backend when its node is removed.",
-            s.endpoint.backend_port(),
-            s.endpoint.port
-        ),
-        _ => "Move the load balancer backends to the Talos control-plane nodes as they become Ready (`kubectl get nodes -l node-role.kubernetes.io/control-plane`).".to_string(),
-    };
-    match phase {
-        Some(Phase::Prepare) => {
-            section(&mut md, "What the bundle does when synced", &[
-                &format!("Creates the Cluster API objects, the sealed Secrets `{name}-talos` (the imported Talos secrets bundle) and `{name}-ca` (the kubeadm Kubernetes CA), so the providers reuse the kubeadm PKI instead of generating one."),
-                &format!("Renders TalosControlPlane `{tcp}` and every MachineDeployment with **0 replicas**: no Talos machine is created in this phase."),
-                &guard,
-                &format!("Runs Job `{name}-capstan-migration-bootstrapped-…`: the guard alone."),
-                &keep_workers,
-            ]);
-            let gone = removed(&names, Phase::Prepare);
-            section(
-                &mut md,
-                "What this step removes",
-                &gone.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
-            let mut before = vec![
-                format!("The management cluster runs Kubernetes 1.30 or later (the admission policy is `admissionregistration.k8s.io/v1`) and the provider releases declared in `spec.migration.providers`: `capstan check clusters/{name} --providers providers.yaml` with `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml > providers.yaml`."),
-                "Config matching on the kubeadm side (`capstan check`): the service-account issuer and audiences, the encryption provider order and key name (`key2` secretbox), CIDRs, DNS domain, endpoint.".to_string(),
-                "Create a non-expiring join token on the kubeadm cluster, or apply the sealed one: `capstan secrets decrypt clusters/NAME/secrets/workload/bootstrap-token-*.yaml | kubectl --kubeconfig kubeadm.conf apply -f -` (the token of the imported bundle, no expiry).".replace("NAME", name),
-                match crate::secrets::seal::identity_secret_name(config) {
-                    Some(secret) => format!("The vSphere credentials CAPV logs in with are sealed with the cluster as Secret `{secret}` (`capstan secrets vsphere-identity clusters/{name} --username <user>`, the password on stdin): CAPV takes ownership of it and deletes it with the Cluster, so a copy made by hand would not survive a rebuild."),
-                    None => "The vSphere credentials CAPV logs in with exist in the management cluster (its manager credentials, or the VSphereClusterIdentity `spec.vsphere.identityRef` names, with its Secret in CAPV's namespace).".to_string(),
-                },
-                format!("The vSphere cloud controller manager (kubernetes/cloud-provider-vsphere) runs in the cluster: Talos nodes run kubelet `--cloud-provider=external` and stay tainted `node.cloudprovider.kubernetes.io/uninitialized`, without the `vsphere://` providerID Cluster API matches Machines by, until it initialises them (`capstan check clusters/{name} --nodes nodes.yaml` with `kubectl get nodes -o yaml > nodes.yaml`)."),
-                "Fix the kube-proxy DaemonSet labels (`tier: node`, `k8s-app: kube-proxy`) if `capstan check` reports them.".to_string(),
-                match s.control_plane.as_ref().and_then(|c| c.anti_affinity.as_ref()) {
-                    Some(a) => format!("The control-plane VMs will carry the vSphere tag `{}` (`spec.controlPlane.antiAffinity`): create the VM-VM anti-affinity compute policy on it in vCenter now (procedure \"{}\" in the next phase's runbook).", a.tag_id, ANTI_AFFINITY.title),
-                    None => format!("Set `spec.controlPlane.antiAffinity.tagID` now, while no machine exists (procedure \"{}\" in the next phase's runbook): CAPV makes no anti-affinity for a TalosControlPlane, and a DRS rule over VM names is stale after the first rollout.", ANTI_AFFINITY.title),
-                },
-            ];
-            if talos_etcd36 {
-                before.push(format!(
-                    "Talos {} runs etcd 3.6: upgrade the kubeadm etcd to 3.5.26 (at least 3.5.20) first, or joining fails with `too many learner member in cluster`{}.",
-                    s.versions.talos,
-                    if etcd_old { " (the imported cluster runs an older 3.5)" } else { "" }
-                ));
-            }
-            section(
-                &mut md,
-                "Before syncing",
-                &before.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
-            section(&mut md, "Verify before the next phase", &[
-                &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.status.bootstrapped}}'` prints `true`."),
-                &format!("`kubectl -n {ns} get machines -l cluster.x-k8s.io/cluster-name={name}` lists nothing."),
-                &format!("`kubectl -n {ns} get secret {name}-talos {name}-ca {name}-kubeconfig` exist (the control-plane provider wrote the kubeconfig: the next phase's Job reads the workload cluster through it), and the Cluster's infrastructure is ready (`kubectl -n {ns} get vspherecluster {name}`)."),
-                "On a kubeadm control-plane node: `etcdctl member list` shows only the kubeadm members, all started.",
-            ]);
-            section(&mut md, "Next phase", &[&format!(
-                "In `clusters/{name}/cluster.yaml` set `spec.migration.phase: control-plane`, add `acknowledge: [etcd-audit, control-plane-anti-affinity]` after reading the next phase's runbook (`capstan plan` after the edit), keep `etcdMembers` listing every kubeadm etcd member. The TalosControlPlane will get {cp_replicas} replicas at once. Right before that commit is synced, take an etcd snapshot of the kubeadm cluster (\"{}\", below): `capstan check` blocks phase control-plane without it.",
-                ETCD_SNAPSHOT.title
-            )]);
-            md.push_str(&ETCD_SNAPSHOT.markdown(&names, "##"));
-            md.push('\n');
-            section(&mut md, "Roll back", &[&format!("Nothing runs on the workload cluster yet: remove the Application (or `kubectl delete -k` the bundle); the admission policy `{policy}` and its binding are kept by Argo CD (`Delete=false`, like the TalosControlPlane): delete them by hand with the TalosControlPlane. A `status.bootstrapped` already set does no harm while no Talos machine exists.")]);
-        }
-        Some(Phase::ControlPlane) => {
-            md.push_str(&ETCD_SNAPSHOT.markdown(&names, "##"));
-            md.push('\n');
-            section(&mut md, "What the bundle does when synced", &[
-                &format!("Renders TalosControlPlane `{tcp}` with **{cp_replicas} replicas**, the annotation `cluster.x-k8s.io/paused: \"true\"` and the annotation `{PHASE_ANNOTATION}: control-plane`. Worker pools stay at 0."),
-                &guard,
-                &format!("Runs Job `{name}-capstan-migration-scale-control-plane-…`: after the guard it unpauses only if no control-plane Machine exists (two agreeing reads) and the workload cluster (through `{name}-kubeconfig`) has no Talos control-plane Node, which would mean this management cluster lost its Machines. The provider then creates all {cp_replicas} Machines in seconds (one per reconcile); the Job pauses again as soon as they exist, at the first nodeRef, or after 30 seconds, and on every exit path, retried until it holds. Any failed, timed-out or unparsable `kubectl` call fails the Job with the pause kept; a killed pod is replaced by one that re-asserts it. Once any Machine exists it never unpauses again."),
-                &format!("Adds the admission policy `{}`: a control-plane Machine gets its nodeRef only while `{tcp}` is paused, so the etcd audit (which needs every nodeRef) cannot run inside the window, even if the Job's pod is lost in it. It applies only while `{tcp}` carries the annotation `{PHASE_ANNOTATION}`, which only this phase renders.", names.node_ref_policy()),
-                "The Talos machines boot, join the kubeadm etcd as learners one at a time (Talos finds the members through the `default/kubernetes` endpoints) and are promoted; their kubelets join with the imported bootstrap token.",
-                &keep_workers,
-            ]);
-            let gone = removed(&names, Phase::ControlPlane);
-            section(
-                &mut md,
-                "What this step removes",
-                &gone.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
-            section(&mut md, "Why the control plane stays paused", &[
-                "The provider's etcd audit lists the etcd members and force-removes every member whose name is not one of its Machines, on every unpaused reconcile once all its Machines have a node. With kubeadm members present that removes them all at once and can lose quorum.",
-                "It runs before scaling in the same reconcile, so raising replicas on an unpaused control plane whose machines have joined triggers it too. That is why all Talos control-plane machines are created in one window, before any has a node, and why the control plane stays paused until `etcdMembers` is empty.",
-                "While paused the provider does not reconcile `status`, scale or remediate: that is expected during this phase.",
-            ]);
-            let kubeadm_n = kubeadm.etcd_members.len();
-            let voters = kubeadm_n + cp_replicas as usize;
-            section(&mut md, "Quorum during this phase", &[
-                &format!("etcd has {kubeadm_n} kubeadm and {cp_replicas} Talos members: {voters} voters, quorum {}, so it survives {} members down, and no more: the new Talos VMs may share an ESXi host, and every kubeadm node drained, rebooted or removed counts. Remove the kubeadm members promptly, one at a time.", voters / 2 + 1, voters - (voters / 2 + 1)),
-                "CAPV makes no vSphere cluster module (anti-affinity) for a TalosControlPlane: keep the control-plane VMs on separate hosts (below), and check where they run before the first kubeadm node is removed (`capstan check --vsphere-inventory`, `control-plane-hosts`).",
-                "If etcd loses quorum anyway (`etcdserver: no leader`, `request timed out`): before the first kubeadm member is removed, restore it from one kubeadm member (`capstan explain 'etcdserver: no leader'`); after, on the Talos side from a snapshot (\"Restore etcd quorum on the Talos control plane\", below).",
-            ]);
-            // D19: Talos sets `--leader-elect=true` and no `--leader-elect-resource-*` flag
-            // (Talos `control_plane_static_pod.go` v1.13.9:583-600, :762-771), so both sides
-            // share the default Leases (`migration::check::control_plane_parity`).
-            section(&mut md, "Leader leases during this phase", &[
-                "kube-controller-manager and kube-scheduler each run one active instance, elected through the Leases `kube-system/kube-controller-manager` and `kube-system/kube-scheduler`, which the kubeadm and Talos instances share: whichever holds a lease runs with its own flags, and the lease moves when its holder stops renewing for 15 s (a reboot, a drained or removed kubeadm node). `capstan check --controller-manager-manifest … --scheduler-manifest …` (`controller-manager-flags`, `scheduler-flags`) shows the flags that would flip; `kubectl -n kube-system get lease kube-controller-manager kube-scheduler` shows the holder.",
-            ]);
-            md.push_str(&ANTI_AFFINITY.markdown(&names, "##"));
-            md.push('\n');
-            section(&mut md, "Around the sync", &[
-                "Watch the join: `talosctl -n <talos-ip> service etcd` and `etcdctl member list` on a kubeadm node (learners appear, then turn into voters). The talosconfig is in the Secret `NAME-talosconfig` (key `talosconfig`).".replace("NAME", name).as_str(),
-                &lb_backends,
-                &format!(
-                    "Then remove the kubeadm control-plane nodes ({}) one at a time, as below.",
-                    list(&kubeadm.control_plane_nodes)
-                ),
-                "Never unpause the TalosControlPlane by hand in this phase.",
-            ]);
-            md.push_str(&REMOVE_KUBEADM_NODE.markdown(&names, "##"));
-            md.push('\n');
-            md.push_str(&REPLACE_TALOS_MACHINE.markdown(&names, "##"));
-            md.push('\n');
-            section(&mut md, "Verify before the next phase", &[
-                "Before the commit that removes the last kubeadm node (and sets phase `workers`): `etcdctl member list` shows the Talos members, all voters, and that one kubeadm member; after its `kubeadm reset`, only the Talos members.",
-                "With `etcdMembers` and `controlPlaneNodes` empty and phase `workers`, `capstan check` is clean.",
-                "The API through the load balancer answers with the Talos nodes only; service-account tokens of running workloads still authenticate (no `invalid bearer token` in the apiserver logs).",
-                &format!("The kubeadm workers can be drained: `capstan check clusters/{name} --workloads workloads.json` (`kubectl get pv,pdb,pods -A -o json > workloads.json`) reports no blocking `worker-*` finding: the next phase scales the pools and drains the kubeadm workers."),
-            ]);
-            section(&mut md, "Next phase", &[&format!("In the commit that removes the last kubeadm node, set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: its Job lifts the pause once the workload cluster shows no kubeadm etcd member, and the worker pools scale.")]);
-            md.push_str(&ROLLBACK_CONTROL_PLANE.markdown(&names, "##"));
-            md.push('\n');
-            md.push_str(&RECOVER_TALOS_QUORUM.markdown(&names, "##"));
-            md.push('\n');
-        }
-        Some(Phase::Workers) => {
-            section(&mut md, "What the bundle does when synced", &[
-                &format!("Renders TalosControlPlane `{tcp}` without the pause annotation, and runs Job `{name}-capstan-migration-unpause-control-plane-…` that removes it (see below): the provider reconciles again, and its etcd audit now finds only its own machines."),
-                &guard,
-                &format!("Scales the worker pools: {}.", pools(config, sizes)),
-                &keep_workers,
-            ]);
-            let gone = removed(&names, Phase::Workers);
-            section(
-                &mut md,
-                "What this step removes",
-                &gone.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
-            md.push_str(&UNPAUSE.markdown(&names, "##"));
-            md.push('\n');
-            section(&mut md, "Around the sync", &[
-                &format!(
-                    "Before the first drain, and again before each: `capstan check clusters/{name} --workloads workloads.json` with `kubectl get pv,pdb,pods -A -o json > workloads.json`: no volume in use pinned to a kubeadm worker (`worker-local-volumes`), no Pod without a controller on them (`worker-bare-pods`), no PodDisruptionBudget that allows no eviction (`worker-pdb-no-disruption`), and pools that hold what the kubeadm workers run (`worker-pool-capacity`)."
-                ),
-                &format!(
-                    "As Talos workers become Ready, drain and remove the kubeadm workers ({}) one by one: `{DRAIN}`, `kubectl delete node <node>`, then `kubeadm reset --force` on it and remove it from `workerNodes` in `cluster.yaml`.",
-                    list(&kubeadm.worker_nodes)
-                ),
-                DRAIN_PDB,
-                &capi_drain,
-                &workers_endpoint(config),
-            ]);
-            section(&mut md, "Verify before the next phase", &[
-                &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.metadata.annotations}}'` shows no `cluster.x-k8s.io/paused`."),
-                "`kubectl get nodes -o wide` shows only Talos nodes; `workerNodes` is empty.",
-                &format!("`kubectl -n {ns} get taloscontrolplanes,machinedeployments` report their replicas ready."),
-            ]);
-            section(
-                &mut md,
-                "Next phase",
-                &[&format!("Set `spec.migration.phase: complete`. Keep `spec.migration` (with `jobImage`): the cluster stays guarded in every phase. {}", match s.endpoint.strategy {
-                    None => "Phase `complete` needs `spec.endpoint.strategy` (`vip` or `external`): `render` refuses it without one (`capstan check`: `endpoint-strategy`); its runbook has the endpoint hand-over.",
-                    Some(_) => "Its runbook has the endpoint hand-over for `spec.endpoint.strategy`.",
-                })],
-            );
-            section(&mut md, "Roll back", &[
-                "Uncordon the kubeadm workers that are still there, then scale a pool down in `cluster.yaml` (Cluster API drains and removes Talos workers, one eviction at a time).",
-                &format!("Do not revert the phase commit to get back to `control-plane`: that renders every pool at 0 replicas and would drain and delete every Talos worker at once; the admission policy `{keep_policy}` refuses it unless `spec.migration.acknowledge` lists `scale-workers-to-zero`."),
-            ]);
-            md.push_str(&RECOVER_TALOS_QUORUM.markdown(&names, "##"));
-            md.push('\n');
-        }
-        Some(Phase::Complete) | None => {
-            let job = format!("Runs Job `{name}-capstan-migration-unpause-control-plane-…`: the guard, and it lifts a pause left from phase control-plane once the workload cluster shows no kubeadm etcd member (`capstan explain 'reconciliation is paused for this object'`).");
-            let mut what = vec![
-                "Manages the cluster like any Cluster API cluster: every replica count as declared, no pause.",
-            ];
-            if phase.is_some() {
-                what.push(guard.as_str());
-                what.push(job.as_str());
-                what.push(keep_workers.as_str());
-            } else {
-                what.push("Nothing guards against the Bootstrap RPC: this cluster was not imported and has no migration phase, so the control-plane provider bootstraps it as a new cluster.");
-            }
-            what.push("A change of a machine template's spec renames it (content hash) and rolls the machines; review it with `capstan diff`.");
-            section(&mut md, "What the bundle does when synced", &what);
-            if phase.is_some() {
-                let gone = removed(&names, Phase::Complete);
-                section(
-                    &mut md,
-                    "What this step removes",
-                    &gone.iter().map(String::as_str).collect::<Vec<_>>(),
-                );
-            }
-            let handover = endpoint_handover(config);
-            section(
-                &mut md,
-                "Control-plane endpoint",
-                &handover.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
-            section(&mut md, "Keep in mind", &[
-                "Keep `spec.migration.phase: complete`: a management cluster rebuilt from git then cannot bootstrap a second etcd (the policy refuses machines until the Job has set `status.bootstrapped`).",
-                "The sealed secrets are the cluster's PKI: never re-import; rotate recipients with `capstan secrets rekey`.",
-                "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses. A Talos upgrade is a VM template of the new release (named with it) with `spec.versions.talos` (and `spec.talos.installImage`) in the same commit: `check` blocks a template of another release (`talos-image`); every machine rolls.",
-                &capi_drain,
-                "Rolling machines never upgrades kube-proxy or CoreDNS: Talos applies its bootstrap manifests only when they are missing. After `spec.versions.kubernetes` moves, bump their images yourself (GitOps manifests, or `talosctl upgrade-k8s` for the manifests only; see README \"Upgrades\").",
-                &{
-                    let folder = s.vsphere.as_ref().map_or("<folder>", |v| v.folder.as_str());
-                    let inventory = format!("`govc vm.info -json '{folder}/*' > vms.json`, then `capstan check clusters/{name} --vsphere-inventory vms.json`");
-                    match s.control_plane.as_ref().and_then(|c| c.anti_affinity.as_ref()) {
-                        Some(a) => format!("Every rollout replaces the control-plane VMs: CAPV tags each new one `{}`, and the compute policy on the tag keeps them apart; after a rollout, {inventory} shows that no host runs 2 of them (`control-plane-hosts`).", a.tag_id),
-                        None => format!("Every rollout replaces the control-plane VMs and nothing keeps the new ones apart (CAPV makes no anti-affinity for a TalosControlPlane): set `spec.controlPlane.antiAffinity.tagID` with a compute policy on the tag (procedure \"{}\", README); after a rollout, {inventory} shows where they run.", ANTI_AFFINITY.title),
-                    }
-                },
-                "Take etcd snapshots on a schedule, off the cluster: `talosctl -e <node-ip> -n <node-ip> etcd snapshot <file>` (one node; any healthy control-plane node holds the same data); `capstan check --etcd-snapshot <file>` verifies one. They are what the quorum recovery below restores.",
-            ]);
-            md.push_str(&RECOVER_TALOS_QUORUM.markdown(&names, "##"));
-            md.push('\n');
-        }
+    let mut before = vec![
+        format!("The management cluster runs Kubernetes 1.30 or later (the admission policy is `admissionregistration.k8s.io/v1`) and the provider releases declared in `spec.migration.providers`: `capstan check clusters/{name} --providers providers.yaml` with `kubectl get providers.clusterctl.cluster.x-k8s.io -A -o yaml > providers.yaml`."),
+        "Config matching on the kubeadm side (`capstan check`): the service-account issuer and audiences, the encryption provider order and key name (`key2` secretbox), CIDRs, DNS domain, endpoint.".to_string(),
+        "Create a non-expiring join token on the kubeadm cluster, or apply the sealed one: `capstan secrets decrypt clusters/NAME/secrets/workload/bootstrap-token-*.yaml | kubectl --kubeconfig kubeadm.conf apply -f -` (the token of the imported bundle, no expiry).".replace("NAME", name),
+        match crate::secrets::seal::identity_secret_name(config) {
+            Some(secret) => format!("The vSphere credentials CAPV logs in with are sealed with the cluster as Secret `{secret}` (`capstan secrets vsphere-identity clusters/{name} --username <user>`, the password on stdin): CAPV takes ownership of it and deletes it with the Cluster, so a copy made by hand would not survive a rebuild."),
+            None => "The vSphere credentials CAPV logs in with exist in the management cluster (its manager credentials, or the VSphereClusterIdentity `spec.vsphere.identityRef` names, with its Secret in CAPV's namespace).".to_string(),
+        },
+        format!("The vSphere cloud controller manager (kubernetes/cloud-provider-vsphere) runs in the cluster: Talos nodes run kubelet `--cloud-provider=external` and stay tainted `node.cloudprovider.kubernetes.io/uninitialized`, without the `vsphere://` providerID Cluster API matches Machines by, until it initialises them (`capstan check clusters/{name} --nodes nodes.yaml` with `kubectl get nodes -o yaml > nodes.yaml`)."),
+        "Fix the kube-proxy DaemonSet labels (`tier: node`, `k8s-app: kube-proxy`) if `capstan check` reports them.".to_string(),
+        match s.control_plane.as_ref().and_then(|c| c.anti_affinity.as_ref()) {
+            Some(a) => format!("The control-plane VMs will carry the vSphere tag `{}` (`spec.controlPlane.antiAffinity`): create the VM-VM anti-affinity compute policy on it in vCenter now (procedure \"{}\" in the next phase's runbook).", a.tag_id, ANTI_AFFINITY.title),
+            None => format!("Set `spec.controlPlane.antiAffinity.tagID` now, while no machine exists (procedure \"{}\" in the next phase's runbook): CAPV makes no anti-affinity for a TalosControlPlane, and a DRS rule over VM names is stale after the first rollout.", ANTI_AFFINITY.title),
+        },
+    ];
+    if *talos_etcd36 {
+        before.push(format!(
+            "Talos {} runs etcd 3.6: upgrade the kubeadm etcd to 3.5.26 (at least 3.5.20) first, or joining fails with `too many learner member in cluster`{}.",
+            s.versions.talos,
+            if *etcd_old { " (the imported cluster runs an older 3.5)" } else { "" }
+        ));
     }
-    md
+    section(
+        md,
+        "Before syncing",
+        &before.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    section(md, "Verify before the next phase", &[
+        &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.status.bootstrapped}}'` prints `true`."),
+        &format!("`kubectl -n {ns} get machines -l cluster.x-k8s.io/cluster-name={name}` lists nothing."),
+        &format!("`kubectl -n {ns} get secret {name}-talos {name}-ca {name}-kubeconfig` exist (the control-plane provider wrote the kubeconfig: the next phase's Job reads the workload cluster through it), and the Cluster's infrastructure is ready (`kubectl -n {ns} get vspherecluster {name}`)."),
+        "On a kubeadm control-plane node: `etcdctl member list` shows only the kubeadm members, all started.",
+    ]);
+    section(md, "Next phase", &[&format!(
+        "In `clusters/{name}/cluster.yaml` set `spec.migration.phase: control-plane`, add `acknowledge: [etcd-audit, control-plane-anti-affinity]` after reading the next phase's runbook (`capstan plan` after the edit), keep `etcdMembers` listing every kubeadm etcd member. The TalosControlPlane will get {cp_replicas} replicas at once. Right before that commit is synced, take an etcd snapshot of the kubeadm cluster (\"{}\", below): `capstan check` blocks phase control-plane without it.",
+        ETCD_SNAPSHOT.title
+    )]);
+    md.push_str(&ETCD_SNAPSHOT.markdown(names, "##"));
+    md.push('\n');
+    section(md, "Roll back", &[&format!("Nothing runs on the workload cluster yet: remove the Application (or `kubectl delete -k` the bundle); the admission policy `{policy}` and its binding are kept by Argo CD (`Delete=false`, like the TalosControlPlane): delete them by hand with the TalosControlPlane. A `status.bootstrapped` already set does no harm while no Talos machine exists.")]);
+}
+
+/// Phase `control-plane`: the Talos control plane joins the kubeadm etcd.
+fn control_plane(md: &mut String, c: &Ctx<'_>) {
+    let Ctx {
+        name,
+        tcp,
+        cp_replicas,
+        kubeadm,
+        names,
+        guard,
+        keep_workers,
+        lb_backends,
+        ..
+    } = c;
+    md.push_str(&ETCD_SNAPSHOT.markdown(names, "##"));
+    md.push('\n');
+    section(md, "What the bundle does when synced", &[
+        &format!("Renders TalosControlPlane `{tcp}` with **{cp_replicas} replicas**, the annotation `cluster.x-k8s.io/paused: \"true\"` and the annotation `{PHASE_ANNOTATION}: control-plane`. Worker pools stay at 0."),
+        guard,
+        &format!("Runs Job `{name}-capstan-migration-scale-control-plane-…`: after the guard it unpauses only if no control-plane Machine exists (two agreeing reads) and the workload cluster (through `{name}-kubeconfig`) has no Talos control-plane Node, which would mean this management cluster lost its Machines. The provider then creates all {cp_replicas} Machines in seconds (one per reconcile); the Job pauses again as soon as they exist, at the first nodeRef, or after 30 seconds, and on every exit path, retried until it holds. Any failed, timed-out or unparsable `kubectl` call fails the Job with the pause kept; a killed pod is replaced by one that re-asserts it. Once any Machine exists it never unpauses again."),
+        &format!("Adds the admission policy `{}`: a control-plane Machine gets its nodeRef only while `{tcp}` is paused, so the etcd audit (which needs every nodeRef) cannot run inside the window, even if the Job's pod is lost in it. It applies only while `{tcp}` carries the annotation `{PHASE_ANNOTATION}`, which only this phase renders.", names.node_ref_policy()),
+        "The Talos machines boot, join the kubeadm etcd as learners one at a time (Talos finds the members through the `default/kubernetes` endpoints) and are promoted; their kubelets join with the imported bootstrap token.",
+        keep_workers,
+    ]);
+    let gone = removed(names, Phase::ControlPlane);
+    section(
+        md,
+        "What this step removes",
+        &gone.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    section(md, "Why the control plane stays paused", &[
+        "The provider's etcd audit lists the etcd members and force-removes every member whose name is not one of its Machines, on every unpaused reconcile once all its Machines have a node. With kubeadm members present that removes them all at once and can lose quorum.",
+        "It runs before scaling in the same reconcile, so raising replicas on an unpaused control plane whose machines have joined triggers it too. That is why all Talos control-plane machines are created in one window, before any has a node, and why the control plane stays paused until `etcdMembers` is empty.",
+        "While paused the provider does not reconcile `status`, scale or remediate: that is expected during this phase.",
+    ]);
+    let kubeadm_n = kubeadm.etcd_members.len();
+    let voters = kubeadm_n + *cp_replicas as usize;
+    section(md, "Quorum during this phase", &[
+        &format!("etcd has {kubeadm_n} kubeadm and {cp_replicas} Talos members: {voters} voters, quorum {}, so it survives {} members down, and no more: the new Talos VMs may share an ESXi host, and every kubeadm node drained, rebooted or removed counts. Remove the kubeadm members promptly, one at a time.", voters / 2 + 1, voters - (voters / 2 + 1)),
+        "CAPV makes no vSphere cluster module (anti-affinity) for a TalosControlPlane: keep the control-plane VMs on separate hosts (below), and check where they run before the first kubeadm node is removed (`capstan check --vsphere-inventory`, `control-plane-hosts`).",
+        "If etcd loses quorum anyway (`etcdserver: no leader`, `request timed out`): before the first kubeadm member is removed, restore it from one kubeadm member (`capstan explain 'etcdserver: no leader'`); after, on the Talos side from a snapshot (\"Restore etcd quorum on the Talos control plane\", below).",
+    ]);
+    // D19: Talos sets `--leader-elect=true` and no `--leader-elect-resource-*` flag
+    // (Talos `control_plane_static_pod.go` v1.13.9:583-600, :762-771), so both sides
+    // share the default Leases (`migration::check::control_plane_parity`).
+    section(md, "Leader leases during this phase", &[
+        "kube-controller-manager and kube-scheduler each run one active instance, elected through the Leases `kube-system/kube-controller-manager` and `kube-system/kube-scheduler`, which the kubeadm and Talos instances share: whichever holds a lease runs with its own flags, and the lease moves when its holder stops renewing for 15 s (a reboot, a drained or removed kubeadm node). `capstan check --controller-manager-manifest … --scheduler-manifest …` (`controller-manager-flags`, `scheduler-flags`) shows the flags that would flip; `kubectl -n kube-system get lease kube-controller-manager kube-scheduler` shows the holder.",
+    ]);
+    md.push_str(&ANTI_AFFINITY.markdown(names, "##"));
+    md.push('\n');
+    section(md, "Around the sync", &[
+        "Watch the join: `talosctl -n <talos-ip> service etcd` and `etcdctl member list` on a kubeadm node (learners appear, then turn into voters). The talosconfig is in the Secret `NAME-talosconfig` (key `talosconfig`).".replace("NAME", name).as_str(),
+        lb_backends,
+        &format!(
+            "Then remove the kubeadm control-plane nodes ({}) one at a time, as below.",
+            list(&kubeadm.control_plane_nodes)
+        ),
+        "Never unpause the TalosControlPlane by hand in this phase.",
+    ]);
+    md.push_str(&REMOVE_KUBEADM_NODE.markdown(names, "##"));
+    md.push('\n');
+    md.push_str(&REPLACE_TALOS_MACHINE.markdown(names, "##"));
+    md.push('\n');
+    section(md, "Verify before the next phase", &[
+        "Before the commit that removes the last kubeadm node (and sets phase `workers`): `etcdctl member list` shows the Talos members, all voters, and that one kubeadm member; after its `kubeadm reset`, only the Talos members.",
+        "With `etcdMembers` and `controlPlaneNodes` empty and phase `workers`, `capstan check` is clean.",
+        "The API through the load balancer answers with the Talos nodes only; service-account tokens of running workloads still authenticate (no `invalid bearer token` in the apiserver logs).",
+        &format!("The kubeadm workers can be drained: `capstan check clusters/{name} --workloads workloads.json` (`kubectl get pv,pdb,pods -A -o json > workloads.json`) reports no blocking `worker-*` finding: the next phase scales the pools and drains the kubeadm workers."),
+    ]);
+    section(md, "Next phase", &[&format!("In the commit that removes the last kubeadm node, set `spec.migration.phase: workers` in `clusters/{name}/cluster.yaml`: its Job lifts the pause once the workload cluster shows no kubeadm etcd member, and the worker pools scale.")]);
+    md.push_str(&ROLLBACK_CONTROL_PLANE.markdown(names, "##"));
+    md.push('\n');
+    md.push_str(&RECOVER_TALOS_QUORUM.markdown(names, "##"));
+    md.push('\n');
+}
+
+/// Phase `workers`: the pause lifted, the worker pools scaled.
+fn workers(md: &mut String, c: &Ctx<'_>, sizes: &[PoolSize]) {
+    let Ctx {
+        config,
+        name,
+        ns,
+        tcp,
+        kubeadm,
+        names,
+        guard,
+        keep_policy,
+        keep_workers,
+        capi_drain,
+        ..
+    } = c;
+    let s = &config.spec;
+    section(md, "What the bundle does when synced", &[
+        &format!("Renders TalosControlPlane `{tcp}` without the pause annotation, and runs Job `{name}-capstan-migration-unpause-control-plane-…` that removes it (see below): the provider reconciles again, and its etcd audit now finds only its own machines."),
+        guard,
+        &format!("Scales the worker pools: {}.", pools(config, sizes)),
+        keep_workers,
+    ]);
+    let gone = removed(names, Phase::Workers);
+    section(
+        md,
+        "What this step removes",
+        &gone.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    md.push_str(&UNPAUSE.markdown(names, "##"));
+    md.push('\n');
+    section(md, "Around the sync", &[
+        &format!(
+            "Before the first drain, and again before each: `capstan check clusters/{name} --workloads workloads.json` with `kubectl get pv,pdb,pods -A -o json > workloads.json`: no volume in use pinned to a kubeadm worker (`worker-local-volumes`), no Pod without a controller on them (`worker-bare-pods`), no PodDisruptionBudget that allows no eviction (`worker-pdb-no-disruption`), and pools that hold what the kubeadm workers run (`worker-pool-capacity`)."
+        ),
+        &format!(
+            "As Talos workers become Ready, drain and remove the kubeadm workers ({}) one by one: `{DRAIN}`, `kubectl delete node <node>`, then `kubeadm reset --force` on it and remove it from `workerNodes` in `cluster.yaml`.",
+            list(&kubeadm.worker_nodes)
+        ),
+        DRAIN_PDB,
+        capi_drain,
+        &workers_endpoint(config),
+    ]);
+    section(md, "Verify before the next phase", &[
+        &format!("`kubectl -n {ns} get taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} -o jsonpath='{{.metadata.annotations}}'` shows no `cluster.x-k8s.io/paused`."),
+        "`kubectl get nodes -o wide` shows only Talos nodes; `workerNodes` is empty.",
+        &format!("`kubectl -n {ns} get taloscontrolplanes,machinedeployments` report their replicas ready."),
+    ]);
+    section(
+        md,
+        "Next phase",
+        &[&format!("Set `spec.migration.phase: complete`. Keep `spec.migration` (with `jobImage`): the cluster stays guarded in every phase. {}", match s.endpoint.strategy {
+            None => "Phase `complete` needs `spec.endpoint.strategy` (`vip` or `external`): `render` refuses it without one (`capstan check`: `endpoint-strategy`); its runbook has the endpoint hand-over.",
+            Some(_) => "Its runbook has the endpoint hand-over for `spec.endpoint.strategy`.",
+        })],
+    );
+    section(md, "Roll back", &[
+        "Uncordon the kubeadm workers that are still there, then scale a pool down in `cluster.yaml` (Cluster API drains and removes Talos workers, one eviction at a time).",
+        &format!("Do not revert the phase commit to get back to `control-plane`: that renders every pool at 0 replicas and would drain and delete every Talos worker at once; the admission policy `{keep_policy}` refuses it unless `spec.migration.acknowledge` lists `scale-workers-to-zero`."),
+    ]);
+    md.push_str(&RECOVER_TALOS_QUORUM.markdown(names, "##"));
+    md.push('\n');
+}
+
+/// Phase `complete`, or a cluster that is not migrating.
+fn complete(md: &mut String, c: &Ctx<'_>) {
+    let Ctx {
+        config,
+        name,
+        phase,
+        names,
+        guard,
+        keep_workers,
+        capi_drain,
+        ..
+    } = c;
+    let s = &config.spec;
+    let job = format!("Runs Job `{name}-capstan-migration-unpause-control-plane-…`: the guard, and it lifts a pause left from phase control-plane once the workload cluster shows no kubeadm etcd member (`capstan explain 'reconciliation is paused for this object'`).");
+    let mut what = vec![
+        "Manages the cluster like any Cluster API cluster: every replica count as declared, no pause.",
+    ];
+    if phase.is_some() {
+        what.push(guard.as_str());
+        what.push(job.as_str());
+        what.push(keep_workers.as_str());
+    } else {
+        what.push("Nothing guards against the Bootstrap RPC: this cluster was not imported and has no migration phase, so the control-plane provider bootstraps it as a new cluster.");
+    }
+    what.push("A change of a machine template's spec renames it (content hash) and rolls the machines; review it with `capstan diff`.");
+    section(md, "What the bundle does when synced", &what);
+    if phase.is_some() {
+        let gone = removed(names, Phase::Complete);
+        section(
+            md,
+            "What this step removes",
+            &gone.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+    }
+    let handover = endpoint_handover(config);
+    section(
+        md,
+        "Control-plane endpoint",
+        &handover.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    section(md, "Keep in mind", &[
+        "Keep `spec.migration.phase: complete`: a management cluster rebuilt from git then cannot bootstrap a second etcd (the policy refuses machines until the Job has set `status.bootstrapped`).",
+        "The sealed secrets are the cluster's PKI: never re-import; rotate recipients with `capstan secrets rekey`.",
+        "Kubernetes and Talos upgrades: one minor at a time, inside the support table `capstan check` uses. A Talos upgrade is a VM template of the new release (named with it) with `spec.versions.talos` (and `spec.talos.installImage`) in the same commit: `check` blocks a template of another release (`talos-image`); every machine rolls.",
+        capi_drain,
+        "Rolling machines never upgrades kube-proxy or CoreDNS: Talos applies its bootstrap manifests only when they are missing. After `spec.versions.kubernetes` moves, bump their images yourself (GitOps manifests, or `talosctl upgrade-k8s` for the manifests only; see README \"Upgrades\").",
+        &{
+            let folder = s.vsphere.as_ref().map_or("<folder>", |v| v.folder.as_str());
+            let inventory = format!("`govc vm.info -json '{folder}/*' > vms.json`, then `capstan check clusters/{name} --vsphere-inventory vms.json`");
+            match s.control_plane.as_ref().and_then(|c| c.anti_affinity.as_ref()) {
+                Some(a) => format!("Every rollout replaces the control-plane VMs: CAPV tags each new one `{}`, and the compute policy on the tag keeps them apart; after a rollout, {inventory} shows that no host runs 2 of them (`control-plane-hosts`).", a.tag_id),
+                None => format!("Every rollout replaces the control-plane VMs and nothing keeps the new ones apart (CAPV makes no anti-affinity for a TalosControlPlane): set `spec.controlPlane.antiAffinity.tagID` with a compute policy on the tag (procedure \"{}\", README); after a rollout, {inventory} shows where they run.", ANTI_AFFINITY.title),
+            }
+        },
+        "Take etcd snapshots on a schedule, off the cluster: `talosctl -e <node-ip> -n <node-ip> etcd snapshot <file>` (one node; any healthy control-plane node holds the same data); `capstan check --etcd-snapshot <file>` verifies one. They are what the quorum recovery below restores.",
+    ]);
+    md.push_str(&RECOVER_TALOS_QUORUM.markdown(names, "##"));
+    md.push('\n');
 }
 
 /// The control-plane pool's addresses as the IPAM provider hands them out, as a list for
