@@ -558,7 +558,6 @@ impl Compiler<'_> {
         })
     }
 
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     fn compile(&mut self, v: &Value, path: &str, depth: usize) -> Result<Node, SchemaError> {
         if depth > MAX_SCHEMA_DEPTH {
             return Err(self.malformed(
@@ -587,21 +586,7 @@ impl Compiler<'_> {
             ..Node::default()
         };
         if let Some(t) = o.get("type") {
-            n.ty = Some(match t.as_str() {
-                Some("object") => Ty::Object,
-                Some("array") => Ty::Array,
-                Some("string") => Ty::String,
-                Some("integer") => Ty::Integer,
-                Some("number") => Ty::Number,
-                Some("boolean") => Ty::Boolean,
-                _ => {
-                    return Err(self.malformed(
-                        &join(path, "type"),
-                        "one of object, array, string, integer, number, boolean",
-                        t,
-                    ))
-                }
-            });
+            n.ty = Some(self.ty(t, path)?);
         }
         if let Some(p) = o.get("properties") {
             let Some(p) = p.as_object() else {
@@ -684,33 +669,62 @@ impl Compiler<'_> {
             n.not = Some(Box::new(self.compile(s, &join(path, "not"), depth + 1)?));
         }
         if let Some(lt) = o.get("x-kubernetes-list-type") {
-            let lt_path = join(path, "x-kubernetes-list-type");
-            n.list_type = match lt.as_str() {
-                Some("atomic") => ListType::Atomic,
-                Some("set") => ListType::Set,
-                Some("map") => {
-                    let keys_path = join(path, "x-kubernetes-list-map-keys");
-                    let keys = o.get("x-kubernetes-list-map-keys");
-                    let parsed = keys.and_then(Value::as_array).and_then(|a| {
-                        a.iter()
-                            .map(|x| x.as_str().map(str::to_string))
-                            .collect::<Option<Vec<_>>>()
-                    });
-                    match parsed {
-                        Some(k) if !k.is_empty() => ListType::Map(k),
-                        _ => {
-                            return Err(self.malformed_opt(
-                                &keys_path,
-                                "a non-empty array of strings (required by list-type map)",
-                                keys,
-                            ))
-                        }
-                    }
-                }
-                _ => return Err(self.malformed(&lt_path, "one of atomic, set, map", lt)),
-            };
+            n.list_type = self.list_type(o, lt, path)?;
         }
         Ok(n)
+    }
+
+    /// A schema's `type`.
+    fn ty(&self, t: &Value, path: &str) -> Result<Ty, SchemaError> {
+        Ok(match t.as_str() {
+            Some("object") => Ty::Object,
+            Some("array") => Ty::Array,
+            Some("string") => Ty::String,
+            Some("integer") => Ty::Integer,
+            Some("number") => Ty::Number,
+            Some("boolean") => Ty::Boolean,
+            _ => {
+                return Err(self.malformed(
+                    &join(path, "type"),
+                    "one of object, array, string, integer, number, boolean",
+                    t,
+                ))
+            }
+        })
+    }
+
+    /// A schema's `x-kubernetes-list-type` `lt` (and, for `map`, its keys).
+    fn list_type(
+        &self,
+        o: &Map<String, Value>,
+        lt: &Value,
+        path: &str,
+    ) -> Result<ListType, SchemaError> {
+        let lt_path = join(path, "x-kubernetes-list-type");
+        Ok(match lt.as_str() {
+            Some("atomic") => ListType::Atomic,
+            Some("set") => ListType::Set,
+            Some("map") => {
+                let keys_path = join(path, "x-kubernetes-list-map-keys");
+                let keys = o.get("x-kubernetes-list-map-keys");
+                let parsed = keys.and_then(Value::as_array).and_then(|a| {
+                    a.iter()
+                        .map(|x| x.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                });
+                match parsed {
+                    Some(k) if !k.is_empty() => ListType::Map(k),
+                    _ => {
+                        return Err(self.malformed_opt(
+                            &keys_path,
+                            "a non-empty array of strings (required by list-type map)",
+                            keys,
+                        ))
+                    }
+                }
+            }
+            _ => return Err(self.malformed(&lt_path, "one of atomic, set, map", lt)),
+        })
     }
 }
 
