@@ -616,84 +616,13 @@ fn risk_cell(c: &ClusterDiff) -> String {
 /// in `<details>` blocks; clusters with the same change share a row and a section, and
 /// unchanged clusters are one row (one each with `verbose`). What does not fit is left
 /// out, and a closing note says what.
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
     const NOTE_RESERVE: usize = 600;
     let budget = limit.saturating_sub(NOTE_RESERVE);
-    let mut head = String::new();
-    let _ = writeln!(head, "## capstan diff\n");
-    let _ = writeln!(
-        head,
-        "{} → {} · {}\n",
-        md_code(&diff.a),
-        md_code(&diff.b),
-        md_text(&summary_line(diff))
-    );
-    for l in scope_lines(diff) {
-        let _ = writeln!(head, "_{}_\n", md_text(&l));
-    }
-    let sealed = sealed_line(diff);
-    let _ = writeln!(
-        head,
-        "_{}{}_\n",
-        sealed[..1].to_ascii_uppercase(),
-        md_text(&sealed[1..])
-    );
-    let _ = writeln!(
-        head,
-        "| cluster | status | changed | replaced | added | removed | re-encrypted | risks |\n|---|---|--:|--:|--:|--:|--:|---|"
-    );
+    let head = md_head(diff);
     let mut used = head.len();
-    let mut table = String::new();
-    let mut rows_cut = 0usize;
-    // Clusters with differences first in the table, so a cut table still shows them; then
-    // those whose inputs changed alone; then the unchanged ones.
     let groups = groups(diff);
-    let mut ordered: Vec<(String, &ClusterDiff)> = groups
-        .iter()
-        .filter(|g| g.first.status != ClusterStatus::Unchanged)
-        .chain(
-            groups
-                .iter()
-                .filter(|g| g.first.status == ClusterStatus::Unchanged),
-        )
-        .map(|g| (group_names(g, 5), g.first))
-        .collect();
-    let quiet_ones: Vec<&ClusterDiff> = diff.clusters.iter().filter(|c| quiet(c)).collect();
-    let unchanged_row = ClusterDiff {
-        name: String::new(),
-        status: ClusterStatus::Unchanged,
-        objects: Vec::new(),
-        risks: Vec::new(),
-        inputs: Vec::new(),
-    };
-    if verbose {
-        ordered.extend(quiet_ones.iter().map(|c| (c.name.clone(), *c)));
-    } else if !quiet_ones.is_empty() {
-        ordered.push((
-            format!("{} unchanged cluster(s)", quiet_ones.len()),
-            &unchanged_row,
-        ));
-    }
-    for (label, c) in &ordered {
-        let row = format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            md_text(label),
-            c.status.as_str(),
-            c.count(ObjectStatus::Changed),
-            c.count(ObjectStatus::Replaced),
-            c.count(ObjectStatus::Added),
-            c.count(ObjectStatus::Removed),
-            c.count(ObjectStatus::Reencrypted),
-            risk_cell(c)
-        );
-        if used + row.len() > budget / 2 {
-            rows_cut += 1;
-            continue;
-        }
-        used += row.len();
-        table.push_str(&row);
-    }
+    let (table, rows_cut) = md_table(diff, &groups, verbose, budget, &mut used);
     used += 1;
 
     // Per cluster (or group): heading and risk notes first (for every one), then details.
@@ -785,28 +714,9 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
             out.push_str(d);
         }
     }
-    if rows_cut + clusters_cut + risks_cut + objects_cut > 0 {
-        let mut what = Vec::new();
-        if rows_cut > 0 {
-            what.push(format!("{rows_cut} row(s) of the summary table"));
-        }
-        if clusters_cut > 0 {
-            what.push(format!("the sections of {clusters_cut} cluster(s)"));
-        }
-        if risks_cut > 0 {
-            what.push(format!("{risks_cut} risk note(s)"));
-        }
-        if objects_cut > 0 {
-            what.push(format!(
-                "the details of {objects_cut} object(s) in {objects_cut_clusters} cluster(s)"
-            ));
-        }
-        let _ = write!(
-            out,
-            "\n> **Cut to stay under GitHub's {GITHUB_COMMENT_LIMIT}-character comment limit:** left out {}. \
-             Run `capstan diff` (text or `--format json`) for the full report.\n",
-            what.join(", ")
-        );
+    let cuts = [rows_cut, clusters_cut, risks_cut, objects_cut, objects_cut_clusters];
+    if let Some(note) = cut_note(cuts) {
+        out.push_str(&note);
     }
     // The reserve covers the note; this guard keeps the promise even for pathological input.
     if out.len() > limit {
@@ -818,6 +728,126 @@ pub fn markdown(diff: &Diff, limit: usize, verbose: bool) -> String {
         out.push_str("\n\n> **Cut at GitHub's comment limit.**\n");
     }
     out
+}
+
+/// The comment's title, sides, scope and summary-table header.
+fn md_head(diff: &Diff) -> String {
+    let mut head = String::new();
+    let _ = writeln!(head, "## capstan diff\n");
+    let _ = writeln!(
+        head,
+        "{} → {} · {}\n",
+        md_code(&diff.a),
+        md_code(&diff.b),
+        md_text(&summary_line(diff))
+    );
+    for l in scope_lines(diff) {
+        let _ = writeln!(head, "_{}_\n", md_text(&l));
+    }
+    let sealed = sealed_line(diff);
+    let _ = writeln!(
+        head,
+        "_{}{}_\n",
+        sealed[..1].to_ascii_uppercase(),
+        md_text(&sealed[1..])
+    );
+    let _ = writeln!(
+        head,
+        "| cluster | status | changed | replaced | added | removed | re-encrypted | risks |\n|---|---|--:|--:|--:|--:|--:|---|"
+    );
+    head
+}
+
+/// The summary table's rows, as many as fit in half of `budget` (`used` counts what the
+/// comment holds so far), and how many were cut: clusters with differences first, so a cut
+/// table still shows them; then those whose inputs changed alone; then the unchanged ones.
+fn md_table(
+    diff: &Diff,
+    groups: &[Group<'_>],
+    verbose: bool,
+    budget: usize,
+    used: &mut usize,
+) -> (String, usize) {
+    let mut table = String::new();
+    let mut rows_cut = 0usize;
+    // Clusters with differences first in the table, so a cut table still shows them; then
+    // those whose inputs changed alone; then the unchanged ones.
+    let mut ordered: Vec<(String, &ClusterDiff)> = groups
+        .iter()
+        .filter(|g| g.first.status != ClusterStatus::Unchanged)
+        .chain(
+            groups
+                .iter()
+                .filter(|g| g.first.status == ClusterStatus::Unchanged),
+        )
+        .map(|g| (group_names(g, 5), g.first))
+        .collect();
+    let quiet_ones: Vec<&ClusterDiff> = diff.clusters.iter().filter(|c| quiet(c)).collect();
+    let unchanged_row = ClusterDiff {
+        name: String::new(),
+        status: ClusterStatus::Unchanged,
+        objects: Vec::new(),
+        risks: Vec::new(),
+        inputs: Vec::new(),
+    };
+    if verbose {
+        ordered.extend(quiet_ones.iter().map(|c| (c.name.clone(), *c)));
+    } else if !quiet_ones.is_empty() {
+        ordered.push((
+            format!("{} unchanged cluster(s)", quiet_ones.len()),
+            &unchanged_row,
+        ));
+    }
+    for (label, c) in &ordered {
+        let row = format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            md_text(label),
+            c.status.as_str(),
+            c.count(ObjectStatus::Changed),
+            c.count(ObjectStatus::Replaced),
+            c.count(ObjectStatus::Added),
+            c.count(ObjectStatus::Removed),
+            c.count(ObjectStatus::Reencrypted),
+            risk_cell(c)
+        );
+        if *used + row.len() > budget / 2 {
+            rows_cut += 1;
+            continue;
+        }
+        *used += row.len();
+        table.push_str(&row);
+    }
+    (table, rows_cut)
+}
+
+/// The closing note of a comment that was cut: what was left out (rows, sections, risk
+/// notes, objects), or nothing when everything fit.
+fn cut_note(
+    [rows_cut, clusters_cut, risks_cut, objects_cut, objects_cut_clusters]: [usize; 5],
+) -> Option<String> {
+    if rows_cut + clusters_cut + risks_cut + objects_cut == 0 {
+        return None;
+    }
+    let mut what = Vec::new();
+    if rows_cut > 0 {
+        what.push(format!("{rows_cut} row(s) of the summary table"));
+    }
+    if clusters_cut > 0 {
+        what.push(format!("the sections of {clusters_cut} cluster(s)"));
+    }
+    if risks_cut > 0 {
+        what.push(format!("{risks_cut} risk note(s)"));
+    }
+    if objects_cut > 0 {
+        what.push(format!(
+            "the details of {objects_cut} object(s) in {objects_cut_clusters} cluster(s)"
+        ));
+    }
+    Some(format!(
+            "\n> **Cut to stay under GitHub's {GITHUB_COMMENT_LIMIT}-character comment limit:** left out {}. \
+             Run `capstan diff` (text or `--format json`) for the full report.\n",
+            what.join(", ")
+        ))
 }
 
 #[cfg(test)]
