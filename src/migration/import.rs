@@ -566,8 +566,122 @@ fn extra_cert_sans(cluster: &ClusterConfigFacts, endpoint_host: &str) -> Vec<Str
     out
 }
 
+/// The port the kubeadm apiservers listen on: the manifest's `--secure-port` (what runs),
+/// else the InitConfiguration's `localAPIEndpoint.bindPort` when the file holds one, else
+/// 6443 (kube-apiserver's and kubeadm's default). A disagreement is a warning.
+fn backend_port(
+    apiserver: &ApiServerFacts,
+    cluster: &ClusterConfigFacts,
+    (manifest, cfg_file): (&str, &str),
+    warnings: &mut Vec<String>,
+) -> u16 {
+    match (apiserver.secure_port(), cluster.local_api_bind_port) {
+        (Some(running), Some(bind)) => {
+            if running != bind {
+                warnings.push(format!(
+                    "{manifest} runs --secure-port={running} but {cfg_file} says localAPIEndpoint.bindPort: {bind}: \
+                     using {running}, what runs"
+                ));
+            }
+            running
+        }
+        (Some(p), None) | (None, Some(p)) => p,
+        (None, None) => crate::model::DEFAULT_BACKEND_PORT,
+    }
+}
+
+/// The component settings Talos must carry from the kubeadm files (`check` compares them).
+struct Components {
+    api_server: model::ApiServer,
+    etcd: model::Etcd,
+    controller_manager: model::ControllerManager,
+    scheduler: model::Scheduler,
+    kubelet: model::Kubelet,
+}
+
+/// The apiserver names and etcd settings, the kube-controller-manager and kube-scheduler
+/// flags Talos can carry, and the kubelet settings, from the kubeadm files.
+fn components(
+    files: &KubeadmFiles,
+    apiserver: &ApiServerFacts,
+    cluster: &ClusterConfigFacts,
+    talos_version: &str,
+    endpoint_host: &str,
+    services: &[String],
+) -> Result<Components, ImportError> {
+    // The apiserver names and etcd settings Talos must carry (`check` compares them).
+    let talos_minor = SemVer::parse(talos_version)
+        .filter(|v| v.major == 1)
+        .map(|v| v.minor);
+    let (extra_args, pod_security) =
+        crate::migration::check::carried_apiserver_settings(apiserver, talos_minor);
+    let api_server = model::ApiServer {
+        cert_sans: extra_cert_sans(cluster, endpoint_host),
+        extra_args,
+        pod_security,
+        // The import reads no file the manifest's `--authorization-config` names (only the
+        // files named on its command line); `check` says what to set.
+        authorization_config: Vec::new(),
+    };
+    let etcd = model::Etcd {
+        extra_args: crate::migration::check::ETCD_PARITY_FLAGS
+            .iter()
+            .filter_map(|(name, _)| {
+                cluster
+                    .etcd_extra_args
+                    .get(name)
+                    .map(|v| (name.to_string(), v.to_string()))
+            })
+            .collect(),
+    };
+    // The kube-controller-manager and kube-scheduler flags Talos can carry (`check`'s
+    // `controller-manager-flags` and `scheduler-flags` compare them and name the rest).
+    use crate::migration::check::{carried_component_args, Component};
+    let controller_manager = match &files.controller_manager_manifest {
+        None => model::ControllerManager::default(),
+        Some(f) => model::ControllerManager {
+            extra_args: carried_component_args(
+                Component::ControllerManager,
+                &kubeadm::parse_controller_manager_manifest(&f.label, &f.bytes)?.args,
+                &cluster.pod_subnets,
+            ),
+        },
+    };
+    let scheduler = match &files.scheduler_manifest {
+        None => model::Scheduler::default(),
+        Some(f) => model::Scheduler {
+            extra_args: carried_component_args(
+                Component::Scheduler,
+                &kubeadm::parse_scheduler_manifest(&f.label, &f.bytes)?.args,
+                &cluster.pod_subnets,
+            ),
+        },
+    };
+    let kubelet = match &files.kubelet_config {
+        None => model::Kubelet::default(),
+        Some(f) => {
+            let bad = |message: String| ImportError::Fact {
+                file: f.label.clone(),
+                field: "KubeletConfiguration".into(),
+                message,
+            };
+            let text = std::str::from_utf8(&f.bytes).map_err(|_| bad("not UTF-8 text".into()))?;
+            let docs = crate::yaml::parse_stream(text).map_err(|e| bad(e.to_string()))?;
+            let facts = crate::migration::check::parse_kubelet_config(&f.label, &docs)
+                .map_err(|e| bad(e.to_string()))?;
+            crate::migration::check::carried_kubelet_settings(&facts, services)
+        }
+    };
+    Ok(Components {
+        api_server,
+        etcd,
+        controller_manager,
+        scheduler,
+        kubelet,
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 fn stub(
     files: &KubeadmFiles,
     apiserver: &ApiServerFacts,
@@ -599,22 +713,7 @@ fn stub(
             "missing: Talos nodes must join behind the existing load balancer endpoint",
         )
     })?;
-    // The port the kubeadm apiservers listen on: the manifest's `--secure-port` (what runs),
-    // else the InitConfiguration's `localAPIEndpoint.bindPort` when the file holds one, else
-    // 6443 (kube-apiserver's and kubeadm's default).
-    let backend_port = match (apiserver.secure_port(), cluster.local_api_bind_port) {
-        (Some(running), Some(bind)) => {
-            if running != bind {
-                warnings.push(format!(
-                    "{manifest} runs --secure-port={running} but {cfg_file} says localAPIEndpoint.bindPort: {bind}: \
-                     using {running}, what runs"
-                ));
-            }
-            running
-        }
-        (Some(p), None) | (None, Some(p)) => p,
-        (None, None) => crate::model::DEFAULT_BACKEND_PORT,
-    };
+    let backend_port = backend_port(apiserver, cluster, (manifest, cfg_file), warnings);
     let k8s_version = match (
         apiserver.kubernetes_version(),
         cluster.kubernetes_version.as_deref(),
@@ -669,69 +768,13 @@ fn stub(
             "missing: every kubeadm apiserver sets it",
         ));
     }
-    // The apiserver names and etcd settings Talos must carry (`check` compares them).
-    let talos_minor = SemVer::parse(&opts.talos_version)
-        .filter(|v| v.major == 1)
-        .map(|v| v.minor);
-    let (extra_args, pod_security) =
-        crate::migration::check::carried_apiserver_settings(apiserver, talos_minor);
-    let api_server = model::ApiServer {
-        cert_sans: extra_cert_sans(cluster, &endpoint.host),
-        extra_args,
-        pod_security,
-        // The import reads no file the manifest's `--authorization-config` names (only the
-        // files named on its command line); `check` says what to set.
-        authorization_config: Vec::new(),
-    };
-    let etcd = model::Etcd {
-        extra_args: crate::migration::check::ETCD_PARITY_FLAGS
-            .iter()
-            .filter_map(|(name, _)| {
-                cluster
-                    .etcd_extra_args
-                    .get(name)
-                    .map(|v| (name.to_string(), v.to_string()))
-            })
-            .collect(),
-    };
-    // The kube-controller-manager and kube-scheduler flags Talos can carry (`check`'s
-    // `controller-manager-flags` and `scheduler-flags` compare them and name the rest).
-    use crate::migration::check::{carried_component_args, Component};
-    let controller_manager = match &files.controller_manager_manifest {
-        None => model::ControllerManager::default(),
-        Some(f) => model::ControllerManager {
-            extra_args: carried_component_args(
-                Component::ControllerManager,
-                &kubeadm::parse_controller_manager_manifest(&f.label, &f.bytes)?.args,
-                &cluster.pod_subnets,
-            ),
-        },
-    };
-    let scheduler = match &files.scheduler_manifest {
-        None => model::Scheduler::default(),
-        Some(f) => model::Scheduler {
-            extra_args: carried_component_args(
-                Component::Scheduler,
-                &kubeadm::parse_scheduler_manifest(&f.label, &f.bytes)?.args,
-                &cluster.pod_subnets,
-            ),
-        },
-    };
-    let kubelet = match &files.kubelet_config {
-        None => model::Kubelet::default(),
-        Some(f) => {
-            let bad = |message: String| ImportError::Fact {
-                file: f.label.clone(),
-                field: "KubeletConfiguration".into(),
-                message,
-            };
-            let text = std::str::from_utf8(&f.bytes).map_err(|_| bad("not UTF-8 text".into()))?;
-            let docs = crate::yaml::parse_stream(text).map_err(|e| bad(e.to_string()))?;
-            let facts = crate::migration::check::parse_kubelet_config(&f.label, &docs)
-                .map_err(|e| bad(e.to_string()))?;
-            crate::migration::check::carried_kubelet_settings(&facts, &services)
-        }
-    };
+    let Components {
+        api_server,
+        etcd,
+        controller_manager,
+        scheduler,
+        kubelet,
+    } = components(files, apiserver, cluster, &opts.talos_version, &endpoint.host, &services)?;
     let mut audiences = apiserver.api_audiences();
     if audiences.is_empty() {
         // kube-apiserver's default: the first issuer.
