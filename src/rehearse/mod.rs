@@ -461,7 +461,6 @@ fn steady_state(d: &mut Driver, objects: &[Value]) -> Result<(), RehearseError> 
     Ok(())
 }
 
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 fn run_phase(
     d: &mut Driver,
     render: &mut Render<'_>,
@@ -494,91 +493,7 @@ fn run_phase(
                 900,
             )?;
         }
-        Phase::ControlPlane => {
-            let t = title("phase control-plane: commit synced (the scale Job opens the window)");
-            commit_step(
-                d,
-                render,
-                &t,
-                &phase_config(config, phase, kubeadm_cp),
-                &mut |w: &mut World| {
-                    let pool = w.endpoint.pool.clone();
-                    if pool.is_empty() {
-                        return vec!["the load balancer gets the Talos control-plane addresses once they exist (capstan plan)".into()];
-                    }
-                    w.endpoint.backends.extend(pool);
-                    vec!["the load balancer lists the control plane's pool addresses beside the kubeadm nodes (capstan plan)".into()]
-                },
-                &|w: &World| {
-                    let Some(t) = w.tcp.as_ref() else {
-                        return Some("no TalosControlPlane".into());
-                    };
-                    let cp: Vec<_> = w
-                        .machines
-                        .iter()
-                        .filter(|m| m.deployment.is_none())
-                        .collect();
-                    if (cp.len() as u64) < t.replicas {
-                        return Some(format!(
-                            "{} of {} control-plane Machines",
-                            cp.len(),
-                            t.replicas
-                        ));
-                    }
-                    if let Some(m) = cp.iter().find(|m| m.node_ref.is_none()) {
-                        return Some(format!("Machine {} has no nodeRef", m.name));
-                    }
-                    if w.members.iter().any(|m| m.learner)
-                        || (w.talos_members() as u64) < t.replicas
-                    {
-                        return Some("the Talos members are not all voters yet".into());
-                    }
-                    None
-                },
-                1800,
-            )?;
-            {
-                let mut w = model::lock(&d.world);
-                if w.endpoint.pool.is_empty() {
-                    let addrs: Vec<String> = w
-                        .vms
-                        .iter()
-                        .filter(|v| v.control_plane && !v.gone)
-                        .filter_map(|v| v.address.clone())
-                        .collect();
-                    w.endpoint.backends.extend(addrs);
-                }
-            }
-            for (i, node) in kubeadm_cp.iter().enumerate() {
-                let left = &kubeadm_cp[i + 1..];
-                let t = title(&format!(
-                    "remove kubeadm control-plane node {node} (load balancer, kubeadm reset), commit and sync"
-                ));
-                let objs = if left.is_empty() {
-                    None
-                } else {
-                    match render_or_stop(d, render, &t, &phase_config(config, phase, left)) {
-                        Some(o) => Some(o),
-                        None => return Ok(()),
-                    }
-                };
-                let node = node.clone();
-                let start = model::lock(&d.world).t;
-                d.step(
-                    &t,
-                    objs.as_deref(),
-                    &mut |w: &mut World| {
-                        w.remove_kubeadm_node(&node);
-                        Vec::new()
-                    },
-                    &|w: &World| (w.t < start + 120).then(|| "observing".into()),
-                    600,
-                )?;
-                if d.stopped() {
-                    return Ok(());
-                }
-            }
-        }
+        Phase::ControlPlane => control_plane_phase(d, render, config, kubeadm_cp, &title)?,
         Phase::Workers => {
             let t = title("phase workers: commit synced (the unpause Job lifts the pause)");
             commit_step(
@@ -613,58 +528,163 @@ fn run_phase(
                 600,
             )?;
         }
-        Phase::Complete => {
-            let t = title("phase complete: commit synced, the endpoint handed over");
-            commit_step(
-                d,
-                render,
-                &t,
-                &phase_config(config, phase, kubeadm_cp),
-                &mut |w: &mut World| {
-                    if !w.endpoint.pool.is_empty() {
-                        w.endpoint.backends = w.endpoint.pool.clone();
-                    }
-                    if w.endpoint.vip.is_none() || w.endpoint.on_vip {
-                        return Vec::new();
-                    }
-                    if w.endpoint.holder.is_some() {
-                        w.endpoint.on_vip = true;
-                        return vec!["the endpoint's name now resolves to the VIP (the hand-over in capstan plan)".into()];
-                    }
-                    vec!["the commit adds the VIP: the control plane rolls, the load balancer still answers".into()]
-                },
-                &|w: &World| {
-                    if w.endpoint.vip.is_some() && !w.endpoint.on_vip {
-                        return w
-                            .endpoint
-                            .holder
-                            .is_none()
-                            .then(|| "no control-plane node holds the VIP yet".into());
-                    }
-                    unsettled(w)
-                },
-                1800,
-            )?;
-            let handing_over = {
-                let w = model::lock(&d.world);
-                w.endpoint.vip.is_some() && !w.endpoint.on_vip
-            };
-            if handing_over {
-                d.step(
-                    &title("verify the API through the VIP, then point the endpoint's name at it (DNS)"),
-                    None,
-                    &mut |w: &mut World| {
-                        w.endpoint.on_vip = true;
-                        vec![format!(
-                            "`kubectl --server https://<VIP>:<port> get --raw /readyz` answered through {}",
-                            w.endpoint.holder.clone().unwrap_or_default()
-                        )]
-                    },
-                    &unsettled,
-                    3600,
-                )?;
+        Phase::Complete => complete_phase(d, render, config, kubeadm_cp, &title)?,
+    }
+    Ok(())
+}
+
+/// Phase `control-plane` rehearsed: the commit (the scale Job's window), the load balancer,
+/// then each kubeadm control-plane node removed, one commit each.
+fn control_plane_phase(
+    d: &mut Driver,
+    render: &mut Render<'_>,
+    config: &ClusterConfig,
+    kubeadm_cp: &[String],
+    title: &dyn Fn(&str) -> String,
+) -> Result<(), RehearseError> {
+    let t = title("phase control-plane: commit synced (the scale Job opens the window)");
+    commit_step(
+        d,
+        render,
+        &t,
+        &phase_config(config, Phase::ControlPlane, kubeadm_cp),
+        &mut |w: &mut World| {
+            let pool = w.endpoint.pool.clone();
+            if pool.is_empty() {
+                return vec!["the load balancer gets the Talos control-plane addresses once they exist (capstan plan)".into()];
             }
+            w.endpoint.backends.extend(pool);
+            vec!["the load balancer lists the control plane's pool addresses beside the kubeadm nodes (capstan plan)".into()]
+        },
+        &|w: &World| {
+            let Some(t) = w.tcp.as_ref() else {
+                return Some("no TalosControlPlane".into());
+            };
+            let cp: Vec<_> = w
+                .machines
+                .iter()
+                .filter(|m| m.deployment.is_none())
+                .collect();
+            if (cp.len() as u64) < t.replicas {
+                return Some(format!(
+                    "{} of {} control-plane Machines",
+                    cp.len(),
+                    t.replicas
+                ));
+            }
+            if let Some(m) = cp.iter().find(|m| m.node_ref.is_none()) {
+                return Some(format!("Machine {} has no nodeRef", m.name));
+            }
+            if w.members.iter().any(|m| m.learner)
+                || (w.talos_members() as u64) < t.replicas
+            {
+                return Some("the Talos members are not all voters yet".into());
+            }
+            None
+        },
+        1800,
+    )?;
+    {
+        let mut w = model::lock(&d.world);
+        if w.endpoint.pool.is_empty() {
+            let addrs: Vec<String> = w
+                .vms
+                .iter()
+                .filter(|v| v.control_plane && !v.gone)
+                .filter_map(|v| v.address.clone())
+                .collect();
+            w.endpoint.backends.extend(addrs);
         }
+    }
+    for (i, node) in kubeadm_cp.iter().enumerate() {
+        let left = &kubeadm_cp[i + 1..];
+        let t = title(&format!(
+            "remove kubeadm control-plane node {node} (load balancer, kubeadm reset), commit and sync"
+        ));
+        let objs = if left.is_empty() {
+            None
+        } else {
+            match render_or_stop(d, render, &t, &phase_config(config, Phase::ControlPlane, left)) {
+                Some(o) => Some(o),
+                None => return Ok(()),
+            }
+        };
+        let node = node.clone();
+        let start = model::lock(&d.world).t;
+        d.step(
+            &t,
+            objs.as_deref(),
+            &mut |w: &mut World| {
+                w.remove_kubeadm_node(&node);
+                Vec::new()
+            },
+            &|w: &World| (w.t < start + 120).then(|| "observing".into()),
+            600,
+        )?;
+        if d.stopped() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Phase `complete` rehearsed: the commit, then the endpoint handed over to the VIP.
+fn complete_phase(
+    d: &mut Driver,
+    render: &mut Render<'_>,
+    config: &ClusterConfig,
+    kubeadm_cp: &[String],
+    title: &dyn Fn(&str) -> String,
+) -> Result<(), RehearseError> {
+    let t = title("phase complete: commit synced, the endpoint handed over");
+    commit_step(
+        d,
+        render,
+        &t,
+        &phase_config(config, Phase::Complete, kubeadm_cp),
+        &mut |w: &mut World| {
+            if !w.endpoint.pool.is_empty() {
+                w.endpoint.backends = w.endpoint.pool.clone();
+            }
+            if w.endpoint.vip.is_none() || w.endpoint.on_vip {
+                return Vec::new();
+            }
+            if w.endpoint.holder.is_some() {
+                w.endpoint.on_vip = true;
+                return vec!["the endpoint's name now resolves to the VIP (the hand-over in capstan plan)".into()];
+            }
+            vec!["the commit adds the VIP: the control plane rolls, the load balancer still answers".into()]
+        },
+        &|w: &World| {
+            if w.endpoint.vip.is_some() && !w.endpoint.on_vip {
+                return w
+                    .endpoint
+                    .holder
+                    .is_none()
+                    .then(|| "no control-plane node holds the VIP yet".into());
+            }
+            unsettled(w)
+        },
+        1800,
+    )?;
+    let handing_over = {
+        let w = model::lock(&d.world);
+        w.endpoint.vip.is_some() && !w.endpoint.on_vip
+    };
+    if handing_over {
+        d.step(
+            &title("verify the API through the VIP, then point the endpoint's name at it (DNS)"),
+            None,
+            &mut |w: &mut World| {
+                w.endpoint.on_vip = true;
+                vec![format!(
+                    "`kubectl --server https://<VIP>:<port> get --raw /readyz` answered through {}",
+                    w.endpoint.holder.clone().unwrap_or_default()
+                )]
+            },
+            &unsettled,
+            3600,
+        )?;
     }
     Ok(())
 }
