@@ -47,7 +47,6 @@ fn in_cidrs(addr: IpAddr, cidrs: &[String]) -> Option<&String> {
 }
 
 impl Cx<'_> {
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     pub(super) fn endpoint_strategy(&self, out: &mut Vec<Finding>) {
         let id = "endpoint-strategy";
         let s = &self.i.config.spec;
@@ -101,235 +100,250 @@ impl Cx<'_> {
             return;
         };
         match strategy {
-            EndpointStrategy::Vip => {
-                let Some(vip) = &e.vip else { return };
-                let Ok(addr) = vip.address.parse::<IpAddr>() else {
-                    return;
-                };
-                let migrating = !matches!(phase, None | Some(Phase::Complete));
-                if let Ok(host) = e.host.parse::<IpAddr>() {
-                    if host == addr && migrating {
-                        out.push(
-                            Finding::new(
-                                id,
-                                Severity::Blocking,
-                                "spec.endpoint.vip.address vs spec.migration.phase",
-                                format!(
-                                    "the VIP `{addr}` is the endpoint's address, which the load balancer holds during \
-                                     the migration: the Talos control-plane nodes would announce it too (a duplicate \
-                                     address on the segment) as soon as they run etcd"
-                                ),
-                            )
-                            .fix(
-                                "set the strategy in the commit that sets phase `complete`, after taking the address \
-                                 off the load balancer (`capstan plan` for phase complete), or use a DNS name for \
-                                 `host` and a free address for the VIP",
-                            ),
-                        );
-                        return;
-                    }
-                    if host != addr {
-                        out.push(
-                            Finding::new(
-                                id,
-                                Severity::Blocking,
-                                "spec.endpoint.host vs spec.endpoint.vip.address",
-                                format!(
-                                    "the endpoint is the address `{host}`, the VIP `{addr}`: clients and nodes would \
-                                     keep using an address nothing follows the machines to"
-                                ),
-                            )
-                            .fix(format!(
-                                "make `{addr}` the endpoint (`host: {addr}`, after the hand-over in `capstan plan`), \
-                                 or use a DNS name for `host` that resolves to it"
-                            )),
-                        );
-                        return;
-                    }
-                }
-                if let Some(c) = in_cidrs(addr, &cidrs) {
-                    out.push(
-                        Finding::new(
-                            id,
-                            Severity::Blocking,
-                            "spec.endpoint.vip.address",
-                            format!("the VIP `{addr}` is inside the cluster network `{c}`"),
-                        )
-                        .fix("choose a free address on the control-plane VMs' segment"),
-                    );
-                    return;
-                }
-                let network = s
-                    .vsphere
-                    .as_ref()
-                    .map_or("spec.vsphere.network".to_string(), |v| {
-                        format!("`{}`", v.network)
-                    });
-                let rendered = if self.talos_at_least(12) {
-                    "a `Layer2VIPConfig` document, Talos 1.12 and later"
-                } else {
-                    "`machine.network.interfaces[].vip`, up to Talos 1.11"
-                };
-                let now = if migrating {
-                    " now: the Talos control-plane nodes announce it as soon as they run etcd"
-                } else {
-                    ""
-                };
-                let gap = format!(
-                    "when a replaced machine holding the VIP leaves etcd, the next node announces the address up to \
-                     {VIP_FAILOVER_SECONDS} s later (Talos `vip.go`: the election lease cannot be revoked without the \
-                     node's etcd), up to once per machine replaced ({replicas} per rollout)"
-                );
-                match &s.talos.discovery {
-                    Some(d) => out.push(Finding::new(
+            EndpointStrategy::Vip => self.vip_strategy(out, phase, replicas, &cidrs),
+            EndpointStrategy::External => self.external_strategy(out, replicas, &cidrs),
+        }
+    }
+
+    /// `endpoint-strategy` for `strategy: vip`: the VIP against the endpoint, the cluster's
+    /// CIDRs, and the phase.
+    fn vip_strategy(&self, out: &mut Vec<Finding>, phase: Option<Phase>, replicas: u32, cidrs: &[String]) {
+        let id = "endpoint-strategy";
+        let s = &self.i.config.spec;
+        let e = &s.endpoint;
+        let Some(vip) = &e.vip else { return };
+        let Ok(addr) = vip.address.parse::<IpAddr>() else {
+            return;
+        };
+        let migrating = !matches!(phase, None | Some(Phase::Complete));
+        if let Ok(host) = e.host.parse::<IpAddr>() {
+            if host == addr && migrating {
+                out.push(
+                    Finding::new(
                         id,
-                        Severity::Info,
-                        "spec.endpoint.strategy",
+                        Severity::Blocking,
+                        "spec.endpoint.vip.address vs spec.migration.phase",
                         format!(
-                            "Talos VIP `{addr}` on `{}` of the control-plane nodes (rendered as {rendered}): they must \
-                             share one L2 segment (every control-plane VM is on port group {network}) and the address \
-                             must be free on it{now}; confirm that the port group's security policy (forged transmits, \
-                             MAC address changes) and, on an NSX segment, SpoofGuard and IP discovery let the address \
-                             move between the VMs by gratuitous ARP (not verified by capstan). A rollout keeps the \
-                             endpoint but not without gaps: {gap}. Talos kubelets reach the API through KubePrism, \
-                             which also uses the control-plane nodes' own addresses learnt from the discovery service \
-                             `{}` while the machines reach it; kubectl, CI and the management cluster see the gap. \
-                             Where that is too long, use `strategy: external`",
-                            vip.link, d.endpoint
+                            "the VIP `{addr}` is the endpoint's address, which the load balancer holds during \
+                             the migration: the Talos control-plane nodes would announce it too (a duplicate \
+                             address on the segment) as soon as they run etcd"
                         ),
-                    )),
-                    None => {
-                        // A warning, not a refusal: capstan cannot see whether the machines
-                        // reach the public service (a proxy, a firewall rule), and every
-                        // blocking finding on cluster.yaml alone is also a `render` refusal.
-                        // Registry mirrors or a private Job image say the fleet is air-gapped.
-                        let job = s.migration.as_ref().and_then(|m| m.job_image.as_deref());
-                        let evidence = if !s.talos.registry_mirrors.is_empty() {
-                            Some("cluster.yaml names registry mirrors (spec.talos.registryMirrors)".to_string())
-                        } else {
-                            job.map(registry_host)
-                                .filter(|h| !PUBLIC_REGISTRIES.contains(h))
-                                .map(|h| format!("the Job image comes from `{h}`, a registry of the fleet's own"))
-                        };
-                        out.push(
-                            Finding::new(
-                                id,
-                                Severity::Warning,
-                                "spec.endpoint.strategy vs spec.talos.discovery",
-                                format!(
-                                    "Talos VIP `{addr}` without a discovery service of the fleet's own{}: KubePrism, \
-                                     which every Talos kubelet uses to reach the API, learns the control-plane \
-                                     nodes' addresses only from discovery, and Talos's default is the public \
-                                     {PUBLIC_DISCOVERY_ENDPOINT}; where the machines cannot reach it, the VIP is a \
-                                     worker's only upstream. Each failover ({gap}) then cuts every Talos kubelet \
-                                     off the API, and past the node-monitor grace period (40 s by default in Kubernetes 1.30) the node \
-                                     controller marks the pods of every Talos node NotReady and Services drop them \
-                                     cluster-wide until the kubelets report again",
-                                    evidence.map_or(String::new(), |e| format!(" in an air-gapped fleet ({e})"))
-                                ),
-                            )
-                            .fix(format!(
-                                "name a discovery service the machines reach: `spec.talos.discovery: {{endpoint: \
-                                 https://discovery.example.internal/}}` (a self-hosted Talos discovery service), or \
-                                 `endpoint: {PUBLIC_DISCOVERY_ENDPOINT}` to say they reach the public one; or use \
-                                 `strategy: external` with a load balancer. The VIP also needs one L2 segment \
-                                 ({network}) with the address free on it: confirm vSphere port security (forged \
-                                 transmits, MAC address changes) and NSX SpoofGuard and IP discovery let it move \
-                                 between the VMs"
-                            )),
-                        );
-                    }
-                }
-            }
-            EndpointStrategy::External => {
-                let Some(pool) = &e.control_plane_pool else {
-                    return;
-                };
-                let Ok(addrs) = pool.allocatable() else {
-                    return;
-                };
-                let field = "spec.endpoint.controlPlanePool";
-                let listed = addrs
-                    .iter()
-                    .map(|a| format!("`{a}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let mut problems = Vec::new();
-                if let Ok(host) = e.host.parse::<IpAddr>() {
-                    if addrs.contains(&host) {
-                        problems.push(format!(
-                            "the endpoint `{host}` is one of the pool's addresses: a machine would take the load \
-                             balancer's address"
-                        ));
-                    }
-                }
-                if let Some((a, c)) = addrs
-                    .iter()
-                    .find_map(|a| in_cidrs(*a, &cidrs).map(|c| (a, c)))
-                {
-                    problems.push(format!("`{a}` is inside the cluster network `{c}`"));
-                }
-                if let (Ok(gw), Some(first)) = (pool.gateway.parse::<IpAddr>(), addrs.first()) {
-                    let subnet = ipnet::IpNet::new(*first, pool.prefix)
-                        .map(|n| n.trunc())
-                        .ok();
-                    if !subnet.is_some_and(|n| n.contains(&gw)) {
-                        problems.push(format!(
-                            "the gateway `{gw}` is outside the machines' subnet `{first}/{}`",
-                            pool.prefix
-                        ));
-                    }
-                }
-                if (addrs.len() as u64) < u64::from(needed) {
-                    problems.push(format!(
-                        "it hands out {} address{} ({listed}; never the network, broadcast or gateway address), a \
-                         rollout needs {needed} (replicas {replicas} + surge {CONTROL_PLANE_SURGE}): the surge \
-                         machine's address claim waits for an address and the rollout stalls",
-                        addrs.len(),
-                        if addrs.len() == 1 { "" } else { "es" }
-                    ));
-                }
-                if !problems.is_empty() {
-                    for p in problems {
-                        out.push(
-                            Finding::new(id, Severity::Blocking, field, format!("control-plane pool: {p}"))
-                                .fix(format!(
-                                    "give the pool exactly {needed} free addresses on the control-plane segment, \
-                                     outside the cluster network, and list them as the load balancer's backends"
-                                )),
-                        );
-                    }
-                    return;
-                }
-                if addrs.len() as u64 > u64::from(needed) {
-                    out.push(
-                        Finding::new(
-                            id,
-                            Severity::Warning,
-                            field,
-                            format!(
-                                "control-plane pool: {} addresses ({listed}) where a rollout needs {needed}: the \
-                                 load balancer must list all of them, and addresses it lists stay unused",
-                                addrs.len()
-                            ),
-                        )
-                        .fix(format!("keep exactly {needed} addresses (replicas + {CONTROL_PLANE_SURGE})")),
-                    );
-                    return;
-                }
-                out.push(Finding::new(
-                    id,
-                    Severity::Pass,
-                    field,
-                    format!(
-                        "the load balancer's backends are the pool's {needed} addresses ({listed}), each with a TCP \
-                         health check on port {} (an HTTP check of `/healthz` gets 401 from a Talos apiserver without `anonymous-auth`): every control-plane \
-                         machine takes one, a rollout's surge machine the free one, and a replaced machine's address \
-                         is handed out again",
-                        e.backend_port()
+                    )
+                    .fix(
+                        "set the strategy in the commit that sets phase `complete`, after taking the address \
+                         off the load balancer (`capstan plan` for phase complete), or use a DNS name for \
+                         `host` and a free address for the VIP",
                     ),
+                );
+                return;
+            }
+            if host != addr {
+                out.push(
+                    Finding::new(
+                        id,
+                        Severity::Blocking,
+                        "spec.endpoint.host vs spec.endpoint.vip.address",
+                        format!(
+                            "the endpoint is the address `{host}`, the VIP `{addr}`: clients and nodes would \
+                             keep using an address nothing follows the machines to"
+                        ),
+                    )
+                    .fix(format!(
+                        "make `{addr}` the endpoint (`host: {addr}`, after the hand-over in `capstan plan`), \
+                         or use a DNS name for `host` that resolves to it"
+                    )),
+                );
+                return;
+            }
+        }
+        if let Some(c) = in_cidrs(addr, cidrs) {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    "spec.endpoint.vip.address",
+                    format!("the VIP `{addr}` is inside the cluster network `{c}`"),
+                )
+                .fix("choose a free address on the control-plane VMs' segment"),
+            );
+            return;
+        }
+        let network = s
+            .vsphere
+            .as_ref()
+            .map_or("spec.vsphere.network".to_string(), |v| {
+                format!("`{}`", v.network)
+            });
+        let rendered = if self.talos_at_least(12) {
+            "a `Layer2VIPConfig` document, Talos 1.12 and later"
+        } else {
+            "`machine.network.interfaces[].vip`, up to Talos 1.11"
+        };
+        let now = if migrating {
+            " now: the Talos control-plane nodes announce it as soon as they run etcd"
+        } else {
+            ""
+        };
+        let gap = format!(
+            "when a replaced machine holding the VIP leaves etcd, the next node announces the address up to \
+             {VIP_FAILOVER_SECONDS} s later (Talos `vip.go`: the election lease cannot be revoked without the \
+             node's etcd), up to once per machine replaced ({replicas} per rollout)"
+        );
+        match &s.talos.discovery {
+            Some(d) => out.push(Finding::new(
+                id,
+                Severity::Info,
+                "spec.endpoint.strategy",
+                format!(
+                    "Talos VIP `{addr}` on `{}` of the control-plane nodes (rendered as {rendered}): they must \
+                     share one L2 segment (every control-plane VM is on port group {network}) and the address \
+                     must be free on it{now}; confirm that the port group's security policy (forged transmits, \
+                     MAC address changes) and, on an NSX segment, SpoofGuard and IP discovery let the address \
+                     move between the VMs by gratuitous ARP (not verified by capstan). A rollout keeps the \
+                     endpoint but not without gaps: {gap}. Talos kubelets reach the API through KubePrism, \
+                     which also uses the control-plane nodes' own addresses learnt from the discovery service \
+                     `{}` while the machines reach it; kubectl, CI and the management cluster see the gap. \
+                     Where that is too long, use `strategy: external`",
+                    vip.link, d.endpoint
+                ),
+            )),
+            None => {
+                // A warning, not a refusal: capstan cannot see whether the machines
+                // reach the public service (a proxy, a firewall rule), and every
+                // blocking finding on cluster.yaml alone is also a `render` refusal.
+                // Registry mirrors or a private Job image say the fleet is air-gapped.
+                let job = s.migration.as_ref().and_then(|m| m.job_image.as_deref());
+                let evidence = if !s.talos.registry_mirrors.is_empty() {
+                    Some("cluster.yaml names registry mirrors (spec.talos.registryMirrors)".to_string())
+                } else {
+                    job.map(registry_host)
+                        .filter(|h| !PUBLIC_REGISTRIES.contains(h))
+                        .map(|h| format!("the Job image comes from `{h}`, a registry of the fleet's own"))
+                };
+                out.push(
+                    Finding::new(
+                        id,
+                        Severity::Warning,
+                        "spec.endpoint.strategy vs spec.talos.discovery",
+                        format!(
+                            "Talos VIP `{addr}` without a discovery service of the fleet's own{}: KubePrism, \
+                             which every Talos kubelet uses to reach the API, learns the control-plane \
+                             nodes' addresses only from discovery, and Talos's default is the public \
+                             {PUBLIC_DISCOVERY_ENDPOINT}; where the machines cannot reach it, the VIP is a \
+                             worker's only upstream. Each failover ({gap}) then cuts every Talos kubelet \
+                             off the API, and past the node-monitor grace period (40 s by default in Kubernetes 1.30) the node \
+                             controller marks the pods of every Talos node NotReady and Services drop them \
+                             cluster-wide until the kubelets report again",
+                            evidence.map_or(String::new(), |e| format!(" in an air-gapped fleet ({e})"))
+                        ),
+                    )
+                    .fix(format!(
+                        "name a discovery service the machines reach: `spec.talos.discovery: {{endpoint: \
+                         https://discovery.example.internal/}}` (a self-hosted Talos discovery service), or \
+                         `endpoint: {PUBLIC_DISCOVERY_ENDPOINT}` to say they reach the public one; or use \
+                         `strategy: external` with a load balancer. The VIP also needs one L2 segment \
+                         ({network}) with the address free on it: confirm vSphere port security (forged \
+                         transmits, MAC address changes) and NSX SpoofGuard and IP discovery let it move \
+                         between the VMs"
+                    )),
+                );
+            }
+        }
+    }
+
+    /// `endpoint-strategy` for `strategy: external`: the control-plane pool's size, its
+    /// addresses against the cluster's CIDRs, and the load balancer's backends.
+    fn external_strategy(&self, out: &mut Vec<Finding>, replicas: u32, cidrs: &[String]) {
+        let id = "endpoint-strategy";
+        let s = &self.i.config.spec;
+        let e = &s.endpoint;
+        let needed = replicas + CONTROL_PLANE_SURGE;
+        let Some(pool) = &e.control_plane_pool else {
+            return;
+        };
+        let Ok(addrs) = pool.allocatable() else {
+            return;
+        };
+        let field = "spec.endpoint.controlPlanePool";
+        let listed = addrs
+            .iter()
+            .map(|a| format!("`{a}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut problems = Vec::new();
+        if let Ok(host) = e.host.parse::<IpAddr>() {
+            if addrs.contains(&host) {
+                problems.push(format!(
+                    "the endpoint `{host}` is one of the pool's addresses: a machine would take the load \
+                     balancer's address"
                 ));
             }
         }
+        if let Some((a, c)) = addrs
+            .iter()
+            .find_map(|a| in_cidrs(*a, cidrs).map(|c| (a, c)))
+        {
+            problems.push(format!("`{a}` is inside the cluster network `{c}`"));
+        }
+        if let (Ok(gw), Some(first)) = (pool.gateway.parse::<IpAddr>(), addrs.first()) {
+            let subnet = ipnet::IpNet::new(*first, pool.prefix)
+                .map(|n| n.trunc())
+                .ok();
+            if !subnet.is_some_and(|n| n.contains(&gw)) {
+                problems.push(format!(
+                    "the gateway `{gw}` is outside the machines' subnet `{first}/{}`",
+                    pool.prefix
+                ));
+            }
+        }
+        if (addrs.len() as u64) < u64::from(needed) {
+            problems.push(format!(
+                "it hands out {} address{} ({listed}; never the network, broadcast or gateway address), a \
+                 rollout needs {needed} (replicas {replicas} + surge {CONTROL_PLANE_SURGE}): the surge \
+                 machine's address claim waits for an address and the rollout stalls",
+                addrs.len(),
+                if addrs.len() == 1 { "" } else { "es" }
+            ));
+        }
+        if !problems.is_empty() {
+            for p in problems {
+                out.push(
+                    Finding::new(id, Severity::Blocking, field, format!("control-plane pool: {p}"))
+                        .fix(format!(
+                            "give the pool exactly {needed} free addresses on the control-plane segment, \
+                             outside the cluster network, and list them as the load balancer's backends"
+                        )),
+                );
+            }
+            return;
+        }
+        if addrs.len() as u64 > u64::from(needed) {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    field,
+                    format!(
+                        "control-plane pool: {} addresses ({listed}) where a rollout needs {needed}: the \
+                         load balancer must list all of them, and addresses it lists stay unused",
+                        addrs.len()
+                    ),
+                )
+                .fix(format!("keep exactly {needed} addresses (replicas + {CONTROL_PLANE_SURGE})")),
+            );
+            return;
+        }
+        out.push(Finding::new(
+            id,
+            Severity::Pass,
+            field,
+            format!(
+                "the load balancer's backends are the pool's {needed} addresses ({listed}), each with a TCP \
+                 health check on port {} (an HTTP check of `/healthz` gets 401 from a Talos apiserver without `anonymous-auth`): every control-plane \
+                 machine takes one, a rollout's surge machine the free one, and a replaced machine's address \
+                 is handed out again",
+                e.backend_port()
+            ),
+        ));
     }
 }
