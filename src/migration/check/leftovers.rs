@@ -202,7 +202,6 @@ fn live_object(
 
 impl Cx<'_> {
     /// `phase-leftovers`: every object of another phase on the management cluster, by name.
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     pub(super) fn phase_leftovers(&self, out: &mut Vec<Finding>) {
         let id = "phase-leftovers";
         let Some(input) = &self.i.management else {
@@ -255,106 +254,17 @@ impl Cx<'_> {
             .iter()
             .filter(|o| o.kind.starts_with("ValidatingAdmissionPolicy") && o.name == policy)
             .collect();
-        let field = |o: &LiveObject| {
-            if o.namespace.is_empty() {
-                format!("{file} {} {}", o.kind, o.name)
-            } else {
-                format!("{file} {} {}/{}", o.kind, o.namespace, o.name)
-            }
+        let live = Live {
+            file,
+            ns,
+            tcp: &tcp,
+            in_phase: &in_phase,
+            names: &names,
+            policy: &policy,
+            live_tcp,
+            tcp_phase,
         };
-        if phase == Phase::ControlPlane {
-            // The policy belongs to this phase; it must hold while the phase runs.
-            let conditioned = policies
-                .iter()
-                .any(|p| p.validations.iter().any(|v| v.contains(PHASE_ANNOTATION)));
-            if policies.is_empty() {
-                out.push(
-                    Finding::new(
-                        id,
-                        Severity::Blocking,
-                        format!("{file} ValidatingAdmissionPolicy {policy}"),
-                        format!(
-                            "phase control-plane's admission policy {policy} is not there {in_phase}: nothing keeps \
-                             the provider's etcd audit out of the scale Job's window"
-                        ),
-                    )
-                    .fix("sync the phase's render (the policy and its binding are in it) before the scale Job runs"),
-                );
-            } else if conditioned && tcp_phase.is_none() && live_tcp.is_some() {
-                out.push(
-                    Finding::new(
-                        id,
-                        Severity::Blocking,
-                        format!("{file} TalosControlPlane {ns}/{tcp} metadata.annotations"),
-                        format!(
-                            "{tcp} lacks `{PHASE_ANNOTATION}` {in_phase}: the admission policy {policy} refuses \
-                             nothing without it, so the provider's etcd audit could run inside the scale Job's window"
-                        ),
-                    )
-                    .fix("sync the phase's render: it renders the annotation on the TalosControlPlane"),
-                );
-            }
-        } else {
-            for p in &policies {
-                let no_prune = p
-                    .annotations
-                    .get("argocd.argoproj.io/sync-options")
-                    .is_some_and(|o| o.split(',').any(|x| x.trim() == "Prune=false"));
-                let inert = p.kind == "ValidatingAdmissionPolicy"
-                    && p.validations.iter().any(|v| v.contains(PHASE_ANNOTATION))
-                    && tcp_phase.is_none();
-                out.push(
-                    Finding::new(
-                        id,
-                        Severity::Blocking,
-                        field(p),
-                        format!(
-                            "{} {} is left from phase control-plane {in_phase}{}: {}",
-                            p.kind,
-                            p.name,
-                            if no_prune {
-                                " (it carries `Prune=false`: Argo CD never prunes it)"
-                            } else {
-                                ""
-                            },
-                            if inert {
-                                format!(
-                                    "inert while {tcp} lacks `{PHASE_ANNOTATION}`, but it refuses nodeRefs again the \
-                                     moment the annotation comes back"
-                                )
-                            } else {
-                                "with the control plane unpaused it refuses every new control-plane Machine its \
-                                 nodeRef: the next rollout (Talos or Kubernetes upgrade, machine template change) \
-                                 stops at replicas + 1, and no `clusterctl move` backup can be taken"
-                                    .to_string()
-                            }
-                        ),
-                    )
-                    .error(errors::NODE_REF_REFUSED)
-                    .fix(format!(
-                        "the phase's Job deletes it on its next sync; by hand: `{}`",
-                        delete_node_ref_policy_command(&names)
-                    )),
-                );
-            }
-            if let Some(value) = tcp_phase {
-                out.push(
-                    Finding::new(
-                        id,
-                        Severity::Warning,
-                        format!("{file} TalosControlPlane {ns}/{tcp} metadata.annotations.{PHASE_ANNOTATION}"),
-                        format!(
-                            "{tcp} still carries `{PHASE_ANNOTATION}: {value}` {in_phase}: git dropped it, so another \
-                             field manager than Argo CD holds it; with it, phase control-plane's nodeRef policy \
-                             applies wherever it is left"
-                        ),
-                    )
-                    .fix(format!(
-                        "`kubectl -n {ns} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} {PHASE_ANNOTATION}-`"
-                    )),
-                );
-            }
-        }
+        node_ref_policy(out, phase, &live, &policies);
         if let Some(t) = live_tcp.filter(|t| t.annotations.contains_key(PAUSED)) {
             let unpause = format!(
                 "`kubectl -n {ns} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} {PAUSED}-` (only once \
@@ -389,64 +299,7 @@ impl Cx<'_> {
                 Phase::Prepare | Phase::ControlPlane => {}
             }
         }
-        let prefix = format!("{}-capstan-migration-", names.cluster);
-        let current = phase.job_suffix();
-        for j in objects
-            .iter()
-            .filter(|o| o.kind == "Job" && o.namespace == *ns)
-        {
-            let Some((suffix, _hash)) = j
-                .name
-                .strip_prefix(&prefix)
-                .and_then(|r| r.rsplit_once('-'))
-            else {
-                continue;
-            };
-            if suffix == current {
-                continue;
-            }
-            let state = j.job.unwrap_or(JobState::Running);
-            let (severity, what) = match state {
-                JobState::Running => (
-                    Severity::Warning,
-                    "still running: it acts for a phase the cluster has left",
-                ),
-                JobState::Failed => (Severity::Warning, "failed"),
-                JobState::Succeeded => (Severity::Info, "succeeded"),
-            };
-            let removal = match (j.ttl, state) {
-                (Some(ttl), JobState::Succeeded | JobState::Failed) => format!(
-                    "Kubernetes deletes it {} after it finished (ttlSecondsAfterFinished)",
-                    duration(ttl)
-                ),
-                (Some(_), JobState::Running) => {
-                    "Kubernetes deletes it once it has finished (ttlSecondsAfterFinished)".to_string()
-                }
-                (None, _) => "nothing deletes it: Argo CD never prunes a hook, and its delete policy acts only \
-                              on the hooks of the sync under way"
-                    .to_string(),
-            };
-            let mut fix = format!("`kubectl -n {ns} delete job {}`", j.name);
-            if j.finalizers.iter().any(|f| f == HOOK_FINALIZER) {
-                fix = format!(
-                    "`kubectl -n {ns} patch job {} --type=json -p '[{{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}}]'` \
-                     (Argo CD's hook finalizer, left by an interrupted sync), then {fix}",
-                    j.name
-                );
-            }
-            out.push(
-                Finding::new(
-                    id,
-                    severity,
-                    field(j),
-                    format!(
-                        "migration Job {} is not this phase's (`{current}`) and {what} {in_phase}; {removal}",
-                        j.name
-                    ),
-                )
-                .fix(fix),
-            );
-        }
+        other_phase_jobs(out, phase, &live, objects);
         if out.len() == before && live_tcp.is_some() {
             out.push(Finding::new(
                 id,
@@ -477,6 +330,207 @@ fn duration(secs: u64) -> String {
         s if s >= 86_400 && s % 86_400 == 0 => format!("{} days", s / 86_400),
         s if s >= 3_600 && s % 3_600 == 0 => format!("{} hours", s / 3_600),
         s => format!("{s} seconds"),
+    }
+}
+
+/// The migration Jobs of other phases still there: running, failed or kept, each with what
+/// deletes it (or that nothing does).
+fn other_phase_jobs(out: &mut Vec<Finding>, phase: Phase, live: &Live<'_>, objects: &[LiveObject]) {
+    let id = "phase-leftovers";
+    let Live {
+        file,
+        ns,
+        in_phase,
+        names,
+        ..
+    } = *live;
+    let prefix = format!("{}-capstan-migration-", names.cluster);
+    let current = phase.job_suffix();
+    for j in objects
+        .iter()
+        .filter(|o| o.kind == "Job" && o.namespace == *ns)
+    {
+        let Some((suffix, _hash)) = j
+            .name
+            .strip_prefix(&prefix)
+            .and_then(|r| r.rsplit_once('-'))
+        else {
+            continue;
+        };
+        if suffix == current {
+            continue;
+        }
+        let state = j.job.unwrap_or(JobState::Running);
+        let (severity, what) = match state {
+            JobState::Running => (
+                Severity::Warning,
+                "still running: it acts for a phase the cluster has left",
+            ),
+            JobState::Failed => (Severity::Warning, "failed"),
+            JobState::Succeeded => (Severity::Info, "succeeded"),
+        };
+        let removal = match (j.ttl, state) {
+            (Some(ttl), JobState::Succeeded | JobState::Failed) => format!(
+                "Kubernetes deletes it {} after it finished (ttlSecondsAfterFinished)",
+                duration(ttl)
+            ),
+            (Some(_), JobState::Running) => {
+                "Kubernetes deletes it once it has finished (ttlSecondsAfterFinished)".to_string()
+            }
+            (None, _) => "nothing deletes it: Argo CD never prunes a hook, and its delete policy acts only \
+                          on the hooks of the sync under way"
+                .to_string(),
+        };
+        let mut fix = format!("`kubectl -n {ns} delete job {}`", j.name);
+        if j.finalizers.iter().any(|f| f == HOOK_FINALIZER) {
+            fix = format!(
+                "`kubectl -n {ns} patch job {} --type=json -p '[{{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}}]'` \
+                 (Argo CD's hook finalizer, left by an interrupted sync), then {fix}",
+                j.name
+            );
+        }
+        out.push(
+            Finding::new(
+                id,
+                severity,
+                object_field(file, j),
+                format!(
+                    "migration Job {} is not this phase's (`{current}`) and {what} {in_phase}; {removal}",
+                    j.name
+                ),
+            )
+            .fix(fix),
+        );
+    }
+}
+
+/// How a finding names a live object of `file`.
+fn object_field(file: &str, o: &LiveObject) -> String {
+    if o.namespace.is_empty() {
+        format!("{file} {} {}", o.kind, o.name)
+    } else {
+        format!("{file} {} {}/{}", o.kind, o.namespace, o.name)
+    }
+}
+
+/// What `phase-leftovers` compares of one live cluster.
+struct Live<'a> {
+    file: &'a str,
+    ns: &'a str,
+    tcp: &'a str,
+    in_phase: &'a str,
+    names: &'a Names,
+    policy: &'a str,
+    live_tcp: Option<&'a LiveObject>,
+    tcp_phase: Option<&'a String>,
+}
+
+/// Phase control-plane's nodeRef policy: there, and holding, in its phase; left over, with
+/// the phase annotation, in every other.
+fn node_ref_policy(out: &mut Vec<Finding>, phase: Phase, live: &Live<'_>, policies: &[&LiveObject]) {
+    let id = "phase-leftovers";
+    let Live {
+        file,
+        ns,
+        tcp,
+        in_phase,
+        names,
+        policy,
+        live_tcp,
+        tcp_phase,
+    } = *live;
+    if phase == Phase::ControlPlane {
+        // The policy belongs to this phase; it must hold while the phase runs.
+        let conditioned = policies
+            .iter()
+            .any(|p| p.validations.iter().any(|v| v.contains(PHASE_ANNOTATION)));
+        if policies.is_empty() {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    format!("{file} ValidatingAdmissionPolicy {policy}"),
+                    format!(
+                        "phase control-plane's admission policy {policy} is not there {in_phase}: nothing keeps \
+                         the provider's etcd audit out of the scale Job's window"
+                    ),
+                )
+                .fix("sync the phase's render (the policy and its binding are in it) before the scale Job runs"),
+            );
+        } else if conditioned && tcp_phase.is_none() && live_tcp.is_some() {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    format!("{file} TalosControlPlane {ns}/{tcp} metadata.annotations"),
+                    format!(
+                        "{tcp} lacks `{PHASE_ANNOTATION}` {in_phase}: the admission policy {policy} refuses \
+                         nothing without it, so the provider's etcd audit could run inside the scale Job's window"
+                    ),
+                )
+                .fix("sync the phase's render: it renders the annotation on the TalosControlPlane"),
+            );
+        }
+    } else {
+        for p in policies {
+            let no_prune = p
+                .annotations
+                .get("argocd.argoproj.io/sync-options")
+                .is_some_and(|o| o.split(',').any(|x| x.trim() == "Prune=false"));
+            let inert = p.kind == "ValidatingAdmissionPolicy"
+                && p.validations.iter().any(|v| v.contains(PHASE_ANNOTATION))
+                && tcp_phase.is_none();
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Blocking,
+                    object_field(file, p),
+                    format!(
+                        "{} {} is left from phase control-plane {in_phase}{}: {}",
+                        p.kind,
+                        p.name,
+                        if no_prune {
+                            " (it carries `Prune=false`: Argo CD never prunes it)"
+                        } else {
+                            ""
+                        },
+                        if inert {
+                            format!(
+                                "inert while {tcp} lacks `{PHASE_ANNOTATION}`, but it refuses nodeRefs again the \
+                                 moment the annotation comes back"
+                            )
+                        } else {
+                            "with the control plane unpaused it refuses every new control-plane Machine its \
+                             nodeRef: the next rollout (Talos or Kubernetes upgrade, machine template change) \
+                             stops at replicas + 1, and no `clusterctl move` backup can be taken"
+                                .to_string()
+                        }
+                    ),
+                )
+                .error(errors::NODE_REF_REFUSED)
+                .fix(format!(
+                    "the phase's Job deletes it on its next sync; by hand: `{}`",
+                    delete_node_ref_policy_command(names)
+                )),
+            );
+        }
+        if let Some(value) = tcp_phase {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    format!("{file} TalosControlPlane {ns}/{tcp} metadata.annotations.{PHASE_ANNOTATION}"),
+                    format!(
+                        "{tcp} still carries `{PHASE_ANNOTATION}: {value}` {in_phase}: git dropped it, so another \
+                         field manager than Argo CD holds it; with it, phase control-plane's nodeRef policy \
+                         applies wherever it is left"
+                    ),
+                )
+                .fix(format!(
+                    "`kubectl -n {ns} annotate taloscontrolplanes.controlplane.cluster.x-k8s.io {tcp} {PHASE_ANNOTATION}-`"
+                )),
+            );
+        }
     }
 }
 
