@@ -335,7 +335,6 @@ impl Cx<'_> {
 
     /// `cloud-provider`: the vSphere CPI initialises nodes, so Talos nodes get the
     /// `vsphere://` providerID Cluster API matches Machines by.
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     pub(super) fn cloud_provider(&self, out: &mut Vec<Finding>) {
         let id = "cloud-provider";
         let Some(n) = &self.i.nodes else {
@@ -466,58 +465,64 @@ impl Cx<'_> {
             ));
             return;
         }
-        let ready: Vec<&CpiWorkload> = n
-            .value
-            .cpi
-            .iter()
-            .filter(|w| w.ready.is_some_and(|r| r > 0))
-            .collect();
-        let unknown = n.value.cpi.iter().find(|w| w.ready.is_none());
-        if let (None, Some(w)) = (ready.first(), unknown) {
-            out.push(
-                Finding::new(
-                    id,
-                    Severity::Warning,
-                    field,
-                    format!(
-                        "no node carries a providerID yet and the vSphere CPI ({}) was saved without its status, so \
-                         whether it runs is not known",
-                        w.name
-                    ),
-                )
-                .fix("save it with its status (`kubectl -n kube-system get ds vsphere-cloud-controller-manager -o yaml`) and check again"),
-            );
-            return;
-        }
-        if let Some(w) = ready.first() {
-            out.push(Finding::new(
+        cpi_status(out, &n.value, field, install, consequence);
+    }
+}
+
+/// `cloud-provider` when no node carries a providerID yet: whether the vSphere CPI runs,
+/// from its saved workload.
+fn cpi_status(out: &mut Vec<Finding>, n: &NodesInput, field: String, install: String, consequence: &str) {
+    let id = "cloud-provider";
+    let ready: Vec<&CpiWorkload> = n
+        .cpi
+        .iter()
+        .filter(|w| w.ready.is_some_and(|r| r > 0))
+        .collect();
+    let unknown = n.cpi.iter().find(|w| w.ready.is_none());
+    if let (None, Some(w)) = (ready.first(), unknown) {
+        out.push(
+            Finding::new(
                 id,
-                Severity::Pass,
+                Severity::Warning,
                 field,
                 format!(
-                    "no node carries a providerID yet (the kubeadm kubelets run without `--cloud-provider=external`), \
-                     but the vSphere CPI runs ({}): it initialises the Talos nodes, which register with \
-                     `--cloud-provider=external`",
+                    "no node carries a providerID yet and the vSphere CPI ({}) was saved without its status, so \
+                     whether it runs is not known",
                     w.name
                 ),
-            ));
-            return;
-        }
-        let summary = match n.value.cpi.first() {
-            Some(w) => format!(
-                "none of the {} nodes carries a `{VSPHERE_PROVIDER_ID}` providerID and the vSphere CPI ({}) has no ready \
-                 pod: {consequence}",
-                nodes.len(),
+            )
+            .fix("save it with its status (`kubectl -n kube-system get ds vsphere-cloud-controller-manager -o yaml`) and check again"),
+        );
+        return;
+    }
+    if let Some(w) = ready.first() {
+        out.push(Finding::new(
+            id,
+            Severity::Pass,
+            field,
+            format!(
+                "no node carries a providerID yet (the kubeadm kubelets run without `--cloud-provider=external`), \
+                 but the vSphere CPI runs ({}): it initialises the Talos nodes, which register with \
+                 `--cloud-provider=external`",
                 w.name
             ),
-            None => format!(
-                "none of the {} nodes carries a `{VSPHERE_PROVIDER_ID}` providerID and no vSphere CPI workload was given: \
-                 {consequence}",
-                nodes.len()
-            ),
-        };
-        out.push(Finding::new(id, Severity::Blocking, field, summary).fix(install));
+        ));
+        return;
     }
+    let summary = match n.cpi.first() {
+        Some(w) => format!(
+            "none of the {} nodes carries a `{VSPHERE_PROVIDER_ID}` providerID and the vSphere CPI ({}) has no ready \
+             pod: {consequence}",
+            n.nodes.len(),
+            w.name
+        ),
+        None => format!(
+            "none of the {} nodes carries a `{VSPHERE_PROVIDER_ID}` providerID and no vSphere CPI workload was given: \
+             {consequence}",
+            n.nodes.len()
+        ),
+    };
+    out.push(Finding::new(id, Severity::Blocking, field, summary).fix(install));
 }
 
 /// A label of a kubeadm worker a pool must carry: not one of the labels Kubernetes, the
