@@ -977,7 +977,6 @@ impl Cx<'_> {
     /// `apiserver-flags` (which skips the flags Talos manages) must not pass it: the
     /// listening port, several service-account verification keys, a structured
     /// authorization configuration.
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     pub(super) fn apiserver_uncarried(&self, out: &mut Vec<Finding>) {
         let id = "apiserver-uncarried";
         let Some(a) = &self.i.apiserver else {
@@ -1041,6 +1040,69 @@ impl Cx<'_> {
         // v1.9 (MergeDenied, v1.9.6:435 … v1.13.9:436); its carrier,
         // `cluster.apiServer.authorizationConfig`, is in the config schemas of v1.9 to v1.13,
         // not v1.8's (Talos v1.8.4 passes `--authorization-mode=Node,RBAC`, :365).
+        let notes = self.authorization_gaps(a, &mut fields, &mut problems, &mut fixes);
+        if problems.is_empty() && notes.is_empty() {
+            out.push(Finding::new(
+                id,
+                Severity::Pass,
+                format!("spec.endpoint.backendPort vs {} --secure-port", a.file),
+                format!(
+                    "both sides listen on port {kubeadm_port}, verify service-account tokens with one key and \
+                     authorise {}",
+                    if a.value.args.contains("authorization-config") {
+                        "with the same authorizers (spec.apiServer.authorizationConfig)"
+                    } else {
+                        "without a structured authorization configuration"
+                    }
+                ),
+            ));
+            return;
+        }
+        if problems.is_empty() {
+            out.push(
+                Finding::new(
+                    id,
+                    Severity::Warning,
+                    format!(
+                        "spec.apiServer.authorizationConfig vs {} --authorization-config",
+                        a.file
+                    ),
+                    format!(
+                        "both sides listen on port {kubeadm_port} and verify service-account tokens with one key; \
+                         the authorizers are carried, but {}",
+                        notes.join("; ")
+                    ),
+                )
+                .fix("see above: Talos carries the configuration, not the files it names"),
+            );
+            return;
+        }
+        fixes.extend(notes);
+        out.push(
+            Finding::new(
+                id,
+                Severity::Blocking,
+                fields.join("; "),
+                problems.join("; "),
+            )
+            .error_if(
+                token_error,
+                crate::migration::check::errors::INVALID_BEARER_TOKEN,
+            )
+            .fix(fixes.join("; ")),
+        );
+    }
+
+    /// D9: the structured authorization configuration the kubeadm apiservers run, against
+    /// what spec.apiServer.authorizationConfig carries: its problems (with their fields and
+    /// fixes) pushed, its notes returned.
+    fn authorization_gaps(
+        &self,
+        a: &crate::migration::check::Input<crate::inputs::kubeadm::ApiServerFacts>,
+        fields: &mut Vec<String>,
+        problems: &mut Vec<String>,
+        fixes: &mut Vec<String>,
+    ) -> Vec<String> {
         let mut notes: Vec<String> = Vec::new();
         if let Some(file) = a.value.args.get("authorization-config") {
             let carried = &self.i.config.spec.api_server.authorization_config;
@@ -1134,56 +1196,7 @@ impl Cx<'_> {
                 ));
             }
         }
-        if problems.is_empty() && notes.is_empty() {
-            out.push(Finding::new(
-                id,
-                Severity::Pass,
-                format!("spec.endpoint.backendPort vs {} --secure-port", a.file),
-                format!(
-                    "both sides listen on port {kubeadm_port}, verify service-account tokens with one key and \
-                     authorise {}",
-                    if a.value.args.contains("authorization-config") {
-                        "with the same authorizers (spec.apiServer.authorizationConfig)"
-                    } else {
-                        "without a structured authorization configuration"
-                    }
-                ),
-            ));
-            return;
-        }
-        if problems.is_empty() {
-            out.push(
-                Finding::new(
-                    id,
-                    Severity::Warning,
-                    format!(
-                        "spec.apiServer.authorizationConfig vs {} --authorization-config",
-                        a.file
-                    ),
-                    format!(
-                        "both sides listen on port {kubeadm_port} and verify service-account tokens with one key; \
-                         the authorizers are carried, but {}",
-                        notes.join("; ")
-                    ),
-                )
-                .fix("see above: Talos carries the configuration, not the files it names"),
-            );
-            return;
-        }
-        fixes.extend(notes);
-        out.push(
-            Finding::new(
-                id,
-                Severity::Blocking,
-                fields.join("; "),
-                problems.join("; "),
-            )
-            .error_if(
-                token_error,
-                crate::migration::check::errors::INVALID_BEARER_TOKEN,
-            )
-            .fix(fixes.join("; ")),
-        );
+        notes
     }
 
     /// B6(b): Talos runs `--anonymous-auth=false`; a load balancer's HTTP health check of
