@@ -347,7 +347,6 @@ impl Cx<'_> {
     /// The provider releases: the phases that migrate run only on releases capstan verified
     /// (`providers::verified`); with `--providers` the declaration is compared with what
     /// the management cluster runs; Talos 1.13's list-valued issuer needs CABPT v0.6.12 (M9).
-    #[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
     pub(super) fn provider_releases(&self, out: &mut Vec<Finding>) {
         use crate::inputs::providers;
         let id = "provider-releases";
@@ -455,85 +454,7 @@ impl Cx<'_> {
                 ),
             ));
         }
-        // The management cluster, when given.
-        match &self.i.providers {
-            None => {
-                if migrating.is_some() {
-                    out.push(Finding::new(
-                        id,
-                        Severity::Info,
-                        field,
-                        "not compared with the management cluster: pass --providers FILE (`kubectl get \
-                         providers.clusterctl.cluster.x-k8s.io -A -o yaml` or `kubectl get deployments -A -o yaml`)"
-                            .into(),
-                    ));
-                }
-            }
-            Some(inv) => {
-                let running = &inv.value.releases;
-                if let Some(d) = declared {
-                    for (name, want) in d.entries() {
-                        let have = running.get(name);
-                        let f = if have.map(String::as_str) == Some(want) {
-                            Finding::new(
-                                id,
-                                Severity::Pass,
-                                format!("{field}.{name} vs {}", inv.file),
-                                format!("the management cluster runs {name} {want}, as declared"),
-                            )
-                        } else {
-                            Finding::new(
-                                id,
-                                if migrating.is_some() {
-                                    Severity::Blocking
-                                } else {
-                                    Severity::Warning
-                                },
-                                format!("{field}.{name} vs {}", inv.file),
-                                format!(
-                                    "cluster.yaml declares {name} {want}, the management cluster runs {}",
-                                    have.map_or("none".to_string(), |h| format!(
-                                        "{h} ({})",
-                                        inv.value.sources.get(name).map(String::as_str).unwrap_or("?")
-                                    ))
-                                ),
-                            )
-                            .fix(format!(
-                                "declare what runs, or run {name} {want}: the phases are verified for the declared releases"
-                            ))
-                        };
-                        out.push(f);
-                    }
-                } else if migrating.is_none() {
-                    let bad = providers::unverified(flavour, running);
-                    out.push(Finding::new(
-                        id,
-                        Severity::Info,
-                        inv.file.clone(),
-                        format!(
-                            "the management cluster runs {}{}",
-                            running
-                                .iter()
-                                .map(|(n, r)| format!("{n} {r}"))
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            if bad.is_empty() {
-                                String::new()
-                            } else {
-                                format!(
-                                    "; not the releases the migration phases of flavour `{}` were verified against ({})",
-                                    flavour.as_str(),
-                                    bad.iter()
-                                        .map(|u| format!("{} {}", u.name, u.expected))
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                )
-                            }
-                        ),
-                    ));
-                }
-            }
-        }
+        self.running_releases(out, migrating.is_some(), declared);
         // M9: a list of issuers reaches CABPT as a list-valued extraArgs patch.
         if self.talos_at_least(13) && s.service_account.issuers.len() > 1 {
             let cabpt = self
@@ -561,6 +482,98 @@ impl Cx<'_> {
                     )
                     .fix("run CABPT v0.6.12 or later (Talos machinery v1.13)"),
                 );
+            }
+        }
+    }
+
+    /// `provider-releases` against the management cluster (`--providers`): each declared
+    /// release against what runs, or what runs when nothing is declared.
+    fn running_releases(
+        &self,
+        out: &mut Vec<Finding>,
+        migrating: bool,
+        declared: Option<&crate::model::ProviderReleases>,
+    ) {
+        use crate::inputs::providers;
+        let id = "provider-releases";
+        let field = "spec.migration.providers";
+        let flavour = self.i.config.spec.flavour;
+        match &self.i.providers {
+            None => {
+                if migrating {
+                    out.push(Finding::new(
+                        id,
+                        Severity::Info,
+                        field,
+                        "not compared with the management cluster: pass --providers FILE (`kubectl get \
+                         providers.clusterctl.cluster.x-k8s.io -A -o yaml` or `kubectl get deployments -A -o yaml`)"
+                            .into(),
+                    ));
+                }
+            }
+            Some(inv) => {
+                let running = &inv.value.releases;
+                if let Some(d) = declared {
+                    for (name, want) in d.entries() {
+                        let have = running.get(name);
+                        let f = if have.map(String::as_str) == Some(want) {
+                            Finding::new(
+                                id,
+                                Severity::Pass,
+                                format!("{field}.{name} vs {}", inv.file),
+                                format!("the management cluster runs {name} {want}, as declared"),
+                            )
+                        } else {
+                            Finding::new(
+                                id,
+                                if migrating {
+                                    Severity::Blocking
+                                } else {
+                                    Severity::Warning
+                                },
+                                format!("{field}.{name} vs {}", inv.file),
+                                format!(
+                                    "cluster.yaml declares {name} {want}, the management cluster runs {}",
+                                    have.map_or("none".to_string(), |h| format!(
+                                        "{h} ({})",
+                                        inv.value.sources.get(name).map(String::as_str).unwrap_or("?")
+                                    ))
+                                ),
+                            )
+                            .fix(format!(
+                                "declare what runs, or run {name} {want}: the phases are verified for the declared releases"
+                            ))
+                        };
+                        out.push(f);
+                    }
+                } else if !migrating {
+                    let bad = providers::unverified(flavour, running);
+                    out.push(Finding::new(
+                        id,
+                        Severity::Info,
+                        inv.file.clone(),
+                        format!(
+                            "the management cluster runs {}{}",
+                            running
+                                .iter()
+                                .map(|(n, r)| format!("{n} {r}"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            if bad.is_empty() {
+                                String::new()
+                            } else {
+                                format!(
+                                    "; not the releases the migration phases of flavour `{}` were verified against ({})",
+                                    flavour.as_str(),
+                                    bad.iter()
+                                        .map(|u| format!("{} {}", u.name, u.expected))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            }
+                        ),
+                    ));
+                }
             }
         }
     }
