@@ -1058,7 +1058,6 @@ pub struct ClusterConfigExtras {
 /// | `featureGates` | ignored | kubeadm's own gates (`PublicKeysECDSA`, `EtcdLearnerMode`, …) change what `kubeadm` does, not what the cluster runs; the keys are read as they are |
 /// | `encryptionAlgorithm` (v1beta4) | ignored | `import` reads the CA and service-account keys whatever their algorithm (RSA or ECDSA: `.ci/run` imports both) |
 /// | `certificateValidityPeriod`, `caCertificateValidityPeriod` (v1beta4) | ignored | Talos issues and rotates its own leaf certificates; the CAs are imported with their own expiry (`check` finding `ca-expiry`) |
-#[expect(clippy::too_many_lines, reason = "not split yet: issue 41 item 3")]
 pub fn parse_cluster_configuration(
     label: &str,
     bytes: &[u8],
@@ -1178,24 +1177,43 @@ pub fn parse_cluster_configuration(
         Some(s) => Some(normalize_version(s).map_err(|p| d.invalid("kubernetesVersion", p))?),
     };
 
-    let mut dns_domain = DEFAULT_DNS_DOMAIN.to_string();
-    let mut pod_subnets = Vec::new();
-    let mut service_subnets = Vec::new();
-    if let Some(net) = d.opt_map(root, "", "networking")? {
-        if let Some(s) = d
-            .opt_str(net, "networking", "dnsDomain")?
-            .filter(|s| !s.is_empty())
-        {
-            dns_domain = s.to_string();
-        }
-        if let Some(s) = d.opt_str(net, "networking", "podSubnet")? {
-            pod_subnets = split_list(s);
-        }
-        if let Some(s) = d.opt_str(net, "networking", "serviceSubnet")? {
-            service_subnets = split_list(s);
-        }
-    }
+    let (dns_domain, pod_subnets, service_subnets) = networking(&d, root)?;
 
+    let mut extras = component_extras(&d, root, v1beta4)?;
+
+    let (api_server_extra_args, api_server_cert_sans) =
+        api_server_facts(&d, root, v1beta4, &mut extras)?;
+
+    let (etcd_image_tag, etcd_external, etcd_extra_args) = etcd_facts(&d, root, v1beta4, &mut extras)?;
+
+    Ok(ClusterConfigFacts {
+        api_version: api_version.to_string(),
+        cluster_name: d
+            .opt_str(root, "", "clusterName")?
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        control_plane_endpoint,
+        kubernetes_version,
+        dns_domain,
+        pod_subnets,
+        service_subnets,
+        api_server_extra_args,
+        api_server_cert_sans,
+        etcd_image_tag,
+        etcd_external,
+        etcd_extra_args,
+        local_api_bind_port,
+        extras,
+    })
+}
+
+/// What `import` reports without carrying it: the image repository, CoreDNS and kube-proxy
+/// disabled (v1beta4), the controller manager's and scheduler's extra args.
+fn component_extras(
+    d: &Doc<'_>,
+    root: &Map<String, Value>,
+    v1beta4: bool,
+) -> Result<ClusterConfigExtras, KubeadmError> {
     let mut extras = ClusterConfigExtras {
         image_repository: d
             .opt_str(root, "", "imageRepository")?
@@ -1223,17 +1241,27 @@ pub fn parse_cluster_configuration(
         ("scheduler", &mut extras.scheduler_extra_args),
     ] {
         if let Some(m) = d.opt_map(root, "", key)? {
-            *args = extra_args(&d, m, &join(key, "extraArgs"), v1beta4)?;
+            *args = extra_args(d, m, &join(key, "extraArgs"), v1beta4)?;
         }
     }
+    Ok(extras)
+}
 
+/// `apiServer`: its extra args (the flags `check` compares), its certSANs, and what
+/// `extras` reports (extra volumes, extra envs).
+fn api_server_facts(
+    d: &Doc<'_>,
+    root: &Map<String, Value>,
+    v1beta4: bool,
+    extras: &mut ClusterConfigExtras,
+) -> Result<(FlagMap, Vec<String>), KubeadmError> {
     let mut api_server_extra_args = FlagMap::new();
     let mut api_server_cert_sans = Vec::new();
     if let Some(api) = d.opt_map(root, "", "apiServer")? {
         if let Some(sans) = d.opt_seq(api, "apiServer", "certSANs")? {
             api_server_cert_sans = d.string_list(sans, "apiServer.certSANs")?;
         }
-        api_server_extra_args = extra_args(&d, api, "apiServer.extraArgs", v1beta4)?;
+        api_server_extra_args = extra_args(d, api, "apiServer.extraArgs", v1beta4)?;
         if let Some(vols) = d.opt_seq(api, "apiServer", "extraVolumes")? {
             for (i, v) in vols.iter().enumerate() {
                 let path = format!("apiServer.extraVolumes[{i}]");
@@ -1247,18 +1275,28 @@ pub fn parse_cluster_configuration(
         }
         extras
             .extra_envs
-            .extend(env_names(&d, api, "apiServer.extraEnvs")?);
+            .extend(env_names(d, api, "apiServer.extraEnvs")?);
     }
+    Ok((api_server_extra_args, api_server_cert_sans))
+}
 
+/// `etcd`: the local etcd's image tag and extra args (and, into `extras`, its extra envs
+/// and certificate SANs), and whether it is external.
+fn etcd_facts(
+    d: &Doc<'_>,
+    root: &Map<String, Value>,
+    v1beta4: bool,
+    extras: &mut ClusterConfigExtras,
+) -> Result<(Option<String>, bool, FlagMap), KubeadmError> {
     let mut etcd_image_tag = None;
     let mut etcd_external = false;
     let mut etcd_extra_args = FlagMap::new();
     if let Some(etcd) = d.opt_map(root, "", "etcd")? {
         if let Some(local) = d.opt_map(etcd, "etcd", "local")? {
-            etcd_extra_args = extra_args(&d, local, "etcd.local.extraArgs", v1beta4)?;
+            etcd_extra_args = extra_args(d, local, "etcd.local.extraArgs", v1beta4)?;
             extras
                 .extra_envs
-                .extend(env_names(&d, local, "etcd.local.extraEnvs")?);
+                .extend(env_names(d, local, "etcd.local.extraEnvs")?);
             for (key, kind) in [("serverCertSANs", "server"), ("peerCertSANs", "peer")] {
                 if let Some(sans) = d.opt_seq(local, "etcd.local", key)? {
                     let sans = d.string_list(sans, &join("etcd.local", key))?;
@@ -1274,26 +1312,33 @@ pub fn parse_cluster_configuration(
         }
         etcd_external = d.opt_map(etcd, "etcd", "external")?.is_some();
     }
+    Ok((etcd_image_tag, etcd_external, etcd_extra_args))
+}
 
-    Ok(ClusterConfigFacts {
-        api_version: api_version.to_string(),
-        cluster_name: d
-            .opt_str(root, "", "clusterName")?
+/// `networking`: the DNS domain (kubeadm's default when empty), the pod and service
+/// subnets (comma-separated for dual stack).
+fn networking(
+    d: &Doc<'_>,
+    root: &Map<String, Value>,
+) -> Result<(String, Vec<String>, Vec<String>), KubeadmError> {
+    let mut dns_domain = DEFAULT_DNS_DOMAIN.to_string();
+    let mut pod_subnets = Vec::new();
+    let mut service_subnets = Vec::new();
+    if let Some(net) = d.opt_map(root, "", "networking")? {
+        if let Some(s) = d
+            .opt_str(net, "networking", "dnsDomain")?
             .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        control_plane_endpoint,
-        kubernetes_version,
-        dns_domain,
-        pod_subnets,
-        service_subnets,
-        api_server_extra_args,
-        api_server_cert_sans,
-        etcd_image_tag,
-        etcd_external,
-        etcd_extra_args,
-        local_api_bind_port,
-        extras,
-    })
+        {
+            dns_domain = s.to_string();
+        }
+        if let Some(s) = d.opt_str(net, "networking", "podSubnet")? {
+            pod_subnets = split_list(s);
+        }
+        if let Some(s) = d.opt_str(net, "networking", "serviceSubnet")? {
+            service_subnets = split_list(s);
+        }
+    }
+    Ok((dns_domain, pod_subnets, service_subnets))
 }
 
 /// The names of a v1beta4 `extraEnvs` list (`[{name, value}]`), as `PATH.NAME`.
