@@ -1068,20 +1068,6 @@ fn deleted_objects_and_clusters() {
         .contains("- MachineDeployment lab-f/lab-f-ingress (cluster.x-k8s.io): removed"));
 }
 
-fn git(args: &[&str], cwd: &Path) -> String {
-    let o = std::process::Command::new("git")
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 #[test]
 fn git_revisions() {
     let tmp = tempfile::tempdir().unwrap();

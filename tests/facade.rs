@@ -39,23 +39,12 @@ fn check_cluster_finds_what_capstan_check_finds_without_inputs() {
 fn review_revisions_reports_what_capstan_diff_git_reports() {
     util::need("git", &["--version"]);
     let (_tmp, repo) = util::example_copy();
-    let git = |args: &[&str]| {
-        let o = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@capstan.invalid"])
-            .args(["-c", "commit.gpgsign=false"])
-            .args(args)
-            .current_dir(&repo)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    git(&["init", "-q", "-b", "main"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "base"]);
+    util::git(&["init", "-q", "-b", "main"], &repo);
+    util::git(&["config", "user.name", "capstan tests"], &repo);
+    util::git(&["config", "user.email", "tests@capstan.invalid"], &repo);
+    util::git(&["config", "commit.gpgsign", "false"], &repo);
+    util::git(&["add", "-A"], &repo);
+    util::git(&["commit", "-qm", "base"], &repo);
     let unchanged = capstan::review_revisions(&repo, "HEAD").unwrap();
     assert!(!unchanged.has_differences(), "{}", unchanged.text());
     let file = repo.join("clusters/lab-g/cluster.yaml");
@@ -63,7 +52,7 @@ fn review_revisions_reports_what_capstan_diff_git_reports() {
     let edited = text.replacen("numCPUs: 4", "numCPUs: 6", 1);
     assert_ne!(edited, text, "the example has no `numCPUs: 4` to edit");
     std::fs::write(&file, edited).unwrap();
-    git(&["commit", "-qam", "bigger"]);
+    util::git(&["commit", "-qam", "bigger"], &repo);
     let review = capstan::review_revisions(&repo, "HEAD~1..HEAD").unwrap();
     assert!(review.has_differences());
     let o = util::capstan(

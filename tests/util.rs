@@ -258,3 +258,18 @@ pub fn generated_by(tool: &str) {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// Run git in `cwd`; its stdout (a failure fails the test, with git's stderr).
+pub fn git(args: &[&str], cwd: &Path) -> String {
+    let o = std::process::Command::new("git")
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
