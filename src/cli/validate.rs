@@ -1,6 +1,6 @@
 //! `capstan validate`: every object of the input against the schema of its kind, the provider
 //! CRDs from `--crds` or, without it, those embedded for the pinned releases
-//! (`render::schema::embedded`), and the built-in kinds against the Kubernetes OpenAPI schema
+//! (`schema::embedded`), and the built-in kinds against the Kubernetes OpenAPI schema
 //! of the cluster's version. Prints the violations and a summary line on stderr, or one JSON
 //! report on stdout.
 
