@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// What git says one cluster must have in a backup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Expected {
+pub(crate) struct Expected {
     /// The cluster's name.
     pub name: String,
     /// Its namespace on the management cluster.
@@ -38,7 +38,7 @@ pub struct Expected {
 
 /// The expectation of one rendered cluster (the Secrets and the CA fingerprint are the
 /// caller's, from its `cluster.yaml`).
-pub fn expected(name: &str, namespace: &str, resources: &[Resource]) -> Expected {
+pub(crate) fn expected(name: &str, namespace: &str, resources: &[Resource]) -> Expected {
     let mut e = Expected {
         name: name.to_string(),
         namespace: namespace.to_string(),
@@ -87,7 +87,7 @@ pub fn expected(name: &str, namespace: &str, resources: &[Resource]) -> Expected
 /// One cluster's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterCheck {
+pub(crate) struct ClusterCheck {
     /// The cluster.
     pub name: String,
     /// What the backup lacks for it (empty: complete).
@@ -97,7 +97,7 @@ pub struct ClusterCheck {
 /// The whole check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub(crate) struct Report {
     /// The backup checked.
     pub backup: String,
     /// Its time.
@@ -114,7 +114,7 @@ pub struct Report {
 
 impl Report {
     /// Whether anything is missing or the backup is stale.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.stale
             || !self.custody.is_empty()
             || self.clusters.iter().any(|c| !c.missing.is_empty())
@@ -122,7 +122,7 @@ impl Report {
 }
 
 /// Seconds since the Unix epoch of an RFC 3339 UTC time `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn unix_of(rfc3339: &str) -> Option<i64> {
+pub(crate) fn unix_of(rfc3339: &str) -> Option<i64> {
     let b = rfc3339.as_bytes();
     if b.len() != 20 || b[4] != b'-' || b[10] != b'T' || b[19] != b'Z' {
         return None;
@@ -145,7 +145,7 @@ pub fn unix_of(rfc3339: &str) -> Option<i64> {
 }
 
 /// A duration `90s`, `30m`, `24h` or `7d`, in seconds.
-pub fn parse_duration(s: &str) -> Option<i64> {
+pub(crate) fn parse_duration(s: &str) -> Option<i64> {
     let unit = s.chars().last()?;
     let mul = match unit {
         's' => 1,
@@ -182,7 +182,7 @@ fn why(cluster: &str, secret: &str) -> &'static str {
 }
 
 /// Check a backup's object manifest against what git expects.
-pub fn check(
+pub(crate) fn check(
     backup: &super::Index,
     objects: &[Entry],
     expected: &[Expected],

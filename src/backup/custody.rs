@@ -11,11 +11,11 @@ use crate::secrets::{parse_recipient, SecretsError};
 use age::x25519;
 
 /// The comment line that marks the recipient on the next line as kept offline.
-pub const OFFLINE_MARK: &str = "# capstan: offline";
+pub(crate) const OFFLINE_MARK: &str = "# capstan: offline";
 
 /// One recipient of a recipients file.
 #[derive(Debug, Clone)]
-pub struct Recipient {
+pub(crate) struct Recipient {
     /// The public key.
     pub key: x25519::Recipient,
     /// Whether the line before it is [`OFFLINE_MARK`].
@@ -23,7 +23,7 @@ pub struct Recipient {
 }
 
 /// The recipients of an age recipients file, each with whether it is marked offline.
-pub fn parse_recipients_file(label: &str, text: &str) -> Result<Vec<Recipient>, SecretsError> {
+pub(crate) fn parse_recipients_file(label: &str, text: &str) -> Result<Vec<Recipient>, SecretsError> {
     let mut out = Vec::new();
     let mut marked = false;
     for (i, line) in text.lines().enumerate() {
@@ -48,7 +48,7 @@ pub fn parse_recipients_file(label: &str, text: &str) -> Result<Vec<Recipient>, 
 /// must not lose every backup), one of them marked offline (so `backup check` in CI, which
 /// needs no private key, and a compromised management cluster never hold every key). Empty
 /// when the policy holds.
-pub fn policy(recipients: &[Recipient]) -> Vec<String> {
+pub(crate) fn policy(recipients: &[Recipient]) -> Vec<String> {
     let mut distinct: Vec<String> = recipients.iter().map(|r| r.key.to_string()).collect();
     distinct.sort();
     distinct.dedup();
@@ -72,7 +72,7 @@ pub fn policy(recipients: &[Recipient]) -> Vec<String> {
 /// The custody policy applied to a pushed backup's index (`backup check`, keyless): its
 /// recipients, and those it records as offline. An index without the record (pushed before
 /// capstan kept it) cannot show the policy holds, and says so.
-pub fn index_policy(index: &super::Index) -> Vec<String> {
+pub(crate) fn index_policy(index: &super::Index) -> Vec<String> {
     let Some(offline) = &index.offline_recipients else {
         return vec![
             "its index does not record which recipients are kept offline (pushed by an older capstan): push a \
@@ -102,7 +102,7 @@ pub fn index_policy(index: &super::Index) -> Vec<String> {
 
 /// The warning `secrets rekey` and `backup push` give: backups already pushed stay
 /// encrypted to the recipients they were pushed with.
-pub const REKEY_WARNING: &str = "backups already pushed stay encrypted to the recipients they were pushed with: a \
+pub(crate) const REKEY_WARNING: &str = "backups already pushed stay encrypted to the recipients they were pushed with: a \
      removed recipient still opens them; to take a key out of custody, push a new backup without it and delete the \
      older backups from the store";
 

@@ -43,7 +43,7 @@ use zeroize::Zeroizing;
 /// capstan cluster the move saves (cluster-api, CABPT, CACPPT, CAPV, in-cluster IPAM), and
 /// the Secrets and ConfigMaps, which the move's own rule sorts (`objectgraph.go:402-406`
 /// adds both core kinds to every discovery).
-pub const KINDS: &str = "clusters.cluster.x-k8s.io,machinedeployments.cluster.x-k8s.io,machinesets.cluster.x-k8s.io,\
+pub(crate) const KINDS: &str = "clusters.cluster.x-k8s.io,machinedeployments.cluster.x-k8s.io,machinesets.cluster.x-k8s.io,\
 machines.cluster.x-k8s.io,machinehealthchecks.cluster.x-k8s.io,\
 taloscontrolplanes.controlplane.cluster.x-k8s.io,talosconfigs.bootstrap.cluster.x-k8s.io,\
 talosconfigtemplates.bootstrap.cluster.x-k8s.io,vsphereclusters.infrastructure.cluster.x-k8s.io,\
@@ -54,7 +54,7 @@ ipaddresses.ipam.cluster.x-k8s.io,inclusterippools.ipam.cluster.x-k8s.io,secrets
 /// The shell commands that back up `namespaces` to `url` in any phase: the live objects
 /// go through a pipe (their Secrets never reach a disk before the dump, which is as
 /// plaintext as clusterctl's and removed once pushed).
-pub fn commands(namespaces: &[&str], url: &str) -> String {
+pub(crate) fn commands(namespaces: &[&str], url: &str) -> String {
     let gets: Vec<String> = namespaces
         .iter()
         .map(|ns| format!("  kubectl get -n {ns} {KINDS} -o json &&\n"))
@@ -66,14 +66,14 @@ pub fn commands(namespaces: &[&str], url: &str) -> String {
 }
 
 /// The name of the dump's record ConfigMap, one per namespace.
-pub const RECORD: &str = "capstan-backup-dump";
+pub(crate) const RECORD: &str = "capstan-backup-dump";
 
 /// The label that marks the record as capstan's.
-pub const RECORD_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "capstan");
+pub(crate) const RECORD_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "capstan");
 
 /// Why live objects could not be dumped.
 #[derive(Debug, thiserror::Error)]
-pub enum DumpError {
+pub(crate) enum DumpError {
     /// Not the JSON List `kubectl get -o json` writes.
     #[error("{file}: {message}; expected the output of `kubectl get -n NAMESPACE <kinds> -o json` (a List with `items`)")]
     NotAList {
@@ -123,7 +123,7 @@ pub enum DumpError {
 }
 
 /// A dump: the files to write, and what the move leaves out.
-pub struct Dump {
+pub(crate) struct Dump {
     /// `<Kind>_<namespace>_<name>.yaml` and the object's JSON, in the move's order (owners
     /// first), then the records.
     pub files: Vec<(String, Zeroizing<Vec<u8>>)>,
@@ -145,7 +145,7 @@ pub struct Dump {
 }
 
 /// The annotation with which isindir/sops-secrets-operator manages a Secret it did not create.
-pub use crate::secrets::sopssecret::MANAGED_ANNOTATION as SOPS_MANAGED;
+pub(crate) use crate::secrets::sopssecret::MANAGED_ANNOTATION as SOPS_MANAGED;
 
 /// Secrets mode `operator`: the Secrets a restore needs (`<cluster>-talos`, `<cluster>-ca`,
 /// the vSphere identity: move-labelled) are created by sops-secrets-operator with their
@@ -161,7 +161,7 @@ pub use crate::secrets::sopssecret::MANAGED_ANNOTATION as SOPS_MANAGED;
 /// (`isKubeSecretManagedOrAnnotatedToBeManaged`; `refreshKubeSecretIfNeeded` then writes
 /// its template's owner references, labels and annotations). A Secret with any other owner,
 /// or without the move label, is left as the move leaves it. Whether `v` was changed.
-pub fn detach_from_sopssecret(v: &mut Value) -> bool {
+pub(crate) fn detach_from_sopssecret(v: &mut Value) -> bool {
     let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
     if s("/apiVersion") != "v1" || s("/kind") != "Secret" {
         return false;
@@ -207,7 +207,7 @@ fn file_name(kind: &str, ns: &str, name: &str) -> Option<String> {
 }
 
 /// The record of namespace `ns`: its writer and the Clusters paused on the live cluster.
-pub fn record(ns: &str, paused: &[String]) -> Value {
+pub(crate) fn record(ns: &str, paused: &[String]) -> Value {
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -298,7 +298,7 @@ fn listed_objects(inputs: &[(String, Scrubbed)]) -> Result<Vec<&Value>, DumpErro
 }
 
 /// The dump of the objects of `inputs` (each an input file's label and its parsed List).
-pub fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
+pub(crate) fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
     let objects = listed_objects(inputs)?;
     let mut detached = Vec::new();
     let owned: Vec<Value> = objects
@@ -402,7 +402,7 @@ pub fn dump(inputs: &[(String, Scrubbed)]) -> Result<Dump, DumpError> {
 
 /// The Clusters a record lists as paused on the live cluster, `namespace/name`, or `None`
 /// when `doc` is no capstan dump record.
-pub fn paused_in_record(doc: &Value) -> Option<Vec<String>> {
+pub(crate) fn paused_in_record(doc: &Value) -> Option<Vec<String>> {
     let s = |p: &str| doc.pointer(p).and_then(Value::as_str);
     let ours = s("/kind") == Some("ConfigMap")
         && s("/metadata/name") == Some(RECORD)

@@ -29,7 +29,7 @@ use std::net::IpAddr;
 
 /// An error reading an input of `restore check`.
 #[derive(Debug, thiserror::Error)]
-pub enum InventoryError {
+pub(crate) enum InventoryError {
     /// A `kubectl get nodes -o json` file that is not one.
     #[error(
         "{file}: {problem}; expected `kubectl get nodes -o json` output of a workload cluster"
@@ -51,7 +51,7 @@ pub enum InventoryError {
 /// A restored VSphereVM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RestoredVm {
+pub(crate) struct RestoredVm {
     /// `namespace/name`.
     pub name: String,
     /// `spec.biosUUID`, lowercase.
@@ -62,7 +62,7 @@ pub struct RestoredVm {
 
 /// What the restored backup says runs.
 #[derive(Debug, Clone, Default)]
-pub struct Restored {
+pub(crate) struct Restored {
     /// The VSphereVMs.
     pub vms: Vec<RestoredVm>,
     /// The addresses the restored IPAddresses hold, and the IPAddress naming each.
@@ -71,7 +71,7 @@ pub struct Restored {
 
 /// A workload cluster's node and its InternalIPs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
+pub(crate) struct Node {
     /// The node name.
     pub name: String,
     /// Its InternalIP addresses.
@@ -81,7 +81,7 @@ pub struct Node {
 /// One mismatch and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Mismatch {
+pub(crate) struct Mismatch {
     /// `orphan-vm`, `missing-vm`, `no-bios-uuid`, `unclaimed-address`.
     pub kind: &'static str,
     /// The VM, VSphereVM or address concerned.
@@ -95,7 +95,7 @@ pub struct Mismatch {
 /// The report of `restore check`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub(crate) struct Report {
     /// VSphereVMs whose VM is in the inventory.
     pub matched: usize,
     /// Every mismatch, in a fixed order (kind, then subject).
@@ -108,7 +108,7 @@ fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
 
 /// The VSphereVMs and IPAddresses of a pulled backup (`clusterctl move` files). Secrets
 /// are skipped unparsed.
-pub fn restored(dir: &str, files: &[MovedFile]) -> Result<Restored, InventoryError> {
+pub(crate) fn restored(dir: &str, files: &[MovedFile]) -> Result<Restored, InventoryError> {
     let mut objs = Vec::new();
     for f in files {
         let named = crate::backup::object_of(&f.name);
@@ -170,7 +170,7 @@ pub fn restored(dir: &str, files: &[MovedFile]) -> Result<Restored, InventoryErr
 }
 
 /// The nodes of `kubectl get nodes -o json` output.
-pub fn parse_nodes(file: &str, text: &str) -> Result<Vec<Node>, InventoryError> {
+pub(crate) fn parse_nodes(file: &str, text: &str) -> Result<Vec<Node>, InventoryError> {
     let bad = |problem: String| InventoryError::Nodes {
         file: file.to_string(),
         problem,
@@ -213,7 +213,7 @@ fn sh(s: &str) -> String {
 
 /// Compare what the backup restored with the inventory (`vms`, every cluster folder's
 /// VMs) and the nodes of the workload clusters.
-pub fn compare(restored: &Restored, vms: &[VmPlacement], nodes: &[Node]) -> Report {
+pub(crate) fn compare(restored: &Restored, vms: &[VmPlacement], nodes: &[Node]) -> Report {
     let mut report = Report::default();
     let mut m = Vec::new();
     let by_uuid: BTreeMap<&str, &VmPlacement> = vms

@@ -10,6 +10,7 @@
 //! backup is listed only through it, so an upload that was killed or failed never appears
 //! as a backup. Nothing of a file's content is in the index; files are read, encrypted and
 //! uploaded one at a time, and pulled into a staging directory ([`staging`]).
+#![warn(unreachable_pub)]
 
 #![cfg_attr(
     not(feature = "backup"),
@@ -20,36 +21,36 @@
     )
 )]
 
-pub mod check;
-pub mod custody;
-pub mod dump;
-pub mod inventory;
-pub mod objects;
-pub mod payload;
-pub mod restore;
-pub mod staging;
+pub(crate) mod check;
+pub(crate) mod custody;
+pub(crate) mod dump;
+pub(crate) mod inventory;
+pub(crate) mod objects;
+pub(crate) mod payload;
+pub(crate) mod restore;
+pub(crate) mod staging;
 #[cfg(feature = "backup")]
-pub mod store;
+pub(crate) mod store;
 
-pub use payload::{open, seal};
+pub(crate) use payload::{open, seal};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The largest encrypted object read: the largest `clusterctl move` directory read, and
 /// age's overhead (a 16-byte tag per 64 KiB chunk, the header) and tar's (512 bytes of
 /// header per file, padding to 512, the manifest).
-pub const MAX_OBJECT: u64 = (1 << 30) + (256 << 20);
+pub(crate) const MAX_OBJECT: u64 = (1 << 30) + (256 << 20);
 
 /// The format of the encrypted payload's manifest: v2 is a tar stream (`payload`).
-pub const FORMAT: &str = "capstan.dev/backup/v2";
+pub(crate) const FORMAT: &str = "capstan.dev/backup/v2";
 /// The v1 payload (a JSON manifest line, then the files' bytes), still read.
-pub const FORMAT_V1: &str = "capstan.dev/backup/v1";
+pub(crate) const FORMAT_V1: &str = "capstan.dev/backup/v1";
 /// The format of a backup's public index.
-pub const INDEX_FORMAT: &str = "capstan.dev/backup-index/v1";
+pub(crate) const INDEX_FORMAT: &str = "capstan.dev/backup-index/v1";
 
 /// Why a backup could not be made, listed or restored.
 #[derive(Debug, thiserror::Error)]
-pub enum BackupError {
+pub(crate) enum BackupError {
     /// The object manifest: a file that is no object, an index that lists other objects.
     #[error(transparent)]
     Objects(#[from] objects::ObjectsError),
@@ -105,7 +106,7 @@ pub enum BackupError {
 /// A backup's public index (`<id>.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Index {
+pub(crate) struct Index {
     /// [`INDEX_FORMAT`].
     pub format: String,
     /// `20261205T083000Z-1a2b3c4d`: the UTC time, then 8 random hex digits (v1: the
@@ -139,14 +140,14 @@ pub struct Index {
 
 impl Index {
     /// The name of the encrypted object.
-    pub fn object(&self) -> String {
+    pub(crate) fn object(&self) -> String {
         format!("{}.age", self.id)
     }
 
     /// The index as `backup list --format json` prints it: the stored fields with their keys
     /// in camelCase, the one key case of capstan's reports (the stored `<id>.json` keeps
     /// `offline_recipients`, which every release reads).
-    pub fn report(&self) -> serde_json::Value {
+    pub(crate) fn report(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         if let Some(map) = v.as_object_mut() {
             if let Some(r) = map.remove("offline_recipients") {
@@ -160,7 +161,7 @@ impl Index {
 /// The one place an [`Index`] is built: each file is added as it is read (`add`), the
 /// encrypted object's size and sha256 when the upload is done (`finish`).
 #[derive(Debug)]
-pub struct IndexBuilder {
+pub(crate) struct IndexBuilder {
     files: usize,
     kinds: BTreeMap<String, usize>,
     clusters: Vec<String>,
@@ -184,7 +185,7 @@ impl Default for IndexBuilder {
 impl IndexBuilder {
     /// Count one file of the backup and describe it for the object manifest (its content
     /// is not kept: only kind, names, labels, key names and a CA's fingerprint).
-    pub fn add(&mut self, name: &str, bytes: &[u8]) -> Result<(), BackupError> {
+    pub(crate) fn add(&mut self, name: &str, bytes: &[u8]) -> Result<(), BackupError> {
         if let Some(list) = &mut self.objects {
             if let Some(e) = objects::described(name, bytes)? {
                 self.objects_json += serde_json::to_vec(&e).map_or(usize::MAX / 2, |v| v.len()) + 1;
@@ -206,7 +207,7 @@ impl IndexBuilder {
 
     /// The index of backup `id` made at `created`, whose encrypted object has `size`
     /// bytes and `sha256`.
-    pub fn finish(
+    pub(crate) fn finish(
         self,
         id: &str,
         created: &str,
@@ -232,7 +233,7 @@ impl IndexBuilder {
 
 /// The kind, namespace and name of a `clusterctl move` file (`Cluster_lab-f_lab-f.yaml`):
 /// none of the three holds `_` (Kubernetes names and kinds cannot).
-pub fn object_of(file: &str) -> Option<(&str, &str, &str)> {
+pub(crate) fn object_of(file: &str) -> Option<(&str, &str, &str)> {
     let stem = file.strip_suffix(".yaml")?;
     let mut parts = stem.split('_');
     let (kind, ns, name) = (parts.next()?, parts.next()?, parts.next()?);
@@ -243,7 +244,7 @@ pub fn object_of(file: &str) -> Option<(&str, &str, &str)> {
 }
 
 /// Whether `s` is a backup id: `YYYYMMDDTHHMMSSZ-` and 8 lowercase hex digits.
-pub fn is_id(s: &str) -> bool {
+pub(crate) fn is_id(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 25
         && b[8] == b'T'
@@ -258,7 +259,7 @@ pub fn is_id(s: &str) -> bool {
 
 /// A new backup id for a backup made at `unix`: its time, then 8 random hex digits (the
 /// object is named before its bytes exist: it is streamed).
-pub fn new_id(unix: i64) -> Result<(String, String), BackupError> {
+pub(crate) fn new_id(unix: i64) -> Result<(String, String), BackupError> {
     let (created, stamp) = times(unix);
     let mut r = [0u8; 4];
     getrandom::fill(&mut r).map_err(|e| BackupError::Io {
@@ -287,7 +288,7 @@ fn times(unix: i64) -> (String, String) {
 }
 
 /// The `YYYYMMDDTHHMMSSZ` stamp of an RFC 3339 UTC time.
-pub fn stamp_of(created: &str) -> String {
+pub(crate) fn stamp_of(created: &str) -> String {
     created.replace(['-', ':'], "")
 }
 

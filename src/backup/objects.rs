@@ -25,7 +25,7 @@ const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 /// One object of a backup, as the public index lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Entry {
+pub(crate) struct Entry {
     /// `kind`.
     pub kind: String,
     /// `metadata.namespace` (empty when cluster-scoped).
@@ -57,7 +57,7 @@ pub struct Entry {
 /// A Secret's public facts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SecretEntry {
+pub(crate) struct SecretEntry {
     /// `type` (empty when unset).
     #[serde(rename = "type")]
     pub type_: String,
@@ -71,7 +71,7 @@ pub struct SecretEntry {
 
 /// Why a file has no usable entry, or an index does not say what the payload holds.
 #[derive(Debug, thiserror::Error)]
-pub enum ObjectsError {
+pub(crate) enum ObjectsError {
     /// A `clusterctl move` file that is not one YAML object.
     #[error("{file}: not a Kubernetes object ({message}); `clusterctl move --to-directory` writes one YAML object per file")]
     Unreadable {
@@ -94,7 +94,7 @@ pub enum ObjectsError {
 /// for a file that does not name an object. A Secret's values are read only to list its
 /// keys and, for a CA Secret, to fingerprint its (public) certificate; the parsed tree is
 /// scrubbed when it is dropped.
-pub fn entry(file: &str, bytes: &[u8]) -> Result<Option<Entry>, ObjectsError> {
+pub(crate) fn entry(file: &str, bytes: &[u8]) -> Result<Option<Entry>, ObjectsError> {
     let Some((kind, ns, name)) = super::object_of(file) else {
         return Ok(None);
     };
@@ -178,7 +178,7 @@ fn ca_certificate(doc: &Value) -> Option<Vec<u8>> {
 /// [`entry`] for a backup's manifest: a file named like an object whose content is no
 /// Kubernetes object (`clusterctl` never writes one) is left out rather than refusing the
 /// whole backup; `backup check` then finds the object missing, which fails safe.
-pub fn described(file: &str, bytes: &[u8]) -> Result<Option<Entry>, ObjectsError> {
+pub(crate) fn described(file: &str, bytes: &[u8]) -> Result<Option<Entry>, ObjectsError> {
     match entry(file, bytes) {
         Err(ObjectsError::Unreadable { .. }) => Ok(None),
         other => other,
@@ -186,7 +186,7 @@ pub fn described(file: &str, bytes: &[u8]) -> Result<Option<Entry>, ObjectsError
 }
 
 /// The manifest of a whole directory, in the files' order.
-pub fn manifest(files: &[MovedFile]) -> Result<Vec<Entry>, ObjectsError> {
+pub(crate) fn manifest(files: &[MovedFile]) -> Result<Vec<Entry>, ObjectsError> {
     let mut out = Vec::with_capacity(files.len());
     for f in files {
         if let Some(e) = described(&f.name, &f.bytes)? {
@@ -200,11 +200,11 @@ pub fn manifest(files: &[MovedFile]) -> Result<Vec<Entry>, ObjectsError> {
 /// (`store::MAX_INDEX`), so about 8,000 objects. A larger dump gets no manifest (its index
 /// still lists, and `backup check` then needs the identity) rather than an index no listing
 /// would read.
-pub const MAX_MANIFEST_JSON: usize = 768 << 10;
+pub(crate) const MAX_MANIFEST_JSON: usize = 768 << 10;
 
 /// [`manifest`] when its JSON fits [`MAX_MANIFEST_JSON`], else `None`.
-#[cfg(any(test, feature = "testkit"))]
-pub fn index_manifest(files: &[MovedFile]) -> Result<Option<Vec<Entry>>, ObjectsError> {
+#[cfg(test)]
+pub(crate) fn index_manifest(files: &[MovedFile]) -> Result<Option<Vec<Entry>>, ObjectsError> {
     let m = manifest(files)?;
     let size = serde_json::to_vec(&m).map_or(usize::MAX, |v| v.len());
     Ok((size <= MAX_MANIFEST_JSON).then_some(m))
@@ -213,7 +213,7 @@ pub fn index_manifest(files: &[MovedFile]) -> Result<Option<Vec<Entry>>, Objects
 /// Check that an index's manifest is the one the decrypted files give, and return the
 /// files' manifest. An index without one (made before the manifest existed) passes: there
 /// is nothing to compare.
-pub fn verify(index: &super::Index, files: &[MovedFile]) -> Result<Vec<Entry>, ObjectsError> {
+pub(crate) fn verify(index: &super::Index, files: &[MovedFile]) -> Result<Vec<Entry>, ObjectsError> {
     let mismatch = |what: String| ObjectsError::Mismatch {
         id: index.id.clone(),
         what,

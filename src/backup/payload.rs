@@ -19,16 +19,16 @@ use std::io::{BufRead, Read, Write};
 use zeroize::Zeroizing;
 
 /// The name of the manifest entry, first in the tar.
-pub const MANIFEST: &str = "manifest.json";
+pub(crate) const MANIFEST: &str = "manifest.json";
 /// The directory of the files in the tar (`clusterctl move --from-directory move`).
-pub const FILES_DIR: &str = "move";
+pub(crate) const FILES_DIR: &str = "move";
 /// The largest manifest read (100,000 files of 255-byte names).
 const MAX_MANIFEST: u64 = 48 << 20;
 
 /// One file in the encrypted manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ManifestFile {
+pub(crate) struct ManifestFile {
     /// The file name, as `clusterctl` wrote it.
     pub name: String,
     /// Its bytes.
@@ -48,7 +48,7 @@ struct Manifest {
 }
 
 /// A writer or reader that hashes and counts what passes.
-pub struct Hashing<T> {
+pub(crate) struct Hashing<T> {
     inner: T,
     hash: Sha256,
     bytes: u64,
@@ -56,7 +56,7 @@ pub struct Hashing<T> {
 
 impl<T> Hashing<T> {
     /// Wrap `inner`.
-    pub fn new(inner: T) -> Self {
+    pub(crate) fn new(inner: T) -> Self {
         Hashing {
             inner,
             hash: Sha256::new(),
@@ -65,7 +65,7 @@ impl<T> Hashing<T> {
     }
 
     /// The bytes that passed and their sha256 (lowercase hex), and the inner value.
-    pub fn finish(self) -> (u64, String, T) {
+    pub(crate) fn finish(self) -> (u64, String, T) {
         let sha = self
             .hash
             .finalize()
@@ -116,12 +116,12 @@ fn hex_sha256(bytes: &[u8]) -> String {
 }
 
 /// How [`seal`] reads a file of the directory by name.
-pub type ReadFile<'a> = dyn FnMut(&str) -> Result<Zeroizing<Vec<u8>>, BackupError> + 'a;
+pub(crate) type ReadFile<'a> = dyn FnMut(&str) -> Result<Zeroizing<Vec<u8>>, BackupError> + 'a;
 
 /// Encrypt the files `names` of a `clusterctl move` directory (read one at a time by
 /// `read`) into `out` as backup `id` made at `created`: the tar stream inside the age
 /// stream. Returns its index, with the size and sha256 of what was written to `out`.
-pub fn seal<W: Write>(
+pub(crate) fn seal<W: Write>(
     dir: &str,
     names: &[String],
     read: &mut ReadFile<'_>,
@@ -228,13 +228,13 @@ pub fn seal<W: Write>(
 /// What [`open`] hands each file to: its name, its size (the manifest's, at most
 /// [`MAX_MOVED_FILE`]) and a reader of exactly its bytes (read it to the end; `open` checks
 /// the size and sha256 after).
-pub type Sink<'a> = dyn FnMut(&str, u64, &mut dyn Read) -> Result<(), BackupError> + 'a;
+pub(crate) type Sink<'a> = dyn FnMut(&str, u64, &mut dyn Read) -> Result<(), BackupError> + 'a;
 
 /// Verify and decrypt backup `index` streamed from `ciphertext`, handing each file to
 /// `sink` in order. Returns the number of files. Any mismatch is
 /// [`BackupError::Corrupt`] and may come after `sink` has seen files: the caller discards
 /// what it wrote unless `open` returns `Ok` ([`super::staging`]).
-pub fn open<R: Read>(
+pub(crate) fn open<R: Read>(
     index: &Index,
     ciphertext: R,
     identities: &[age::x25519::Identity],

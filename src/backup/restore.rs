@@ -94,7 +94,7 @@ fn init_command(configs: &[ClusterConfig], ipam: bool) -> (String, Vec<String>) 
 }
 
 /// The kind cluster the restore starts from.
-pub const KIND_CONFIG: &str = "kind: Cluster
+pub(crate) const KIND_CONFIG: &str = "kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 name: capstan-restore
 nodes:
@@ -181,7 +181,7 @@ fn no_backup(
 
 /// The restore runbook for the clusters of a repository (`configs`, `ipam` when any uses
 /// an IPAM pool), from backup `backup` under `url`, or the path without a backup.
-pub fn runbook(
+pub(crate) fn runbook(
     configs: &[ClusterConfig],
     ipam: bool,
     url: &str,

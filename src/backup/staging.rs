@@ -1,7 +1,7 @@
 //! Where `backup pull` writes: a staging directory beside OUT, `.<OUT>.capstan-new-<pid>`
 //! (mode 0700, files 0600), that takes OUT's place in one rename once every file verified,
 //! after one `syncfs` (not an fsync per file). A pull that fails removes it; a pull that
-//! was killed leaves it, and the next pull (or `create_private_dir`) beside it removes
+//! was killed leaves it, and the next pull beside it removes
 //! every one whose process no longer runs, before it writes anything: decrypted files of a
 //! killed pull do not outlive the next run.
 
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// A pull's output being written.
 #[derive(Debug)]
-pub struct Staging {
+pub(crate) struct Staging {
     dir: PathBuf,
     out: PathBuf,
     parent: PathBuf,
@@ -44,7 +44,7 @@ fn prefix_of(out: &Path) -> String {
 
 /// What [`Staging::new`] requires of `out`, checked without creating anything (a
 /// `--dry-run`): absent, or an empty directory.
-pub fn check_out(out: &Path) -> Result<(), BackupError> {
+pub(crate) fn check_out(out: &Path) -> Result<(), BackupError> {
     match std::fs::symlink_metadata(out) {
         Ok(m) if m.is_dir() => {
             if std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
@@ -69,7 +69,7 @@ pub fn check_out(out: &Path) -> Result<(), BackupError> {
 impl Staging {
     /// Check `out` (absent or an empty directory), remove the staging directories of
     /// killed pulls beside it, and create this one's.
-    pub fn new(out: &Path) -> Result<Staging, BackupError> {
+    pub(crate) fn new(out: &Path) -> Result<Staging, BackupError> {
         check_out(out)?;
         let parent = match out.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -94,14 +94,14 @@ impl Staging {
     }
 
     /// The staging directory.
-    #[cfg(any(test, feature = "testkit"))]
-    pub fn dir(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// Write file `name` (a safe name: the manifest's names are checked before any file
     /// is handed over) from `r`, mode 0600, not synced (see [`Staging::commit`]).
-    pub fn write(&mut self, name: &str, r: &mut dyn Read) -> Result<(), BackupError> {
+    pub(crate) fn write(&mut self, name: &str, r: &mut dyn Read) -> Result<(), BackupError> {
         let p = self.dir.join(name);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -135,7 +135,7 @@ impl Staging {
 
     /// Every file verified: one `syncfs` of the file system, then the staging directory
     /// takes OUT's place (an empty OUT gives way), then the parent is synced.
-    pub fn commit(mut self) -> Result<(), BackupError> {
+    pub(crate) fn commit(mut self) -> Result<(), BackupError> {
         let d = std::fs::File::open(&self.dir).map_err(io(&self.dir))?;
         rustix::fs::syncfs(&d).map_err(|e| io(&self.dir)(e.into()))?;
         let existed = self.out.exists();

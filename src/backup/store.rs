@@ -27,17 +27,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The largest public index read.
-pub const MAX_INDEX: u64 = 1 << 20;
+pub(crate) const MAX_INDEX: u64 = 1 << 20;
 /// The size of an upload part (S3 wants 5 MiB at least, but the last).
-pub const PART: usize = 8 << 20;
+pub(crate) const PART: usize = 8 << 20;
 /// How far in this machine's future an index may be dated and still be chosen.
-pub const SKEW: i64 = 300;
+pub(crate) const SKEW: i64 = 300;
 /// The most objects one listing holds (names and sizes only).
 const MAX_LISTED: usize = 1_000_000;
 
 /// The time budget of a store's requests ([`Store`] module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pace {
+pub(crate) struct Pace {
     /// No byte for this long fails a read.
     pub idle: Duration,
     /// Every window this long must bring `min_bytes`.
@@ -54,7 +54,7 @@ impl Default for Pace {
 
 impl Pace {
     /// The budget for an idle timeout: a window of twice it, 1 MiB a window.
-    pub fn with_idle(idle: Duration) -> Pace {
+    pub(crate) fn with_idle(idle: Duration) -> Pace {
         Pace {
             idle,
             window: idle * 2,
@@ -63,7 +63,7 @@ impl Pace {
     }
 
     /// From `CAPSTAN_BACKUP_TIMEOUT` (seconds, 1 to 3600), else the default.
-    pub fn from_env() -> Result<Pace, String> {
+    pub(crate) fn from_env() -> Result<Pace, String> {
         match std::env::var("CAPSTAN_BACKUP_TIMEOUT") {
             Err(_) => Ok(Pace::default()),
             Ok(v) => match v.trim().parse::<u64>() {
@@ -77,12 +77,12 @@ impl Pace {
     }
 
     /// A request that is not a stream.
-    pub fn request(&self) -> Duration {
+    pub(crate) fn request(&self) -> Duration {
         self.idle * 4
     }
 
     /// An upload part of `bytes`: the idle timeout, then the minimum rate.
-    pub fn part(&self, bytes: usize) -> Duration {
+    pub(crate) fn part(&self, bytes: usize) -> Duration {
         let per_window = self.min_bytes.max(1);
         self.idle + self.window.mul_f64(bytes as f64 / per_window as f64)
     }
@@ -90,7 +90,7 @@ impl Pace {
 
 /// The minimum-throughput rule, fed the bytes of a download as they come.
 #[derive(Debug)]
-pub struct Meter {
+pub(crate) struct Meter {
     pace: Pace,
     start: Instant,
     bytes: u64,
@@ -98,7 +98,7 @@ pub struct Meter {
 
 impl Meter {
     /// A meter whose first window starts at `now`.
-    pub fn new(pace: Pace, now: Instant) -> Meter {
+    pub(crate) fn new(pace: Pace, now: Instant) -> Meter {
         Meter {
             pace,
             start: now,
@@ -108,7 +108,7 @@ impl Meter {
 
     /// `n` bytes arrived at `now`: an error naming the rate when a whole window brought
     /// less than its minimum.
-    pub fn arrived(&mut self, n: usize, now: Instant) -> Result<(), String> {
+    pub(crate) fn arrived(&mut self, n: usize, now: Instant) -> Result<(), String> {
         self.bytes += n as u64;
         let elapsed = now.saturating_duration_since(self.start);
         if elapsed >= self.pace.window {
@@ -129,7 +129,7 @@ impl Meter {
 }
 
 /// A backup location.
-pub struct Store {
+pub(crate) struct Store {
     url: String,
     /// Where requests go, for messages.
     endpoint: String,
@@ -151,7 +151,7 @@ impl std::fmt::Debug for Store {
 
 /// The credential variables that let a request be signed without asking the instance
 /// metadata service; `None` when there are some, else what to tell the operator.
-pub fn missing_credentials(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+pub(crate) fn missing_credentials(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let set = |k: &str| env(k).is_some_and(|v| !v.is_empty());
     let key = set("AWS_ACCESS_KEY_ID");
     let secret = set("AWS_SECRET_ACCESS_KEY");
@@ -179,7 +179,7 @@ pub fn missing_credentials(env: &dyn Fn(&str) -> Option<String>) -> Option<Strin
 impl Store {
     /// Open `url` (`s3://BUCKET[/PREFIX]` or `file:///PATH`); `create` makes a missing
     /// local directory (for `push`).
-    pub fn open(url: &str, create: bool) -> Result<Store, BackupError> {
+    pub(crate) fn open(url: &str, create: bool) -> Result<Store, BackupError> {
         let fail = |message: String| BackupError::Store {
             url: crate::printable::line(url).into_owned(),
             message,
@@ -269,7 +269,7 @@ impl Store {
     }
 
     /// The URL as given.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
@@ -351,7 +351,7 @@ impl Store {
     /// Upload backup `id`: `write` streams the encrypted object into a multipart upload
     /// of `<id>.age` and returns its index, which is written last, so an upload that stops
     /// on the way never lists.
-    pub fn push(
+    pub(crate) fn push(
         &self,
         id: &str,
         write: impl FnOnce(&mut Upload<'_>) -> Result<Index, BackupError>,
@@ -386,7 +386,7 @@ impl Store {
 
     /// The objects directly under the prefix (one level: a nested prefix is left out),
     /// names and sizes; keys that cannot be used are reported and left out.
-    pub fn listing(&self) -> Result<Listing, BackupError> {
+    pub(crate) fn listing(&self) -> Result<Listing, BackupError> {
         let r = self.call(
             "listing the backups",
             self.inner.list_with_delimiter(Some(&self.prefix)),
@@ -412,7 +412,7 @@ impl Store {
     /// Every backup that [`accept`] takes, newest first, each index read (and dropped) in
     /// turn and handed to `each`, which returns whether to go on. Returns what was skipped,
     /// and why (escaped).
-    pub fn scan(
+    pub(crate) fn scan(
         &self,
         now_unix: i64,
         each: &mut dyn FnMut(Index) -> bool,
@@ -472,7 +472,7 @@ impl Store {
     }
 
     /// The newest backup ([`Store::scan`]), or the one named `id`, and what was skipped.
-    pub fn choose(
+    pub(crate) fn choose(
         &self,
         id: Option<&str>,
         now_unix: i64,
@@ -490,7 +490,7 @@ impl Store {
     }
 
     /// The bytes of object `name` (under the prefix), at most `cap`.
-    pub fn get(&self, name: &str, cap: u64) -> Result<Vec<u8>, BackupError> {
+    pub(crate) fn get(&self, name: &str, cap: u64) -> Result<Vec<u8>, BackupError> {
         let mut r = self.reader(name, cap)?;
         let mut out = Vec::with_capacity(r.size.min(cap) as usize);
         match r.read_to_end(&mut out) {
@@ -500,7 +500,7 @@ impl Store {
     }
 
     /// A reader of object `name` of at most `cap` bytes, streamed under [`Pace`].
-    pub fn reader(&self, name: &str, cap: u64) -> Result<ObjectReader<'_>, BackupError> {
+    pub(crate) fn reader(&self, name: &str, cap: u64) -> Result<ObjectReader<'_>, BackupError> {
         if let Some(root) = &self.local {
             let p = root.join(name);
             let f = std::fs::File::open(&p)
@@ -553,7 +553,7 @@ const CONTROL: char = '\u{fffd}';
 
 /// The names and sizes directly under a prefix, and what was left out.
 #[derive(Debug)]
-pub struct Listing {
+pub(crate) struct Listing {
     /// Object name (no prefix) to size.
     pub sizes: BTreeMap<String, u64>,
     /// What was left out, and why (escaped).
@@ -565,7 +565,7 @@ pub struct Listing {
 /// index's `created`, and the payload's: [`super::open`]), not more than [`SKEW`] seconds
 /// in this machine's future (a clock-skewed or forged name cannot outrank every real
 /// backup for long), and its object listed with the size it says.
-pub fn accept(
+pub(crate) fn accept(
     index: &Index,
     name_id: &str,
     object_size: Option<u64>,
@@ -610,7 +610,7 @@ pub fn accept(
 }
 
 /// A download, read chunk by chunk under [`Pace`].
-pub struct ObjectReader<'a> {
+pub(crate) struct ObjectReader<'a> {
     store: &'a Store,
     name: String,
     /// The object's size.
@@ -690,7 +690,7 @@ impl Read for ObjectReader<'_> {
 }
 
 /// An upload: [`PART`]-byte parts, each within [`Pace::part`].
-pub struct Upload<'a> {
+pub(crate) struct Upload<'a> {
     store: &'a Store,
     upload: Box<dyn MultipartUpload>,
     buf: Vec<u8>,
@@ -814,7 +814,7 @@ impl object_store::client::HttpService for SanitizingService {
 
 /// The XML of a listing page with every ASCII control character, raw or as a character
 /// reference (`&#1;`, `&#x1F;`), inside `<Key>` and `<Prefix>` replaced by U+FFFD.
-pub fn sanitize_keys(xml: &[u8]) -> Vec<u8> {
+pub(crate) fn sanitize_keys(xml: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(xml.len());
     let mut i = 0;
     let mut inside = false;

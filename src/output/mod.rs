@@ -10,6 +10,7 @@
 //! a killed one left. A run whose bundles are all identical to what is on disk writes
 //! nothing. Files capstan wrote before and no longer renders disappear with the old tree.
 //! Nothing is fsynced: the guarantee holds across kills and errors, not power loss.
+#![warn(unreachable_pub)]
 
 use crate::digest::sha256_hex;
 use crate::digest::Digest256;
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 /// Why output could not be written.
 #[derive(Debug, thiserror::Error)]
-pub enum BundleError {
+pub(crate) enum BundleError {
     /// An IO error on a path.
     // The message names the OS error, so it is not also the error's `source()`: a
     // printed chain (`{:#}`) would say it twice.
@@ -130,7 +131,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
 
 /// One cluster's output files, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bundle {
+pub(crate) struct Bundle {
     /// Cluster name: the directory name under the output root.
     pub name: String,
     /// (file name, content), objects first in render order, then the kustomization and lock.
@@ -138,13 +139,13 @@ pub struct Bundle {
 }
 
 /// File name for an object: `<kind>-<name>.yaml`, lowercase kind.
-pub fn file_name(kind: &str, name: &str) -> String {
+pub(crate) fn file_name(kind: &str, name: &str) -> String {
     format!("{}-{}.yaml", kind.to_ascii_lowercase(), name)
 }
 
 impl Bundle {
     /// Lay out a rendered cluster as files. `inputs` are the digests of what was read.
-    pub fn build(rendered: &Rendered, inputs: &[Digest256]) -> Result<Bundle, BundleError> {
+    pub(crate) fn build(rendered: &Rendered, inputs: &[Digest256]) -> Result<Bundle, BundleError> {
         let mut files: Vec<(String, String)> = Vec::with_capacity(rendered.resources.len() + 2);
         // Each file's digest for the lock; verbatim documents bring theirs from the reader.
         let mut digests: Vec<String> = Vec::with_capacity(rendered.resources.len() + 1);
@@ -240,7 +241,7 @@ fn write_digests<'a>(
 
 /// Remove files of `dir` (paths relative to it) that a command replaced with others; a file
 /// already gone is fine.
-pub fn remove_files(dir: &Path, rels: &[String]) -> Result<(), BundleError> {
+pub(crate) fn remove_files(dir: &Path, rels: &[String]) -> Result<(), BundleError> {
     for rel in rels {
         let p = dir.join(rel);
         match std::fs::remove_file(&p) {
@@ -262,7 +263,7 @@ pub fn remove_files(dir: &Path, rels: &[String]) -> Result<(), BundleError> {
 /// descriptor, so a symbolic link inside `dir` (`deploy -> /etc`) is refused
 /// ([`BundleError::Unexpected`]) before anything is written, and one swapped in while
 /// capstan writes is never followed either.
-pub fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
+pub(crate) fn create_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let root = rustix::fs::open(
         dir,
@@ -391,100 +392,11 @@ fn exists_below(root: &std::os::fd::OwnedFd, shown: &Path, rel: &str) -> Result<
     }
 }
 
-/// Write `files` (plain names) as a new directory `out` that holds nothing else, readable
-/// by the owner only (directory 0700, files 0600): `out` must be absent or an empty
-/// directory. The files are written into a hidden directory beside `out`, which then takes
-/// its place: a failure leaves `out` as it was (a killed run can leave the hidden
-/// `.<out>.capstan-new-<pid>` directory behind; the next call beside it removes those of
-/// processes that no longer run).
-#[cfg(any(test, feature = "testkit"))]
-pub fn create_private_dir(out: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    match std::fs::symlink_metadata(out) {
-        Ok(m) if m.is_dir() => {
-            if std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
-                return Err(BundleError::Exists {
-                    path: format!("{} (not empty)", out.display()),
-                });
-            }
-        }
-        Ok(_) => return Err(BundleError::NotADirectory { path: out.label() }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(out)(e)),
-    }
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let base = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    // Staging directories of runs that were killed hold plaintext: removed, unless their
-    // process still runs.
-    let prefix = format!(".{base}.capstan-new-");
-    if let Ok(entries) = std::fs::read_dir(&parent) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let dead = name
-                .strip_prefix(&prefix)
-                .and_then(|pid| pid.parse::<u32>().ok())
-                .is_some_and(|pid| {
-                    pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists()
-                });
-            if dead {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
-    let staging = parent.join(format!("{prefix}{}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&staging)
-        .map_err(io(&staging))?;
-    let result = (|| {
-        for (name, bytes) in files {
-            let p = staging.join(name);
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&p)
-                .map_err(io(&p))?;
-            std::io::Write::write_all(&mut f, bytes).map_err(io(&p))?;
-            f.sync_all().map_err(io(&p))?;
-        }
-        // An empty `out` gives way (`remove_dir` refuses one that filled up meanwhile),
-        // and is made again if the rename fails.
-        let existed = out.exists();
-        if existed {
-            std::fs::remove_dir(out).map_err(io(out))?;
-        }
-        rustix::fs::renameat_with(
-            rustix::fs::CWD,
-            &staging,
-            rustix::fs::CWD,
-            out,
-            rustix::fs::RenameFlags::NOREPLACE,
-        )
-        .map_err(|e| {
-            if existed {
-                let _ = std::fs::create_dir(out);
-            }
-            io(out)(e.into())
-        })
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
-    }
-    result
-}
-
 /// Create those of `files` (relative paths) that do not exist under `dir` yet, through
 /// [`create_files`] (no link below `dir` followed); existing files, whatever their
 /// content, and links in a file's place are kept untouched.
 /// Returns (created, kept) relative paths, in the order given.
-pub fn create_missing(
+pub(crate) fn create_missing(
     dir: &Path,
     files: &[(&str, &[u8])],
 ) -> Result<(Vec<String>, Vec<String>), BundleError> {
@@ -494,11 +406,11 @@ pub fn create_missing(
 }
 
 /// A file to create: its path relative to the directory, and its bytes.
-pub type NewFile<'a> = (&'a str, &'a [u8]);
+pub(crate) type NewFile<'a> = (&'a str, &'a [u8]);
 
 /// What [`create_files`] checks before it writes, without writing (a writer's
 /// `--dry-run`): [`BundleError::Exists`] for the first file that exists.
-pub fn check_creatable(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
+pub(crate) fn check_creatable(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), BundleError> {
     let (_, kept) = partition_missing(dir, files)?;
     match kept.first() {
         Some(k) => Err(BundleError::Exists {
@@ -510,7 +422,7 @@ pub fn check_creatable(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), Bundle
 
 /// Those of `files` that [`create_missing`] would create, and the relative paths it would
 /// keep, without writing anything (a writer's `--dry-run`).
-pub fn partition_missing<'a>(
+pub(crate) fn partition_missing<'a>(
     dir: &Path,
     files: &[NewFile<'a>],
 ) -> Result<(Vec<NewFile<'a>>, Vec<String>), BundleError> {
@@ -543,7 +455,7 @@ pub fn partition_missing<'a>(
 /// Replace files under `dir` (relative paths; parents created), each atomically (written
 /// beside it, then renamed over it). A file whose content is already identical is left
 /// alone. Returns the paths actually written.
-pub fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<String>, BundleError> {
+pub(crate) fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<String>, BundleError> {
     let mut written = Vec::new();
     for (name, bytes) in files {
         let p = dir.join(name);
@@ -565,7 +477,7 @@ pub fn replace_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<Vec<Stri
 
 /// The paths of `files` that [`replace_files`] would write (those missing or different),
 /// without writing anything (a writer's `--dry-run`).
-pub fn changed_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Vec<String> {
+pub(crate) fn changed_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Vec<String> {
     files
         .iter()
         .filter(|(name, bytes)| !unchanged(&dir.join(name), bytes))
@@ -580,7 +492,7 @@ fn unchanged(p: &Path, bytes: &[u8]) -> bool {
 
 /// What [`write_all`] did per cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The directory was created.
     Created,
     /// The directory was replaced.
@@ -694,7 +606,7 @@ fn is_staging_name(name: &str) -> bool {
 /// `rename(2)` (`RENAME_EXCHANGE`). A kill at any moment leaves OUT entirely old or
 /// entirely new; the next writer removes what a killed one left. Dropped without
 /// [`Output::commit`], it removes its staging tree.
-pub struct Output {
+pub(crate) struct Output {
     /// OUT as the user named it, for messages.
     shown: PathBuf,
     /// OUT with its parent canonical (where the swap happens).
@@ -718,7 +630,7 @@ impl Drop for Output {
 
 /// A cluster directory staged for [`Output::commit`].
 #[derive(Debug)]
-pub struct Staged {
+pub(crate) struct Staged {
     name: String,
     outcome: Outcome,
     duplicate: bool,
@@ -726,7 +638,7 @@ pub struct Staged {
 
 /// What [`Output::commit`] did.
 #[derive(Debug)]
-pub struct Committed {
+pub(crate) struct Committed {
     /// Per cluster, in the order staged.
     pub report: Vec<(String, Outcome)>,
     /// The previous tree, when removing it failed after the swap (OUT is complete and new;
@@ -738,7 +650,7 @@ impl Output {
     /// Lock OUT (waiting up to ten minutes for another capstan writing it; `on_wait` is
     /// told the lock file once), remove what killed runs left beside it, and create the
     /// staging tree. OUT itself is not changed.
-    pub fn open(root: &Path, on_wait: &mut dyn FnMut(&Path)) -> Result<Output, BundleError> {
+    pub(crate) fn open(root: &Path, on_wait: &mut dyn FnMut(&Path)) -> Result<Output, BundleError> {
         let target = match std::fs::symlink_metadata(root) {
             Ok(_) => {
                 let meta = std::fs::metadata(root).map_err(io(root))?;
@@ -802,7 +714,7 @@ impl Output {
     /// Check a cluster's directory in OUT (refusing files capstan did not write) and write
     /// the bundle into the staging tree. Nothing in OUT changes. Safe to call from several
     /// threads for different clusters.
-    pub fn stage(&self, bundle: &Bundle) -> Result<Staged, BundleError> {
+    pub(crate) fn stage(&self, bundle: &Bundle) -> Result<Staged, BundleError> {
         let dir = self.target.join(&bundle.name);
         let exists = match previous_files(&dir)? {
             None => false,
@@ -857,7 +769,7 @@ impl Output {
     /// Complete the staging tree with everything of OUT this run does not replace (hard
     /// links: same files, same inodes) and swap it in with one rename. Errors before the
     /// swap leave OUT as it was; after it, nothing is an error.
-    pub fn commit(mut self, staged: Vec<Staged>) -> Result<Committed, BundleError> {
+    pub(crate) fn commit(mut self, staged: Vec<Staged>) -> Result<Committed, BundleError> {
         let mut names = BTreeSet::new();
         for s in &staged {
             if s.duplicate || !names.insert(s.name.as_str()) {
@@ -1001,8 +913,8 @@ fn link_tree(from: &Path, to: &Path) -> Result<(), BundleError> {
 
 /// Write every bundle under `root`: open, stage all (every target checked for foreign
 /// files, nothing visible changed), then commit all at once.
-#[cfg(any(test, feature = "testkit"))]
-pub fn write_all(root: &Path, bundles: &[Bundle]) -> Result<Vec<(String, Outcome)>, BundleError> {
+#[cfg(test)]
+pub(crate) fn write_all(root: &Path, bundles: &[Bundle]) -> Result<Vec<(String, Outcome)>, BundleError> {
     let out = Output::open(root, &mut |_| {})?;
     let staged = bundles
         .iter()

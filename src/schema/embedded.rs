@@ -28,7 +28,7 @@ const MAX_DEPTH: usize = 128;
 
 /// One provider release whose CRDs are embedded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Release {
+pub(crate) struct Release {
     /// The `clusterctl` inventory name, e.g. `cluster-api`.
     pub provider: String,
     /// The release, e.g. `v1.10.10`.
@@ -37,7 +37,7 @@ pub struct Release {
 
 /// The CRDs of one set of provider releases (one per flavour).
 #[derive(Debug, Clone)]
-pub struct ProviderSet {
+pub(crate) struct ProviderSet {
     /// The flavour whose objects it validates: `v1beta1` (the releases `inputs::providers`
     /// pins) or `v1beta2` (the CAPI v1beta2-contract releases of `tests/fixtures/crds`).
     pub name: String,
@@ -49,7 +49,7 @@ pub struct ProviderSet {
 
 impl ProviderSet {
     /// `cluster-api v1.10.10, bootstrap-talos v0.6.12, …`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.releases
             .iter()
             .map(|r| format!("{} {}", r.provider, r.release))
@@ -59,7 +59,7 @@ impl ProviderSet {
 }
 
 /// The parsed file, before any schema is compiled.
-pub struct Embedded {
+pub(crate) struct Embedded {
     doc: Value,
 }
 
@@ -74,7 +74,7 @@ fn malformed(path: &str, expected: &str) -> SchemaError {
 
 impl Embedded {
     /// Parse the embedded file.
-    pub fn load() -> Result<Embedded, SchemaError> {
+    pub(crate) fn load() -> Result<Embedded, SchemaError> {
         let doc: Value =
             serde_json::from_str(EMBEDDED).map_err(|_| malformed("", "a JSON document"))?;
         Ok(Embedded { doc })
@@ -100,22 +100,8 @@ impl Embedded {
         expand(s, schemas, 0)
     }
 
-    /// Where the embedded schemas came from (`sources` of the file), one line each.
-    #[cfg(any(test, feature = "testkit"))]
-    pub fn sources(&self) -> Vec<String> {
-        self.doc
-            .get("sources")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some(format!("{k}: {}", v.as_str()?)))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// The CRD sets, compiled, in the file's order (`v1beta1`, then `v1beta2`).
-    pub fn provider_sets(&self) -> Result<Vec<ProviderSet>, SchemaError> {
+    pub(crate) fn provider_sets(&self) -> Result<Vec<ProviderSet>, SchemaError> {
         let sets = self
             .doc
             .get("crdSets")
@@ -195,7 +181,7 @@ impl Embedded {
     }
 
     /// The Kubernetes minors (`1.N`) whose built-in kinds are embedded, ascending.
-    pub fn kubernetes_minors(&self) -> Vec<u32> {
+    pub(crate) fn kubernetes_minors(&self) -> Vec<u32> {
         let mut m: Vec<u32> = self
             .doc
             .get("kubernetes")
@@ -212,7 +198,7 @@ impl Embedded {
     /// entry named `Kubernetes v1.N`), and the kinds it holds (`apiVersion` and kind);
     /// `None` when that minor is not embedded.
     #[allow(clippy::type_complexity)]
-    pub fn kubernetes(
+    pub(crate) fn kubernetes(
         &self,
         minor: u32,
     ) -> Result<Option<(CrdSet, Vec<(String, String)>)>, SchemaError> {
@@ -260,7 +246,7 @@ impl Embedded {
 
 /// One schema for [`CrdSet::from_schemas`].
 #[derive(Debug, Clone)]
-pub struct SchemaEntry {
+pub(crate) struct SchemaEntry {
     /// Where it came from (for messages).
     pub file: String,
     /// API group (`""` for the core group).
@@ -277,7 +263,7 @@ impl CrdSet {
     /// Build from schemas given directly, one per (group, version, kind), all served: the
     /// built-in kinds, whose core group `""` no CRD may have. `file` names each one's source
     /// for messages; a (group, version, kind) given twice is an error.
-    pub fn from_schemas(entries: Vec<SchemaEntry>) -> Result<CrdSet, SchemaError> {
+    pub(crate) fn from_schemas(entries: Vec<SchemaEntry>) -> Result<CrdSet, SchemaError> {
         let mut set = CrdSet::default();
         let mut regexes = HashMap::new();
         for e in entries {
@@ -343,7 +329,7 @@ fn expand(v: &Value, schemas: &[Value], depth: usize) -> Result<Value, SchemaErr
 /// as written, where it was read: `TalosControlPlane lab-f-cp spec.version`). With several,
 /// the lowest minor (a field a newer release added is then refused; the kinds and fields
 /// capstan renders exist in every minor it supports).
-pub fn rendered_version<'a>(
+pub(crate) fn rendered_version<'a>(
     objects: impl IntoIterator<Item = &'a Value>,
 ) -> Option<(u32, String, String)> {
     let mut best: Option<(u32, String, String)> = None;
@@ -373,7 +359,7 @@ pub fn rendered_version<'a>(
 
 /// The minor of a Kubernetes version `v1.N[.P…]` (`v` optional, as `--kubernetes-version`
 /// takes it too): `N`.
-pub fn kubernetes_minor(version: &str) -> Option<u32> {
+pub(crate) fn kubernetes_minor(version: &str) -> Option<u32> {
     let v = version.strip_prefix('v').unwrap_or(version);
     let mut parts = v.split(['.', '-', '+']);
     if parts.next()? != "1" {

@@ -24,13 +24,12 @@
 //! it); other `format`s are ignored; `pattern`s use Rust `regex` syntax, which accepts the RE2 subset
 //! used by CRDs but treats `\d`, `\w` and `\s` as Unicode classes; `x-kubernetes-map-type` and
 //! `description` are ignored; `status` is checked against the schema like any other field.
+#![warn(unreachable_pub)]
 
-pub mod embedded;
+pub(crate) mod embedded;
 mod names;
 use names::{is_date_time, is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name};
 
-#[cfg(any(test, feature = "testkit"))]
-pub use embedded::SchemaEntry;
 
 use regex::Regex;
 use serde_json::{Map, Number, Value};
@@ -47,7 +46,7 @@ const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 
 /// A CRD document that could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum SchemaError {
+pub(crate) enum SchemaError {
     /// The document is not an `apiextensions.k8s.io/v1` CustomResourceDefinition.
     #[error("{file}: expected a CustomResourceDefinition (apiVersion `apiextensions.k8s.io/v1`), found {found}")]
     NotACrd {
@@ -98,7 +97,7 @@ pub enum SchemaError {
 
 /// One way in which an object breaks its schema.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Violation {
+pub(crate) struct Violation {
     /// JSON path of the offending node, e.g. `spec.template.spec.numCPUs`; empty for the object itself.
     pub path: String,
     /// What was expected and what was found.
@@ -117,7 +116,7 @@ impl fmt::Display for Violation {
 
 /// Compiled schemas of a set of CRDs, keyed by (group, version, kind).
 #[derive(Debug, Clone, Default)]
-pub struct CrdSet {
+pub(crate) struct CrdSet {
     /// kind -> every (group, version) defined for it.
     by_kind: HashMap<String, Vec<Entry>>,
     count: usize,
@@ -135,7 +134,7 @@ struct Entry {
 impl CrdSet {
     /// Build from already-parsed CRD documents; `source` names the file each came from (for error messages).
     /// Non-CRD documents are an error naming the source. Later duplicate (group,version,kind) is an error.
-    pub fn from_documents(docs: Vec<(String, Value)>) -> Result<CrdSet, SchemaError> {
+    pub(crate) fn from_documents(docs: Vec<(String, Value)>) -> Result<CrdSet, SchemaError> {
         let mut set = CrdSet::default();
         let mut regexes = HashMap::new();
         for (file, doc) in &docs {
@@ -146,13 +145,13 @@ impl CrdSet {
 
     /// True if a schema exists for this apiVersion ("group/version") and kind (served or not: an
     /// unserved version is still worth validating, to report that it is not served).
-    pub fn knows(&self, api_version: &str, kind: &str) -> bool {
+    pub(crate) fn knows(&self, api_version: &str, kind: &str) -> bool {
         let (group, version) = split_api_version(api_version);
         self.lookup(group, version, kind).is_some()
     }
 
     /// Whether the set has a CRD for `kind` in `api_version`'s group, in any version.
-    pub fn knows_kind(&self, api_version: &str, kind: &str) -> bool {
+    pub(crate) fn knows_kind(&self, api_version: &str, kind: &str) -> bool {
         let (group, _) = split_api_version(api_version);
         self.by_kind
             .get(kind)
@@ -162,7 +161,7 @@ impl CrdSet {
     /// Validate one object. Returns all violations (empty = valid). An object whose apiVersion/kind has
     /// no CRD in the set yields one violation saying so; a version that is defined but not served
     /// yields one violation too.
-    pub fn validate(&self, obj: &Value) -> Vec<Violation> {
+    pub(crate) fn validate(&self, obj: &Value) -> Vec<Violation> {
         let mut v = Validator::default();
         let Some(map) = obj.as_object() else {
             v.report(type_message("object", obj));
@@ -214,13 +213,13 @@ impl CrdSet {
     }
 
     /// Number of (group, version, kind) schemas held, served or not.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.count
     }
 
     /// True when no schema is held.
-    #[cfg(any(test, feature = "testkit"))]
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
