@@ -550,6 +550,13 @@ pub fn review(
     })
 }
 
+/// The `cluster.yaml` of each cluster directory, as tree paths (what a prefetch reads).
+fn configs(dirs: &[String]) -> Vec<String> {
+    dirs.iter()
+        .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
+        .collect()
+}
+
 /// The two sides of a review and what changed between them.
 struct Change {
     a: Revision,
@@ -561,22 +568,26 @@ struct Change {
 }
 
 impl Change {
-    fn read(repo: &git::Repository, rev_a: &str, rev_b: Option<&str>) -> Result<Change, RevisionsError> {
-    let a = Revision::list(repo, rev_a)?;
-    let newer = match rev_b {
-        Some(r) => Newer::Revision(Box::new(Revision::list(repo, r)?)),
-        None => Newer::Worktree,
-    };
-    let mut changed = match &newer {
-        Newer::Revision(b) => changed_between(&a, b),
-        Newer::Worktree => git::worktree_changes(repo, &a.commit)?,
-    };
-    // A symbolic link reads its target: a changed target changes the link.
-    let mut links = a.links();
-    if let Newer::Revision(b) = &newer {
-        links.extend(b.links());
-    }
-    through_links(&mut changed, &links);
+    fn read(
+        repo: &git::Repository,
+        rev_a: &str,
+        rev_b: Option<&str>,
+    ) -> Result<Change, RevisionsError> {
+        let a = Revision::list(repo, rev_a)?;
+        let newer = match rev_b {
+            Some(r) => Newer::Revision(Box::new(Revision::list(repo, r)?)),
+            None => Newer::Worktree,
+        };
+        let mut changed = match &newer {
+            Newer::Revision(b) => changed_between(&a, b),
+            Newer::Worktree => git::worktree_changes(repo, &a.commit)?,
+        };
+        // A symbolic link reads its target: a changed target changes the link.
+        let mut links = a.links();
+        if let Newer::Revision(b) = &newer {
+            links.extend(b.links());
+        }
+        through_links(&mut changed, &links);
         Ok(Change {
             a,
             newer,
@@ -609,44 +620,40 @@ struct Fleet {
 impl Fleet {
     fn find(change: &Change, path: &Path, rel: &str) -> Result<Fleet, RevisionsError> {
         let (a, newer) = (&change.a, &change.newer);
-    // A path that exists on one side only (a repository's first cluster, a directory the
-    // change adds or removes) has no clusters on the other.
-    let none_if_absent = |r: Result<Vec<String>, InputError>| match r {
-        Err(InputError::NoClusters { .. }) => Ok(Vec::new()),
-        Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
-            Ok(Vec::new())
+        // A path that exists on one side only (a repository's first cluster, a directory the
+        // change adds or removes) has no clusters on the other.
+        let none_if_absent = |r: Result<Vec<String>, InputError>| match r {
+            Err(InputError::NoClusters { .. }) => Ok(Vec::new()),
+            Err(InputError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Vec::new())
+            }
+            other => other,
+        };
+        let dirs_a = none_if_absent(discover(a, rel))?;
+        // Working-tree clusters as tree paths, and the paths to read them by.
+        let (dirs_b, disk_of): (Vec<String>, BTreeMap<String, PathBuf>) = match newer {
+            Newer::Revision(b) => (none_if_absent(discover(b.as_ref(), rel))?, BTreeMap::new()),
+            Newer::Worktree => worktree_dirs(path, rel)?,
+        };
+        // Side B must be a fleet `capstan render` accepts: no name declared twice, across every
+        // cluster, not only those that render (a change adding a second `lab-f` touches only the
+        // new directory). Only each `cluster.yaml` is read (in one exchange with git) and parsed.
+        let names_b = match newer {
+            Newer::Revision(b) => {
+                b.prefetch(configs(&dirs_b).iter().map(String::as_str))?;
+                unique_names(&dirs_b, |d| cluster::cluster_name(b.as_ref(), Path::new(d)))?
+            }
+            Newer::Worktree => unique_names(&dirs_b, |d| match disk_of.get(d) {
+                Some(p) => inputs::cluster_name(p),
+                None => Ok((None, d.to_string())),
+            })?,
+        };
+        if dirs_a.is_empty() && dirs_b.is_empty() {
+            return Err(InputError::NoClusters {
+                dir: format!("{}:{rel} and {}", a.name, label_of(newer, path)),
+            }
+            .into());
         }
-        other => other,
-    };
-    let dirs_a = none_if_absent(discover(a, rel))?;
-    // Working-tree clusters as tree paths, and the paths to read them by.
-    let (dirs_b, disk_of): (Vec<String>, BTreeMap<String, PathBuf>) = match newer {
-        Newer::Revision(b) => (none_if_absent(discover(b.as_ref(), rel))?, BTreeMap::new()),
-        Newer::Worktree => worktree_dirs(path, rel)?,
-    };
-    // Side B must be a fleet `capstan render` accepts: no name declared twice, across every
-    // cluster, not only those that render (a change adding a second `lab-f` touches only the
-    // new directory). Only each `cluster.yaml` is read (in one exchange with git) and parsed.
-    let names_b = match newer {
-        Newer::Revision(b) => {
-            let files: Vec<String> = dirs_b
-                .iter()
-                .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
-                .collect();
-            b.prefetch(files.iter().map(String::as_str))?;
-            unique_names(&dirs_b, |d| cluster::cluster_name(b.as_ref(), Path::new(d)))?
-        }
-        Newer::Worktree => unique_names(&dirs_b, |d| match disk_of.get(d) {
-            Some(p) => inputs::cluster_name(p),
-            None => Ok((None, d.to_string())),
-        })?,
-    };
-    if dirs_a.is_empty() && dirs_b.is_empty() {
-        return Err(InputError::NoClusters {
-            dir: format!("{}:{rel} and {}", a.name, label_of(newer, path)),
-        }
-        .into());
-    }
         let all = dirs_a.iter().chain(dirs_b.iter()).cloned().collect();
         Ok(Fleet {
             dirs_a,
@@ -672,15 +679,12 @@ struct Hit {
 
 impl Hit {
     fn find(change: &Change, fleet: &Fleet, templates_fixed: bool) -> Hit {
-        let (a, newer, changed, links) = (&change.a, &change.newer, &change.changed, &change.links);
-        let (dirs_a, dirs_b, disk_of, all) = (&fleet.dirs_a, &fleet.dirs_b, &fleet.disk_of, &fleet.all);
+        let (a, newer) = (&change.a, &change.newer);
+        let (changed, links) = (&change.changed, &change.links);
+        let (dirs_a, dirs_b) = (&fleet.dirs_a, &fleet.dirs_b);
+        let (disk_of, all) = (&fleet.disk_of, &fleet.all);
         let cache_a = inputs::OverlayCache::default();
         let cache_b = inputs::OverlayCache::default();
-        let configs = |dirs: &[String]| -> Vec<String> {
-            dirs.iter()
-                .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
-                .collect()
-        };
         let prefetched = std::sync::Once::new();
         // Cluster names met while resolving overlays (side, directory → name), for the batches.
         let names: std::sync::Mutex<BTreeMap<(usize, String), String>> =
@@ -718,8 +722,8 @@ impl Hit {
                         inputs::load_overlays_in(b.as_ref(), &c, &cache_b).ok()?
                     }
                     Newer::Worktree => {
-                        let c = inputs::load_cluster_with(disk_of.get(d)?, inputs::Digests::NotWanted)
-                            .ok()?;
+                        let dir = disk_of.get(d)?;
+                        let c = inputs::load_cluster_with(dir, inputs::Digests::NotWanted).ok()?;
                         remember(1, d, &c);
                         inputs::load_overlays(&c, &cache_b).ok()?
                     }
@@ -763,11 +767,6 @@ fn compare(
     let (a, rev_b) = (&change.a, change.rev_b());
     let (dirs_a, dirs_b, disk_of) = (&fleet.dirs_a, &fleet.dirs_b, &fleet.disk_of);
     let (names, hit_paths) = (&hit.names, &hit.paths);
-    let configs = |dirs: &[String]| -> Vec<String> {
-        dirs.iter()
-            .map(|d| format!("{d}/{}", inputs::CLUSTER_FILE))
-            .collect()
-    };
     let render_a: Vec<String> = dirs_a
         .iter()
         .filter(|d| hit_paths.contains_key(*d))
