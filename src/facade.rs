@@ -38,16 +38,12 @@ pub fn render_repository(repo: &Path) -> Result<String, Error> {
         digests: inputs::Digests::NotWanted,
     };
     let rendered = pipeline::render_disk::<_, pipeline::PipelineError>(&dirs, &opts, |_, r, _| {
-        let mut text = String::new();
-        crate::resource::write_stream(&r.resources, &mut text);
-        Ok(text)
+        Ok(r.resources)
     })?;
+    // `write_stream` separates each document from what `out` holds already, across clusters too.
     let mut out = String::new();
-    for text in rendered {
-        if !out.is_empty() && !text.is_empty() {
-            out.push_str("---\n");
-        }
-        out.push_str(&text);
+    for resources in &rendered {
+        crate::resource::write_stream(resources, &mut out);
     }
     Ok(out)
 }
